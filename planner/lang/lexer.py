@@ -1,0 +1,156 @@
+"""Tokenizer shared by every query language (MATCH_RECOGNIZE, SASE+, TPStream, GRETA, window SQL).
+
+Tokens carry their 0-based offset so every parse error can name the position. Keywords are not
+reserved here: they are identifiers that parsers compare case-insensitively, so a column may be
+called ``type`` or ``start`` where the grammar allows.
+
+Token kinds: ``ident`` (``value`` is the name; double-quoted identifiers keep case and may contain
+any character, ``""`` escapes a quote), ``number`` (``value`` is int or float), ``string``
+(single-quoted, ``''`` escapes), ``op`` (punctuation and operators), ``eof``.
+A number directly followed by letters (``5s``, ``10min``) is lexed as a number token whose ``unit``
+holds the letters, for the duration shorthand some languages accept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replaydb.errors import ParseError
+
+_OPS = sorted(
+    ["<=", ">=", "<>", "!=", "==", "..", "->", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")",
+     ",", ".", ";", "[", "]", "{", "}", "|", "?", "^", "$", "!", "~", ":"],
+    key=len, reverse=True,
+)
+
+MAX_QUERY_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+    value: object
+    pos: int
+    unit: str | None = None
+
+    def is_kw(self, *words: str) -> bool:
+        """True if this is an unquoted identifier equal (case-insensitively) to one of ``words``."""
+        return self.kind == "ident" and not self.text.startswith('"') and self.text.upper() in words
+
+    def is_op(self, *ops: str) -> bool:
+        return self.kind == "op" and self.text in ops
+
+    def describe(self) -> str:
+        if self.kind == "eof":
+            return "end of query"
+        return repr(self.text)
+
+
+def tokenize(text: str) -> list[Token]:
+    """Split ``text`` into tokens (comments ``-- ...`` to end of line and ``/* ... */`` skipped)."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise ParseError(f"query is longer than {MAX_QUERY_CHARS:,} characters", text=text[:200], pos=0)
+    toks: list[Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+            continue
+        if text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise ParseError("unterminated comment", text=text, pos=i)
+            i = j + 2
+            continue
+        if c.isalpha() or c == "_":
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            word = text[i:j]
+            toks.append(Token("ident", word, word, i))
+            i = j
+            continue
+        if c == '"':
+            j = i + 1
+            buf = []
+            while True:
+                if j >= n:
+                    raise ParseError("unterminated quoted identifier", text=text, pos=i)
+                if text[j] == '"':
+                    if j + 1 < n and text[j + 1] == '"':
+                        buf.append('"')
+                        j += 2
+                        continue
+                    break
+                buf.append(text[j])
+                j += 1
+            if not buf:
+                raise ParseError("empty quoted identifier", text=text, pos=i)
+            toks.append(Token("ident", text[i : j + 1], "".join(buf), i))
+            i = j + 1
+            continue
+        if c == "'":
+            j = i + 1
+            buf = []
+            while True:
+                if j >= n:
+                    raise ParseError("unterminated string literal", text=text, pos=i)
+                if text[j] == "'":
+                    if j + 1 < n and text[j + 1] == "'":
+                        buf.append("'")
+                        j += 2
+                        continue
+                    break
+                buf.append(text[j])
+                j += 1
+            toks.append(Token("string", text[i : j + 1], "".join(buf), i))
+            i = j + 1
+            continue
+        if c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+            j = i
+            while j < n and text[j].isdigit():
+                j += 1
+            is_float = False
+            if j < n and text[j] == "." and not text.startswith("..", j):
+                is_float = True
+                j += 1
+                while j < n and text[j].isdigit():
+                    j += 1
+            if j < n and text[j] in "eE":
+                k = j + 1
+                if k < n and text[k] in "+-":
+                    k += 1
+                if k < n and text[k].isdigit():
+                    is_float = True
+                    j = k
+                    while j < n and text[j].isdigit():
+                        j += 1
+            num_text = text[i:j]
+            value: object = float(num_text) if is_float else int(num_text)
+            unit = None
+            if j < n and (text[j].isalpha() or text[j] == "_"):
+                k = j
+                while k < n and text[k].isalpha():
+                    k += 1
+                if k < n and (text[k].isdigit() or text[k] == "_"):
+                    raise ParseError(f"malformed number {text[i:k + 1]!r}", text=text, pos=i)
+                unit = text[j:k]
+                j = k
+            toks.append(Token("number", text[i:j], value, i, unit))
+            i = j
+            continue
+        for op in _OPS:
+            if text.startswith(op, i):
+                toks.append(Token("op", op, op, i))
+                i += len(op)
+                break
+        else:
+            raise ParseError(f"unexpected character {c!r}", text=text, pos=i)
+    toks.append(Token("eof", "", None, n))
+    return toks

@@ -1,0 +1,346 @@
+"""A recursive-descent parser base with an expression grammar every language shares.
+
+Language parsers subclass :class:`ParserBase`; they call :meth:`parse_expr` for predicates and
+values and may override :meth:`parse_primary_hook` to add their own atoms (``PREV(x)``,
+``NEXT(S).price``, ``b[i-1].price``...). Errors are :class:`~replaydb.errors.ParseError` with the
+position and the set of tokens that would have been accepted there.
+
+Expression grammar (lowest to highest precedence)::
+
+    expr     := or
+    or       := and (OR and)*
+    and      := not (AND not)*
+    not      := NOT not | cmp
+    cmp      := add [(= | == | != | <> | < | <= | > | >=) add
+                     | [NOT] BETWEEN add AND add | [NOT] IN (expr, ...) | IS [NOT] NULL]
+    add      := mul ((+ | -) mul)*
+    mul      := unary ((* | / | %) unary)*
+    unary    := - unary | + unary | primary
+    primary  := number | string | TRUE | FALSE | NULL | ( expr )
+              | name ( args )            -- function call (RUNNING/FINAL prefix allowed)
+              | name [. name]            -- column, optionally qualified
+
+The nesting depth is bounded (:data:`MAX_DEPTH`) so a hostile query cannot overflow the stack.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from replaydb.errors import ParseError
+from replaydb.operators.expr import (
+    Between,
+    Binary,
+    Call,
+    Column,
+    Expr,
+    InList,
+    IsNull,
+    Literal,
+    Star,
+    Unary,
+)
+from replaydb.planner.lang.lexer import Token, tokenize
+from replaydb.timeunits import duration_word_ns
+
+MAX_DEPTH = 200
+
+_CMP = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+class ParserBase:
+    """Token cursor, error reporting and the shared expression grammar."""
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError("query text must be a str")
+        self.text = text
+        self.toks: list[Token] = tokenize(text)
+        self.i = 0
+        self._expected: list[str] = []
+        self._depth = 0
+
+    # ------------------------------------------------------------------ cursor
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def advance(self) -> Token:
+        t = self.toks[self.i]
+        if t.kind != "eof":
+            self.i += 1
+        self._expected = []
+        return t
+
+    def at_kw(self, *words: str) -> bool:
+        if self.tok.is_kw(*words):
+            return True
+        self._expected.extend(words)
+        return False
+
+    def at_op(self, *ops: str) -> bool:
+        if self.tok.is_op(*ops):
+            return True
+        self._expected.extend(repr(o) for o in ops)
+        return False
+
+    def accept_kw(self, *words: str) -> Token | None:
+        return self.advance() if self.at_kw(*words) else None
+
+    def accept_op(self, *ops: str) -> Token | None:
+        return self.advance() if self.at_op(*ops) else None
+
+    def expect_kw(self, *words: str) -> Token:
+        if self.at_kw(*words):
+            return self.advance()
+        raise self.error(f"unexpected {self.tok.describe()}")
+
+    def expect_op(self, *ops: str) -> Token:
+        if self.at_op(*ops):
+            return self.advance()
+        raise self.error(f"unexpected {self.tok.describe()}")
+
+    def expect_ident(self, what: str = "a name") -> Token:
+        if self.tok.kind == "ident":
+            return self.advance()
+        self._expected.append(what)
+        raise self.error(f"unexpected {self.tok.describe()}")
+
+    def expect_number(self, what: str = "a number") -> Token:
+        if self.tok.kind == "number":
+            return self.advance()
+        self._expected.append(what)
+        raise self.error(f"unexpected {self.tok.describe()}")
+
+    def expect_eof(self) -> None:
+        if self.tok.kind != "eof":
+            self._expected.append("end of query")
+            raise self.error(f"unexpected {self.tok.describe()}")
+
+    def error(self, message: str, pos: int | None = None, *, hint: str | None = None) -> ParseError:
+        """A ParseError at ``pos`` (default: the current token) listing what was expected."""
+        return ParseError(
+            message,
+            text=self.text,
+            pos=self.tok.pos if pos is None else pos,
+            expected=list(self._expected),
+            hint=hint,
+        )
+
+    # ------------------------------------------------------------------ durations
+    def parse_duration(self, default_word: str | None = None) -> tuple[Fraction, str, int]:
+        """Parse a duration: ``30 MINUTES``, ``5s``, ``INTERVAL '5' SECOND``, ``300``.
+
+        Returns ``(amount, word, pos)``; the caller converts with
+        :func:`replaydb.timeunits.to_units` against the stream's unit. A bare number gets
+        ``default_word`` (or ``''``, meaning stream units).
+        """
+        pos = self.tok.pos
+        if self.accept_kw("INTERVAL"):
+            if self.tok.kind == "string":
+                raw = str(self.advance().value).strip()
+                parts = raw.split()
+                try:
+                    amount = Fraction(parts[0])
+                except (ValueError, IndexError, ZeroDivisionError):
+                    raise self.error(f"bad interval literal {raw!r}", pos) from None
+                if len(parts) == 2:
+                    return amount, parts[1], pos
+                if len(parts) != 1:
+                    raise self.error(f"bad interval literal {raw!r}", pos)
+            elif self.tok.kind == "number":
+                amount = Fraction(str(self.advance().value))
+            else:
+                self._expected.append("a quoted amount such as '5'")
+                raise self.error(f"unexpected {self.tok.describe()}")
+            word = self.expect_ident("a time unit such as SECOND").text
+            if duration_word_ns(word) is None:
+                raise self.error(f"unknown time unit {word!r}", self.toks[self.i - 1].pos)
+            # SQL style "INTERVAL '1' DAY TO SECOND" is not supported on purpose.
+            return amount, word, pos
+        sign = -1 if self.accept_op("-") else 1
+        num = self.expect_number("a duration")
+        amount = Fraction(str(num.value)) * sign
+        if num.unit:
+            if duration_word_ns(num.unit) is None:
+                raise self.error(f"unknown time unit {num.unit!r}", num.pos)
+            return amount, num.unit, pos
+        if self.tok.kind == "ident" and duration_word_ns(self.tok.text) is not None:
+            return amount, self.advance().text, pos
+        if self.tok.kind == "ident" and self.tok.text.lower() in ("units", "unit", "ticks", "events"):
+            return amount, self.advance().text.lower(), pos
+        return amount, default_word or "", pos
+
+    # ------------------------------------------------------------------ expressions
+    def parse_expr(self) -> Expr:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise self.error(f"expression nested deeper than {MAX_DEPTH} levels")
+            return self._parse_or()
+        finally:
+            self._depth -= 1
+
+    def _parse_or(self) -> Expr:
+        left = self._parse_and()
+        while True:
+            t = self.accept_kw("OR")
+            if t is None:
+                return left
+            left = Binary("or", left, self._parse_and(), pos=t.pos)
+
+    def _parse_and(self) -> Expr:
+        left = self._parse_not()
+        while True:
+            t = self.accept_kw("AND")
+            if t is None:
+                return left
+            left = Binary("and", left, self._parse_not(), pos=t.pos)
+
+    def _parse_not(self) -> Expr:
+        t = self.accept_kw("NOT")
+        if t is not None:
+            self._depth += 1
+            try:
+                if self._depth > MAX_DEPTH:
+                    raise self.error(f"expression nested deeper than {MAX_DEPTH} levels")
+                return Unary("not", self._parse_not(), pos=t.pos)
+            finally:
+                self._depth -= 1
+        return self._parse_cmp()
+
+    def _parse_cmp(self) -> Expr:
+        left = self._parse_add()
+        t = self.tok
+        if t.kind == "op" and t.text in _CMP:
+            self.advance()
+            return Binary(_CMP[t.text], left, self._parse_add(), pos=t.pos)
+        self._expected.extend(["'='", "'<'", "'>'", "'<='", "'>='", "'!='"])
+        negated = False
+        if self.tok.is_kw("NOT") and self.peek().is_kw("BETWEEN", "IN"):
+            self.advance()
+            negated = True
+        if self.at_kw("BETWEEN"):
+            pos = self.advance().pos
+            low = self._parse_add()
+            self.expect_kw("AND")
+            high = self._parse_add()
+            return Between(left, low, high, negated, pos=pos)
+        if self.at_kw("IN"):
+            pos = self.advance().pos
+            self.expect_op("(")
+            vals = [self.parse_expr()]
+            while self.accept_op(","):
+                vals.append(self.parse_expr())
+            self.expect_op(")")
+            return InList(left, tuple(vals), negated, pos=pos)
+        if self.at_kw("IS"):
+            pos = self.advance().pos
+            neg = self.accept_kw("NOT") is not None
+            self.expect_kw("NULL")
+            return IsNull(left, neg, pos=pos)
+        return left
+
+    def _parse_add(self) -> Expr:
+        left = self._parse_mul()
+        while True:
+            t = self.accept_op("+", "-")
+            if t is None:
+                return left
+            left = Binary(t.text, left, self._parse_mul(), pos=t.pos)
+
+    def _parse_mul(self) -> Expr:
+        left = self._parse_unary()
+        while True:
+            t = self.accept_op("*", "/", "%")
+            if t is None:
+                return left
+            left = Binary(t.text, left, self._parse_unary(), pos=t.pos)
+
+    def _parse_unary(self) -> Expr:
+        t = self.accept_op("-", "+")
+        if t is not None:
+            self._depth += 1
+            try:
+                if self._depth > MAX_DEPTH:
+                    raise self.error(f"expression nested deeper than {MAX_DEPTH} levels")
+                inner = self._parse_unary()
+            finally:
+                self._depth -= 1
+            if t.text == "+":
+                return inner
+            if isinstance(inner, Literal) and isinstance(inner.value, int | float) \
+                    and not isinstance(inner.value, bool):
+                return Literal(-inner.value, pos=t.pos)
+            return Unary("neg", inner, pos=t.pos)
+        return self.parse_primary()
+
+    def parse_primary(self) -> Expr:
+        hooked = self.parse_primary_hook()
+        if hooked is not None:
+            return hooked
+        t = self.tok
+        if t.kind == "number":
+            self.advance()
+            if t.unit:
+                raise self.error(f"a duration ({t.text}) is not allowed here", t.pos)
+            return Literal(t.value, pos=t.pos)
+        if t.kind == "string":
+            self.advance()
+            return Literal(t.value, pos=t.pos)
+        if t.is_op("("):
+            self.advance()
+            e = self.parse_expr()
+            self.expect_op(")")
+            return e
+        if t.kind == "ident":
+            if t.is_kw("TRUE", "FALSE") and not self.peek().is_op("(", "."):
+                self.advance()
+                return Literal(t.text.upper() == "TRUE", pos=t.pos)
+            if t.is_kw("NULL") and not self.peek().is_op("(", "."):
+                self.advance()
+                return Literal(None, pos=t.pos)
+            qualifier = None
+            if t.is_kw("RUNNING", "FINAL") and self.peek().kind == "ident" \
+                    and self.peek(2).is_op("("):
+                qualifier = self.advance().text.upper()
+                t = self.tok
+            name_tok = self.advance()
+            if self.at_op("("):
+                return self.parse_call(name_tok, qualifier)
+            if qualifier is not None:
+                raise self.error("RUNNING/FINAL must precede a function call", name_tok.pos)
+            if self.accept_op("."):
+                attr = self.expect_ident("an attribute name")
+                return Column(str(attr.value), str(name_tok.value), pos=name_tok.pos)
+            return Column(str(name_tok.value), pos=name_tok.pos)
+        self._expected.extend(["a value", "a column", "'('"])
+        raise self.error(f"unexpected {t.describe()}")
+
+    def parse_call(self, name_tok: Token, qualifier: str | None = None) -> Expr:
+        """Parse ``( args )`` after a function name (``COUNT(*)`` allowed)."""
+        self.expect_op("(")
+        args: list[Expr] = []
+        if self.at_op("*"):
+            star = self.advance()
+            args.append(Star(pos=star.pos))
+        elif not self.at_op(")"):
+            args.append(self.parse_expr())
+            while self.accept_op(","):
+                args.append(self.parse_expr())
+        self.expect_op(")")
+        return Call(str(name_tok.value).upper(), tuple(args), qualifier, pos=name_tok.pos)
+
+    def parse_primary_hook(self) -> Expr | None:
+        """Override to parse language-specific atoms; return None to fall back to the default."""
+        return None
+
+    def parse_ident_list(self, what: str = "a name") -> list[Token]:
+        """``name (, name)*``."""
+        out = [self.expect_ident(what)]
+        while self.accept_op(","):
+            out.append(self.expect_ident(what))
+        return out

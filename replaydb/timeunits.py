@@ -1,0 +1,83 @@
+"""Time units and durations, shared by every layer.
+
+A stream declares its time unit (``s``, ``ms``, ``us`` or ``ns``); its timestamps are int64 counts
+of that unit since the Unix epoch (or since any origin the user chooses for synthetic streams).
+Query texts write durations in natural units (``30 MINUTES``, ``INTERVAL '5' SECOND``, ``5s``);
+:func:`to_units` converts them into the stream's unit, refusing durations that are not a whole
+number of units (a 1 ms window on a stream in seconds is an error, not a silent 0).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from replaydb.errors import UsageError
+
+UNITS: dict[str, int] = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+"""Nanoseconds per stream time unit."""
+
+_DURATION_WORDS: dict[str, int] = {}
+for _names, _ns in [
+    (("ns", "nanosecond", "nanoseconds"), 1),
+    (("us", "microsecond", "microseconds"), 1_000),
+    (("ms", "millisecond", "milliseconds", "millis"), 1_000_000),
+    (("s", "sec", "secs", "second", "seconds"), 1_000_000_000),
+    (("m", "min", "mins", "minute", "minutes"), 60_000_000_000),
+    (("h", "hr", "hrs", "hour", "hours"), 3_600_000_000_000),
+    (("d", "day", "days"), 86_400_000_000_000),
+    (("w", "week", "weeks"), 7 * 86_400_000_000_000),
+]:
+    for _n in _names:
+        _DURATION_WORDS[_n] = _ns
+
+ARROW_UNITS = {"s": "s", "ms": "ms", "us": "us", "ns": "ns"}
+
+
+def check_unit(unit: str) -> str:
+    """Return ``unit`` if it is a valid stream time unit, else raise :class:`UsageError`."""
+    if unit not in UNITS:
+        raise UsageError(f"unknown time unit {unit!r}", hint="use one of s, ms, us, ns")
+    return unit
+
+
+def duration_word_ns(word: str) -> int | None:
+    """Nanoseconds in one ``word`` (``'minutes'`` -> 60e9), or None when it is no duration word."""
+    return _DURATION_WORDS.get(word.lower())
+
+
+def to_units(amount: int | float | Fraction, word: str, unit: str | None) -> int:
+    """Convert ``amount`` of duration ``word`` into whole units of ``unit``.
+
+    With ``unit`` None (a stream without a declared unit, e.g. synthetic ``t = i``), only the bare
+    word ``units``/``events``/``ticks`` or no word is allowed and the amount is taken as is.
+    """
+    w = word.lower()
+    if w in ("", "unit", "units", "tick", "ticks", "t"):
+        value = Fraction(amount)
+        if value.denominator != 1:
+            raise UsageError(f"duration {amount} {word} is not a whole number of time units")
+        return int(value)
+    ns = duration_word_ns(w)
+    if ns is None:
+        raise UsageError(f"unknown duration unit {word!r}")
+    if unit is None:
+        raise UsageError(
+            f"duration {amount} {word} needs a stream with a declared time unit",
+            hint="write the duration in the stream's units, e.g. WITHIN 300",
+        )
+    total = Fraction(amount) * ns / UNITS[check_unit(unit)]
+    if total.denominator != 1:
+        raise UsageError(f"duration {amount} {word} is not a whole number of {unit}")
+    return int(total)
+
+
+def format_duration(value: int, unit: str | None) -> str:
+    """Human-readable duration of ``value`` stream units (for EXPLAIN and summaries)."""
+    if unit is None:
+        return f"{value} units"
+    ns = value * UNITS[unit]
+    for name, size in [("d", 86_400 * 10**9), ("h", 3600 * 10**9), ("min", 60 * 10**9),
+                       ("s", 10**9), ("ms", 10**6), ("us", 10**3)]:
+        if ns >= size and ns % size == 0:
+            return f"{ns // size}{name}"
+    return f"{ns}ns"

@@ -1,0 +1,1 @@
+"""replaydb.store"""

@@ -1,0 +1,22 @@
+"""Shared fixtures: temporary stores and a session-wide local Spark (started only when asked)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=100
+)
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    """A fresh, not yet created store directory."""
+    return tmp_path / "store"
