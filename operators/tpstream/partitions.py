@@ -1,0 +1,120 @@
+"""Stable partition ids for PARTITION BY keys (one or more columns of any Arrow type).
+
+Ids are assigned in order of first appearance and never change, so per-partition state can be
+kept in arrays indexed or sorted by id. Mapping a batch costs one ``pandas.factorize`` (hash,
+O(n)) plus a dictionary lookup per *distinct* key of the batch; the common single integer column
+takes a sorted-array path (``np.searchsorted``, O(n log k)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+
+class PartitionMap:
+    """Maps key tuples to int64 ids (first appearance order) and back to Arrow values."""
+
+    def __init__(self, columns: tuple[str, ...]) -> None:
+        self.columns = columns
+        self.reset()
+
+    def reset(self) -> None:
+        self._ids: dict[tuple, int] = {}
+        self._values: list[list] = [[] for _ in self.columns]
+        self._sorted_keys = np.empty(0, np.int64)
+        self._sorted_ids = np.empty(0, np.int64)
+        self._int_path: bool | None = None
+        self._arrow: list[pa.Array] | None = None
+
+    def __len__(self) -> int:
+        return len(self._ids) if not self._int_path else len(self._sorted_keys)
+
+    def ids(self, cols: list[np.ndarray]) -> np.ndarray:
+        """Partition id of every row of a batch given its key columns."""
+        if self._int_path is None:
+            self._int_path = len(cols) == 1 and cols[0].dtype.kind in "iu"
+        if self._int_path and len(cols) == 1 and cols[0].dtype.kind in "iu":
+            return self._ids_int(cols[0].astype(np.int64, copy=False))
+        if self._int_path:  # dtype changed (e.g. nulls made it float): migrate to the dict path
+            self._migrate()
+        return self._ids_generic(cols)
+
+    def _ids_int(self, v: np.ndarray) -> np.ndarray:
+        keys = self._sorted_keys
+        pos = np.searchsorted(keys, v)
+        posc = np.minimum(pos, max(len(keys) - 1, 0))
+        found = (pos < len(keys)) & (keys[posc] == v) if len(keys) else np.zeros(len(v), bool)
+        if not found.all():
+            new, first = np.unique(v[~found], return_index=True)
+            # ids in order of first appearance within the batch
+            order = np.argsort(first, kind="stable")
+            new_ids = np.empty(len(new), np.int64)
+            new_ids[order] = np.arange(len(keys), len(keys) + len(new))
+            allk = np.concatenate([keys, new])
+            alli = np.concatenate([self._sorted_ids, new_ids])
+            o = np.argsort(allk, kind="stable")
+            self._sorted_keys, self._sorted_ids = allk[o], alli[o]
+            self._values[0].extend(new[order].tolist())
+            self._arrow = None
+            keys = self._sorted_keys
+            pos = np.searchsorted(keys, v)
+            return self._sorted_ids[pos]
+        return self._sorted_ids[pos]
+
+    def _migrate(self) -> None:
+        vals = self._values[0]
+        self._ids = {(v,): i for i, v in enumerate(vals)}
+        self._int_path = False
+
+    def _ids_generic(self, cols: list[np.ndarray]) -> np.ndarray:
+        n = len(cols[0])
+        codes = np.zeros(n, np.int64)
+        uniques = []
+        for c in cols:
+            cc, uu = pd.factorize(c, use_na_sentinel=False)
+            codes = codes * (len(uu) + 1) + cc
+            uniques.append(uu)
+        comb, first = np.unique(codes, return_index=True)
+        comb_codes = np.searchsorted(comb, codes)
+        ids_of = np.empty(len(comb), np.int64)
+        for k in np.argsort(first, kind="stable"):
+            row = first[k]
+            key = tuple(_py(c[row]) for c in cols)
+            pid = self._ids.get(key)
+            if pid is None:
+                pid = len(self._ids)
+                self._ids[key] = pid
+                for j, v in enumerate(key):
+                    self._values[j].append(v)
+                self._arrow = None
+            ids_of[k] = pid
+        return ids_of[comb_codes]
+
+    def arrow_values(self, types: list[pa.DataType]) -> list[pa.Array]:
+        """Key columns indexed by partition id."""
+        if self._arrow is None or len(self._arrow[0]) != len(self._values[0]):
+            self._arrow = [pa.array(vals, type=t) for vals, t in zip(self._values, types)]
+        return self._arrow
+
+    def get_state(self) -> dict:
+        return {"ids": dict(self._ids), "values": [list(v) for v in self._values],
+                "sk": self._sorted_keys.copy(), "si": self._sorted_ids.copy(),
+                "int": self._int_path}
+
+    def set_state(self, st: dict) -> None:
+        self._ids = dict(st["ids"])
+        self._values = [list(v) for v in st["values"]]
+        self._sorted_keys = st["sk"].copy()
+        self._sorted_ids = st["si"].copy()
+        self._int_path = st["int"]
+        self._arrow = None
+
+
+def _py(x: object) -> object:
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and x != x:
+        return None
+    return x
