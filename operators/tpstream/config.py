@@ -112,6 +112,9 @@ class TPStreamConfig:
     ``alpha`` / ``threshold``: EMA smoothing factor and re-planning threshold (paper: 0.01, 0.2).
     ``use_triggers``: low-latency mode only runs the matcher for trigger situations (t_rmin
     analysis); False runs it on every start and end (same results, for testing).
+    ``initial_buffer``: buffer size assumed for the initial plan (all streams alike).
+    ``cost_model``: ``"calls"`` (default) or ``"paper"`` (Eq. 5.2 as printed); see
+    :mod:`.evaluation_order`.
     """
 
     situations: tuple[SituationDef, ...]
@@ -127,6 +130,7 @@ class TPStreamConfig:
     use_triggers: bool = True
     stream_alias: str | None = None
     initial_buffer: float = 100.0
+    cost_model: str = "calls"
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -169,6 +173,8 @@ class TPStreamConfig:
             object.__setattr__(self, "order", order)
             if sorted(order) != sorted(names):
                 raise QueryError(f"a fixed order must list every situation once: {names}")
+        if self.cost_model not in ("calls", "paper"):
+            raise QueryError("cost_model must be 'calls' or 'paper'")
         if not 0 < self.alpha <= 1:
             raise QueryError("alpha must be in (0, 1]")
         if self.threshold <= 0:

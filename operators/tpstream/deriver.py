@@ -44,6 +44,7 @@ low-latency matcher assumed while the run was open: ``te > t_last``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from replaydb.operators.tpstream.aggregates import AggSpec
@@ -96,6 +97,51 @@ class BatchContext:
 
     t_sorted: np.ndarray
     values_sorted: list
+
+
+@dataclass
+class Fragments:
+    """Phase-1 output for one batch (see :meth:`Deriver.fragments`): per definition the runs of
+    the batch with head/open flags, plus each partition's first event (where a carried run that
+    does not continue ends)."""
+
+    n: int
+    defs: list
+    grp_pid: np.ndarray | None = None
+    grp_t0: np.ndarray | None = None
+    grp_q0: np.ndarray | None = None
+    dtypes: list = field(default_factory=list)
+    ctx: BatchContext | None = None
+
+
+def _stable_order(pid: np.ndarray) -> np.ndarray:
+    """Stable argsort of partition ids; a radix sort on 16-bit keys when the batch's ids span
+    fewer than 65536 values (the usual case: ids are dense and assigned in order of arrival)."""
+    lo, hi = int(pid.min()), int(pid.max())
+    if hi - lo < 1 << 16:
+        return np.argsort((pid - lo).astype(np.uint16), kind="stable")
+    return np.argsort(pid, kind="stable")
+
+
+def _first_reaching(tc: np.ndarray, qc: np.ndarray, run_c: np.ndarray, offsets: np.ndarray,
+                    lengths: np.ndarray, thr: np.ndarray, te: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per run: time/seq of its first event with ``t >= thr`` and ``t < te`` (INF/-1 if none)."""
+    k = len(offsets)
+    known = np.full(k, INF, np.int64)
+    known_q = np.full(k, -1, np.int64)
+    if k == 0:
+        return known, known_q
+    ok = (tc >= thr[run_c]) & (tc < te[run_c])
+    P = np.flatnonzero(ok)
+    if len(P):
+        first = np.searchsorted(P, offsets)
+        firstc = np.minimum(first, len(P) - 1)
+        found = (first < len(P)) & (P[firstc] < offsets + lengths)
+        at = P[firstc[found]]
+        known[found] = tc[at]
+        known_q[found] = qc[at]
+    return known, known_q
 
 
 class _Parts:
@@ -175,6 +221,18 @@ class Deriver:
             c[f"a{i}"], c[f"b{i}"] = a, b
         return c
 
+    def earliest_close(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per partition with an open run: the earliest ``t_last + 1`` (sorted by partition)."""
+        pids = np.concatenate([c["pid"] for c in self.carry])
+        if not len(pids):
+            return pids, pids
+        close = np.concatenate([c["last_t"] for c in self.carry]) + 1
+        o = np.lexsort((close, pids))
+        pids, close = pids[o], close[o]
+        first = np.ones(len(pids), bool)
+        first[1:] = pids[1:] != pids[:-1]
+        return pids[first], close[first]
+
     def open_count(self) -> int:
         return sum(len(c["pid"]) for c in self.carry)
 
@@ -202,14 +260,28 @@ class Deriver:
 
         ``pid``: partition id per event (None: one partition, id 0). ``masks``: condition per
         definition. ``values``: per RETURN item, the attribute column (None for ``count(S)``).
+        Equivalent to ``absorb(fragments(...))``.
+        """
+        return self.absorb(self.fragments(t, seq, pid, masks, values))
+
+    def fragments(self, t: np.ndarray, seq: np.ndarray, pid: np.ndarray | None,
+                  masks: list[np.ndarray], values: list[np.ndarray | None],
+                  keep_context: bool = True) -> Fragments:
+        """Phase 1 (pure, parallelisable): the runs of one batch, without the carry.
+
+        A run starting at its partition's first event of the batch is a *head* (it may continue
+        a carried run); a run reaching the partition's last event is open (a *tail*).
         """
         n = len(t)
-        parts = _Parts(len(self.aggs))
+        fr = Fragments(n=n, defs=[])
         if n == 0:
-            self.ctx = BatchContext(t, [None] * len(self.aggs))
-            return parts.build(self.aggs)
+            fr.grp_pid = np.empty(0, np.int64)
+            fr.grp_t0 = np.empty(0, np.int64)
+            fr.grp_q0 = np.empty(0, np.int64)
+            fr.ctx = BatchContext(t, [None] * len(self.aggs)) if keep_context else None
+            return fr
         if pid is not None:
-            order = np.argsort(pid, kind="stable")
+            order = _stable_order(pid)
             ps = pid[order]
             t_s, q_s = t[order], seq[order]
             newgrp = np.empty(n, bool)
@@ -225,7 +297,9 @@ class Deriver:
         lastgrp[:-1] = newgrp[1:]
         lastgrp[-1] = True
         grp_start = np.flatnonzero(newgrp)
-        grp_pid = ps[grp_start] if ps is not None else np.zeros(1, np.int64)
+        fr.grp_pid = ps[grp_start] if ps is not None else np.zeros(1, np.int64)
+        fr.grp_t0 = t_s[grp_start]
+        fr.grp_q0 = q_s[grp_start]
         v_sorted: list[np.ndarray | None] = []
         for i, v in enumerate(values):
             if v is None:
@@ -233,7 +307,8 @@ class Deriver:
             else:
                 v_sorted.append(v[order] if order is not None else v)
                 self.aggs[i].set_dtype(v.dtype)
-        self.ctx = BatchContext(t_s, v_sorted)
+        fr.dtypes = [a.dtype for a in self.aggs]
+        fr.ctx = BatchContext(t_s, v_sorted) if keep_context else None
 
         for d in range(self.n_defs):
             m = masks[d][order] if order is not None else masks[d]
@@ -250,25 +325,70 @@ class Deriver:
             lasts = np.flatnonzero(m & ~nxt)
             k = len(starts)
             is_open = lastgrp[lasts]
-            is_head = newgrp[starts]
             nxt_idx = np.minimum(lasts + 1, n - 1)
-            rows: dict[str, np.ndarray] = {
+            f: dict[str, Any] = {
                 "part": ps[starts] if ps is not None else np.zeros(k, np.int64),
-                "stream": np.full(k, d, np.int64),
                 "ts": t_s[starts],
                 "ts_seq": q_s[starts],
                 "te": np.where(is_open, INF, t_s[nxt_idx]),
                 "te_seq": np.where(is_open, -1, q_s[nxt_idx]),
                 "first_pos": starts.astype(np.int64),
                 "last_pos": lasts.astype(np.int64),
+                "last_t": t_s[lasts],
+                "last_seq": q_s[lasts],
+                "is_head": newgrp[starts],
+                "is_open": is_open,
+            }
+            f["prims"] = {i: self.aggs[i].runs(v_sorted[i], m, starts, lasts)
+                          for i in self.items_of[d]}
+            if self._kind(d) == "deferred":
+                # first event with k + 1 - ts >= dmin (k < te), with the batch-local start;
+                # head runs keep their event times so the carried start can be applied later
+                lengths = lasts - starts + 1
+                offsets = np.cumsum(lengths) - lengths
+                pos_c = np.flatnonzero(m)
+                run_c = np.repeat(np.arange(k), lengths)
+                tc = t_s[pos_c]
+                f["known"], f["known_seq"] = _first_reaching(
+                    tc, q_s[pos_c], run_c, offsets, lengths, f["ts"] + (self.min_dur[d] - 1),
+                    f["te"])
+                heads = np.flatnonzero(f["is_head"])
+                sel = np.concatenate([np.arange(offsets[h], offsets[h] + lengths[h])
+                                      for h in heads]) if len(heads) else np.empty(0, np.int64)
+                f["head_idx"] = heads
+                f["head_len"] = lengths[heads]
+                f["head_t"] = tc[sel]
+                f["head_q"] = q_s[pos_c[sel]]
+            fr.defs.append(f)
+        return fr
+
+    def absorb(self, fr: Fragments) -> Runs:
+        """Phase 2 (sequential, in batch order): merge the carry, known times, duration filter."""
+        parts = _Parts(len(self.aggs))
+        self.ctx = fr.ctx
+        if fr.n == 0:
+            return parts.build(self.aggs)
+        for a, dt in zip(self.aggs, fr.dtypes):
+            a.set_dtype(dt)
+        grp_pid = fr.grp_pid
+        for d in range(self.n_defs):
+            f = fr.defs[d]
+            k = len(f["ts"])
+            rows: dict[str, np.ndarray] = {
+                "part": f["part"], "stream": np.full(k, d, np.int64), "ts": f["ts"].copy(),
+                "ts_seq": f["ts_seq"].copy(), "te": f["te"], "te_seq": f["te_seq"],
+                "first_pos": f["first_pos"], "last_pos": f["last_pos"],
                 "has_pre": np.zeros(k, bool),
             }
+            is_open, is_head = f["is_open"], f["is_head"]
             items = self.items_of[d]
-            prims = {i: self.aggs[i].runs(v_sorted[i], m, starts, lasts) for i in items}
+            prims = {i: (f["prims"][i][0].copy(), f["prims"][i][1].copy()) for i in items}
             pre = {i: self.aggs[i].empty(k) for i in items}
-            known_c = np.full(k, INF, np.int64)     # carried known time (INF = not yet)
-            known_cq = np.full(k, -1, np.int64)
-
+            kind = self._kind(d)
+            if kind == "deferred":
+                known = f["known"].copy()
+                known_q = f["known_seq"].copy()
+                known_new = known != INF
             c = self.carry[d]
             keep = np.ones(len(c["pid"]), bool)
             if len(c["pid"]):
@@ -285,8 +405,6 @@ class Deriver:
                 rows["ts"][ridx] = c["ts"][cidx]
                 rows["ts_seq"][ridx] = c["ts_seq"][cidx]
                 rows["has_pre"][ridx] = True
-                known_c[ridx] = c["known"][cidx]
-                known_cq[ridx] = c["known_seq"][cidx]
                 for i in items:
                     ca, cb = c[f"a{i}"][cidx], c[f"b{i}"][cidx]
                     ra, rb = prims[i]
@@ -302,16 +420,18 @@ class Deriver:
                     pa_[ridx] = ca
                     pb_[ridx] = cb
                     pre[i] = (pa_, pb_)
+                if kind == "deferred" and len(ridx):
+                    self._rekey_heads(d, f, ridx, c["known"][cidx], c["known_seq"][cidx],
+                                      rows["ts"], known, known_q, known_new)
                 continued = np.zeros(len(c["pid"]), bool)
                 continued[cidx] = True
                 ended = present & ~continued
                 keep = ~present
                 if ended.any():
-                    self._carried_finish(d, c, ended, t_s[grp_start[gposc[ended]]],
-                                         q_s[grp_start[gposc[ended]]], parts)
+                    self._carried_finish(d, c, ended, fr.grp_t0[gposc[ended]],
+                                         fr.grp_q0[gposc[ended]], parts)
 
             # known times
-            kind = self._kind(d)
             if kind == "start":
                 known = rows["ts"].copy()
                 known_q = rows["ts_seq"].copy()
@@ -321,68 +441,55 @@ class Deriver:
                 known_q = rows["te_seq"].copy()
                 known_new = np.zeros(k, bool)
             else:
-                known, known_q, known_new = self._deferred_known(
-                    d, rows, known_c, known_cq, m, starts, lasts, t_s, q_s)
+                still = (known == INF) & ~is_open
+                known[still] = rows["te"][still]
+                known_q[still] = rows["te_seq"][still]
+                known_new = known_new & (known < rows["te"])
             rows["known"], rows["known_seq"], rows["known_new"] = known, known_q, known_new
 
-            fin = ~is_open
-            ok = fin & self._duration_ok(d, rows["ts"], rows["te"])
-            if self.with_open:
-                parts.add(ok | is_open, rows, prims, pre, self.aggs)
-            else:
-                parts.add(ok, rows, prims, pre, self.aggs)
+            ok = ~is_open & self._duration_ok(d, rows["ts"], rows["te"])
+            parts.add(ok | is_open if self.with_open else ok, rows, prims, pre, self.aggs)
 
             # new carry: untouched partitions + runs still open
             oi = np.flatnonzero(is_open)
-            newc = {f: np.concatenate([c[f][keep], x]) for f, x in (
+            newc = {fld: np.concatenate([c[fld][keep], x]) for fld, x in (
                 ("pid", rows["part"][oi]), ("ts", rows["ts"][oi]), ("ts_seq", rows["ts_seq"][oi]),
                 ("known", known[oi] if kind != "end" else np.full(len(oi), INF, np.int64)),
-                ("known_seq", known_q[oi]), ("last_t", t_s[lasts[oi]]),
-                ("last_seq", q_s[lasts[oi]]))}
+                ("known_seq", known_q[oi]), ("last_t", f["last_t"][oi]),
+                ("last_seq", f["last_seq"][oi]))}
             for i in items:
                 a, b = prims[i]
                 ca = c[f"a{i}"][keep]
                 dt = np.result_type(ca.dtype, a.dtype) if ca.dtype != object else object
                 newc[f"a{i}"] = np.concatenate([ca.astype(dt), a[oi].astype(dt)])
                 newc[f"b{i}"] = np.concatenate([c[f"b{i}"][keep], b[oi]])
-            if len(newc["pid"]) and pid is not None:
+            if len(newc["pid"]) > 1:
                 o = np.argsort(newc["pid"], kind="stable")
-                newc = {f: v[o] for f, v in newc.items()}
+                newc = {fld: v[o] for fld, v in newc.items()}
             self.carry[d] = newc
         return parts.build(self.aggs)
 
-    def _deferred_known(self, d: int, rows: dict[str, np.ndarray], known_c: np.ndarray,
-                        known_cq: np.ndarray, m: np.ndarray, starts: np.ndarray,
-                        lasts: np.ndarray, t_s: np.ndarray, q_s: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Known time of AT-LEAST-only situations (first event with ``k + 1 - ts >= dmin``)."""
-        k = len(starts)
-        known = known_c.copy()
-        known_q = known_cq.copy()
-        known_new = np.zeros(k, bool)
-        need = known == INF
-        if k and need.any():
-            lengths = lasts - starts + 1
-            offsets = np.cumsum(lengths) - lengths
-            pos_c = np.flatnonzero(m)
-            run_c = np.repeat(np.arange(k), lengths)
-            thr = rows["ts"] + (self.min_dur[d] - 1)
-            tc = t_s[pos_c]
-            ok = (tc >= thr[run_c]) & (tc < rows["te"][run_c]) & need[run_c]
-            P = np.flatnonzero(ok)
-            if len(P):
-                first = np.searchsorted(P, offsets)
-                firstc = np.minimum(first, len(P) - 1)
-                found = need & (first < len(P)) & (P[firstc] < offsets + lengths)
-                at = pos_c[P[firstc[found]]]
-                known[found] = t_s[at]
-                known_q[found] = q_s[at]
-                known_new[found] = True
-        fin = rows["te"] != INF
-        still = (known == INF) & fin
-        known[still] = rows["te"][still]
-        known_q[still] = rows["te_seq"][still]
-        return known, known_q, known_new
+    def _rekey_heads(self, d: int, f: dict[str, Any], ridx: np.ndarray, c_known: np.ndarray,
+                     c_known_q: np.ndarray, ts_true: np.ndarray, known: np.ndarray,
+                     known_q: np.ndarray, known_new: np.ndarray) -> None:
+        """Known times of head runs continuing a carried run (AT LEAST only): the carried known
+        time if reached before, else the first head event reaching ``dmin`` from the true start.
+        At most one head per partition and definition, so the loop is short."""
+        pos_of = {int(h): q for q, h in enumerate(f["head_idx"])}
+        offs = np.concatenate([[0], np.cumsum(f["head_len"])])
+        for r, ck, ckq in zip(ridx.tolist(), c_known.tolist(), c_known_q.tolist()):
+            if ck != INF:
+                known[r], known_q[r], known_new[r] = ck, ckq, False
+                continue
+            q = pos_of[r]
+            ht = f["head_t"][offs[q]:offs[q + 1]]
+            thr = ts_true[r] + self.min_dur[d] - 1
+            ok = np.flatnonzero((ht >= thr) & (ht < f["te"][r]))
+            if len(ok):
+                known[r], known_q[r] = ht[ok[0]], f["head_q"][offs[q] + ok[0]]
+                known_new[r] = True
+            else:
+                known[r], known_q[r], known_new[r] = INF, -1, False
 
     def _carried_finish(self, d: int, c: dict[str, np.ndarray], sel: np.ndarray,
                         te: np.ndarray, te_seq: np.ndarray, parts: _Parts) -> None:

@@ -37,9 +37,14 @@ GROUP_EQ = (1 << 6) | (1 << 12) | (1 << 7)
 GROUP_LT = (1 << 4) | (1 << 10) | (1 << 9)
 GROUP_GT = (1 << 5) | (1 << 11) | (1 << 8)
 
+BUF_FLOOR = 4.0
+"""Re-planning ignores buffer-size drift below this many situations."""
+CAND_FLOOR = 1.0
+"""Re-planning ignores selectivity drift worth less than one expected candidate."""
+
 # counters layout
-C_TRIGGERS, C_STEPS, C_QUERIES, C_CANDIDATES, C_RESULTS, C_DUPLICATES = range(6)
-N_COUNTERS = 6
+C_TRIGGERS, C_STEPS, C_QUERIES, C_CANDIDATES, C_RESULTS, C_DUPLICATES, C_REPLANS = range(7)
+N_COUNTERS = 7
 
 
 @nb.njit(cache=True, inline="always")
@@ -259,11 +264,12 @@ def match_kernel(ts, te, known, seg_lo, seg_hi, S,
                  relm, orders, appl, appl_n, cons_a, cons_b, cons_m,
                  window, ll,
                  ema_buf, buf_seen, ema_sel, snap_buf, snap_sel, alpha, threshold, adaptive,
-                 out_idx, out_tr, n_out, max_out, counters):  # noqa: ANN001, ANN201
+                 nrel, paper, out_idx, out_tr, n_out, max_out, counters):  # noqa: ANN001, ANN201
     """Process triggers ``start..`` (sorted by tau, partition, kind, stream).
 
+    With ``adaptive``, a drift of the statistics past the threshold re-plans on the spot
+    (:func:`replan`: ``orders``, ``appl``, ``appl_n`` and the snapshots are updated in place).
     Returns ``(next_trigger, out_idx, out_tr, n_out, status)``; status 0 = all done,
-    1 = statistics drifted past the threshold (re-plan, then resume at ``next_trigger``),
     2 = ``max_out`` results reached.
     """
     ntr = len(tr_tau)
@@ -439,25 +445,34 @@ def match_kernel(ts, te, known, seg_lo, seg_hi, S,
         if adaptive:
             drift = False
             for j in range(S):
-                if abs(ema_buf[j] - snap_buf[j]) > threshold * max(snap_buf[j], 1.0):
+                if abs(ema_buf[j] - snap_buf[j]) > threshold * max(snap_buf[j], BUF_FLOOR):
                     drift = True
             for c in range(len(cons_a)):
                 a = cons_a[c]
                 b = cons_b[c]
-                if abs(ema_sel[a, b] - snap_sel[a, b]) > threshold * max(snap_sel[a, b], 1e-3):
-                    drift = True
+                # the selectivity's effect: expected candidates in either direction
+                for x in (a, b):
+                    cur = ema_sel[a, b] * ema_buf[x]
+                    old = snap_sel[a, b] * snap_buf[x]
+                    if abs(cur - old) > threshold * max(old, CAND_FLOOR):
+                        drift = True
             if drift:
-                return ti + 1, out_idx, out_tr, n_out, 1
+                replan(S, relm, nrel, ema_buf, ema_sel, paper, orders, appl, appl_n)
+                snap_buf[:] = ema_buf
+                snap_sel[:, :] = ema_sel
+                counters[C_REPLANS] += 1
     return ntr, out_idx, out_tr, n_out, 0
 
 
 @nb.njit(cache=True)
-def plan_dp(i, S, relm, nrel, buf, sel):  # noqa: ANN001, ANN201
+def plan_dp(i, S, relm, nrel, buf, sel, paper):  # noqa: ANN001, ANN201
     """Cheapest evaluation order for trigger stream ``i`` (Eq. 5.2-5.5), exact DP over subsets.
 
     ``|Res|`` of a set of bound streams is ``prod(|Buf_j|) * prod(sel of constraints inside)``
-    (the pre-set trigger counts 1); a step costs ``|Res_prev| * |Res_new| + C_fM`` with
-    ``C_fM = sum over applicable constraints of |C| * 4 * log2 |Buf|``. Only streams with a
+    (the pre-set trigger counts 1) and ``C_fM = sum over applicable constraints of
+    |C| * 4 * log2 |Buf|``. A step costs ``|Res_prev| * |Res_new| + C_fM`` with ``paper`` (Eq.
+    5.2 as printed), else ``|Res_prev| * C_fM + |Res_new|`` (findMatches runs once per partial
+    result of the previous step, each new partial result is produced once). Only streams with a
     constraint to the bound set may be added (no cross products); when none is left but streams
     remain (disconnected pattern), any stream may be added (cross-product fallback).
     Returns ``(order, cost)``.
@@ -501,7 +516,10 @@ def plan_dp(i, S, relm, nrel, buf, sel):  # noqa: ANN001, ANN201
                 continue
             nm = mask | (1 << j)
             r_new = res[mask] * f
-            cost = dp[mask] + res[mask] * r_new + cfm
+            if paper:
+                cost = dp[mask] + res[mask] * r_new + cfm
+            else:
+                cost = dp[mask] + res[mask] * cfm + r_new
             if cost < dp[nm]:
                 dp[nm] = cost
                 res[nm] = r_new
@@ -514,6 +532,30 @@ def plan_dp(i, S, relm, nrel, buf, sel):  # noqa: ANN001, ANN201
         mask &= ~(1 << j)
     order[0] = i
     return order, dp[full]
+
+
+@nb.njit(cache=True)
+def build_appl(S, relm, orders, appl, appl_n):  # noqa: ANN001, ANN201
+    """For every order and step, the earlier streams with a constraint to the step's stream."""
+    for i in range(S):
+        for k in range(S):
+            j = orders[i, k]
+            n = 0
+            for q in range(k):
+                b = orders[i, q]
+                if relm[b, j] != 0:
+                    appl[i, k, n] = b
+                    n += 1
+            appl_n[i, k] = n
+
+
+@nb.njit(cache=True)
+def replan(S, relm, nrel, buf, sel, paper, orders, appl, appl_n):  # noqa: ANN001, ANN201
+    """Recompute every stream's evaluation order from the statistics (in place)."""
+    for i in range(S):
+        o, _ = plan_dp(i, S, relm, nrel, buf, sel, paper)
+        orders[i, :] = o
+    build_appl(S, relm, orders, appl, appl_n)
 
 
 @nb.njit(cache=True)

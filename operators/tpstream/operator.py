@@ -13,7 +13,9 @@ Usage (a live stream, no store)::
 or directly ``TPStream(TPStreamConfig(...), schema)``.
 
 Output schema (one row per match, ordered by ``(detection_time, detection_seq, A_ts, ...,
-A_te, ...)`` - deterministic whatever the batching, plan or parallelism):
+A_te, ...)`` - deterministic whatever the batching, plan or parallelism; with
+``end_policy="close"`` the matches of situations closed by :meth:`flush` come last, in the same
+order among themselves, because a partition's open situations close at its own last event):
 
 * ``detection_time`` (int64): when the match became certain - ``max(te)`` in normal mode, the
   earliest detection time in low-latency mode (:mod:`.lowlatency`);
@@ -100,7 +102,7 @@ class TPStream(Operator):
         order = cfg.order if isinstance(cfg.order, str) else tuple(self.names.index(n)
                                                                    for n in cfg.order)
         self.planner = EvaluationPlanner(self.relm, order, cfg.alpha, cfg.threshold,
-                                         cfg.initial_buffer)
+                                         cfg.initial_buffer, cfg.cost_model)
         self.pmap = PartitionMap(cfg.partition_by)
         self.in_schema = schema
         self._out_schema: pa.Schema | None = None
@@ -263,7 +265,8 @@ class TPStream(Operator):
         self.counters.intervals += 1
 
     # ------------------------------------------------------------------ one batch of steps
-    def _process(self, cols: dict[str, np.ndarray]) -> None:
+    def _inputs(self, cols: dict[str, np.ndarray]) -> tuple:
+        """Partition ids, condition masks and RETURN inputs of a batch (vectorized)."""
         n = len(cols["t"])
         env = ColumnsEnv(cols, self.aliases)
         masks = []
@@ -274,13 +277,38 @@ class TPStream(Operator):
         if self.config.partition_by:
             pid = self.pmap.ids([cols[c] for c in self.config.partition_by])
         values = [cols[a.attr] if a.attr is not None else None for a in self.aggs]
-        runs = self.deriver.derive(cols["t"], cols["seq"], pid, masks, values)
+        return pid, masks, values
+
+    def fragments(self, cols: dict[str, np.ndarray], keep_context: bool = True) -> Any:
+        """Phase 1 of the batch pipeline (derive, no carry; see :mod:`.parallel`)."""
+        pid, masks, values = self._inputs(cols)
+        return self.deriver.fragments(cols["t"], cols["seq"], pid, masks, values, keep_context)
+
+    def consume(self, fr: Any, t_last: int) -> None:
+        """Phases 2-3: synchronize (merge the carry) and match one batch of complete steps."""
+        runs = self.deriver.absorb(fr)
         self._match(runs)
-        self._purge(int(cols["t"][-1]))
+        self._purge(t_last)
+
+    def _process(self, cols: dict[str, np.ndarray]) -> None:
+        self.consume(self.fragments(cols), int(cols["t"][-1]))
 
     def _purge(self, t_now: int) -> None:
+        """Drop buffered situations no future trigger can reach: ``ts < t - window`` where ``t``
+        is the earliest possible future detection time - ``t_now``, or, under the close policy,
+        ``t_last + 1`` of a partition with an open situation (it closes there at flush)."""
         w = self.config.window
-        keep = self.retained["ts"] >= t_now - w
+        r = self.retained
+        if not len(r["ts"]):
+            return
+        keep = r["ts"] >= t_now - w
+        if self.config.end_policy == "close" and not keep.all():
+            pids, first_close = self.deriver.earliest_close()
+            if len(pids):
+                pos = np.searchsorted(pids, r["part"])
+                posc = np.minimum(pos, len(pids) - 1)
+                has = (pos < len(pids)) & (pids[posc] == r["part"])
+                keep |= has & (r["ts"] >= first_close[posc] - w)
         if not keep.all():
             self.retained = _take_table(self.retained, keep)
 
@@ -365,6 +393,7 @@ class TPStream(Operator):
         out_tr = np.empty(out_idx.shape[0], np.int64)
         n_out = 0
         pos = 0
+        replans_before = int(self.kcounters[kernel.C_REPLANS])
         cap = self.state_cap if self.state_cap is not None else np.iinfo(np.int64).max
         while True:
             pos, out_idx, out_tr, n_out, status = kernel.match_kernel(
@@ -373,15 +402,14 @@ class TPStream(Operator):
                 pl.relm, pl.orders, pl.appl, pl.appl_n, pl.cons_a, pl.cons_b, pl.cons_m,
                 np.int64(self.config.window), self.ll,
                 pl.ema_buf, pl.buf_seen, pl.ema_sel, pl.snap_buf, pl.snap_sel,
-                pl.alpha, pl.threshold, pl.adaptive,
+                pl.alpha, pl.threshold, pl.adaptive, pl.nrel, pl.paper_cost,
                 out_idx, out_tr, n_out, np.int64(cap), self.kcounters)
             if status == 2:
                 raise StateCapExceeded(self.name, "matches of one batch", int(n_out), int(cap),
                                        "state_cap")
-            if status == 1:
-                pl.replan()
             if pos >= len(tr_tau):
                 break
+        pl.replans += int(self.kcounters[kernel.C_REPLANS]) - replans_before
         return out_idx[:n_out], out_tr[:n_out]
 
     # ------------------------------------------------------------------ results

@@ -3,7 +3,8 @@
 Ids are assigned in order of first appearance and never change, so per-partition state can be
 kept in arrays indexed or sorted by id. Mapping a batch costs one ``pandas.factorize`` (hash,
 O(n)) plus a dictionary lookup per *distinct* key of the batch; the common single integer column
-takes a sorted-array path (``np.searchsorted``, O(n log k)).
+takes a dense lookup table over the known keys' span (O(n); a sorted array and
+``np.searchsorted``, O(n log k), for new keys or spans over 4M values).
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+
+LUT_MAX = 1 << 22
+"""Largest key span served by the dense lookup table (int64 entries: 32 MiB)."""
 
 
 class PartitionMap:
@@ -27,6 +31,8 @@ class PartitionMap:
         self._sorted_ids = np.empty(0, np.int64)
         self._int_path: bool | None = None
         self._arrow: list[pa.Array] | None = None
+        self._lut: np.ndarray | None = None
+        self._lut_lo = 0
 
     def __len__(self) -> int:
         return len(self._ids) if not self._int_path else len(self._sorted_keys)
@@ -42,6 +48,24 @@ class PartitionMap:
         return self._ids_generic(cols)
 
     def _ids_int(self, v: np.ndarray) -> np.ndarray:
+        lo, hi = int(v.min()), int(v.max())
+        if self._lut is not None and self._lut_lo <= lo and hi < self._lut_lo + len(self._lut):
+            ids = self._lut[v - self._lut_lo]
+            if (ids >= 0).all():
+                return ids
+        ids = self._ids_sorted(v)
+        # rebuild a dense lookup table over the known keys when their span is moderate
+        keys = self._sorted_keys
+        span = int(keys[-1] - keys[0]) + 1
+        if span <= LUT_MAX:
+            lut = np.full(span, -1, np.int64)
+            lut[keys - keys[0]] = self._sorted_ids
+            self._lut, self._lut_lo = lut, int(keys[0])
+        else:
+            self._lut = None
+        return ids
+
+    def _ids_sorted(self, v: np.ndarray) -> np.ndarray:
         keys = self._sorted_keys
         pos = np.searchsorted(keys, v)
         posc = np.minimum(pos, max(len(keys) - 1, 0))
@@ -110,6 +134,7 @@ class PartitionMap:
         self._sorted_ids = st["si"].copy()
         self._int_path = st["int"]
         self._arrow = None
+        self._lut = None
 
 
 def _py(x: object) -> object:

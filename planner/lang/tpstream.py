@@ -656,7 +656,8 @@ def bind(query: TPStreamQuery, schema: pa.Schema, time_unit: str | None,
         raise ParseError(str(e), text=text, pos=query.window.pos) from None
     state_cap = options.pop("state_cap", None)
     cfg_kw = {k: options.pop(k) for k in ("mode", "order", "end_policy", "alpha", "threshold",
-                                          "use_triggers", "initial_buffer") if k in options}
+                                          "use_triggers", "initial_buffer", "cost_model")
+              if k in options}
     if options:
         raise UsageError(f"unknown TPStream option(s): {', '.join(sorted(options))}")
     try:
