@@ -63,22 +63,28 @@ class AggSpec:
         return np.zeros(n, self.a_dtype), b
 
     # ------------------------------------------------------------------ batch runs
-    def runs(self, v_sorted: np.ndarray | None, mask: np.ndarray, starts: np.ndarray,
-             lasts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Primitives of the runs ``[starts[k], lasts[k]]`` (inclusive, in the sorted order)."""
+    def runs(self, v: np.ndarray | None, order: np.ndarray | None, mask: np.ndarray,
+             starts: np.ndarray, lasts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Primitives of the runs ``[starts[k], lasts[k]]`` (inclusive positions in the batch's
+        partition-sorted order ``order``; None = the batch order). ``mask`` is the condition in
+        that order; ``v`` the attribute in batch order (gathered only at the run events)."""
         k = len(starts)
         lengths = lasts - starts + 1
         if self.attr is None:  # count(S)
             return lengths.astype(np.int64), np.zeros(k, np.int64)
-        assert v_sorted is not None
+        assert v is not None
+
+        def at(pos: np.ndarray) -> np.ndarray:
+            return v[order[pos]] if order is not None else v[pos]
+
         if self.func == "first":
-            return v_sorted[starts], np.zeros(k, np.int64)
+            return at(starts), np.zeros(k, np.int64)
         if self.func == "last":
-            return v_sorted[lasts], np.zeros(k, np.int64)
+            return at(lasts), np.zeros(k, np.int64)
         if k == 0:
             return self.empty(0)
         offsets = np.cumsum(lengths) - lengths
-        vc = v_sorted[mask]
+        vc = v[order[mask]] if order is not None else v[mask]
         is_float = vc.dtype.kind == "f"
         if self.func in ("count", "avg"):
             nn = (~np.isnan(vc)).astype(np.int64) if is_float else np.ones(len(vc), np.int64)

@@ -7,7 +7,7 @@ the stream alias).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from replaydb.operators.expr import Expr
 from replaydb.operators.tpstream.relations import REL_ID, canonical, mask_of
@@ -131,7 +131,6 @@ class TPStreamConfig:
     stream_alias: str | None = None
     initial_buffer: float = 100.0
     cost_model: str = "calls"
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "situations", tuple(self.situations))

@@ -114,13 +114,27 @@ class Fragments:
     ctx: BatchContext | None = None
 
 
-def _stable_order(pid: np.ndarray) -> np.ndarray:
-    """Stable argsort of partition ids; a radix sort on 16-bit keys when the batch's ids span
-    fewer than 65536 values (the usual case: ids are dense and assigned in order of arrival)."""
+def _partition_groups(pid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stable order of a batch by partition id, the sorted position where each partition's
+    events start, and the partitions' ids. When the batch's ids span fewer than 65536 values
+    (the usual case: ids are dense and assigned in order of arrival) the sort is a radix sort on
+    16-bit keys and the groups come from a bincount - no full gather of the ids."""
     lo, hi = int(pid.min()), int(pid.max())
     if hi - lo < 1 << 16:
-        return np.argsort((pid - lo).astype(np.uint16), kind="stable")
-    return np.argsort(pid, kind="stable")
+        key = (pid - lo).astype(np.uint16)
+        order = np.argsort(key, kind="stable")
+        counts = np.bincount(key, minlength=hi - lo + 1)
+        present = np.flatnonzero(counts)
+        starts = np.zeros(len(present), np.int64)
+        np.cumsum(counts[present][:-1], out=starts[1:])
+        return order, starts, present.astype(np.int64) + lo
+    order = np.argsort(pid, kind="stable")
+    ps = pid[order]
+    newgrp = np.empty(len(ps), bool)
+    newgrp[0] = True
+    np.not_equal(ps[1:], ps[:-1], out=newgrp[1:])
+    starts = np.flatnonzero(newgrp)
+    return order, starts, ps[starts]
 
 
 def _first_reaching(tc: np.ndarray, qc: np.ndarray, run_c: np.ndarray, offsets: np.ndarray,
@@ -281,34 +295,34 @@ class Deriver:
             fr.ctx = BatchContext(t, [None] * len(self.aggs)) if keep_context else None
             return fr
         if pid is not None:
-            order = _stable_order(pid)
-            ps = pid[order]
-            t_s, q_s = t[order], seq[order]
-            newgrp = np.empty(n, bool)
-            newgrp[0] = True
-            np.not_equal(ps[1:], ps[:-1], out=newgrp[1:])
+            order, grp_start, grp_pid = _partition_groups(pid)
         else:
             order = None
-            ps = None
-            t_s, q_s = t, seq
-            newgrp = np.zeros(n, bool)
-            newgrp[0] = True
-        lastgrp = np.empty(n, bool)
-        lastgrp[:-1] = newgrp[1:]
+            grp_start = np.zeros(1, np.int64)
+            grp_pid = np.zeros(1, np.int64)
+        newgrp = np.zeros(n, bool)
+        newgrp[grp_start] = True
+        lastgrp = np.zeros(n, bool)
+        lastgrp[grp_start[1:] - 1] = True
         lastgrp[-1] = True
-        grp_start = np.flatnonzero(newgrp)
-        fr.grp_pid = ps[grp_start] if ps is not None else np.zeros(1, np.int64)
-        fr.grp_t0 = t_s[grp_start]
-        fr.grp_q0 = q_s[grp_start]
-        v_sorted: list[np.ndarray | None] = []
+
+        def at(a: np.ndarray, pos: np.ndarray) -> np.ndarray:
+            """``a`` in partition-sorted order, at sorted positions ``pos`` (no full gather)."""
+            return a[order[pos]] if order is not None else a[pos]
+
+        fr.grp_pid = grp_pid
+        fr.grp_t0 = at(t, grp_start)
+        fr.grp_q0 = at(seq, grp_start)
         for i, v in enumerate(values):
-            if v is None:
-                v_sorted.append(None)
-            else:
-                v_sorted.append(v[order] if order is not None else v)
+            if v is not None:
                 self.aggs[i].set_dtype(v.dtype)
         fr.dtypes = [a.dtype for a in self.aggs]
-        fr.ctx = BatchContext(t_s, v_sorted) if keep_context else None
+        if keep_context and self.with_open and self.aggs:
+            fr.ctx = BatchContext(t[order] if order is not None else t,
+                                  [None if v is None else (v[order] if order is not None else v)
+                                   for v in values])
+        else:
+            fr.ctx = None
 
         for d in range(self.n_defs):
             m = masks[d][order] if order is not None else masks[d]
@@ -327,19 +341,19 @@ class Deriver:
             is_open = lastgrp[lasts]
             nxt_idx = np.minimum(lasts + 1, n - 1)
             f: dict[str, Any] = {
-                "part": ps[starts] if ps is not None else np.zeros(k, np.int64),
-                "ts": t_s[starts],
-                "ts_seq": q_s[starts],
-                "te": np.where(is_open, INF, t_s[nxt_idx]),
-                "te_seq": np.where(is_open, -1, q_s[nxt_idx]),
+                "part": at(pid, starts) if pid is not None else np.zeros(k, np.int64),
+                "ts": at(t, starts),
+                "ts_seq": at(seq, starts),
+                "te": np.where(is_open, INF, at(t, nxt_idx)),
+                "te_seq": np.where(is_open, -1, at(seq, nxt_idx)),
                 "first_pos": starts.astype(np.int64),
                 "last_pos": lasts.astype(np.int64),
-                "last_t": t_s[lasts],
-                "last_seq": q_s[lasts],
+                "last_t": at(t, lasts),
+                "last_seq": at(seq, lasts),
                 "is_head": newgrp[starts],
                 "is_open": is_open,
             }
-            f["prims"] = {i: self.aggs[i].runs(v_sorted[i], m, starts, lasts)
+            f["prims"] = {i: self.aggs[i].runs(values[i], order, m, starts, lasts)
                           for i in self.items_of[d]}
             if self._kind(d) == "deferred":
                 # first event with k + 1 - ts >= dmin (k < te), with the batch-local start;
@@ -348,17 +362,17 @@ class Deriver:
                 offsets = np.cumsum(lengths) - lengths
                 pos_c = np.flatnonzero(m)
                 run_c = np.repeat(np.arange(k), lengths)
-                tc = t_s[pos_c]
+                tc = at(t, pos_c)
+                qc = at(seq, pos_c)
                 f["known"], f["known_seq"] = _first_reaching(
-                    tc, q_s[pos_c], run_c, offsets, lengths, f["ts"] + (self.min_dur[d] - 1),
-                    f["te"])
+                    tc, qc, run_c, offsets, lengths, f["ts"] + (self.min_dur[d] - 1), f["te"])
                 heads = np.flatnonzero(f["is_head"])
                 sel = np.concatenate([np.arange(offsets[h], offsets[h] + lengths[h])
                                       for h in heads]) if len(heads) else np.empty(0, np.int64)
                 f["head_idx"] = heads
                 f["head_len"] = lengths[heads]
                 f["head_t"] = tc[sel]
-                f["head_q"] = q_s[pos_c[sel]]
+                f["head_q"] = qc[sel]
             fr.defs.append(f)
         return fr
 

@@ -47,9 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 from replaydb.operators.tpstream.relations import (
-    AFTER,
     BEFORE,
-    CONTAINS,
     DURING,
     EQUALS,
     FINISHED_BY,
@@ -58,11 +56,8 @@ from replaydb.operators.tpstream.relations import (
     GROUP_GT,
     GROUP_LT,
     MEETS,
-    MET_BY,
-    OVERLAPPED_BY,
     OVERLAPS,
     RELATIONS,
-    STARTED_BY,
     STARTS,
     T_RMIN,
     classify,
@@ -75,7 +70,6 @@ _LATER_START = (1 << BEFORE) | (1 << MEETS)
 """Relations ``Y R X`` decided at ``X.ts`` (t_rmin = X.ts)."""
 assert _END_FIRST == sum(1 << i for i, r in enumerate(RELATIONS) if T_RMIN[r] == ("A", "te"))
 assert _LATER_START == sum(1 << i for i, r in enumerate(RELATIONS) if T_RMIN[r] == ("B", "ts"))
-_ = (AFTER, MET_BY, CONTAINS, OVERLAPPED_BY, STARTED_BY)
 
 
 def known_kind(min_duration: int | None, max_duration: int | None) -> str:

@@ -236,12 +236,24 @@ class TPStream(Operator):
                             f"time {self.last_t}", row=0, column="t")
         self.last_t = int(t[-1])
         if self.tail is not None:
-            cols = {k: np.concatenate([self.tail[k], v]) for k, v in cols.items()}
-            t = cols["t"]
+            # the held-back step is complete once a later time arrives; events of the same time
+            # at the start of this batch join it (only those are copied)
+            k = int(np.searchsorted(t, self.tail["t"][0], side="right"))
+            step = self.tail if k == 0 else {c: np.concatenate([self.tail[c], v[:k]])
+                                             for c, v in cols.items()}
+            self.tail = None
+            if k == len(t):
+                self.tail = step
+                self._update_state_size()
+                return
+            self._process(step)
+            if k:
+                cols = {c: v[k:] for c, v in cols.items()}
+                t = cols["t"]
         cut = int(np.searchsorted(t, t[-1], side="left"))
-        self.tail = {k: v[cut:] for k, v in cols.items()}
+        self.tail = {c: v[cut:].copy() for c, v in cols.items()}
         if cut > 0:
-            self._process({k: v[:cut] for k, v in cols.items()})
+            self._process({c: v[:cut] for c, v in cols.items()})
         self._update_state_size()
 
     def _flush(self) -> None:
@@ -334,8 +346,7 @@ class TPStream(Operator):
         tr_stream = runs.stream[tr_row]
         # table: retained situations of the triggering partitions + this batch's situations
         tparts = np.unique(tr_part)
-        r_sel = np.flatnonzero(np.isin(self.retained["part"], tparts)) if len(tparts) < 1_000_000 \
-            else np.arange(len(self.retained["part"]))
+        r_sel = np.flatnonzero(np.isin(self.retained["part"], tparts))
         b_sel = np.flatnonzero(np.isin(runs.part, tparts))
         n_r = len(r_sel)
         tab = {f: np.concatenate([self.retained[f][r_sel], batch_tab[f][b_sel]])
@@ -417,7 +428,6 @@ class TPStream(Operator):
                       runs: Runs, batch_tab: dict[str, Any], origin: np.ndarray,
                       from_batch: np.ndarray) -> None:
         S = self.S
-        n = len(tau)
         ts = tab["ts"][matches]                      # (n, S)
         te = tab["te"][matches]
         ongoing = te > tau[:, None]
@@ -465,7 +475,6 @@ class TPStream(Operator):
                 else:
                     arrays.append(pa.array(v, type=f.type, from_pandas=True))
         self._emit(pa.RecordBatch.from_arrays(arrays, schema=schema))
-        _ = n
 
     def _values_of(self, k: int, rows: np.ndarray, origin: np.ndarray, from_batch: np.ndarray,
                    batch_tab: dict[str, Any]) -> np.ndarray:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from replaydb.operators.expr import ColumnsEnv, compile_predicate
 from replaydb.operators.tpstream.config import TPStreamConfig
-from replaydb.operators.tpstream.relations import DEFINITIONS, REL_ID, inverse_mask
+from replaydb.operators.tpstream.relations import DEFINITIONS, REL_ID
 
 INF = math.inf
 
@@ -245,5 +245,3 @@ def result_key(row: dict[str, Any], config: TPStreamConfig) -> tuple:
         parts.append(v)
     return tuple(parts)
 
-
-_ = inverse_mask

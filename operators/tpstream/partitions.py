@@ -48,21 +48,43 @@ class PartitionMap:
         return self._ids_generic(cols)
 
     def _ids_int(self, v: np.ndarray) -> np.ndarray:
+        if not len(v):
+            return np.empty(0, np.int64)
         lo, hi = int(v.min()), int(v.max())
-        if self._lut is not None and self._lut_lo <= lo and hi < self._lut_lo + len(self._lut):
-            ids = self._lut[v - self._lut_lo]
-            if (ids >= 0).all():
-                return ids
-        ids = self._ids_sorted(v)
-        # rebuild a dense lookup table over the known keys when their span is moderate
-        keys = self._sorted_keys
-        span = int(keys[-1] - keys[0]) + 1
-        if span <= LUT_MAX:
-            lut = np.full(span, -1, np.int64)
-            lut[keys - keys[0]] = self._sorted_ids
-            self._lut, self._lut_lo = lut, int(keys[0])
+        if self._lut is None and len(self._sorted_keys):
+            lo0, hi0 = int(self._sorted_keys[0]), int(self._sorted_keys[-1])
+        elif self._lut is not None:
+            lo0, hi0 = self._lut_lo, self._lut_lo + len(self._lut) - 1
         else:
+            lo0, hi0 = lo, hi
+        new_lo, new_hi = min(lo, lo0), max(hi, hi0)
+        if new_hi - new_lo + 1 > LUT_MAX:
             self._lut = None
+            return self._ids_sorted(v)
+        if self._lut is None or new_lo < self._lut_lo or \
+                new_hi >= self._lut_lo + len(self._lut):
+            # (re)build the dense table over the span, with some room to grow upwards
+            span = new_hi - new_lo + 1
+            lut = np.full(min(LUT_MAX, span + span // 2 + 1024), -1, np.int64)
+            if len(self._sorted_keys):
+                lut[self._sorted_keys - new_lo] = self._sorted_ids
+            self._lut, self._lut_lo = lut, new_lo
+        ids = self._lut[v - self._lut_lo]
+        miss = ids < 0
+        if miss.any():
+            new, first = np.unique(v[miss], return_index=True)
+            order = np.argsort(first, kind="stable")      # ids in order of first appearance
+            base = len(self._values[0])
+            new_ids = np.empty(len(new), np.int64)
+            new_ids[order] = np.arange(base, base + len(new))
+            self._lut[new - self._lut_lo] = new_ids
+            self._values[0].extend(new[order].tolist())
+            allk = np.concatenate([self._sorted_keys, new])
+            alli = np.concatenate([self._sorted_ids, new_ids])
+            o = np.argsort(allk, kind="stable")
+            self._sorted_keys, self._sorted_ids = allk[o], alli[o]
+            self._arrow = None
+            ids[miss] = self._lut[v[miss] - self._lut_lo]
         return ids
 
     def _ids_sorted(self, v: np.ndarray) -> np.ndarray:
