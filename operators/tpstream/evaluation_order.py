@@ -7,7 +7,11 @@ step 0). Three modes:
 * ``adaptive``: orders minimise the cost model (Eq. 5.2-5.5, :func:`.kernel.plan_dp`) over the
   current statistics: an exponential moving average (EMA, smoothing ``alpha``) of every buffer's
   size and of every constraint's observed selectivity (matching candidates / buffer size, one
-  observation per constraint and trigger). The plan keeps a snapshot of the statistics it was
+  observation per constraint and trigger). The paper keeps one EMA per constraint; here each
+  constraint has one per *direction* (which side is bound, which is searched), because the
+  pre-set situation is always the newest one and the directions differ systematically: for
+  ``B before C`` a new B never finds a C (every buffered C ended before it), a new C finds most
+  B's - a single average hides exactly what the order should exploit. The plan keeps a snapshot of the statistics it was
   built from; when any statistic drifts more than ``threshold`` relative to the snapshot the
   orders are recomputed. The papers leave the comparison open; here a buffer size counts as
   drifted when it moved by more than ``threshold * max(snapshot, 4)`` situations, and a

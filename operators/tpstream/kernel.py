@@ -47,7 +47,7 @@ C_TRIGGERS, C_STEPS, C_QUERIES, C_CANDIDATES, C_RESULTS, C_DUPLICATES, C_REPLANS
 N_COUNTERS = 7
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def lower_bound(a, lo, hi, v):  # noqa: ANN001, ANN201
     """First index in ``[lo, hi)`` with ``a[i] >= v`` (``hi`` if none)."""
     while lo < hi:
@@ -59,7 +59,7 @@ def lower_bound(a, lo, hi, v):  # noqa: ANN001, ANN201
     return lo
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def upper_bound(a, lo, hi, v):  # noqa: ANN001, ANN201
     """First index in ``[lo, hi)`` with ``a[i] > v`` (``hi`` if none)."""
     while lo < hi:
@@ -71,7 +71,7 @@ def upper_bound(a, lo, hi, v):  # noqa: ANN001, ANN201
     return lo
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def classify(a_ts, a_te, b_ts, b_te):  # noqa: ANN001, ANN201
     """Relation id of ``A R B`` (ids as in :mod:`.relations`)."""
     if a_te < b_ts:
@@ -95,7 +95,7 @@ def classify(a_ts, a_te, b_ts, b_te):  # noqa: ANN001, ANN201
     return 8 if a_te < b_te else 5
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def pair_ok(mask, a_ts, a_te, a_ong, b_ts, b_te, b_ong):  # noqa: ANN001, ANN201
     """Is ``A mask B`` certain? Ongoing ends are passed as INF; two ongoing situations are
     related by their prefix group, which must lie entirely inside ``mask``."""
@@ -111,7 +111,7 @@ def pair_ok(mask, a_ts, a_te, a_ong, b_ts, b_te, b_ong):  # noqa: ANN001, ANN201
     return ((mask >> r) & 1) == 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def rel_range(r, a_ts, a_te, ts, te, lo, hi):  # noqa: ANN001, ANN201
     """Index range ``[x1, x2)`` of candidates ``B`` in ``[lo, hi)`` with ``A r B``.
 
@@ -171,7 +171,7 @@ def rel_range(r, a_ts, a_te, ts, te, lo, hi):  # noqa: ANN001, ANN201
     return x1, x2
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _prepare(k, i, orders, appl, appl_n, relm, b_ts, b_te, vis_lo, vis_hi, ts, te, rng, nr,
              tmp1, tmp2, sel_hit, sel_seen, counters):  # noqa: ANN001, ANN201
     """Candidate ranges of step ``k``: union per constraint, intersection across constraints."""
@@ -239,7 +239,7 @@ def _prepare(k, i, orders, appl, appl_n, relm, b_ts, b_te, vis_lo, vis_hi, ts, t
             return
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _established_before(tau, S, rec, ts, te, known, cons_a, cons_b, cons_m):  # noqa: ANN001, ANN201
     """Was this configuration already certain at time ``tau - 1``?"""
     tp = tau - 1
@@ -258,7 +258,7 @@ def _established_before(tau, S, rec, ts, te, known, cons_a, cons_b, cons_m):  # 
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def match_kernel(ts, te, known, seg_lo, seg_hi, S,
                  tr_tau, tr_p, tr_stream, tr_rec, tr_kind, start,
                  relm, orders, appl, appl_n, cons_a, cons_b, cons_m,
@@ -432,9 +432,7 @@ def match_kernel(ts, te, known, seg_lo, seg_hi, S,
                 for b in range(S):
                     if sel_seen[a, b] > 0:
                         obs = sel_hit[a, b] / sel_seen[a, b]
-                        v = alpha * obs + (1.0 - alpha) * ema_sel[a, b]
-                        ema_sel[a, b] = v
-                        ema_sel[b, a] = v
+                        ema_sel[a, b] = alpha * obs + (1.0 - alpha) * ema_sel[a, b]
         # this trigger's change is now processed: later triggers of the same step exclude it
         if kind == 0:
             excl_fin[i] = True
@@ -450,10 +448,12 @@ def match_kernel(ts, te, known, seg_lo, seg_hi, S,
             for c in range(len(cons_a)):
                 a = cons_a[c]
                 b = cons_b[c]
-                # the selectivity's effect: expected candidates in either direction
-                for x in (a, b):
-                    cur = ema_sel[a, b] * ema_buf[x]
-                    old = snap_sel[a, b] * snap_buf[x]
+                # the selectivity's effect: expected candidates, in both directions
+                for d in range(2):
+                    x = a if d == 0 else b      # bound stream
+                    y = b if d == 0 else a      # candidate stream
+                    cur = ema_sel[x, y] * ema_buf[y]
+                    old = snap_sel[x, y] * snap_buf[y]
                     if abs(cur - old) > threshold * max(old, CAND_FLOOR):
                         drift = True
             if drift:
@@ -464,7 +464,7 @@ def match_kernel(ts, te, known, seg_lo, seg_hi, S,
     return ntr, out_idx, out_tr, n_out, 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def plan_dp(i, S, relm, nrel, buf, sel, paper):  # noqa: ANN001, ANN201
     """Cheapest evaluation order for trigger stream ``i`` (Eq. 5.2-5.5), exact DP over subsets.
 
@@ -534,7 +534,7 @@ def plan_dp(i, S, relm, nrel, buf, sel, paper):  # noqa: ANN001, ANN201
     return order, dp[full]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def build_appl(S, relm, orders, appl, appl_n):  # noqa: ANN001, ANN201
     """For every order and step, the earlier streams with a constraint to the step's stream."""
     for i in range(S):
@@ -549,7 +549,7 @@ def build_appl(S, relm, orders, appl, appl_n):  # noqa: ANN001, ANN201
             appl_n[i, k] = n
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def replan(S, relm, nrel, buf, sel, paper, orders, appl, appl_n):  # noqa: ANN001, ANN201
     """Recompute every stream's evaluation order from the statistics (in place)."""
     for i in range(S):
@@ -558,7 +558,7 @@ def replan(S, relm, nrel, buf, sel, paper, orders, appl, appl_n):  # noqa: ANN00
     build_appl(S, relm, orders, appl, appl_n)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def partial_positions(t_sorted, first_pos, last_pos, tau):  # noqa: ANN001, ANN201
     """For each (run, tau): one past the last position in ``[first, last]`` with ``t <= tau``."""
     n = len(first_pos)
@@ -572,7 +572,7 @@ def partial_positions(t_sorted, first_pos, last_pos, tau):  # noqa: ANN001, ANN2
     return out
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def range_prims(v, lo, hi, func):  # noqa: ANN001, ANN201
     """Primitives of ``v[lo:hi]`` per row: func 0 count, 1 sum, 2 min, 3 max (nulls = NaN)."""
     n = len(lo)
