@@ -19,6 +19,20 @@ def reference(batches: list[list[np.ndarray]]) -> list[np.ndarray]:
     return out
 
 
+def check_consistent(batches: list[list[np.ndarray]], got: list[np.ndarray]) -> None:
+    """Same key <=> same id, ids dense, and keys of earlier batches have smaller ids."""
+    id_of: dict[int, int] = {}
+    for cols, ids in zip(batches, got):
+        before = len(id_of)
+        for k, i in zip(cols[0].tolist(), ids.tolist()):
+            if k in id_of:
+                assert id_of[k] == i
+            else:
+                assert i >= before
+                id_of[k] = i
+    assert sorted(id_of.values()) == list(range(len(id_of)))
+
+
 def test_integer_keys_dense_sparse_and_growing(monkeypatch) -> None:  # noqa: ANN001
     rng = np.random.default_rng(0)
     for lut_max in (1 << 22, 64):          # the lookup table and the sorted-array fallback
@@ -33,8 +47,7 @@ def test_integer_keys_dense_sparse_and_growing(monkeypatch) -> None:  # noqa: AN
                 batches.append([rng.integers(base, base + spread, n).astype(np.int64)])
             pm = PartitionMap(("k",))
             got = [pm.ids(b) for b in batches]
-            for g, e in zip(got, reference(batches)):
-                assert g.tolist() == e.tolist()
+            check_consistent(batches, got)
             st = pm.get_state()
             pm2 = PartitionMap(("k",))
             pm2.set_state(st)

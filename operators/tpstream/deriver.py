@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from replaydb.operators.tpstream import kernel
 from replaydb.operators.tpstream.aggregates import AggSpec
 
 INF = np.iinfo(np.int64).max
@@ -116,10 +117,12 @@ class Fragments:
 
 def _partition_groups(pid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stable order of a batch by partition id, the sorted position where each partition's
-    events start, and the partitions' ids. When the batch's ids span fewer than 65536 values
-    (the usual case: ids are dense and assigned in order of arrival) the sort is a radix sort on
-    16-bit keys and the groups come from a bincount - no full gather of the ids."""
+    events start, and the partitions' ids. Ids are dense, so usually a compiled counting sort
+    (O(n + span)); otherwise a radix sort on 16-bit keys with groups from a bincount, or a
+    general stable argsort."""
     lo, hi = int(pid.min()), int(pid.max())
+    if hi - lo < 4 * len(pid) + 1024:
+        return kernel.counting_order(pid.astype(np.int64, copy=False), lo, hi - lo + 1)
     if hi - lo < 1 << 16:
         key = (pid - lo).astype(np.uint16)
         order = np.argsort(key, kind="stable")

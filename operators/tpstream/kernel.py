@@ -559,6 +559,41 @@ def replan(S, relm, nrel, buf, sel, paper, orders, appl, appl_n):  # noqa: ANN00
 
 
 @nb.njit(cache=True, nogil=True)
+def counting_order(pid, lo, span):  # noqa: ANN001, ANN201
+    """Stable counting sort of events by partition id (ids in ``[lo, lo + span)``).
+
+    Returns ``(order, group_starts, group_ids)``: the sorted permutation, where each present
+    partition's events start in it, and those partitions' ids. O(n + span), two passes.
+    """
+    n = len(pid)
+    counts = np.zeros(span, np.int64)
+    for i in range(n):
+        counts[pid[i] - lo] += 1
+    offs = np.empty(span, np.int64)
+    present = 0
+    run = 0
+    for k in range(span):
+        offs[k] = run
+        run += counts[k]
+        if counts[k]:
+            present += 1
+    starts = np.empty(present, np.int64)
+    ids = np.empty(present, np.int64)
+    q = 0
+    for k in range(span):
+        if counts[k]:
+            starts[q] = offs[k]
+            ids[q] = k + lo
+            q += 1
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        k = pid[i] - lo
+        order[offs[k]] = i
+        offs[k] += 1
+    return order, starts, ids
+
+
+@nb.njit(cache=True, nogil=True)
 def partial_positions(t_sorted, first_pos, last_pos, tau):  # noqa: ANN001, ANN201
     """For each (run, tau): one past the last position in ``[first, last]`` with ``t <= tau``."""
     n = len(first_pos)

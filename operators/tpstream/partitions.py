@@ -1,7 +1,8 @@
 """Stable partition ids for PARTITION BY keys (one or more columns of any Arrow type).
 
-Ids are assigned in order of first appearance and never change, so per-partition state can be
-kept in arrays indexed or sorted by id. Mapping a batch costs one ``pandas.factorize`` (hash,
+Ids are dense (0, 1, ...), assigned batch by batch as keys first appear (keys new in the same
+batch get ids in key order for a single integer column, in order of appearance otherwise), and never
+change, so per-partition state can be kept in arrays indexed or sorted by id. Mapping a batch costs one ``pandas.factorize`` (hash,
 O(n)) plus a dictionary lookup per *distinct* key of the batch; the common single integer column
 takes a dense lookup table over the known keys' span (O(n); a sorted array and
 ``np.searchsorted``, O(n log k), for new keys or spans over 4M values).
@@ -51,12 +52,8 @@ class PartitionMap:
         if not len(v):
             return np.empty(0, np.int64)
         lo, hi = int(v.min()), int(v.max())
-        if self._lut is None and len(self._sorted_keys):
-            lo0, hi0 = int(self._sorted_keys[0]), int(self._sorted_keys[-1])
-        elif self._lut is not None:
-            lo0, hi0 = self._lut_lo, self._lut_lo + len(self._lut) - 1
-        else:
-            lo0, hi0 = lo, hi
+        keys = self._sorted_keys
+        lo0, hi0 = (int(keys[0]), int(keys[-1])) if len(keys) else (lo, hi)
         new_lo, new_hi = min(lo, lo0), max(hi, hi0)
         if new_hi - new_lo + 1 > LUT_MAX:
             self._lut = None
@@ -72,13 +69,14 @@ class PartitionMap:
         ids = self._lut[v - self._lut_lo]
         miss = ids < 0
         if miss.any():
-            new, first = np.unique(v[miss], return_index=True)
-            order = np.argsort(first, kind="stable")      # ids in order of first appearance
+            # distinct new keys without sorting: mark them in a scratch table over the span
+            seen = np.zeros(len(self._lut), bool)
+            seen[v[miss] - self._lut_lo] = True
+            new = np.flatnonzero(seen) + self._lut_lo          # ascending key order
             base = len(self._values[0])
-            new_ids = np.empty(len(new), np.int64)
-            new_ids[order] = np.arange(base, base + len(new))
+            new_ids = np.arange(base, base + len(new), dtype=np.int64)
             self._lut[new - self._lut_lo] = new_ids
-            self._values[0].extend(new[order].tolist())
+            self._values[0].extend(new.tolist())
             allk = np.concatenate([self._sorted_keys, new])
             alli = np.concatenate([self._sorted_ids, new_ids])
             o = np.argsort(allk, kind="stable")
@@ -93,16 +91,13 @@ class PartitionMap:
         posc = np.minimum(pos, max(len(keys) - 1, 0))
         found = (pos < len(keys)) & (keys[posc] == v) if len(keys) else np.zeros(len(v), bool)
         if not found.all():
-            new, first = np.unique(v[~found], return_index=True)
-            # ids in order of first appearance within the batch
-            order = np.argsort(first, kind="stable")
-            new_ids = np.empty(len(new), np.int64)
-            new_ids[order] = np.arange(len(keys), len(keys) + len(new))
+            new = np.unique(v[~found])                 # new keys get ids in key order
+            new_ids = np.arange(len(keys), len(keys) + len(new), dtype=np.int64)
             allk = np.concatenate([keys, new])
             alli = np.concatenate([self._sorted_ids, new_ids])
             o = np.argsort(allk, kind="stable")
             self._sorted_keys, self._sorted_ids = allk[o], alli[o]
-            self._values[0].extend(new[order].tolist())
+            self._values[0].extend(new.tolist())
             self._arrow = None
             keys = self._sorted_keys
             pos = np.searchsorted(keys, v)
