@@ -408,7 +408,7 @@ def exp_adaptive(n_events: int, window: int, repeats: int) -> dict[str, Any]:
     out["adaptive_steps_over_best_fixed"] = (out["plans"]["adaptive"]["steps"]
                                              / max(fixed[best]["steps"], 1))
     # the aggressive-drivers query: the initial plan is good, the printed Eq. 5.2 is not
-    lr = materialize(traffic(max(n_events // 2, 500_000), seed=8))
+    lr = materialize(traffic(n_events, seed=8))
     qlr = lr_query(lr_thresholds(lr))
     out["aggressive_drivers"] = {}
     for plan in ["adaptive", "static"] + list(itertools.permutations("ABC")):
@@ -521,7 +521,7 @@ def exp_duckdb(sizes: list[int]) -> dict[str, Any]:
                    "duckdb_cpu_s": min(cpus), "speedup_cpu": min(cpus) / tp["cpu_s"],
                    "results_tpstream": mine.num_rows, "results_duckdb": res.num_rows,
                    "same_matches": same, "duckdb_threads": con.execute(
-                       "SELECT current_setting('threads')").fetchone()[0]}
+                       "SELECT current_setting('threads')").fetchall()[0][0]}
             out[kind].append(row)
             print(f"  duckdb {kind:<9} {n:>10,}: tpstream {tp['wall_s']:.3f}s duckdb "
                   f"{min(times):.3f}s x{row['speedup_wall']:.1f} wall, x{row['speedup_cpu']:.1f}"
@@ -768,28 +768,39 @@ def main() -> None:
     print("warm-up (compile/load the matcher)", flush=True)
     warm_up()
     t0 = time.perf_counter()
+
+    def save() -> None:                       # keep what is done if a later section fails
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "results.json").write_text(json.dumps(res, indent=1, default=str))
+
     if "throughput" in only:
         print("1. throughput", flush=True)
         sizes = [1_000_000, 10_000_000, 30_000_000, 100_000_000] if full else \
             [1_000_000, 3_000_000, 10_000_000]
         res["throughput"] = exp_throughput([sz(n) for n in sizes], 2 if not full else 1)
+        save()
     if "families" in only:
         print("2. query families", flush=True)
         res["families"] = exp_families(sz(10_000_000 if full else 1_000_000), [4, 6, 8, 10],
                                        10 if full else 3)
+        save()
     if "latency" in only:
         print("3. latency", flush=True)
         res["latency"] = exp_latency(sz(5_000_000 if full else 1_000_000))
+        save()
     if "adaptive" in only:
         print("4. adaptivity", flush=True)
-        res["adaptive"] = exp_adaptive(sz(30_000_000 if full else 3_000_000), 600, 2)
+        res["adaptive"] = exp_adaptive(sz(30_000_000 if full else 3_000_000), 600, 5)
+        save()
     if "duckdb" in only:
         print("5. DuckDB", flush=True)
         res["duckdb"] = exp_duckdb([sz(n) for n in ([1_000_000, 10_000_000] if full
                                                     else [1_000_000, 3_000_000])])
+        save()
     if "parallel" in only:
         print("6. parallel", flush=True)
         res["parallel"] = exp_parallel(sz(30_000_000 if full else 4_000_000))
+        save()
     res["mode"] = mode
     res["total_s"] = time.perf_counter() - t0
     write_report(res, mode)

@@ -94,3 +94,14 @@ def test_kslack_orders_within_slack_and_counts_late_rows() -> None:
         n = sum(o.num_rows for o in out)
         assert ks.late == 8
         assert n == (10 if policy == "emit" else 2)
+
+
+def test_partitioned_parallel_with_string_keys_splits_in_the_producer() -> None:
+    for cfg, tab in cases(3, partitioned=True):
+        keys = np.array(["north", "south", "east", "west", "up", "down", "in", "out", "x"])
+        tab = tab.set_column(tab.schema.get_field_index("p"), "p",
+                             pa.array(keys[tab.column("p").to_numpy()]))
+        ref = TPStream(cfg, tab.schema).process(tab)
+        got, _ = run_partitioned(cfg, tab.to_batches(max_chunksize=400), tab.schema, workers=3,
+                                 executor="thread")
+        assert close(got, ref)

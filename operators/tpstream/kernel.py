@@ -23,6 +23,7 @@ time step earlier (exactly-once, at the earliest time).
 
 Complexity per trigger: ``O(S log n)`` for the visibility bounds plus, per partial result at a
 step, ``O(sum_C |C| * 4 log n)`` for the range queries and ``O(#candidates)`` to enumerate them.
+Every function here releases the GIL (``nogil``), so worker threads match concurrently.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ definition, plus the matcher's work per situation - see :mod:`.kernel`):
 3. *triggers* - situation ends (normal) or ends and known starts (low latency, restricted to
    trigger situations) - are sorted by ``(time, partition, kind, stream)``; the buffers are the
    finished situations still inside the window (kept as a table sorted per partition and stream)
-   plus this batch's situations; the compiled matcher runs over all triggers, pausing to re-plan
-   when its statistics drift (:mod:`.evaluation_order`);
+   plus this batch's situations; the compiled matcher runs over all triggers and re-plans in
+   place when its statistics drift (:mod:`.evaluation_order`);
 4. results are built column-wise, sorted and emitted; situations that left the window are purged.
 
 State (``counters.state_size``): buffered situations + open situations + held-back events.

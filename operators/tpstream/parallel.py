@@ -1,9 +1,12 @@
 """Parallel TPStream on one machine (dissertation 5.6): partitioned and unpartitioned streams.
 
-**Partitioned streams** (:func:`run_partitioned`, Fig. 5.5): partitions are assigned to workers
-round-robin in order of first appearance (``partition id % workers``); the producer splits each
-input chunk by worker (one stable sort + zero-copy slices) and sends each worker the events of
-its partitions, in ``(t, seq)`` order. Every worker runs an ordinary :class:`TPStream` operator -
+**Partitioned streams** (:func:`run_partitioned`, Fig. 5.5): every partition belongs to one
+worker. For a single integer key, partition ``k`` goes to worker ``k mod workers`` and the
+producer *broadcasts* each input chunk - the same Arrow table to worker threads, one
+shared-memory copy to worker processes - and every worker selects its own rows, so the split
+runs in parallel. Otherwise partitions are assigned round-robin in order of first appearance
+(``partition id % workers``) and the producer splits each chunk (one counting sort + zero-copy
+slices). Each worker receives its partitions' events in ``(t, seq)`` order. Every worker runs an ordinary :class:`TPStream` operator -
 one deriver and matcher state per partition, as in the sequential case - and returns its results
 per chunk; the results pass a :class:`.kslack.KSlack` buffer that restores the global order
 ``(detection_time, detection_seq, ...)``. Workers are processes (``executor="process"``, the
@@ -34,7 +37,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from replaydb.operators.tpstream import kernel
 from replaydb.operators.tpstream.config import TPStreamConfig
+from replaydb.operators.tpstream.deriver import BatchContext
 from replaydb.operators.tpstream.kslack import KSlack
 from replaydb.operators.tpstream.operator import TPStream
 from replaydb.operators.tpstream.partitions import PartitionMap
@@ -84,13 +89,38 @@ def step_aligned(source: Iterable[Any], chunk_events: int) -> Iterator[pa.Table]
 
 
 # ----------------------------------------------------------------------------- partitioned
+def _own_rows(tab: pa.Table, key: str, workers: int, wid: int) -> pa.Table:
+    """The rows of a broadcast chunk whose partition belongs to worker ``wid`` (key mod W)."""
+    k = tab.column(key).to_numpy()
+    return tab.filter(pa.array(np.mod(k, workers) == wid))
+
+
+def _from_shm(name: str, layout: list[tuple[str, str, int, int]], n: int, key: str,
+              workers: int, wid: int) -> pa.Table:
+    """Attach a broadcast chunk in shared memory and copy out this worker's rows."""
+    from multiprocessing import shared_memory
+
+    # (spawned workers share the coordinator's resource tracker, which unlinks the block)
+    shm = shared_memory.SharedMemory(name=name)
+    try:
+        views = {c: np.ndarray(n, dtype=np.dtype(dt), buffer=shm.buf, offset=off)
+                 for c, dt, off, _ in layout}
+        sel = np.flatnonzero(np.mod(views[key], workers) == wid)
+        cols = {c: v[sel] for c, v in views.items()}     # copies: the views can go
+        del views
+    finally:
+        shm.close()
+    return pa.table(cols)
+
+
 def _worker_loop(config: TPStreamConfig, schema: pa.Schema, state_cap: int | None,
-                 inq: Any, outq: Any, wid: int) -> None:
+                 inq: Any, outq: Any, wid: int, workers: int) -> None:
     try:
         op = TPStream(config, schema, state_cap=state_cap)
         op.process(schema.empty_table())      # load the compiled code before reporting ready
         op.reset()
         outq.put(("ready", wid, None))
+        key = config.partition_by[0]
         busy = 0.0
         while True:
             msg = inq.get()
@@ -104,13 +134,64 @@ def _worker_loop(config: TPStreamConfig, schema: pa.Schema, state_cap: int | Non
                                         "events_in": op.counters.events_in}))
                 return
             t0 = time.perf_counter()
-            op.push(msg)
+            if isinstance(msg, tuple) and msg[0] == "table":
+                mine = _own_rows(msg[1], key, workers, wid)
+            elif isinstance(msg, tuple) and msg[0] == "shm":
+                mine = _from_shm(msg[1], msg[2], msg[3], key, workers, wid)
+                outq.put(("ack", wid, msg[1]))
+            else:
+                mine = msg
+            op.push(mine)
             res = op.results()
             busy += time.perf_counter() - t0
             if res.num_rows:
                 outq.put(("res", wid, res))
     except BaseException as e:  # noqa: BLE001 - reported to the coordinator
         outq.put(("error", wid, repr(e)))
+
+
+def _broadcastable(tab: pa.Table, key: str, columns: list[str], shm: bool) -> bool:
+    """Can workers pick their own rows (integer key) - and, for processes, can the chunk go
+    through shared memory (fixed-width columns without nulls)?"""
+    kt = tab.schema.field(key).type
+    if not pa.types.is_integer(kt) or tab.column(key).null_count:
+        return False
+    if not shm:
+        return True
+    for c in columns:
+        f = tab.schema.field(c)
+        if not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                or pa.types.is_boolean(f.type)) or tab.column(c).null_count:
+            return False
+    return True
+
+
+def _to_shm(tab: pa.Table, columns: list[str], shms: dict[str, list[Any]],
+            free: list[Any]) -> tuple:
+    """Copy the needed columns of a chunk into one shared-memory block (one copy for all
+    workers). A block returns to ``free`` once every worker acknowledged it and is reused
+    (fresh blocks cost page faults)."""
+    from multiprocessing import shared_memory
+
+    arrays = []
+    for c in columns:
+        a = tab.column(c).combine_chunks()
+        arrays.append((c, np.ascontiguousarray(a.to_numpy(zero_copy_only=False))))
+    size = max(sum(a.nbytes for _, a in arrays), 1)
+    fit = [b for b in free if b.size >= size]
+    if fit:
+        blk = fit[0]
+        free.remove(blk)
+    else:
+        blk = shared_memory.SharedMemory(create=True, size=size)
+    layout = []
+    off = 0
+    for c, a in arrays:
+        np.ndarray(a.shape, a.dtype, buffer=blk.buf, offset=off)[:] = a
+        layout.append((c, a.dtype.str, off, a.nbytes))
+        off += a.nbytes
+    shms[blk.name] = [blk, 0]
+    return ("shm", blk.name, layout, tab.num_rows)
 
 
 def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Schema, *,
@@ -131,13 +212,13 @@ def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Sc
         inqs = [ctx.Queue(maxsize=4) for _ in range(workers)]
         outq: Any = ctx.Queue()
         procs = [ctx.Process(target=_worker_loop, args=(config, schema, state_cap, inqs[w], outq,
-                                                        w), daemon=True)
+                                                        w, workers), daemon=True)
                  for w in range(workers)]
     elif executor == "thread":
         inqs = [queue.Queue(maxsize=4) for _ in range(workers)]
         outq = queue.Queue()
         procs = [threading.Thread(target=_worker_loop, args=(config, schema, state_cap, inqs[w],
-                                                             outq, w), daemon=True)
+                                                             outq, w, workers), daemon=True)
                  for w in range(workers)]
     else:
         raise OperatorError(f"unknown executor {executor!r}; use process or thread")
@@ -172,10 +253,29 @@ def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Sc
                 rel = ks.push(payload)
                 if rel.num_rows:
                     out.append(rel)
-            else:
+            elif kind == "ack":
+                entry = shms[payload]
+                entry[1] += 1
+                if entry[1] == workers:
+                    free_blocks.append(entry[0])
+                    del shms[payload]
+            elif kind == "done":
                 done[wid] = payload
             if block:
                 return
+
+    needed = ["t", "seq", *TPStream(config, schema)._needed_columns()]
+    key = config.partition_by[0]
+    shms: dict[str, list[Any]] = {}           # name -> [block, acks]
+    free_blocks: list[Any] = []
+
+    def put(w: int, msg: Any) -> None:
+        while True:
+            try:
+                inqs[w].put(msg, timeout=0.05)
+                return
+            except queue.Full:
+                drain(False)
 
     try:
         for tab in _as_tables(source):
@@ -183,6 +283,18 @@ def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Sc
                 continue
             t0 = time.perf_counter()
             events += tab.num_rows
+            if len(config.partition_by) == 1 and _broadcastable(tab, key, needed,
+                                                                executor == "process"):
+                # broadcast: every worker selects its partitions (key mod workers) itself
+                if executor == "thread":
+                    msg: Any = ("table", tab.select(needed))
+                else:
+                    msg = _to_shm(tab, needed, shms, free_blocks)
+                split_s += time.perf_counter() - t0
+                for w in range(workers):
+                    put(w, msg)
+                drain(False)
+                continue
             keys = []
             for c in config.partition_by:
                 arr = tab.column(c).combine_chunks()
@@ -191,20 +303,14 @@ def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Sc
                 else:
                     keys.append(np.asarray(arr.to_pylist(), dtype=object))
             wk = pmap.ids(keys) % workers
-            order = np.argsort(wk, kind="stable")
+            order, _, _ = kernel.counting_order(wk, 0, workers)
             counts = np.bincount(wk, minlength=workers)
             sorted_tab = tab.take(pa.array(order))
             split_s += time.perf_counter() - t0
             pos = 0
             for w in range(workers):
                 if counts[w]:
-                    part = sorted_tab.slice(pos, int(counts[w]))
-                    while True:
-                        try:
-                            inqs[w].put(part, timeout=0.05)
-                            break
-                        except queue.Full:
-                            drain(False)
+                    put(w, sorted_tab.slice(pos, int(counts[w])))
                 pos += int(counts[w])
             drain(False)
         for w in range(workers):
@@ -215,6 +321,9 @@ def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Sc
         if rel.num_rows:
             out.append(rel)
     finally:
+        for blk in [b for b, _ in shms.values()] + free_blocks:
+            blk.close()
+            blk.unlink()
         for p in procs:
             p.join(timeout=5)
             if isinstance(p, mp.process.BaseProcess) and p.is_alive():
@@ -268,8 +377,9 @@ def run_unpartitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.
                       ) -> tuple[pa.Table, dict[str, Any]]:
     """Derive in parallel, synchronize and match in order (see module docstring).
 
-    Works for partitioned queries too (then every partition's situations cross batch boundaries
-    the same way). Returns ``(results, stats)``.
+    Partitioned queries are accepted for completeness but are derived by the coordinator
+    (partition ids belong to it), so they gain nothing: use :func:`run_partitioned`.
+    Returns ``(results, stats)``.
     """
     if workers < 1:
         raise OperatorError("workers must be >= 1")
@@ -301,18 +411,18 @@ def run_unpartitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.
         tab, fut = futures.pop(0)
         fr = fut.result()
         t0 = time.perf_counter()
-        cols = op._columns(pa.RecordBatch.from_pydict(
-            {c: tab.column(c).combine_chunks() for c in tab.column_names}))
-        if config.partition_by:
-            # the coordinator owns partition ids: re-derive them here (cheap) so ids match
-            fr = op.fragments(cols)
-        else:
-            from replaydb.operators.tpstream.deriver import BatchContext
-
-            fr.ctx = BatchContext(cols["t"], [cols[a.attr] if a.attr is not None else None
-                                              for a in op.aggs])
+        if config.partition_by or (op.ll and op.aggs):
+            cols = op._columns(pa.RecordBatch.from_pydict(
+                {c: tab.column(c).combine_chunks() for c in tab.column_names}))
+            if config.partition_by:
+                # partition ids belong to the coordinator: derive here (no parallel benefit;
+                # partitioned queries should use run_partitioned)
+                fr = op.fragments(cols)
+            else:   # low-latency partial aggregates need the batch's values
+                fr.ctx = BatchContext(cols["t"], [cols[a.attr] if a.attr is not None else None
+                                                  for a in op.aggs])
         op.counters.events_in += tab.num_rows
-        op.consume(fr, int(cols["t"][-1]))
+        op.consume(fr, int(tab.column("t")[-1].as_py()))
         res = op.results()
         if res.num_rows:
             out.append(res)
