@@ -13,7 +13,9 @@ step 0). Three modes:
   ``B before C`` a new B never finds a C (every buffered C ended before it), a new C finds most
   B's - a single average hides exactly what the order should exploit. The plan keeps a snapshot of the statistics it was
   built from; when any statistic drifts more than ``threshold`` relative to the snapshot the
-  orders are recomputed. The papers leave the comparison open; here a buffer size counts as
+  orders are recomputed (inside the compiled matcher, without interrupting it). The EMAs are
+  updated after every trigger; the comparison runs every 8th trigger, which halves the
+  bookkeeping cost and delays a re-plan by at most 7 triggers. The papers leave the comparison open; here a buffer size counts as
   drifted when it moved by more than ``threshold * max(snapshot, 4)`` situations, and a
   selectivity when the expected number of candidates it implies (selectivity x buffer size, in
   either direction) moved by more than ``threshold * max(snapshot, 1)`` - without these floors a

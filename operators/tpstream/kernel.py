@@ -43,6 +43,10 @@ BUF_FLOOR = 4.0
 CAND_FLOOR = 1.0
 """Re-planning ignores selectivity drift worth less than one expected candidate."""
 
+DRIFT_EVERY = 8
+"""The statistics are compared with the plan's snapshot every this many triggers (a power of
+two); the EMAs themselves are updated on every trigger."""
+
 # counters layout
 C_TRIGGERS, C_STEPS, C_QUERIES, C_CANDIDATES, C_RESULTS, C_DUPLICATES, C_REPLANS = range(7)
 N_COUNTERS = 7
@@ -441,7 +445,7 @@ def match_kernel(ts, te, known, seg_lo, seg_hi, S,
             excl_ong[i] = True
         if n_out >= max_out:
             return ti + 1, out_idx, out_tr, n_out, 2
-        if adaptive:
+        if adaptive and (counters[C_TRIGGERS] & (DRIFT_EVERY - 1)) == 0:
             drift = False
             for j in range(S):
                 if abs(ema_buf[j] - snap_buf[j]) > threshold * max(snap_buf[j], BUF_FLOOR):
