@@ -110,15 +110,28 @@ def convert_time(arr: pa.Array, unit: str | None, source_unit: str | None = None
         if time_format:
             parsed = pc.strptime(arr, format=time_format, unit="ns", error_is_null=True)
         else:
-            ok = pc.fill_null(pc.match_substring_regex(
-                arr, r"^\s*\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?"
-                     r"(Z|[+-]\d{2}:?\d{2})?\s*$"), False)
-            cleaned = pc.if_else(ok, pc.utf8_trim_whitespace(arr), pa.scalar(None, pa.string()))
-            try:
-                parsed = pc.cast(cleaned, pa.timestamp("ns", tz="UTC"))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                parsed = pc.cast(pc.strptime(cleaned, format="%Y-%m-%d %H:%M:%S", unit="ns",
-                                             error_is_null=True), pa.timestamp("ns", tz="UTC"))
+            numeric = pc.fill_null(pc.match_substring_regex(arr, r"^\s*[+-]?\d+(\.\d*)?\s*$"),
+                                   False)
+            if pc.any(numeric).as_py():
+                # epoch counts written as text (CSV): numbers in the source unit
+                trimmed = pc.utf8_trim_whitespace(arr)
+                null = pa.scalar(None, pa.string())
+                ints = pc.fill_null(pc.match_substring_regex(arr, r"^\s*[+-]?\d{1,18}\s*$"),
+                                    False)
+                vi, _, _ = convert_time(pc.cast(pc.if_else(ints, trimmed, null), pa.int64()),
+                                        unit, source_unit)
+                floats = pc.and_(numeric, pc.invert(ints))
+                vf, _, bad_num = convert_time(pc.cast(pc.if_else(floats, trimmed, null),
+                                                      pa.float64()), unit, source_unit)
+                v = np.where(np.asarray(ints.to_numpy(zero_copy_only=False), dtype=bool), vi, vf)
+                iso = parse_iso(pc.if_else(numeric, pa.scalar(None, pa.string()), arr))
+                inull = np.asarray(iso.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+                num = np.asarray(numeric.to_numpy(zero_copy_only=False), dtype=bool)
+                ns = pc.cast(pc.fill_null(iso, 0), pa.int64()).to_numpy(zero_copy_only=False)
+                vals = np.where(num, v, np.floor_divide(ns.astype(np.int64), target_ns))
+                unparsable = ((~num & inull) | (num & bad_num)) & ~missing
+                return np.where(unparsable, 0, vals), missing, unparsable
+            parsed = parse_iso(arr)
         pnull = np.asarray(parsed.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         unparsable = pnull & ~missing
         ns = pc.cast(pc.fill_null(pc.cast(parsed, pa.timestamp("ns")), 0), pa.int64())
@@ -146,6 +159,27 @@ def convert_time(arr: pa.Array, unit: str | None, source_unit: str | None = None
     raise SchemaError(f"time column has unsupported type {typ}")
 
 
+_ISO = (r"^\s*\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?"
+        r"(Z|[+-]\d{2}:?\d{2})?\s*$")
+_ZONE = r"(Z|[+-]\d{2}:?\d{2})\s*$"
+
+
+def parse_iso(arr: pa.Array) -> pa.Array:
+    """ISO 8601 strings -> ``timestamp[ns]`` (UTC); times without a zone are taken as UTC;
+    anything else -> null."""
+    ok = pc.fill_null(pc.match_substring_regex(arr, _ISO), False)
+    zoned = pc.and_(ok, pc.fill_null(pc.match_substring_regex(arr, _ZONE), False))
+    naive = pc.and_(ok, pc.invert(zoned))
+    trimmed = pc.utf8_trim_whitespace(arr)
+    null = pa.scalar(None, pa.string())
+    out = pc.cast(pc.if_else(naive, trimmed, null), pa.timestamp("ns"))
+    if pc.any(zoned).as_py():
+        z = pc.cast(pc.cast(pc.if_else(zoned, trimmed, null), pa.timestamp("ns", tz="UTC")),
+                    pa.timestamp("ns"))
+        out = pc.if_else(zoned, z, out)
+    return out
+
+
 def _rescale(v: np.ndarray, src_ns: int, dst_ns: int) -> np.ndarray:
     if src_ns == dst_ns:
         return v
@@ -170,7 +204,8 @@ def _cast_attribute(arr: pa.Array, attr: Attribute, bad: _Bad) -> pa.Array:
         regex = _INT_RE if attr.kind == "int64" else _NUM_RE
         if attr.kind == "bool":
             lowered = pc.utf8_lower(pc.utf8_trim_whitespace(arr))
-            ok = pc.fill_null(pc.is_in(lowered, pa.array(["true", "false", "1", "0"])), True)
+            ok = pc.or_(pc.is_in(lowered, pa.array(["true", "false", "1", "0"])),
+                        pc.is_null(arr))
             okn = np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
             bad.add(~okn, attr.name, "wrong type")
             out = pc.is_in(lowered, pa.array(["true", "1"]))

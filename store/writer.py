@@ -301,16 +301,20 @@ class StreamWriter:
         batch_id: str | None = None,
         operation: str = "append",
         side_versions: dict[str, int] | None = None,
+        new_sides: list[SideTableRef] | None = None,
     ) -> AppendResult:
         """Commit new files/leaves replacing everything from ``first_seq`` on.
 
         Side tables are applied first (``events`` with final seqs), then the tree segment is
         written, then the events commit makes all of it visible. ``side_versions`` lets a caller
-        that already committed side tables itself (the Spark job) pass their new versions.
+        that already committed side tables itself (the Spark job) pass their new versions, and
+        ``new_sides`` adds side tables created by this commit.
         """
         snap = self.snap
         assert snap is not None
         manifest = snap.manifest
+        for ref in new_sides or ():
+            manifest = manifest.with_side(ref)
         tree = snap.tree.copy()
         files = dict(snap.files)
         leaf0 = tree.n_leaves if first_seq >= snap.n_events else tree.leaf_of_seq(first_seq)
