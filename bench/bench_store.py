@@ -96,16 +96,17 @@ def main() -> None:
         for _ in range(5):
             lo = int(rng.integers(0, int(t_total * 0.9)))
             hi = lo + t_total // 10
-            t_tree, agg = best_of(lambda: snap.aggregate(lo, hi), repeat=5)
-            t_scan, scanned = best_of(lambda: scan_aggregate(snap.read(lo, hi)), repeat=3)
+            t_tree, agg = best_of(lambda lo=lo, hi=hi: snap.aggregate(lo, hi), repeat=5)
+            t_scan, scanned = best_of(lambda lo=lo, hi=hi: scan_aggregate(snap.read(lo, hi)),
+                                     repeat=3)
             flt = (pc.field("t") >= lo) & (pc.field("t") < hi)
-            t_pa, pa_scanned = best_of(lambda: scan_aggregate(dataset.to_table(filter=flt)),
+            t_pa, pa_scanned = best_of(lambda flt=flt: scan_aggregate(dataset.to_table(filter=flt)),
                                        repeat=3)
             assert agg["count"] == scanned["count"] == pa_scanned["count"]
             assert np.isclose(agg["a1"]["sum"], scanned["a1"][2])
             speedups.append(min(t_scan, t_pa) / t_tree)
-            t_read, tbl = best_of(lambda: snap.read(lo, hi), repeat=3)
-            t_pa_read, tbl2 = best_of(lambda: dataset.to_table(filter=flt), repeat=3)
+            t_read, tbl = best_of(lambda lo=lo, hi=hi: snap.read(lo, hi), repeat=3)
+            t_pa_read, tbl2 = best_of(lambda flt=flt: dataset.to_table(filter=flt), repeat=3)
             assert tbl.num_rows == tbl2.num_rows
             read_ratios.append(t_pa_read / t_read)
             rows.append([lo, hi, t_tree * 1e3, t_scan * 1e3, t_pa * 1e3, speedups[-1],
