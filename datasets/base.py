@@ -304,13 +304,28 @@ def segment_starts(sorted_keys: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], change)).astype(np.int64)
 
 
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """Stable sort order of non-negative integer keys.
+
+    Keys that fit 8 or 16 bits are sorted by NumPy's radix sort (O(n)); others by merge sort.
+    """
+    if keys.size and keys.min() >= 0:
+        top = int(keys.max())
+        if top < 256:
+            return np.argsort(keys.astype(np.uint8), kind="stable")
+        if top < 65536:
+            return np.argsort(keys.astype(np.uint16), kind="stable")
+    return np.argsort(keys, kind="stable")
+
+
 def grouped_cumsum(values: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Running sum of ``values`` per key, in stream order.
 
     Returns ``(cum, order)``: ``cum[i]`` is the sum of ``values[j]`` over ``j <= i`` with
-    ``keys[j] == keys[i]``. O(n log n) for the stable sort. ``order`` is the stable sort order.
+    ``keys[j] == keys[i]``; ``order`` is the stable sort order by key. O(n) for small-range keys
+    (radix sort), O(n log n) otherwise.
     """
-    order = np.argsort(keys, kind="stable")
+    order = stable_order(keys)
     sv = values[order]
     cs = np.cumsum(sv)
     sk = keys[order]

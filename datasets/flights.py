@@ -128,14 +128,24 @@ def load_flights(cache_dir: str | os.PathLike[str] | None = None, dedup: bool = 
 
 
 def _drop_exact_duplicates(table: pa.Table) -> pa.Table:
-    """Keep the first of rows equal in every column (order kept). O(n log n)."""
-    keys = [c for c in table.column_names]
-    idx = pa.array(np.arange(table.num_rows, dtype=np.int64))
-    grouped = table.append_column("__row", idx).group_by(keys, use_threads=False).aggregate(
-        [("__row", "min")]
-    )
-    keep = np.sort(grouped.column("__row_min").to_numpy())
-    return table.take(pa.array(keep))
+    """Keep the first of rows equal in every column, in the original order. O(n log n).
+
+    Each column is dictionary-encoded (hash) and the codes are folded into one int64 row key,
+    re-densified with ``np.unique`` whenever the next fold could overflow.
+    """
+    key = np.zeros(table.num_rows, dtype=np.int64)
+    span = 1
+    for col in table.columns:
+        enc = pc.dictionary_encode(col).combine_chunks()
+        card = len(enc.dictionary) + 1
+        codes = pc.fill_null(enc.indices, card - 1).to_numpy().astype(np.int64)
+        if span * card >= 1 << 62:
+            uniq, key = np.unique(key, return_inverse=True)
+            span = uniq.size
+        key = key * card + codes
+        span *= card
+    _, first = np.unique(key, return_index=True)
+    return table.take(pa.array(np.sort(first)))
 
 
 def _schema(opts: dict[str, Any]) -> pa.Schema:

@@ -51,14 +51,16 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
     tag = dataset_tag(NAME)
     for b in range(-(-events // BLOCK)):
         lo = b * BLOCK
-        m = min(events, lo + BLOCK) - lo
+        need = min(events, lo + BLOCK) - lo
+        m = BLOCK  # always a whole block, so a stream's prefix does not depend on N
         rng = block_rng(seed, tag, b)
         vals = rng.random((PAYLOAD, m), dtype=np.float32)
-        yield pa.RecordBatch.from_arrays(
+        batch = pa.RecordBatch.from_arrays(
             [pa.array(np.arange(lo, lo + m, dtype=np.int64) + opts["start"])]
             + [pa.array(vals[j]) for j in range(PAYLOAD)],
             schema=SCHEMA,
         )
+        yield batch.slice(0, need)
 
 
 INFO = DatasetInfo(

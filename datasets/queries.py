@@ -5,8 +5,10 @@ A query has ``m`` basic symbols ``S1..Sm``. Each is assigned one attribute (draw
 uniformly from ``[0, max_fraction]`` (0-10% in the paper) at a uniformly random position inside
 the domain. Kleene-star symbols (always true) are inserted as the text describes: draw ``x``
 uniformly from ``{1, .., m-1}``, insert a KS between ``S_x`` and ``S_{x+1}``, then recurse on the
-index set ``{x+1, .., m-1}`` until it is empty (about ``ln m`` KSs on average; the text says
-"log2(m)"). The window is 300 time units.
+index set ``{x+1, .., m-1}`` until it is empty. Read literally, the recursion ends exactly when
+``x = m-1`` is drawn, so there is always a KS between ``S_{m-1}`` and ``S_m``, and the expected
+number of KSs is the harmonic number ``H_{m-1}`` (about ``ln m + 0.58``; the text says "log2(m)
+on average", which is close for the paper's m <= 32). The window is 300 time units.
 
 Every query is rendered as MATCH_RECOGNIZE text in one fixed form (contiguous matching, the
 thesis's default)::

@@ -113,14 +113,15 @@ def _sase_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterato
     stock = strings_from_codes(["Stock"], np.zeros(BLOCK, dtype=np.int8))
     for b in range(-(-events // BLOCK)):
         lo = b * BLOCK
-        m = min(events, lo + BLOCK) - lo
+        need = min(events, lo + BLOCK) - lo
+        m = BLOCK  # always a whole block, so a stream's prefix does not depend on N
         rng = block_rng(seed, tag, b)
         symbol = rng.integers(1, k + 1, m)
         u = rng.random(m)
         volume = rng.integers(1, opts["max_volume"] + 1, m)
         step = np.where(u < p, 1, np.where(u < p + (1.0 - p) / 2.0, -1, 0)).astype(np.int64)
         prices, price = floored_walks(step, symbol, price, 1)
-        yield pa.RecordBatch.from_arrays(
+        batch = pa.RecordBatch.from_arrays(
             [
                 pa.array(np.arange(lo, lo + m, dtype=np.int64)),
                 stock.slice(0, m),
@@ -130,6 +131,7 @@ def _sase_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterato
             ],
             schema=SASE_SCHEMA,
         )
+        yield batch.slice(0, need)
 
 
 SASE_INFO = DatasetInfo(
@@ -217,7 +219,8 @@ def _greta_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterat
     stock = strings_from_codes(["Stock"], np.zeros(BLOCK, dtype=np.int8))
     for b in range(-(-events // BLOCK)):
         lo = b * BLOCK
-        m = min(events, lo + BLOCK) - lo
+        need = min(events, lo + BLOCK) - lo
+        m = BLOCK  # always a whole block, so a stream's prefix does not depend on N
         rng = block_rng(seed, tag, b)
         company = rng.integers(0, c, m)
         side = rng.integers(0, 2, m).astype(np.int8)
@@ -230,7 +233,7 @@ def _greta_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterat
         log_price = log_price.copy()
         log_price[sk[ends]] = lp[order][ends]
         i = np.arange(lo, lo + m, dtype=np.int64)
-        yield pa.RecordBatch.from_arrays(
+        batch = pa.RecordBatch.from_arrays(
             [
                 pa.array(opts["start"] + i // rate),
                 stock.slice(0, m),
@@ -243,6 +246,7 @@ def _greta_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterat
             ],
             schema=GRETA_SCHEMA,
         )
+        yield batch.slice(0, need)
 
 
 GRETA_INFO = DatasetInfo(

@@ -106,9 +106,11 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
         for s in sigmas:
             cols.append(_draw(mean, float(s), mode, rng))
         if opts["pad"]:
-            pad = rng.random((PAD_COLUMNS, hi - lo))
-            cols.extend(pad[k] for k in range(PAD_COLUMNS))
-        yield pa.RecordBatch.from_arrays([pa.array(c) for c in cols], schema=schema)
+            cols.extend(rng.random((PAD_COLUMNS, hi - lo)))
+        batch = pa.RecordBatch.from_arrays([pa.array(c) for c in cols], schema=schema)
+        del cols, mean, i  # the batch owns the block now; keep one block alive, not two
+        yield batch
+        del batch
 
 
 _COLUMNS = (

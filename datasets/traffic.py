@@ -119,15 +119,16 @@ class _Cars:
         k = idx.size
         if k == 0:
             return
-        u = rng.random(k)
-        chain_draw = rng.random(k)
-        cruise_d = rng.integers(10, 61, k)
-        cruise_target = np.clip(self.speed[idx] + rng.normal(0.0, 8.0, k), 20.0, 85.0)
-        accel_d = rng.integers(5, 11, k)
-        accel_r = rng.uniform(8.5, 11.5, k)
-        brake_d = rng.integers(3, 7, k)
-        brake_r = rng.uniform(9.5, 12.5, k)
-        short_d = rng.integers(2, 11, k)
+        # One uniform matrix and one normal vector per renewal step (few RNG calls per second).
+        r = rng.random((8, k))
+        u, chain_draw = r[0], r[1]
+        cruise_d = 10 + (r[2] * 51).astype(np.int64)  # uniform {10..60}
+        cruise_target = np.clip(self.speed[idx] + 8.0 * rng.standard_normal(k), 20.0, 85.0)
+        accel_d = 5 + (r[3] * 6).astype(np.int64)  # {5..10}
+        accel_r = 8.5 + 3.0 * r[4]  # [8.5, 11.5)
+        brake_d = 3 + (r[5] * 4).astype(np.int64)  # {3..6}
+        brake_r = 9.5 + 3.0 * r[6]  # [9.5, 12.5)
+        short_d = 2 + (r[7] * 9).astype(np.int64)  # {2..10}
 
         kind = np.where(
             u < opts["p_accel"], ACCEL, np.where(u < opts["p_accel"] + opts["p_brake"], BRAKE, CRUISE)

@@ -60,7 +60,7 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
         rng = block_rng(seed, tag, b)
         i = np.arange(lo, hi, dtype=np.int64)
         t = start + (i * 1000) // rate
-        vals = rng.random((k, hi - lo))
+        vals = rng.random((k, BLOCK))[:, : hi - lo]  # whole block: prefixes do not depend on N
         yield pa.RecordBatch.from_arrays(
             [pa.array(t)] + [pa.array(vals[j]) for j in range(k)], schema=schema
         )
