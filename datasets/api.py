@@ -114,7 +114,7 @@ class MakeResult:
         return self.rows / self.seconds if self.seconds > 0 else float("inf")
 
     def ingest_hint(self, store: str = "STORE", stream: str | None = None) -> str:
-        stream = stream or self.name.replace("-", "_")
+        stream = stream or describe(self.name).stream
         return (f"replaydb ingest {store} {stream} {self.path} --time {self.time_column} "
                 f"--time-unit {self.time_unit}")
 

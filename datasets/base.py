@@ -71,7 +71,9 @@ class DatasetInfo:
     """Everything a user needs to ingest and query a dataset.
 
     ``time_column`` and ``time_unit`` are what to pass to
-    ``replaydb ingest STORE STREAM FILE --time COL --time-unit U``. ``key_columns`` are natural
+    ``replaydb ingest STORE STREAM FILE --time COL --time-unit U``; ``stream`` is the stream name
+    the example queries read (``FROM stream``); once ingested, event time is the store's ``t``
+    column, which the example queries use. ``key_columns`` are natural
     partitioning keys (PARTITION BY / equivalence attributes). ``default_events`` is the size the
     papers used (None for real data: all rows). ``block_events`` documents the generator's block.
     """
@@ -92,6 +94,11 @@ class DatasetInfo:
     options: tuple[OptionInfo, ...] = ()
     block_events: str | None = None
     notes: tuple[str, ...] = field(default=())
+    stream: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.stream:
+            object.__setattr__(self, "stream", self.name.replace("-", "_"))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable description (option types become their names)."""

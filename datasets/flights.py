@@ -16,7 +16,7 @@ column          type     meaning
 ``date``        int64    scheduled departure, **milliseconds** since 1970-01-01 (the file's
                          wall-clock time taken as UTC; the source has no time zone, BTS times
                          are local to the origin airport). Time column: ``--time date
-                         --time-unit ms``.
+                         --time-unit ms``; once ingested it is the store's ``t``.
 ``delay``       int64    departure delay in minutes (negative: early), -1116 .. 1688
 ``distance``    int64    flight distance in miles, 21 .. 4962
 ``origin``      string   departure airport
@@ -184,8 +184,8 @@ INFO = DatasetInfo(
     example_queries=(
         ExampleQuery(
             "match_recognize",
-            "SELECT * FROM flights MATCH_RECOGNIZE (ORDER BY date "
-            "MEASURES A.date AS first_date, C.date AS last_date, A.delay AS first_delay, "
+            "SELECT * FROM flights MATCH_RECOGNIZE (ORDER BY t "
+            "MEASURES A.t AS first_t, C.t AS last_t, A.delay AS first_delay, "
             "C.delay AS last_delay "
             "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
             "PATTERN (A T1* B T2* C) WITHIN 3 HOURS "
@@ -198,8 +198,8 @@ INFO = DatasetInfo(
         ),
         ExampleQuery(
             "match_recognize",
-            "SELECT * FROM flights MATCH_RECOGNIZE (PARTITION BY origin ORDER BY date "
-            "MEASURES FIRST(D.date) AS first_date, LAST(D.date) AS last_date, "
+            "SELECT * FROM flights MATCH_RECOGNIZE (PARTITION BY origin ORDER BY t "
+            "MEASURES FIRST(D.t) AS first_t, LAST(D.t) AS last_t, "
             "COUNT(D.delay) AS delayed_departures "
             "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
             "PATTERN (D{5,}) WITHIN 1 HOUR "
@@ -212,9 +212,11 @@ INFO = DatasetInfo(
         OptionInfo("dedup", bool, False, "drop rows that exactly duplicate an earlier row"),
     ),
     block_events=f"{BLOCK} rows",
+    stream="flights",
     notes=(
         f"{ROWS:,} rows; 191 exact duplicate rows are kept unless dedup is set",
-        "the time column is named date (quote it as \"date\" if a query language reserves it)",
+        "ingest with --time date: the store keeps event time as t, so queries order by and "
+        "measure t (times in ms)",
     ),
 )
 

@@ -85,8 +85,10 @@ INFO = DatasetInfo(
     example_queries=(
         ExampleQuery(
             "sql",
-            "SELECT * FROM gpu_bench WHERE v1 < 0.001",
-            "the filter with selectivity 1/1000 of the chapter 4 comparison",
+            "SELECT window_start, window_end, COUNT(*), AVG(v2) "
+            "FROM TABLE(TUMBLE(TABLE gpu_bench, DESCRIPTOR(t), 65536)) WHERE v1 < 0.001 "
+            "GROUP BY window_start, window_end",
+            "the filter of selectivity 1/1000 from the chapter 4 comparison, counted per window",
         ),
         ExampleQuery(
             "match_recognize",

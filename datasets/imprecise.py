@@ -95,8 +95,8 @@ INFO = DatasetInfo(
     example_queries=(
         ExampleQuery(
             "sase",
-            "PATTERN SEQ(E a, E b, E c) WHERE skip_till_any_match(a.value % 7 = 0 AND "
-            "b.value % 11 = 0 AND c.value % 13 = 0) WITHIN 100",
+            "PATTERN SEQ(E a, E b, E c) WHERE skip_till_any_match(a, b, c) "
+            "{ a.value % 7 = 0 AND b.value % 11 = 0 AND c.value % 13 = 0 } WITHIN 100",
             "the paper's query shape SEQ(E1, E2, E3) with Ej.value % vj = 0, evaluated over the "
             "intervals [lower, upper]",
         ),

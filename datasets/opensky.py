@@ -8,7 +8,8 @@ collection, and more. 69 files are lists of records, 5 are pandas column diction
 (``performance/fuelflow_a320``, 11,808 rows) has no aircraft address or position and is left
 out. The other 73 hold 930,932 state vectors of 1,134 aircraft, from 2017-03-08 to 2024-09-17.
 
-The prepared stream (what ``make opensky`` writes), time column ``timestamp`` in **ms**:
+The prepared stream (what ``make opensky`` writes), time column ``timestamp`` in **ms** (ingest
+with ``--time timestamp --time-unit ms``; once ingested it is the store's ``t``):
 
 ================  =======  ====================================================================
 column            type     meaning
@@ -244,8 +245,8 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
 
 
 LANDING_QUERY = (
-    "SELECT * FROM opensky MATCH_RECOGNIZE (PARTITION BY icao24 ORDER BY timestamp "
-    "MEASURES A.callsign AS callsign, A.timestamp AS approach_t, C.timestamp AS rollout_t "
+    "SELECT * FROM opensky MATCH_RECOGNIZE (PARTITION BY icao24 ORDER BY t "
+    "MEASURES A.callsign AS callsign, A.t AS approach_t, C.t AS rollout_t "
     "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
     "PATTERN (A T1* B T2* C) WITHIN 20 MINUTES "
     "DEFINE A AS A.altitude BETWEEN 3000 AND 6000 AND A.vertical_rate < -500, "
@@ -254,8 +255,8 @@ LANDING_QUERY = (
     "T1 AS TRUE, T2 AS TRUE)"
 )
 TAKEOFF_QUERY = (
-    "SELECT * FROM opensky MATCH_RECOGNIZE (PARTITION BY icao24 ORDER BY timestamp "
-    "MEASURES A.callsign AS callsign, A.timestamp AS roll_t, C.timestamp AS climb_t "
+    "SELECT * FROM opensky MATCH_RECOGNIZE (PARTITION BY icao24 ORDER BY t "
+    "MEASURES A.callsign AS callsign, A.t AS roll_t, C.t AS climb_t "
     "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
     "PATTERN (A T1* B T2* C) WITHIN 10 MINUTES "
     "DEFINE A AS A.groundspeed < 40, "
@@ -312,8 +313,8 @@ INFO = DatasetInfo(
     ),
     block_events=f"{BLOCK} rows",
     notes=(
-        "the time column is named timestamp (quote it as \"timestamp\" if a query language "
-        "reserves it)",
+        "ingest with --time timestamp: the store keeps event time as t, so queries order by "
+        "and measure t (times in ms)",
     ),
 )
 

@@ -133,14 +133,14 @@ INFO = DatasetInfo(
     example_queries=(
         ExampleQuery(
             "tpstream",
-            "FROM situations DEFINE A AS s1, B AS s2, C AS s3 "
+            "FROM situations DEFINE A AS s1 = TRUE, B AS s2 = TRUE, C AS s3 = TRUE "
             "PATTERN A before B AND B overlaps C WITHIN 100000 seconds "
             "RETURN first(A.t) AS a_start, last(C.t) AS c_last",
             "the paper's disconnected pattern A before B overlaps C",
         ),
         ExampleQuery(
             "tpstream",
-            "FROM situations DEFINE A AS s1, B AS s2 PATTERN A meets;overlaps B "
+            "FROM situations DEFINE A AS s1 = TRUE, B AS s2 = TRUE PATTERN A meets;overlaps B "
             "WITHIN 1000 seconds RETURN count(A.t) AS a_len",
             "two situation streams related by meets or overlaps",
         ),

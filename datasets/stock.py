@@ -160,8 +160,9 @@ SASE_INFO = DatasetInfo(
     example_queries=(
         ExampleQuery(
             "sase",
-            "PATTERN SEQ(Stock+ a[], Stock b) WHERE skip_till_next_match([symbol] AND "
-            "a[1].price % 500 = 0 AND a[i].price > a[i-1].price AND b.volume < 150) WITHIN 500",
+            "PATTERN SEQ(Stock+ a[], Stock b) WHERE skip_till_next_match(a[], b) "
+            "{ [symbol] AND a[1].price % 500 = 0 AND a[i].price > a[i-1].price "
+            "AND b.volume < 150 } WITHIN 500",
             "the SASE+ experiment template with predicate p1 (rising prices)",
         ),
         ExampleQuery(

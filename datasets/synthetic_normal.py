@@ -154,6 +154,7 @@ INFO = DatasetInfo(
         OptionInfo("sigmas", tuple, SIGMAS, "standard deviations of A1..Ak (comma separated)"),
     ),
     block_events=f"{BLOCK} events",
+    stream="synthetic",
     notes=(
         "t counts events, so any --time-unit works for the bare-number windows (WITHIN 300) of "
         "the generated queries; 's' is suggested",

@@ -88,8 +88,9 @@ INFO = DatasetInfo(
     example_queries=(
         ExampleQuery(
             "sql",
-            "SELECT window_end, SUM(A1), AVG(A1), COUNT(*) FROM window_agg "
-            "GROUP BY HOP(t, INTERVAL '10' SECOND, INTERVAL '1' DAY)",
+            "SELECT window_start, window_end, SUM(A1), AVG(A1), COUNT(*) "
+            "FROM TABLE(HOP(TABLE window_agg, DESCRIPTOR(t), INTERVAL '10' SECOND, "
+            "INTERVAL '1' DAY)) GROUP BY window_start, window_end",
             "the paper's query: sum/avg/count of A1 over a 1-day window sliding by 10 s",
         ),
     ),

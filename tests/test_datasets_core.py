@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +54,9 @@ def test_descriptions_are_complete(info):
     assert info.example_queries, "every dataset documents at least one example query"
     for q in info.example_queries:
         assert q.language in ("match_recognize", "tpstream", "greta", "sase", "sql") and q.text
+        # a query that names its stream names the dataset's suggested stream
+        named = re.findall(r"\b(?:FROM|TABLE) (?!TABLE)(\w+)", q.text)
+        assert all(n == info.stream for n in named), (named, info.stream)
     json.dumps(info.to_dict(), default=str)  # serialisable for `datasets list --json`
     sch = ds.schema(info.name)
     assert sch.field(info.time_column).type == pa.int64()
