@@ -140,8 +140,8 @@ def _run_list(names: list[str], as_json: bool) -> int:
         print(f"{i.name} ({i.kind}): {i.title}")
         print(f"  source: {i.source}")
         print(f"  {i.description}")
-        print(f"  time column: {i.time_column} (--time-unit {i.time_unit})"
-              + (f"; keys: {', '.join(i.key_columns)}" if i.key_columns else ""))
+        print(f"  time column: {i.time_column} (--time-unit {i.time_unit}); stream name in the "
+              f"examples: {i.stream}" + (f"; keys: {', '.join(i.key_columns)}" if i.key_columns else ""))
         if i.default_events:
             print(f"  default events: {i.default_events:,}")
         print("  columns:")

@@ -128,7 +128,7 @@ INFO = DatasetInfo(
     time_column="t",
     time_unit="s",
     default_events=50_000_000,
-    event_bytes=8,
+    event_bytes=None,
     suggested_indexes=(),
     example_queries=(
         ExampleQuery(

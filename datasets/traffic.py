@@ -314,6 +314,11 @@ INFO = DatasetInfo(
         OptionInfo("start", int, 0, "timestamp of the first second"),
     ),
     block_events=f"{BLOCK_EVENTS} // cars seconds",
+    notes=(
+        "default: TPStream's 5 hours of 1000 cars reporting every second (18M reports)",
+        "GRETA's Linear Road stream (3 hours, rate rising to 4000 reports/s) is approximated "
+        "by --cars 4000 --events 43200000 (a constant rate, no ramp)",
+    ),
 )
 
 DATASET = register(Dataset(INFO, _schema, _blocks))
