@@ -177,6 +177,8 @@ def _int_column(values: Any, column: str, n: int | None) -> np.ndarray:
         if a.null_count:
             row = int(pc.index(a.is_null(), True).as_py())
             raise DataError("null value", row=row, column=column)
+        if pa.types.is_null(a.type):
+            a = a.cast(pa.int64())
         if not pa.types.is_integer(a.type):
             raise DataError(f"expected integers, got {a.type}", column=column)
         if pa.types.is_uint64(a.type) and len(a) and pc.max(a).as_py() > np.iinfo(np.int64).max:
