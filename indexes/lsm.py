@@ -652,13 +652,15 @@ class LSMIndex:
                     h_lo = h_hi = f.n
                     h_est = float(f.n)
                 else:
-                    rh = rank(f.samples, pos, f.n, hi, strict=not hi_inclusive)
+                    rh = rank(
+                        f.samples, pos, f.n, hi, strict=not hi_inclusive, ranges=f.byte_ranges
+                    )
                     h_lo, h_hi, h_est = rh.low, rh.high, rh.estimate
                 if lo is None:
                     l_lo = l_hi = 0
                     l_est = 0.0
                 else:
-                    rl = rank(f.samples, pos, f.n, lo, strict=lo_inclusive)
+                    rl = rank(f.samples, pos, f.n, lo, strict=lo_inclusive, ranges=f.byte_ranges)
                     l_lo, l_hi, l_est = rl.low, rl.high, rl.estimate
                 c_low = max(0, h_lo - l_hi)
                 c_high = max(0, h_hi - l_lo)

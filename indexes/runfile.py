@@ -27,7 +27,7 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from replaydb.indexes.entries import Entries, arrow_schema
 from replaydb.indexes.kernels import seq_histogram
 from replaydb.indexes.options import LSMOptions
-from replaydb.indexes.sketch import SeqHistogram, sample_positions, seq_hist_shift
+from replaydb.indexes.sketch import SeqHistogram, byte_ranges, sample_positions, seq_hist_shift
 
 from replaydb.errors import CorruptionError
 
@@ -109,6 +109,7 @@ class RunFileMeta:
     samples: Any
     seq_hist: SeqHistogram
     key_bytes: int
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key_min(self) -> Any:
@@ -117,6 +118,15 @@ class RunFileMeta:
     @property
     def key_max(self) -> Any:
         return self.rg_max[-1] if self.n else None
+
+    @property
+    def byte_ranges(self) -> list[tuple[int, int]] | None:
+        """Per-position byte ranges of a string file's key sample (None for numeric keys)."""
+        if self.key_type != "string":
+            return None
+        if "byte_ranges" not in self.cache:
+            self.cache["byte_ranges"] = byte_ranges(self.samples)
+        return self.cache["byte_ranges"]
 
     @property
     def num_row_groups(self) -> int:

@@ -6,7 +6,8 @@ number of samples below x. Every entry at a position <= P[j-1] is below x and ev
 position >= P[j] is not, so the number of entries below x lies in ``[P[j-1] + 1, P[j]]``: the
 error of a rank is at most ``s - 1`` and of a range count (two ranks) at most ``2 (s - 1)`` per
 file, guaranteed. Inside that bucket the estimate interpolates linearly on the key value (numeric
-keys) or on the 7 bytes after the common prefix of the two bracketing samples (string keys).
+keys) or, for string keys, on the bytes after the common prefix of the two bracketing samples,
+read as a mixed-radix number whose base per position is the byte range the samples use there.
 O(log m) per rank for m samples.
 
 Seq histogram: equi-width bins of ``2**shift`` seqs from the file's smallest seq. The number of
@@ -41,21 +42,53 @@ def search(sorted_keys: Any, x: Any, side: str) -> int:
     return int(np.searchsorted(sorted_keys, x, side=side))
 
 
-def _bytes7(b: bytes, start: int) -> int:
-    chunk = b[start : start + 7]
-    return int.from_bytes(chunk.ljust(7, b"\0"), "big")
+_STR_POSITIONS = 24
 
 
-def _fraction(a: Any, b: Any, x: Any) -> float:
+def byte_ranges(samples: list[str]) -> list[tuple[int, int]]:
+    """Per byte position (first 24), the smallest and largest byte seen in the samples.
+
+    String interpolation treats the bytes after a common prefix as digits of a number whose
+    base at each position is the range of bytes the keys use there (digits: base 10, lowercase
+    words: base 26, ...), instead of base 256 which badly skews estimates for such keys.
+    """
+    lo = [255] * _STR_POSITIONS
+    hi = [0] * _STR_POSITIONS
+    for text in samples:
+        b = text.encode()[:_STR_POSITIONS]
+        for i, c in enumerate(b):
+            if c < lo[i]:
+                lo[i] = c
+            if c > hi[i]:
+                hi[i] = c
+    return [(lo[i], hi[i]) if lo[i] <= hi[i] else (0, 255) for i in range(_STR_POSITIONS)]
+
+
+def _digits(b: bytes, start: int, ranges: list[tuple[int, int]]) -> float:
+    """Value of bytes start.. as a mixed-radix fraction in [0, 1] (see :func:`byte_ranges`)."""
+    value = 0.0
+    scale = 1.0
+    for i in range(start, min(start + 8, len(ranges))):
+        lo, hi = ranges[i]
+        base = hi - lo + 2  # +1: "no byte here" sorts below every byte
+        d = 0 if i >= len(b) else min(max(b[i] - lo + 1, 1), base - 1)
+        scale /= base
+        value += d * scale
+    return value
+
+
+def _fraction(a: Any, b: Any, x: Any, ranges: list[tuple[int, int]] | None = None) -> float:
     """Where x lies between a < b, in [0, 1]."""
     if isinstance(a, str):
         ab, bb, xb = a.encode(), b.encode(), x.encode()
         c = 0
         while c < min(len(ab), len(bb)) and ab[c] == bb[c]:
             c += 1
-        av, bv, xv = _bytes7(ab, c), _bytes7(bb, c), _bytes7(xb, c)
         if not xb.startswith(ab[:c]):
             return 0.0 if xb < ab else 1.0
+        if ranges is None or c >= _STR_POSITIONS:
+            ranges = [(0, 255)] * (max(len(ab), len(bb), len(xb), c) + 8)
+        av, bv, xv = _digits(ab, c, ranges), _digits(bb, c, ranges), _digits(xb, c, ranges)
     else:
         av, bv, xv = float(a), float(b), float(x)
     if bv <= av:
@@ -72,8 +105,19 @@ class Rank:
     estimate: float
 
 
-def rank(samples: Any, positions: np.ndarray, n: int, x: Any, *, strict: bool) -> Rank:
-    """Entries with key < x (``strict``) or <= x, from the sample. O(log m)."""
+def rank(
+    samples: Any,
+    positions: np.ndarray,
+    n: int,
+    x: Any,
+    *,
+    strict: bool,
+    ranges: list[tuple[int, int]] | None = None,
+) -> Rank:
+    """Entries with key < x (``strict``) or <= x, from the sample. O(log m).
+
+    ``ranges``: :func:`byte_ranges` of string samples (improves string interpolation).
+    """
     if n == 0:
         return Rank(0, 0, 0.0)
     j = search(samples, x, "left" if strict else "right")
@@ -85,7 +129,7 @@ def rank(samples: Any, positions: np.ndarray, n: int, x: Any, *, strict: bool) -
     hi = int(positions[j])
     if hi == lo:
         return Rank(lo, lo, float(lo))
-    f = _fraction(samples[j - 1], samples[j], x)
+    f = _fraction(samples[j - 1], samples[j], x, ranges)
     return Rank(lo, hi, lo + f * (hi - lo))
 
 
