@@ -96,21 +96,49 @@ def _radix_argsort(keys: np.ndarray, idx_in: np.ndarray) -> np.ndarray:
             idx_tmp[p] = idx[i]
         k_cur, k_tmp = k_tmp, k_cur
         idx, idx_tmp = idx_tmp, idx
-    return idx
+    return idx, k_cur
 
 
-def radix_argsort_u64(keys: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-    """Stable argsort of uint64 keys. ``idx`` (optional) is carried along instead of 0..n-1.
+def radix_sort_u64(
+    keys: np.ndarray, idx: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stable sort of uint64 keys carrying ``idx`` (default 0..n-1) along.
 
-    Returns int64 positions p such that ``keys[p]`` is ascending (ties keep input order), or
-    ``idx[p]`` when ``idx`` is given.
+    Returns (idx permuted, keys sorted): ``keys[p]`` ascending for the returned positions p
+    (ties keep input order). Releases the GIL (callers may sort chunks in threads).
     """
     n = keys.size
     if idx is None:
         idx = np.arange(n, dtype=np.int64)
     if n < _SMALL_SORT:
-        return idx[np.argsort(keys, kind="stable")]
+        order = np.argsort(keys, kind="stable")
+        return idx[order], keys[order]
     return _radix_argsort(np.ascontiguousarray(keys, dtype=np.uint64), idx.astype(np.int64))
+
+
+def radix_argsort_u64(keys: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+    """Stable argsort of uint64 keys (see :func:`radix_sort_u64`)."""
+    return radix_sort_u64(keys, idx)[0]
+
+
+@nb.njit(cache=True, nogil=True)
+def _u64_to_f64(u: np.ndarray) -> np.ndarray:
+    out = np.empty(u.size, np.uint64)
+    top = np.uint64(0x8000000000000000)
+    for i in range(u.size):
+        v = u[i]
+        if v & top:
+            out[i] = v ^ top
+        else:
+            out[i] = ~v
+    return out.view(np.float64)
+
+
+def from_sortable_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Inverse of :func:`sortable_u64`."""
+    if dtype == np.float64:
+        return _u64_to_f64(u)
+    return (u ^ np.uint64(0x8000000000000000)).view(np.int64)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -198,3 +226,30 @@ def seq_histogram(seqs: np.ndarray, lo: int, shift: int, nbins: int) -> np.ndarr
             b = nbins - 1
         out[b] += 1
     return out
+
+
+@nb.njit(cache=True, nogil=True)
+def partition_scatter(part_ids, nparts, key, seq, t):
+    """Stable scatter of (key, seq, t) into ``nparts`` contiguous partitions by ``part_ids``.
+
+    Returns (key, seq, t, offsets): partition p is ``[offsets[p], offsets[p+1])``, entries keep
+    their input order inside it. O(n).
+    """
+    n = key.size
+    offsets = np.zeros(nparts + 1, np.int64)
+    for i in range(n):
+        offsets[part_ids[i] + 1] += 1
+    for p in range(nparts):
+        offsets[p + 1] += offsets[p]
+    pos = offsets[:-1].copy()
+    ok = np.empty_like(key)
+    os_ = np.empty_like(seq)
+    ot = np.empty_like(t)
+    for i in range(n):
+        p = part_ids[i]
+        j = pos[p]
+        pos[p] = j + 1
+        ok[j] = key[i]
+        os_[j] = seq[i]
+        ot[j] = t[i]
+    return ok, os_, ot, offsets

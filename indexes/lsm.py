@@ -39,6 +39,7 @@ from replaydb.indexes import deltalog
 from replaydb.indexes.entries import Entries, check_key_type, normalize_entries
 from replaydb.indexes.levels import NO_CUTOFF, Run, group_runs, plan_compaction
 from replaydb.indexes.options import LSMOptions, entries_per_page
+from replaydb.indexes.parallel import effective_threads, run_threads, sort_partitioned, split_sorted
 from replaydb.indexes.reader import FileCache, exact_rank, read_file_range, row_group_span
 from replaydb.indexes.results import CostCounters, CountEstimate, IndexResult
 from replaydb.indexes.runfile import RunFileMeta, load_run_meta, read_whole_file, write_run_file
@@ -206,9 +207,20 @@ class LSMIndex:
         ent = normalize_entries(self.key_type, keys, seqs, ts)
         if not len(ent):
             return 0
-        self._mem.append(sort_entries(ent))
+        self._mem.append(self._sort(ent))
         self._mem_n += len(ent)
         return len(ent)
+
+    def _threads(self, n: int) -> int:
+        if n < self.options.parallel_min_entries:
+            return 1
+        return effective_threads(self.options.threads)
+
+    def _sort(self, ent: Entries) -> Entries:
+        threads = self._threads(len(ent))
+        if threads > 1 and not ent.is_string:
+            return Entries.concat(sort_partitioned(ent, threads, threads), self.key_type)
+        return sort_entries(ent)
 
     def delete_from_seq(self, s0: int) -> None:
         """Delete every entry with seq >= s0: from the memtable now, from committed runs by a
@@ -253,17 +265,8 @@ class LSMIndex:
             return self.version
         entries = merge_entries(self._mem, self.key_type)
         rid = self._next_id()
-        _, add = write_run_file(
-            self.path,
-            entries,
-            key_type=self.key_type,
-            level=0,
-            id_lo=rid,
-            id_hi=rid,
-            tomb=tomb,
-            options=self.options,
-        )
-        self._commit([add], [], "flush", commit_metadata)
+        adds = [a for _, a in self._write_parts(entries, level=0, id_lo=rid, id_hi=rid, tomb=tomb)]
+        self._commit(adds, [], "flush", commit_metadata)
         self._mem, self._mem_n, self._pending_tomb = [], 0, None
         if self.options.auto_compact:
             for _ in range(8):
@@ -282,7 +285,7 @@ class LSMIndex:
         self._require_writable()
         if self._mem_n or self._pending_tomb is not None:
             raise UsageError("bulk_add() with unflushed entries; flush() first")
-        ent = sort_entries(normalize_entries(self.key_type, keys, seqs, ts))
+        ent = self._sort(normalize_entries(self.key_type, keys, seqs, ts))
         if not len(ent):
             return self.version
         level = self.options.fit_level(len(ent)) if not self._runs else 0
@@ -298,25 +301,29 @@ class LSMIndex:
     def _write_parts(
         self, ent: Entries, *, level: int, id_lo: int, id_hi: int, tomb: int | None
     ) -> list[tuple[RunFileMeta, dict[str, Any]]]:
+        """Write sorted entries as the parts of one run (in threads for big runs)."""
         n = len(ent)
-        size = self.options.target_file_entries or max(n, 1)
-        bounds = list(range(0, n, size)) or [0]
-        out = []
-        for part, a in enumerate(bounds):
-            out.append(
-                write_run_file(
-                    self.path,
-                    ent.slice(a, min(n, a + size)),
-                    key_type=self.key_type,
-                    level=level,
-                    id_lo=id_lo,
-                    id_hi=id_hi,
-                    part=part,
-                    tomb=tomb,
-                    options=self.options,
-                )
+        threads = self._threads(n)
+        if self.options.target_file_entries:
+            size = self.options.target_file_entries
+            parts = [ent.slice(a, min(n, a + size)) for a in range(0, n, size)] or [ent]
+        else:
+            parts = split_sorted(ent, threads)
+        jobs = [
+            lambda part=part, chunk=chunk: write_run_file(
+                self.path,
+                chunk,
+                key_type=self.key_type,
+                level=level,
+                id_lo=id_lo,
+                id_hi=id_hi,
+                part=part,
+                tomb=tomb,
+                options=self.options,
             )
-        return out
+            for part, chunk in enumerate(parts)
+        ]
+        return run_threads(jobs, threads)
 
     def needs_compaction(self) -> bool:
         return plan_compaction(self._runs, self.options) is not None

@@ -56,6 +56,9 @@ class LSMOptions:
     ``compression``: Parquet codec of run files ("none", "snappy", "zstd", "lz4").
     ``fsync``: fsync run files before they are committed (protects against OS crashes, not needed
     for process crashes).
+    ``threads``: threads for sorting and writing runs of at least ``parallel_min_entries``
+    entries (0 = the CPUs available, at most 8; 1 = no threads). Such runs are written as
+    several files (parts) with disjoint (key, seq) ranges.
     """
 
     size_ratio: int = 10
@@ -69,6 +72,8 @@ class LSMOptions:
     auto_compact: bool = True
     compression: str = "none"
     fsync: bool = False
+    threads: int = 0
+    parallel_min_entries: int = 1 << 21
 
     def __post_init__(self) -> None:
         if self.size_ratio < 2:
@@ -83,6 +88,8 @@ class LSMOptions:
             raise UsageError("LSMOptions.sample_every must be >= 1, max_samples_per_file >= 2")
         if self.seq_bins < 1:
             raise UsageError("LSMOptions.seq_bins must be >= 1")
+        if self.threads < 0 or self.parallel_min_entries < 1:
+            raise UsageError("LSMOptions.threads must be >= 0, parallel_min_entries >= 1")
         if self.target_file_entries < 0:
             raise UsageError("LSMOptions.target_file_entries must be >= 0")
         if self.compression not in ("none", "snappy", "zstd", "lz4", "gzip"):

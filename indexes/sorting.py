@@ -16,9 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from replaydb.indexes.entries import Entries
 from replaydb.indexes.kernels import (
+    from_sortable_u64,
     is_sorted_by_key_seq,
     merge_sorted_perm,
     radix_argsort_u64,
+    radix_sort_u64,
     sortable_u64,
 )
 
@@ -50,20 +52,31 @@ def sort_perm(entries: Entries) -> np.ndarray:
 
 
 def sort_entries(entries: Entries) -> Entries:
-    """``entries`` ordered by (key, seq). Avoids gathering seq when it is contiguous."""
+    """``entries`` ordered by (key, seq).
+
+    Numeric keys: the radix sort returns the sorted keys along with the permutation (no gather
+    of the key column), and seq is computed instead of gathered when it is contiguous; only t
+    is gathered. O(n).
+    """
     n = len(entries)
     if n <= 1:
         return entries
-    if not entries.is_string and is_sorted_by_key_seq(entries.key, entries.seq):
-        return entries
-    perm = sort_perm(entries)
     if entries.is_string:
-        return entries.take(perm)
-    if _seq_is_contiguous(entries.seq):
-        seq = perm + entries.seq[0]
+        return entries.take(sort_perm(entries))
+    if is_sorted_by_key_seq(entries.key, entries.seq):
+        return entries
+    seq = entries.seq
+    if bool(np.all(seq[1:] > seq[:-1])):
+        perm, ukeys = radix_sort_u64(sortable_u64(entries.key))
     else:
-        seq = entries.seq[perm]
-    return Entries(entries.key[perm], seq, entries.t[perm])
+        by_seq = np.argsort(seq, kind="stable")
+        perm, ukeys = radix_sort_u64(sortable_u64(entries.key[by_seq]), by_seq)
+    keys = from_sortable_u64(ukeys, entries.key.dtype)
+    if _seq_is_contiguous(seq):
+        new_seq = perm + seq[0]
+    else:
+        new_seq = seq[perm]
+    return Entries(keys, new_seq, entries.t[perm])
 
 
 def merge_entries(runs: Sequence[Entries], key_type: str) -> Entries:
@@ -82,7 +95,9 @@ def merge_entries(runs: Sequence[Entries], key_type: str) -> Entries:
 
 
 def order_by_seq(entries: Entries) -> Entries:
-    """``entries`` ordered by seq (seqs are unique within an index). O(n log n)."""
+    """``entries`` ordered by seq (seqs are unique within an index). O(n) radix sort."""
     if len(entries) <= 1 or bool(np.all(entries.seq[1:] > entries.seq[:-1])):
         return entries
-    return entries.take(np.argsort(entries.seq, kind="stable"))
+    perm, useq = radix_sort_u64(sortable_u64(entries.seq))
+    key = entries.key.take(pa.array(perm)) if entries.is_string else entries.key[perm]
+    return Entries(key, from_sortable_u64(useq, np.dtype(np.int64)), entries.t[perm])

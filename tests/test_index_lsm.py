@@ -424,3 +424,28 @@ def test_stats_and_page_model(tmp_path):
     add_range(sidx, ["x" * 44] * 10, 0)
     sidx.flush()
     assert sidx.entries_per_page == 8192 // (16 + 4 + 44)
+
+
+def test_parallel_sort_and_write_of_big_runs(tmp_path):
+    from replaydb.indexes.entries import Entries
+    from replaydb.indexes.parallel import sort_partitioned
+
+    rng = np.random.default_rng(8)
+    n = 120_000
+    keys = rng.integers(0, 50, n).astype(np.float64)  # heavy ties: equal keys stay in one part
+    seqs = rng.permutation(n).astype(np.int64)
+    parts = sort_partitioned(Entries(keys, seqs, seqs * 2), 3, 3)
+    assert len(parts) >= 2
+    for a, b in zip(parts, parts[1:]):
+        assert a.key[-1] < b.key[0]
+    got = Entries.concat(parts, "float64")
+    order = np.lexsort((seqs, keys))
+    assert np.array_equal(got.key, keys[order]) and np.array_equal(got.seq, seqs[order])
+    assert np.array_equal(got.t, seqs[order] * 2)
+
+    opts = LSMOptions(threads=2, parallel_min_entries=10_000, row_group_entries=4096)
+    idx = make(tmp_path, "float64", options=opts)
+    idx.bulk_add(keys, np.arange(n), np.arange(n))
+    assert idx.num_runs == 1 and idx.num_files == 2
+    assert idx.check((keys, np.arange(n), np.arange(n))) == []
+    assert idx.point(7.0).seq.tolist() == np.flatnonzero(keys == 7.0).tolist()

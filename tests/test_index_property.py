@@ -61,6 +61,8 @@ def scenario(draw, key_type: str):
         target_file_entries=draw(st.sampled_from([0, 0, 6])),
         auto_compact=draw(st.booleans()),
         seq_bins=draw(st.sampled_from([1, 4, 64])),
+        threads=draw(st.sampled_from([1, 2, 3])),
+        parallel_min_entries=draw(st.sampled_from([4, 1 << 21])),
     )
     queries = draw(
         st.lists(
