@@ -42,7 +42,13 @@ from replaydb.indexes.options import LSMOptions, entries_per_page
 from replaydb.indexes.parallel import effective_threads, run_threads, sort_partitioned, split_sorted
 from replaydb.indexes.reader import FileCache, exact_rank, read_file_range, row_group_span
 from replaydb.indexes.results import CostCounters, CountEstimate, IndexResult
-from replaydb.indexes.runfile import RunFileMeta, load_run_meta, read_whole_file, write_run_file
+from replaydb.indexes.runfile import (
+    RunFileMeta,
+    load_run_meta,
+    parse_run_file_name,
+    read_whole_file,
+    write_run_file,
+)
 from replaydb.indexes.sketch import rank
 from replaydb.indexes.sorting import merge_entries, order_by_seq, sort_entries
 
@@ -391,6 +397,32 @@ class LSMIndex:
         deltalog.restore(self._dt, version, commit_metadata)
         self._load_snapshot()
         return self.version
+
+    def vacuum(self, keep_from_version: int, *, dry_run: bool = False) -> list[str]:
+        """Delete run files no version >= ``keep_from_version`` references; returns their names.
+
+        Removes the inputs of past compactions and files left by crashed writers. Readers pinned
+        to versions before ``keep_from_version`` can no longer read afterwards: the store passes
+        the oldest index version its manifest still refers to. Must run on the writer (no other
+        process may be writing run files). O(versions kept x files).
+        """
+        self._require_writable()
+        keep_from_version = int(keep_from_version)
+        if not 0 <= keep_from_version <= self.version:
+            raise UsageError(f"keep_from_version {keep_from_version} outside 0..{self.version}")
+        needed: set[str] = set()
+        for v in range(keep_from_version, self.version + 1):
+            needed.update(f.name for f in deltalog.live_files(deltalog.load(self.path, v)))
+        doomed = sorted(
+            name
+            for name in os.listdir(self.path)
+            if parse_run_file_name(name) is not None and name not in needed
+        )
+        if not dry_run:
+            self._files.close()
+            for name in doomed:
+                os.remove(os.path.join(self.path, name))
+        return doomed
 
     # ------------------------------------------------------------------ reading
     def _bounds(

@@ -449,3 +449,19 @@ def test_parallel_sort_and_write_of_big_runs(tmp_path):
     assert idx.num_runs == 1 and idx.num_files == 2
     assert idx.check((keys, np.arange(n), np.arange(n))) == []
     assert idx.point(7.0).seq.tolist() == np.flatnonzero(keys == 7.0).tolist()
+
+
+def test_vacuum_keeps_files_of_kept_versions(tmp_path):
+    idx = make(tmp_path, "int64", options=LSMOptions(auto_compact=False))
+    for i in range(3):
+        add_range(idx, np.arange(10 * i, 10 * i + 10), 10 * i)
+        idx.flush()
+    v_before = idx.version
+    idx.compact(full=True)
+    orphan = os.path.join(idx.path, "run-0000000099-0000000099-L00-p00000-deadbeef.parquet")
+    open(orphan, "wb").close()  # left by a crashed writer
+    assert idx.vacuum(v_before, dry_run=True) == [os.path.basename(orphan)]
+    doomed = idx.vacuum(idx.version)
+    assert len(doomed) == 4 and not os.path.exists(orphan)
+    assert idx.check((np.arange(30), np.arange(30), np.arange(30) * 10)) == []
+    assert idx.vacuum(idx.version) == []
