@@ -6,7 +6,8 @@ result types, the Spark bulk-building helpers in :mod:`replaydb.indexes.spark_bu
 maintenance helpers in :mod:`replaydb.indexes.maintenance`.
 """
 
-from replaydb.indexes.lsm import LSMIndex, prefix_successor
+from replaydb.indexes.bounds import prefix_successor
+from replaydb.indexes.lsm import LSMIndex
 from replaydb.indexes.options import ENTRIES_PER_PAGE, PAGE_BYTES, LSMOptions, entries_per_page
 from replaydb.indexes.results import CostCounters, CountEstimate, IndexResult
 

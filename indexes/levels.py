@@ -46,6 +46,11 @@ class Run:
         return min(tombs) if tombs else None
 
     @property
+    def seq_min(self) -> int:
+        """Smallest seq of the run (a huge value for an empty run)."""
+        return min((f.seq_min for f in self.files if f.n), default=NO_CUTOFF)
+
+    @property
     def seq_max(self) -> int | None:
         vals = [f.seq_max for f in self.files if f.n]
         return max(vals) if vals else None

@@ -36,11 +36,12 @@ from typing import Any
 
 import numpy as np
 from replaydb.indexes import deltalog
+from replaydb.indexes.bounds import key_range, prefix_successor
 from replaydb.indexes.entries import Entries, check_key_type, normalize_entries
 from replaydb.indexes.levels import NO_CUTOFF, Run, group_runs, plan_compaction
 from replaydb.indexes.options import LSMOptions, entries_per_page
 from replaydb.indexes.parallel import effective_threads, run_threads, sort_partitioned, split_sorted
-from replaydb.indexes.reader import FileCache, exact_rank, read_file_range, row_group_span
+from replaydb.indexes.reader import FileCache, read_file_range, row_group_span
 from replaydb.indexes.results import CostCounters, CountEstimate, IndexResult
 from replaydb.indexes.runfile import (
     RunFileMeta,
@@ -49,13 +50,10 @@ from replaydb.indexes.runfile import (
     read_whole_file,
     write_run_file,
 )
-from replaydb.indexes.sketch import rank
 from replaydb.indexes.sorting import merge_entries, order_by_seq, sort_entries
+from replaydb.indexes.stats import estimate_in_file, exact_in_file
 
 from replaydb.errors import CorruptionError, ReadOnlyError, UsageError
-
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
 
 
 class LSMIndex:
@@ -425,62 +423,6 @@ class LSMIndex:
         return doomed
 
     # ------------------------------------------------------------------ reading
-    def _bounds(
-        self, lo: Any, hi: Any, lo_inclusive: bool, hi_inclusive: bool
-    ) -> tuple[Any, Any, bool, bool, bool]:
-        """Validated bounds (None = unbounded) and whether the range is empty."""
-        if self.key_type == "string":
-            for name, v in (("lo", lo), ("hi", hi)):
-                if v is not None and not isinstance(v, str):
-                    raise UsageError(f"{name}={v!r}: a string index takes str bounds")
-        else:
-            lo, lo_inclusive, e1 = self._num_bound(lo, lo_inclusive, "lo")
-            hi, hi_inclusive, e2 = self._num_bound(hi, hi_inclusive, "hi")
-            if e1 or e2:
-                return lo, hi, lo_inclusive, hi_inclusive, True
-        if lo is not None and hi is not None:
-            if lo > hi or (lo == hi and not (lo_inclusive and hi_inclusive)):
-                return lo, hi, lo_inclusive, hi_inclusive, True
-        return lo, hi, lo_inclusive, hi_inclusive, False
-
-    def _num_bound(self, v: Any, inclusive: bool, name: str) -> tuple[Any, bool, bool]:
-        if v is None:
-            return None, inclusive, False
-        if isinstance(v, (bool, np.bool_)) or not isinstance(
-            v, (int, float, np.integer, np.floating)
-        ):
-            raise UsageError(f"{name}={v!r}: a {self.key_type} index takes numeric bounds")
-        f = float(v)
-        if math.isnan(f):
-            raise UsageError(f"{name} is NaN")
-        if math.isinf(f):
-            below = f < 0
-            if (name == "lo") == below:
-                return None, inclusive, False  # lo=-inf / hi=+inf: unbounded
-            return None, inclusive, True  # lo=+inf / hi=-inf: empty
-        if self.key_type == "float64":
-            return f, bool(inclusive), False
-        if isinstance(v, (float, np.floating)) and not f.is_integer():
-            iv = math.ceil(f) if name == "lo" else math.floor(f)
-            inclusive = True
-        else:
-            iv = int(v)
-        if iv > _INT64_MAX:
-            return (None, inclusive, True) if name == "lo" else (None, inclusive, False)
-        if iv < _INT64_MIN:
-            return (None, inclusive, False) if name == "lo" else (None, inclusive, True)
-        return iv, bool(inclusive), False
-
-    @staticmethod
-    def _overlaps(kmin: Any, kmax: Any, lo: Any, hi: Any, lo_inc: bool, hi_inc: bool) -> bool:
-        if kmin is None:
-            return False
-        if hi is not None and (kmin > hi or (kmin == hi and not hi_inc)):
-            return False
-        if lo is not None and (kmax < lo or (kmax == lo and not lo_inc)):
-            return False
-        return True
-
     def _result(self, ent: Entries, order: str, before: CostCounters) -> IndexResult:
         self.counters.entries_returned += len(ent)
         cost = self.counters.snapshot() - before
@@ -516,10 +458,10 @@ class LSMIndex:
         """
         if order not in ("key", "seq"):
             raise UsageError(f"order must be 'key' or 'seq', got {order!r}")
-        lo, hi, lo_inclusive, hi_inclusive, empty = self._bounds(lo, hi, lo_inclusive, hi_inclusive)
+        kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
         before = self.counters.snapshot()
         self.counters.queries += 1
-        if empty:
+        if kr.empty:
             return self._result(Entries.empty(self.key_type), order, before)
         epp = self.entries_per_page
         limit = NO_CUTOFF if max_seq is None else int(max_seq)
@@ -528,23 +470,21 @@ class LSMIndex:
             if not run.n:
                 continue
             cut = min(run.cutoff, limit)
-            if not self._overlaps(run.key_min, run.key_max, lo, hi, lo_inclusive, hi_inclusive) or (
-                cut <= min(f.seq_min for f in run.files if f.n)
-            ):
+            if not kr.overlaps(run.key_min, run.key_max) or cut <= run.seq_min:
                 self.counters.runs_skipped += 1
                 continue
             self.counters.runs_consulted += 1
             run_parts = []
             for f in run.files:
-                if not self._overlaps(f.key_min, f.key_max, lo, hi, lo_inclusive, hi_inclusive):
+                if not kr.overlaps(f.key_min, f.key_max):
                     continue
                 e = read_file_range(
                     self.path,
                     f,
-                    lo,
-                    hi,
-                    lo_inclusive,
-                    hi_inclusive,
+                    kr.lo,
+                    kr.hi,
+                    kr.lo_inclusive,
+                    kr.hi_inclusive,
                     self._files,
                     self.counters,
                     epp,
@@ -584,20 +524,29 @@ class LSMIndex:
         bytes_read, equal to the cost counters the query will add (without tombstone-only
         skips). O(R log G).
         """
-        lo, hi, lo_inclusive, hi_inclusive, empty = self._bounds(lo, hi, lo_inclusive, hi_inclusive)
-        plan = dict.fromkeys(
-            (
-                "runs_consulted",
-                "runs_skipped",
-                "row_groups_read",
-                "entries_read",
-                "pages_read",
-                "bytes_read",
-            ),
-            0,
-        )
-        if empty:
+        kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
+        names = ("runs_consulted", "runs_skipped", "row_groups_read", "entries_read", "pages_read")
+        plan = dict.fromkeys((*names, "bytes_read"), 0)
+        if kr.empty:
             return plan
+        epp = self.entries_per_page
+        for run in self._runs:
+            if not run.n:
+                continue
+            if not kr.overlaps(run.key_min, run.key_max):
+                plan["runs_skipped"] += 1
+                continue
+            plan["runs_consulted"] += 1
+            for f in run.files:
+                if not kr.overlaps(f.key_min, f.key_max):
+                    continue
+                a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
+                rows = f.rg_rows[a:b]
+                plan["row_groups_read"] += b - a
+                plan["entries_read"] += int(rows.sum())
+                plan["pages_read"] += int(sum(math.ceil(int(r) / epp) for r in rows))
+                plan["bytes_read"] += int(f.rg_bytes[a:b].sum())
+        return plan
         epp = self.entries_per_page
         for run in self._runs:
             if not run.n:
@@ -636,8 +585,8 @@ class LSMIndex:
         ``exact=True`` makes the count exact by reading at most one row group's key column per
         boundary per file (files touched by a tombstone or max_seq are read in the range).
         """
-        lo, hi, lo_inclusive, hi_inclusive, empty = self._bounds(lo, hi, lo_inclusive, hi_inclusive)
-        if empty:
+        kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
+        if kr.empty:
             return CountEstimate(0.0, 0, 0)
         limit = NO_CUTOFF if max_seq is None else int(max_seq)
         est, low, high = 0.0, 0, 0
@@ -645,74 +594,12 @@ class LSMIndex:
         for run in self._runs:
             cut = min(run.cutoff, limit)
             for f in run.files:
-                if not f.n or not self._overlaps(
-                    f.key_min, f.key_max, lo, hi, lo_inclusive, hi_inclusive
-                ):
-                    continue
-                if cut <= f.seq_min:
-                    continue
-                touched = cut <= f.seq_max
                 if exact:
-                    if touched:
-                        e = read_file_range(
-                            self.path,
-                            f,
-                            lo,
-                            hi,
-                            lo_inclusive,
-                            hi_inclusive,
-                            self._files,
-                            self.counters,
-                            epp,
-                        )
-                        c = int(np.count_nonzero(e.seq < cut))
-                    else:
-                        r_hi = (
-                            f.n
-                            if hi is None
-                            else exact_rank(
-                                self.path, f, hi, not hi_inclusive, self._files, self.counters, epp
-                            )
-                        )
-                        r_lo = (
-                            0
-                            if lo is None
-                            else exact_rank(
-                                self.path, f, lo, lo_inclusive, self._files, self.counters, epp
-                            )
-                        )
-                        c = r_hi - r_lo
-                    est += c
-                    low += c
-                    high += c
-                    continue
-                pos = f.sample_pos
-                if hi is None:
-                    h_lo = h_hi = f.n
-                    h_est = float(f.n)
+                    c = exact_in_file(self.path, f, kr, cut, self._files, self.counters, epp)
+                    est, low, high = est + c, low + c, high + c
                 else:
-                    rh = rank(
-                        f.samples, pos, f.n, hi, strict=not hi_inclusive, ranges=f.byte_ranges
-                    )
-                    h_lo, h_hi, h_est = rh.low, rh.high, rh.estimate
-                if lo is None:
-                    l_lo = l_hi = 0
-                    l_est = 0.0
-                else:
-                    rl = rank(f.samples, pos, f.n, lo, strict=lo_inclusive, ranges=f.byte_ranges)
-                    l_lo, l_hi, l_est = rl.low, rl.high, rl.estimate
-                c_low = max(0, h_lo - l_hi)
-                c_high = max(0, h_hi - l_lo)
-                c_est = min(max(h_est - l_est, float(c_low)), float(c_high))
-                if touched:
-                    dead = f.seq_hist.at_or_above(cut)
-                    c_est *= (f.n - dead.estimate) / f.n
-                    c_low = max(0, c_low - dead.high)
-                    c_high = min(c_high, f.n - dead.low)
-                    c_est = min(max(c_est, float(c_low)), float(c_high))
-                est += c_est
-                low += c_low
-                high += c_high
+                    e, lo_c, hi_c = estimate_in_file(f, kr, cut)
+                    est, low, high = est + e, low + lo_c, high + hi_c
         return CountEstimate(est, low, high)
 
     def selectivity(
@@ -858,18 +745,3 @@ class LSMIndex:
 def _py(v: Any) -> Any:
     """NumPy scalars as plain Python values (JSON-friendly)."""
     return v.item() if isinstance(v, np.generic) else v
-
-
-def prefix_successor(prefix: str) -> str | None:
-    """Smallest string greater than every string starting with ``prefix`` (None: no bound)."""
-    chars = list(prefix)
-    while chars:
-        c = ord(chars[-1])
-        if c < 0x10FFFF:
-            c += 1
-            if 0xD800 <= c <= 0xDFFF:
-                c = 0xE000
-            chars[-1] = chr(c)
-            return "".join(chars)
-        chars.pop()
-    return None

@@ -465,3 +465,34 @@ def test_vacuum_keeps_files_of_kept_versions(tmp_path):
     assert len(doomed) == 4 and not os.path.exists(orphan)
     assert idx.check((np.arange(30), np.arange(30), np.arange(30) * 10)) == []
     assert idx.vacuum(idx.version) == []
+
+
+def test_store_maintenance_helpers(tmp_path):
+    from replaydb.indexes.maintenance import (
+        compact_stream_indexes,
+        index_dir,
+        index_stats,
+        list_indexes,
+    )
+
+    store = tmp_path / "store"
+    opts = LSMOptions(auto_compact=False)
+    for stream, col in [("s1", "price"), ("s1", "city"), ("s2", "price")]:
+        kt = "string" if col == "city" else "float64"
+        idx = LSMIndex.create(index_dir(store, stream, col), kt, options=opts)
+        for i in range(3):
+            keys = [f"c{i}{j}" for j in range(5)] if kt == "string" else np.arange(5.0) + i
+            add_range(idx, keys, 5 * i)
+            idx.flush()
+    (store / "streams" / "s2" / "indexes" / "junk").mkdir()  # not an index: ignored
+    assert [(x.stream, x.column) for x in list_indexes(store)] == [
+        ("s1", "city"),
+        ("s1", "price"),
+        ("s2", "price"),
+    ]
+    assert compact_stream_indexes(store, "s1") == {("s1", "city"): None, ("s1", "price"): None}
+    done = compact_stream_indexes(store, full=True)
+    assert all(v is not None for v in done.values()) and len(done) == 3
+    stats = index_stats(store, "s2")
+    assert stats[0]["column"] == "price" and stats[0]["runs"] == 1 and stats[0]["entries"] == 15
+    assert list_indexes(tmp_path / "nothing") == []
