@@ -57,8 +57,9 @@ class LSMOptions:
     ``fsync``: fsync run files before they are committed (protects against OS crashes, not needed
     for process crashes).
     ``threads``: threads for sorting and writing runs of at least ``parallel_min_entries``
-    entries (0 = the CPUs available, at most 8; 1 = no threads). Such runs are written as
-    several files (parts) with disjoint (key, seq) ranges.
+    entries (0 = the CPUs available, at most 8; default 1 = no threads: on a machine whose cores
+    are busy - Spark tasks, other queries - extra threads only add contention). Such runs are
+    written as several files (parts) with disjoint (key, seq) ranges.
     """
 
     size_ratio: int = 10
@@ -72,7 +73,7 @@ class LSMOptions:
     auto_compact: bool = True
     compression: str = "none"
     fsync: bool = False
-    threads: int = 0
+    threads: int = 1
     parallel_min_entries: int = 1 << 21
 
     def __post_init__(self) -> None:
