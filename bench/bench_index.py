@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from replaydb.indexes import ENTRIES_PER_PAGE, LSMIndex, LSMOptions
 from replaydb.indexes.parallel import effective_threads
 

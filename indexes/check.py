@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from replaydb.errors import CorruptionError, ReplayDBError
 from replaydb.indexes.entries import Entries, normalize_entries
 from replaydb.indexes.kernels import is_sorted_by_key_seq, seq_histogram
 from replaydb.indexes.levels import NO_CUTOFF, group_runs
@@ -35,8 +37,6 @@ from replaydb.indexes.runfile import (
 )
 from replaydb.indexes.sketch import sample_positions
 from replaydb.indexes.sorting import order_by_seq
-
-from replaydb.errors import CorruptionError, ReplayDBError
 
 if TYPE_CHECKING:
     from replaydb.indexes.lsm import LSMIndex

@@ -27,10 +27,10 @@ from deltalake.transaction import (
     RemoveAction,
     create_table_with_add_actions,
 )
-from replaydb.indexes.entries import arrow_schema
-from replaydb.indexes.options import LSMOptions
 
 from replaydb.errors import CorruptionError, StoreError
+from replaydb.indexes.entries import arrow_schema
+from replaydb.indexes.options import LSMOptions
 
 TABLE_FORMAT = "replaydb-lsm-index"
 

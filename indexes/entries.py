@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from replaydb.indexes.options import KEY_TYPES
 
 from replaydb.errors import DataError, UsageError
+from replaydb.indexes.options import KEY_TYPES
 
 ARROW_KEY_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
 

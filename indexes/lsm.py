@@ -35,6 +35,8 @@ import os
 from typing import Any
 
 import numpy as np
+
+from replaydb.errors import CorruptionError, ReadOnlyError, UsageError
 from replaydb.indexes import deltalog
 from replaydb.indexes.bounds import key_range, prefix_successor
 from replaydb.indexes.entries import Entries, check_key_type, normalize_entries
@@ -52,8 +54,6 @@ from replaydb.indexes.runfile import (
 )
 from replaydb.indexes.sorting import merge_entries, order_by_seq, sort_entries
 from replaydb.indexes.stats import estimate_in_file, exact_in_file
-
-from replaydb.errors import CorruptionError, ReadOnlyError, UsageError
 
 
 class LSMIndex:

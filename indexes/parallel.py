@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
+
 from replaydb.indexes.entries import Entries
 from replaydb.indexes.kernels import partition_scatter
 from replaydb.indexes.sorting import sort_entries

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from replaydb.indexes.entries import Entries
 from replaydb.indexes.results import CostCounters
 from replaydb.indexes.runfile import RunFileMeta

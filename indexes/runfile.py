@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from replaydb.errors import CorruptionError
 from replaydb.indexes.entries import Entries, arrow_schema
 from replaydb.indexes.kernels import seq_histogram
 from replaydb.indexes.options import LSMOptions
 from replaydb.indexes.sketch import SeqHistogram, byte_ranges, sample_positions, seq_hist_shift
-
-from replaydb.errors import CorruptionError
 
 FORMAT_VERSION = 1
 META_KEY = "replaydb.lsm"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from replaydb.indexes.entries import Entries
 from replaydb.indexes.kernels import (
     from_sortable_u64,

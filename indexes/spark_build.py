@@ -31,14 +31,14 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from replaydb.errors import UsageError
 from replaydb.indexes import deltalog
 from replaydb.indexes.entries import check_key_type, normalize_entries
 from replaydb.indexes.levels import group_runs
 from replaydb.indexes.options import LSMOptions
 from replaydb.indexes.runfile import load_run_meta, write_run_file
 from replaydb.indexes.sorting import sort_entries
-
-from replaydb.errors import UsageError
 
 RUN_ADD_SCHEMA = (
     "path string, size long, partition_values string, modification_time long, "

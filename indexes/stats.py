@@ -14,6 +14,7 @@ it; a file touched by a cut-off is read in the range (key and seq) instead.
 from __future__ import annotations
 
 import numpy as np
+
 from replaydb.indexes.bounds import KeyRange
 from replaydb.indexes.reader import FileCache, exact_rank, read_file_range
 from replaydb.indexes.results import CostCounters

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from replaydb.indexes import LSMIndex, LSMOptions
 
 CRASH_OPTIONS = LSMOptions(

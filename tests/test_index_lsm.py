@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+
+from replaydb.errors import DataError, ReadOnlyError, UsageError
 from replaydb.indexes import ENTRIES_PER_PAGE, LSMIndex, LSMOptions, prefix_successor
 from replaydb.indexes.kernels import merge_sorted_perm, radix_argsort_u64, sortable_u64
 from replaydb.indexes.runfile import META_KEY, parse_run_file_name
-
-from replaydb.errors import DataError, ReadOnlyError, UsageError
 
 SMALL = LSMOptions(
     l0_max_runs=2, size_ratio=3, l1_max_entries=100, row_group_entries=16, sample_every=4

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from replaydb.indexes import LSMIndex, LSMOptions
 
 KEY_TYPES = ("int64", "float64", "string")

@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from replaydb.errors import UsageError
 from replaydb.indexes import LSMIndex, LSMOptions
 from replaydb.indexes.spark_build import (
     RUN_ADD_SCHEMA,
@@ -18,8 +20,6 @@ from replaydb.indexes.spark_build import (
     run_writer,
     write_run,
 )
-
-from replaydb.errors import UsageError
 
 pytestmark = pytest.mark.spark
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from replaydb.indexes import LSMIndex, LSMOptions
 from replaydb.indexes.sketch import (
     SeqHistogram,
