@@ -27,7 +27,7 @@ from replaydb.operators.imprecise.confidence import (
 from replaydb.operators.imprecise.config import ImpreciseConfig
 from replaydb.operators.imprecise.events import EventBuffer
 from replaydb.operators.imprecise.intervals import valid_intervals
-from replaydb.operators.imprecise.kernels import confidence_batch
+from replaydb.operators.imprecise.kernels import confidence_many
 from replaydb.operators.imprecise.predicates import PredicatePlan
 
 
@@ -89,7 +89,7 @@ def finalize(buf: EventBuffer, index: ComponentIndex, plan: PredicatePlan,
             if a is not None:
                 r0[m], r1[m] = a, b
     else:
-        conf, r0, r1 = confidence_batch(match, vlb, vub, buf.lo, buf.hi, buf.woff, buf.wflat,
+        conf, r0, r1 = confidence_many(match, vlb, vub, buf.lo, buf.hi, buf.woff, buf.wflat,
                                         buf.cflat, config.window, nxt, gap_ptr, gap_ev)
         for m in np.flatnonzero(multi):
             c, a, b = _reference(buf, config, match[m], vlb[m], vub[m], gap_ptr, gap_ev, int(m),

@@ -73,7 +73,13 @@ def _gap_weights(m: int, g: int, vlb: np.ndarray, vub: np.ndarray, gap_ptr: np.n
             out[a, b] = w
 
 
-@nb.njit(cache=True)
+_SIG = (nb.types.Tuple((nb.float64[::1], nb.int64[::1], nb.int64[::1]))(
+    nb.int64[:, ::1], nb.int64[:, ::1], nb.int64[:, ::1], nb.int64[::1], nb.int64[::1],
+    nb.int64[::1], nb.float64[::1], nb.float64[::1], nb.int64, nb.boolean, nb.int64[::1],
+    nb.int64[::1]))
+
+
+@nb.njit(_SIG, cache=True)
 def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.ndarray,
                      hi: np.ndarray, woff: np.ndarray, wflat: np.ndarray, cflat: np.ndarray,
                      window: int, use_gaps: bool, gap_ptr: np.ndarray, gap_ev: np.ndarray
@@ -217,3 +223,15 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
         r0[m] = best0
         r1[m] = best1
     return conf, r0, r1
+
+
+def confidence_many(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.ndarray,
+                    hi: np.ndarray, woff: np.ndarray, wflat: np.ndarray, cflat: np.ndarray,
+                    window: int, use_gaps: bool, gap_ptr: np.ndarray, gap_ev: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`confidence_batch` with its arguments made contiguous and typed."""
+    c = np.ascontiguousarray
+    return confidence_batch(
+        c(ev, np.int64), c(vlb, np.int64), c(vub, np.int64), c(lo, np.int64), c(hi, np.int64),
+        c(woff, np.int64), c(wflat, np.float64), c(cflat, np.float64), int(window),
+        bool(use_gaps), c(gap_ptr, np.int64), c(gap_ev, np.int64))

@@ -12,11 +12,15 @@
    Released points are processed a block of instants at a time: the runs and the block's points
    are joined component by component (new runs of the block take later points of the same block),
    which yields exactly the point matches an event-at-a-time engine would.
-3. **Match collapsing.** Point matches are grouped by signature once final; confidence by Eq. 1
-   (skip-till-any: sum of the point matches' probabilities) or Eq. 2-4 (skip-till-next: each point
-   match weighted by the probability that no spoiler falls in its gaps, one memoized factor per
-   gap, enumeration for spoilers of several gaps); time range over point matches of positive
-   weight.
+3. **Match collapsing.** Point matches are grouped by signature as they are produced and
+   reported once final. Confidence by Eq. 1 (skip-till-any: the sum of the point matches'
+   probabilities) or Eq. 2 (skip-till-next: each point match weighted by the probability that no
+   spoiler - an unmatched candidate of a component - falls strictly inside a gap it is a
+   candidate for). A point match's spoilers all start before its last point, so they are known
+   when it is produced and its weight is computed then: for a spoiler of the gaps ``G_c`` it is
+   the spoiler's mass outside those (disjoint) gaps. Exact mode keeps the point matches and
+   evaluates Eq. 3 (one memoized factor per gap) and Eq. 4 (enumerating the points of events that
+   spoil several gaps) in rationals. Time range over point matches of positive weight.
 
 Complexity: the number of point runs, ``O((R W U)^l)`` in the paper's worst case - the reason the
 event-based framework exists.
@@ -77,14 +81,21 @@ class PointEngine:
         self.done_t = np.zeros((0, l_), np.int64)
         self.done_p = np.zeros(0)
         self.done_key = np.zeros(0, np.int64)
+        self.sig_uid = np.zeros((0, l_), np.int64)
+        self.sig_w = np.zeros(0)
+        self.sig_t0 = np.zeros(0, np.int64)
+        self.sig_t1 = np.zeros(0, np.int64)
+        self.sig_key = np.zeros(0, np.int64)
         self.points_released = 0
 
     @property
     def size(self) -> int:
-        return int(sum(r.shape[0] for r in self.runs_uid) + self.done_uid.shape[0])
+        return int(sum(r.shape[0] for r in self.runs_uid) + self.done_uid.shape[0]
+                   + self.sig_uid.shape[0])
 
     def referenced(self) -> np.ndarray:
-        parts = [r.ravel() for r in self.runs_uid] + [self.done_uid.ravel()]
+        parts = [r.ravel() for r in self.runs_uid] + [self.done_uid.ravel(),
+                                                      self.sig_uid.ravel()]
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
     # ------------------------------------------------------------------ expansion + matching
@@ -185,7 +196,9 @@ class PointEngine:
                 self.runs_t[j] = np.concatenate([self.runs_t[j], new_t[j]])
                 self.runs_p[j] = np.concatenate([self.runs_p[j], new_p[j]])
         done = new_uid[l_ - 1]
-        if done.shape[0]:
+        if done.shape[0] and not cfg.exact:
+            self._aggregate(buf, index, done, new_t[l_ - 1], new_p[l_ - 1])
+        elif done.shape[0]:
             anchor_hi = buf.hi[buf.positions(done[:, 0])]
             self.done_uid = np.concatenate([self.done_uid, done])
             self.done_t = np.concatenate([self.done_t, new_t[l_ - 1]])
@@ -206,80 +219,142 @@ class PointEngine:
                 self.runs_p[j] = self.runs_p[j][ok]
 
     # ------------------------------------------------------------------ collapsing
+    def _aggregate(self, buf: EventBuffer, index: ComponentIndex | None, uid: np.ndarray,
+                   tt: np.ndarray, pp: np.ndarray) -> None:
+        """Fold new point matches into their signatures' groups (float mode).
+
+        Skip-till-next weights each point match by Eq. 2 right away: every spoiler of its gaps
+        starts before its last point, below the horizon, so it has been seen.
+        """
+        cfg = self.config
+        l_ = cfg.length
+        w = pp.copy()
+        if cfg.skip_till_next:
+            assert index is not None
+            w *= self._no_spoiler(buf, index, uid, tt)
+        keep = w > 0
+        uid, tt, w = uid[keep], tt[keep], w[keep]
+        if uid.shape[0] == 0:
+            return
+        key = buf.hi[buf.positions(uid[:, 0])] + cfg.window - 1
+        su = np.concatenate([self.sig_uid, uid])
+        sw = np.concatenate([self.sig_w, w])
+        s0 = np.concatenate([self.sig_t0, tt[:, 0]])
+        s1 = np.concatenate([self.sig_t1, tt[:, l_ - 1]])
+        sk = np.concatenate([self.sig_key, key])
+        order = np.lexsort(tuple(su[:, c] for c in range(l_ - 1, -1, -1)))
+        su, sw, s0, s1, sk = su[order], sw[order], s0[order], s1[order], sk[order]
+        brk = np.concatenate([[True], np.any(su[1:] != su[:-1], axis=1)])
+        st = np.flatnonzero(brk)
+        self.sig_uid = su[st]
+        self.sig_w = np.add.reduceat(sw, st)
+        self.sig_t0 = np.minimum.reduceat(s0, st)
+        self.sig_t1 = np.maximum.reduceat(s1, st)
+        self.sig_key = sk[st]
+
+    def _no_spoiler(self, buf: EventBuffer, index: ComponentIndex, uid: np.ndarray,
+                    tt: np.ndarray) -> np.ndarray:
+        """``P[Theta(m) = empty]`` of each point match (Eq. 2), exact zeros kept exact.
+
+        For a spoiler ``c`` of the gaps ``G_c`` of a point match, the factor is the mass of
+        ``c`` outside those gaps, summed over the segments between them (each a difference of
+        running sums, exactly 0 when the segment holds no positive weight).
+        """
+        l_ = self.config.length
+        pos = buf.positions(uid)
+        order = np.lexsort(tuple(uid[:, c] for c in range(l_ - 1, -1, -1)))
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size)
+        su = uid[order]
+        brk = np.concatenate([[True], np.any(su[1:] != su[:-1], axis=1)])
+        grp_sorted = np.cumsum(brk) - 1
+        grp = grp_sorted[inv]
+        st = np.flatnonzero(brk)
+        sig_pos = pos[order][st]
+        ts = tt[order]
+        tmin = np.stack([np.minimum.reduceat(ts[:, c], st) for c in range(l_)], axis=1)
+        tmax = np.stack([np.maximum.reduceat(ts[:, c], st) for c in range(l_)], axis=1)
+        gap_ptr, gap_ev, _ = gather_spoilers(index, self.plan, buf.attrs, sig_pos, tmin, tmax)
+        out = np.ones(uid.shape[0])
+        if gap_ev.size == 0:
+            return out
+        keys = np.repeat(np.arange(gap_ptr.size - 1), np.diff(gap_ptr))
+        s_of, g_of = keys // l_, keys % l_
+        o = np.lexsort((gap_ev, s_of))
+        s_of, g_of, cs = s_of[o], g_of[o], gap_ev[o]
+        first = np.concatenate([[True], (s_of[1:] != s_of[:-1]) | (cs[1:] != cs[:-1])])
+        pst = np.flatnonzero(first)
+        pmask = np.bitwise_or.reduceat(np.int64(1) << g_of, pst)
+        psig, pc = s_of[pst], cs[pst]
+        sp_ptr = np.searchsorted(psig, np.arange(sig_pos.shape[0] + 1), side="left")
+        r, k = expand_ranges(sp_ptr[grp], sp_ptr[grp + 1])
+        if k.size == 0:
+            return out
+        c, m = pc[k], pmask[k]
+        big = np.int64(1) << 60
+        seg = np.full(k.size, -big, np.int64)
+        outside = np.zeros(k.size)
+        for g in range(1, l_):
+            ing = ((m >> g) & 1) == 1
+            if not ing.any():
+                continue
+            s_g, t_g = tt[r, g - 1], tt[r, g]
+            part = _cdf(buf, c, s_g) - _cdf(buf, c, seg - 1)
+            outside += np.where(ing, part, 0.0)
+            seg = np.where(ing, t_g, seg)
+        outside += 1.0 - _cdf(buf, c, seg - 1)
+        np.multiply.at(out, r, np.clip(outside, 0.0, 1.0))
+        return out
+
     def collapse(self, buf: EventBuffer, limit: float) -> Finalized:
-        """Collapse the point matches whose signature is final (first event's key < limit)."""
+        """Report the signatures that are final (first event's key < limit)."""
+        cfg = self.config
+        l_ = cfg.length
+        if cfg.exact:
+            return self._collapse_exact(buf, limit)
+        ready = self.sig_key < limit
+        if not ready.any():
+            return Finalized.empty(l_, False)
+        out = Finalized(buf.positions(self.sig_uid[ready]), self.sig_w[ready], None,
+                        self.sig_t0[ready], self.sig_t1[ready])
+        nr = ~ready
+        self.sig_uid, self.sig_w = self.sig_uid[nr], self.sig_w[nr]
+        self.sig_t0, self.sig_t1, self.sig_key = self.sig_t0[nr], self.sig_t1[nr], self.sig_key[nr]
+        return out
+
+    def _collapse_exact(self, buf: EventBuffer, limit: float) -> Finalized:
+        """Exact mode: keep every point match and collapse by Eq. 1 / Eq. 3-4 in rationals."""
         cfg = self.config
         l_ = cfg.length
         ready = self.done_key < limit
         if not ready.any():
-            return Finalized.empty(l_, cfg.exact)
-        uid, tt, pp = self.done_uid[ready], self.done_t[ready], self.done_p[ready]
+            return Finalized.empty(l_, True)
+        uid, tt = self.done_uid[ready], self.done_t[ready]
         self.done_uid, self.done_t = self.done_uid[~ready], self.done_t[~ready]
         self.done_p, self.done_key = self.done_p[~ready], self.done_key[~ready]
         order = np.lexsort(tuple(uid[:, c] for c in range(l_ - 1, -1, -1)))
-        uid, tt, pp = uid[order], tt[order], pp[order]
+        uid, tt = uid[order], tt[order]
         brk = np.concatenate([[True], np.any(uid[1:] != uid[:-1], axis=1)])
         starts = np.flatnonzero(brk)
-        sig = uid[starts]
-        pos = buf.positions(sig)
-        t_first_min = np.minimum.reduceat(tt[:, 0], starts)
-        t_last_max = np.maximum.reduceat(tt[:, l_ - 1], starts)
-        if not cfg.skip_till_next and not cfg.exact:
-            conf = np.add.reduceat(pp, starts)
-            return Finalized(pos, conf, None, t_first_min, t_last_max)
         ends = np.concatenate([starts[1:], [uid.shape[0]]])
+        pos = buf.positions(uid[starts])
         gap_ptr = np.zeros(1, np.int64)
         gap_ev = np.zeros(0, np.int64)
-        multi = np.zeros(sig.shape[0], bool)
         if cfg.skip_till_next:
             index = ComponentIndex(buf)
             tmin = np.stack([np.minimum.reduceat(tt[:, c], starts) for c in range(l_)], axis=1)
             tmax = np.stack([np.maximum.reduceat(tt[:, c], starts) for c in range(l_)], axis=1)
-            gap_ptr, gap_ev, multi = gather_spoilers(index, self.plan, buf.attrs, pos, tmin,
-                                                     tmax)
-        if cfg.exact:
-            return self._collapse_reference(buf, pos, tt, starts, ends, gap_ptr, gap_ev,
-                                            exact=True)
-        # float skip-till-next: vectorized Eq. 3 for single-gap spoilers
-        weight = pp.copy()
-        grp = np.repeat(np.arange(sig.shape[0]), ends - starts)
-        for g in range(1, l_):
-            key = grp * l_ + g
-            r, k = expand_ranges(gap_ptr[key], gap_ptr[key + 1])
-            if k.size == 0:
-                continue
-            c = gap_ev[k]
-            s, t = tt[r, g - 1], tt[r, g]
-            inside = _cdf(buf, c, t - 1) - _cdf(buf, c, s)
-            f = np.clip(1.0 - inside, 0.0, 1.0)
-            f[(buf.lo[c] > s) & (buf.hi[c] < t)] = 0.0
-            np.multiply.at(weight, r, f)
-        conf = np.add.reduceat(weight, starts)
-        pos_w = weight > 0
-        big = np.int64(1) << 60
-        t0 = np.minimum.reduceat(np.where(pos_w, tt[:, 0], big), starts)
-        t1 = np.maximum.reduceat(np.where(pos_w, tt[:, l_ - 1], -big), starts)
-        out = Finalized(pos, conf, None, t0, t1)
-        if multi.any():
-            ref = self._collapse_reference(buf, pos, tt, starts, ends, gap_ptr, gap_ev,
-                                           exact=False, only=np.flatnonzero(multi))
-            out.confidence[multi] = ref.confidence
-            out.t_start[multi] = ref.t_start
-            out.t_end[multi] = ref.t_end
-        keep = out.confidence > 0
-        return Finalized(out.pos[keep], out.confidence[keep], None, out.t_start[keep],
-                         out.t_end[keep])
+            gap_ptr, gap_ev, _ = gather_spoilers(index, self.plan, buf.attrs, pos, tmin, tmax)
+        return self._collapse_reference(buf, pos, tt, starts, ends, gap_ptr, gap_ev)
 
     def _collapse_reference(self, buf: EventBuffer, pos: np.ndarray, tt: np.ndarray,
                             starts: np.ndarray, ends: np.ndarray, gap_ptr: np.ndarray,
-                            gap_ev: np.ndarray, *, exact: bool,
-                            only: np.ndarray | None = None) -> Finalized:
+                            gap_ev: np.ndarray) -> Finalized:
         cfg = self.config
         l_ = cfg.length
-        pts_of = buf.exact_points if exact else buf.float_points
-        which = np.arange(pos.shape[0]) if only is None else only
+        pts_of = buf.exact_points
         conf, r0, r1, txt = [], [], [], []
-        for m in which:
+        for m in range(pos.shape[0]):
             comp_prob = [dict(pts_of(int(p))) for p in pos[m]]
             spoilers = []
             if cfg.skip_till_next:
@@ -291,13 +366,10 @@ class PointEngine:
             times = [tuple(int(x) for x in row) for row in tt[starts[m]: ends[m]]]
             c, a, b = collapse_point_matches(times, comp_prob, spoilers, cfg.max_enumeration)
             conf.append(float(c))
-            txt.append(fraction_text(c) if exact else "")
+            txt.append(fraction_text(c))
             r0.append(-1 if a is None else a)
             r1.append(-1 if b is None else b)
         conf_a = np.asarray(conf, dtype=float)
-        if only is not None:
-            return Finalized(pos[which], conf_a, None, np.asarray(r0, np.int64),
-                             np.asarray(r1, np.int64))
         keep = conf_a > 0
         return Finalized(pos[keep], conf_a[keep], [s for s, k in zip(txt, keep) if k],
                          np.asarray(r0, np.int64)[keep], np.asarray(r1, np.int64)[keep])
@@ -307,6 +379,8 @@ class PointEngine:
         return {"next_instant": self.next_instant, "runs_uid": self.runs_uid,
                 "runs_t": self.runs_t, "runs_p": self.runs_p, "done_uid": self.done_uid,
                 "done_t": self.done_t, "done_p": self.done_p, "done_key": self.done_key,
+                "sig_uid": self.sig_uid, "sig_w": self.sig_w, "sig_t0": self.sig_t0,
+                "sig_t1": self.sig_t1, "sig_key": self.sig_key,
                 "points_released": self.points_released}
 
     def set_state(self, s: dict) -> None:
@@ -324,6 +398,12 @@ class PointEngine:
                 assert (np.diff(t, axis=1) > 0).all()
                 assert (t[:, -1] - t[:, 0] < w).all()
                 assert (self.runs_p[j] > 0).all()
+        assert self.sig_uid.shape[0] == self.sig_w.shape[0] == self.sig_key.shape[0]
+        if self.sig_uid.shape[0]:
+            assert (self.sig_w > 0).all() and (self.sig_t0 <= self.sig_t1).all()
+            s = self.sig_uid
+            order = np.lexsort(tuple(s[:, c] for c in range(s.shape[1] - 1, -1, -1)))
+            assert np.any(s[order][1:] != s[order][:-1], axis=1).all()
         if self.done_t.shape[0]:
             assert (np.diff(self.done_t, axis=1) > 0).all()
             assert (self.done_t[:, -1] - self.done_t[:, 0] < w).all()
