@@ -40,7 +40,8 @@ from replaydb.operators.imprecise.finalize import Finalized
 from replaydb.operators.imprecise.predicates import PredicatePlan
 
 BLOCK = 1024
-"""Instants released and joined together."""
+"""Instants released and joined together (fewer when intervals are wide: the point runs and
+point matches of a block grow with the points per instant)."""
 
 
 def _cdf(buf: EventBuffer, pos: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -111,7 +112,8 @@ class PointEngine:
         index: ComponentIndex | None = None
         while self.next_instant < until:
             a = self.next_instant
-            b = int(min(until, a + BLOCK))
+            span = max(8, min(BLOCK, (8 * BLOCK) // (buf.width_max + 1)))
+            b = int(min(until, a + span))
             sel = np.flatnonzero((buf.lo < b) & (buf.hi >= a))
             if sel.size:
                 if index is None and self.config.skip_till_next:
@@ -187,7 +189,7 @@ class PointEngine:
             new_uid[j + 1] = np.concatenate([src_uid[r], puid[q, None]], axis=1)
             new_t[j + 1] = np.concatenate([src_t[r], pt[q, None]], axis=1)
             new_p[j + 1] = src_p[r] * pp[q]
-            if cap is not None and new_uid[j + 1].shape[0] + self.size > cap:
+            if cap is not None and j + 1 < l_ - 1 and new_uid[j + 1].shape[0] + self.size > cap:
                 raise StateCapExceeded("imprecise pattern (point-based)", "point runs",
                                        new_uid[j + 1].shape[0] + self.size, cap, "state_cap")
         for j in range(l_ - 1):
