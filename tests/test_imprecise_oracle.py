@@ -39,7 +39,7 @@ RUNNERS = [("event", "query_order"), ("event", "any_state"), ("event", "selectiv
 def scenario(draw, max_events: int = 6, max_worlds: int = 4096):
     n = draw(st.integers(1, max_events))
     pmf = draw(st.sampled_from(["uniform", "list", "triangular"]))
-    lo = 0
+    lo = draw(st.integers(-6, 2))  # negative instants too
     events = []
     for i in range(n):
         lo += draw(st.integers(0, 3))

@@ -3,7 +3,9 @@
 For each candidate (a row of buffer positions in pattern order): valid intervals (three passes),
 the NELT test of skip-till-next (when the matcher has not applied it already), the spoilers of
 each gap, then the confidence and tightest time range - compiled float kernels for the common
-case, the exact reference (:mod:`.confidence`) in exact mode or when one event spoils several gaps.
+case, the exact reference (:mod:`.confidence`) in exact mode; when one event spoils several gaps of a
+skip-till-next match, the point matches inside the valid intervals are enumerated (compiled) and
+weighted by Eq. 2, as the paper proposes for event-based skip-till-next.
 Candidates of confidence 0 (no world returns them) are dropped.
 
 Complexity: O(M * l) vectorized for the intervals and NELT, plus the confidence DP per match
@@ -27,7 +29,7 @@ from replaydb.operators.imprecise.confidence import (
 from replaydb.operators.imprecise.config import ImpreciseConfig
 from replaydb.operators.imprecise.events import EventBuffer
 from replaydb.operators.imprecise.intervals import valid_intervals
-from replaydb.operators.imprecise.kernels import confidence_many
+from replaydb.operators.imprecise.kernels import confidence_enumerate_many, confidence_many
 from replaydb.operators.imprecise.predicates import PredicatePlan
 
 
@@ -89,17 +91,44 @@ def finalize(buf: EventBuffer, index: ComponentIndex, plan: PredicatePlan,
             if a is not None:
                 r0[m], r1[m] = a, b
     else:
-        conf, r0, r1 = confidence_many(match, vlb, vub, buf.lo, buf.hi, buf.woff, buf.wflat,
-                                        buf.cflat, config.window, nxt, gap_ptr, gap_ev)
-        for m in np.flatnonzero(multi):
-            c, a, b = _reference(buf, config, match[m], vlb[m], vub[m], gap_ptr, gap_ev, int(m),
-                                 exact=False)
-            conf[m] = c
-            r0[m], r1[m] = (a, b) if a is not None else (-1, -1)
+        single = ~multi
+        if multi.all():
+            conf, r0, r1 = (np.zeros(m_count), np.zeros(m_count, np.int64),
+                            np.zeros(m_count, np.int64))
+        else:
+            sub_ptr, sub_ev = _sub_csr(gap_ptr, gap_ev, single, l_) if multi.any() else (
+                gap_ptr, gap_ev)
+            c1, a1, b1 = confidence_many(match[single], vlb[single], vub[single], buf.lo, buf.hi,
+                                         buf.woff, buf.wflat, buf.cflat, config.window, nxt,
+                                         sub_ptr, sub_ev)
+            conf, r0, r1 = (np.zeros(m_count), np.zeros(m_count, np.int64),
+                            np.zeros(m_count, np.int64))
+            conf[single], r0[single], r1[single] = c1, a1, b1
+        if multi.any():
+            # one event spoils several gaps: enumerate the point matches (compiled)
+            sub_ptr, sub_ev = _sub_csr(gap_ptr, gap_ev, multi, l_)
+            c2, a2, b2 = confidence_enumerate_many(match[multi], vlb[multi], vub[multi], buf.lo,
+                                                   buf.hi, buf.woff, buf.wflat, buf.cflat,
+                                                   config.window, sub_ptr, sub_ev)
+            conf[multi], r0[multi], r1[multi] = c2, a2, b2
     keep = conf > 0
     if exact_txt is not None:
         exact_txt = [s for s, k in zip(exact_txt, keep) if k]
     return Finalized(match[keep], conf[keep], exact_txt, r0[keep], r1[keep])
+
+
+def _sub_csr(gap_ptr: np.ndarray, gap_ev: np.ndarray, rows: np.ndarray, l_: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The per-(match, gap) CSR restricted to the matches selected by ``rows``."""
+    sel = np.flatnonzero(rows)
+    starts = gap_ptr[sel * l_]
+    ends = gap_ptr[sel * l_ + l_]
+    lens = ends - starts
+    idx = np.repeat(starts, lens) + (np.arange(int(lens.sum()))
+                                     - np.repeat(np.cumsum(lens) - lens, lens))
+    counts = np.diff(gap_ptr)[(sel[:, None] * l_ + np.arange(l_)[None, :]).ravel()]
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return ptr, gap_ev[idx]
 
 
 def _reference(buf: EventBuffer, config: ImpreciseConfig, row: np.ndarray, vlb: np.ndarray,

@@ -8,8 +8,8 @@ For a match ``(e_1, ..., e_l)`` with uncertainty intervals ``[lo_j, hi_j]`` and 
   ``vub_j = min(vub_{j+1} - 1, rub_j)``.
 
 The events can occur in this order within the window in some world iff ``vlb_j <= vub_j`` for
-every ``j`` (equivalently: ``vlb_j <= hi_j`` for all ``j`` and ``vlb_l - rub_1 < W``); every point
-match of the signature lies inside the valid intervals. The one-pass incremental form used while
+every ``j`` and ``l <= W`` (equivalently: ``vlb_j <= hi_j`` for all ``j``, ``vlb_l - rub_1 < W``
+and ``l <= W``); every point match of the signature lies inside the valid intervals. The one-pass incremental form used while
 extending partial matches keeps ``vlb_j`` and ``P_j = min_{k<=j}(hi_k - k)`` (1-based ``k``):
 an extension by ``e`` is possible iff ``max(vlb_j + 1, lo_e) <= hi_e`` and, looking ahead,
 ``vlb_{j+1} + (l - j - 1) - P_{j+1} <= W``; ``rub_1 = P_l + 1`` at the end.
@@ -46,7 +46,9 @@ def valid_intervals(lo: np.ndarray, hi: np.ndarray, window: int
     vub[:, l_ - 1] = np.minimum(rub[:, l_ - 1], last)
     for j in range(l_ - 2, -1, -1):
         vub[:, j] = np.minimum(vub[:, j + 1] - 1, rub[:, j])
-    ok = np.all(vub >= vlb, axis=1)
+    # l points need l - 1 instants after the first: with W < l no window holds them (a case the
+    # third pass alone misses: it anchors the window at rub_1, not at the chain's first point)
+    ok = np.all(vub >= vlb, axis=1) & (l_ - 1 < window)
     return vlb, rub, vub, ok
 
 

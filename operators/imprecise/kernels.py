@@ -91,8 +91,9 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
     """
     m_count, l_ = ev.shape
     conf = np.zeros(m_count)
-    r0 = np.full(m_count, np.int64(-1))
-    r1 = np.full(m_count, np.int64(-1))
+    none = np.iinfo(np.int64).min
+    r0 = np.full(m_count, none)
+    r1 = np.full(m_count, none)
     maxn = 1
     for m in range(m_count):
         for j in range(l_):
@@ -105,6 +106,8 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
     back = np.zeros(maxn)
     nback = np.zeros(maxn)
     gw = np.ones((l_, maxn, maxn)) if use_gaps else np.ones((1, 1, 1))
+    cum = np.zeros((maxn, maxn)) if use_gaps else np.zeros((1, 1))
+    lastpos = np.zeros((maxn, maxn), np.int64) if use_gaps else np.zeros((1, 1), np.int64)
     for m in range(m_count):
         feasible = True
         for j in range(l_):
@@ -122,9 +125,31 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
         binding = vub[m, l_ - 1] - vlb[m, 0] >= window
         n0 = vub[m, 0] - vlb[m, 0] + 1
         total = 0.0
-        best0 = np.int64(-1)
-        best1 = np.int64(-1)
+        best0 = none
+        best1 = none
         nstarts = n0 if binding else 1
+        # With spoilers and a binding window, the last transition is read from a cumulative
+        # table (cum[a, b]: mass of the last step from point a of component l-2 to points
+        # <= b of component l-1), so each start costs O(n^2) less: the final component is not
+        # recomputed per start.
+        use_cum = binding and use_gaps and l_ >= 2
+        steps = l_ - 1 if use_cum else l_
+        nlc = vub[m, l_ - 1] - vlb[m, l_ - 1] + 1
+        if use_cum:
+            npc = vub[m, l_ - 2] - vlb[m, l_ - 2] + 1
+            for a in range(npc):
+                s = vlb[m, l_ - 2] + a
+                run = 0.0
+                lastb = -1
+                for b in range(nlc):
+                    t = vlb[m, l_ - 1] + b
+                    if t > s:
+                        term = gw[l_ - 1, a, b] * probs[l_ - 1, b]
+                        if term > 0.0:
+                            run += term
+                            lastb = b
+                    cum[a, b] = run
+                    lastpos[a, b] = lastb
         for si in range(nstarts):
             # f over component 0: one start point (binding) or all of them
             for k in range(n0):
@@ -139,7 +164,7 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
                     f[k] = probs[0, k]
                 limit = vub[m, l_ - 1]
             alive = True
-            for j in range(1, l_):
+            for j in range(1, steps):
                 ns = vub[m, j - 1] - vlb[m, j - 1] + 1
                 nt = vub[m, j] - vlb[m, j] + 1
                 s0 = vlb[m, j - 1]
@@ -158,6 +183,15 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
                             nf[b] = 0.0
                         else:
                             nf[b] = probs[j, b] * acc
+                            if nf[b] > 0.0:
+                                anyv = True
+                elif binding and j == 1:
+                    # the start is one point: the first transition is a single row
+                    for b in range(nt):
+                        t = t0 + b
+                        nf[b] = 0.0
+                        if s0 + si < t <= limit:
+                            nf[b] = probs[j, b] * f[si] * gw[j, si, b]
                             if nf[b] > 0.0:
                                 anyv = True
                 else:
@@ -180,16 +214,29 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
                     break
             if not alive:
                 continue
-            nl = vub[m, l_ - 1] - vlb[m, l_ - 1] + 1
             sub = 0.0
-            last = np.int64(-1)
-            for b in range(nl):
-                if f[b] > 0.0:
-                    sub += f[b]
-                    last = vlb[m, l_ - 1] + b
+            last = none
+            if use_cum:
+                bi = limit - vlb[m, l_ - 1]
+                if bi < 0:
+                    continue
+                if bi >= nlc:
+                    bi = nlc - 1
+                npc = vub[m, l_ - 2] - vlb[m, l_ - 2] + 1
+                for a in range(npc):
+                    if f[a] > 0.0 and cum[a, bi] > 0.0:
+                        sub += f[a] * cum[a, bi]
+                        cand = vlb[m, l_ - 1] + lastpos[a, bi]
+                        if cand > last:
+                            last = cand
+            else:
+                for b in range(nlc):
+                    if f[b] > 0.0:
+                        sub += f[b]
+                        last = vlb[m, l_ - 1] + b
             if sub > 0.0:
                 total += sub
-                if binding and best0 < 0:
+                if binding and best0 == none:
                     best0 = vlb[m, 0] + si
                 if last > best1:
                     best1 = last
@@ -235,3 +282,207 @@ def confidence_many(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nda
         c(ev, np.int64), c(vlb, np.int64), c(vub, np.int64), c(lo, np.int64), c(hi, np.int64),
         c(woff, np.int64), c(wflat, np.float64), c(cflat, np.float64), int(window),
         bool(use_gaps), c(gap_ptr, np.int64), c(gap_ev, np.int64))
+
+
+_SIG_ENUM = (nb.types.Tuple((nb.float64[::1], nb.int64[::1], nb.int64[::1]))(
+    nb.int64[:, ::1], nb.int64[:, ::1], nb.int64[:, ::1], nb.int64[::1], nb.int64[::1],
+    nb.int64[::1], nb.float64[::1], nb.float64[::1], nb.int64, nb.int64[::1], nb.int64[::1],
+    nb.int64[::1], nb.int64[::1], nb.int64[::1]))
+
+
+@nb.njit(_SIG_ENUM, cache=True)
+def confidence_enumerate(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.ndarray,
+                         hi: np.ndarray, woff: np.ndarray, wflat: np.ndarray,
+                         cflat: np.ndarray, window: int, gap_ptr: np.ndarray,
+                         gap_ev: np.ndarray, multi_ptr: np.ndarray, multi_ev: np.ndarray,
+                         multi_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Skip-till-next confidence by enumerating the point matches in the valid intervals.
+
+    The paper's event-based skip-till-next method (enumerate the points of the valid intervals,
+    then the point-based confidence): each point match is weighted by Eq. 2 directly. Spoilers
+    of one gap (``gap_ptr``/``gap_ev``, CSR over ``m * l + g``) enter through per-gap factor
+    tables; a spoiler of several gaps (``multi_ptr``/``multi_ev`` CSR over matches,
+    ``multi_mask`` bit ``g`` set per gap) contributes its mass outside all of them, which the
+    point match's instants fix - no enumeration of the spoiler's points (Eq. 4) is needed.
+    Cost per match: its point matches times its spoilers of several gaps.
+    """
+    m_count, l_ = ev.shape
+    conf = np.zeros(m_count)
+    none = np.iinfo(np.int64).min
+    r0 = np.full(m_count, none)
+    r1 = np.full(m_count, none)
+    maxn = 1
+    for m in range(m_count):
+        for j in range(l_):
+            n = vub[m, j] - vlb[m, j] + 1
+            if n > maxn:
+                maxn = n
+    probs = np.zeros((l_, maxn))
+    gw = np.ones((l_, maxn, maxn))
+    idx = np.zeros(l_, np.int64)
+    tt = np.zeros(l_, np.int64)
+    acc = np.zeros(l_ + 1)
+    kmax = 1
+    for m in range(m_count):
+        kmax = max(kmax, multi_ptr[m + 1] - multi_ptr[m])
+    pre = np.zeros(kmax)
+    lastgap = np.zeros(kmax, np.int64)
+    for m in range(m_count):
+        feasible = True
+        for j in range(l_):
+            if vub[m, j] < vlb[m, j]:
+                feasible = False
+        if not feasible:
+            continue
+        for j in range(l_):
+            e = ev[m, j]
+            for k in range(vub[m, j] - vlb[m, j] + 1):
+                probs[j, k] = _prob(e, vlb[m, j] + k, lo, hi, woff, wflat)
+        for g in range(1, l_):
+            _gap_weights(m, g, vlb, vub, gap_ptr, gap_ev, lo, hi, woff, cflat, gw[g])
+        k0 = multi_ptr[m]
+        k1 = multi_ptr[m + 1]
+        total = 0.0
+        best0 = none
+        best1 = none
+        if l_ == 1:
+            for k in range(vub[m, 0] - vlb[m, 0] + 1):
+                if probs[0, k] > 0.0:
+                    total += probs[0, k]
+                    if best0 == none:
+                        best0 = vlb[m, 0] + k
+                    best1 = vlb[m, 0] + k
+            conf[m] = total
+            r0[m] = best0
+            r1[m] = best1
+            continue
+        # depth-first enumeration of increasing point chains over components 0..l-2; the last
+        # component is an inner loop, with the spoilers' mass outside the fixed gaps
+        # precomputed per prefix
+        last = l_ - 1
+        nlast = vub[m, last] - vlb[m, last] + 1
+        j = 0
+        idx[0] = -1
+        acc[0] = 1.0
+        while j >= 0:
+            idx[j] += 1
+            n = vub[m, j] - vlb[m, j] + 1
+            if idx[j] >= n:
+                j -= 1
+                continue
+            t = vlb[m, j] + idx[j]
+            if j > 0:
+                if t - tt[0] >= window:
+                    j -= 1  # later instants only move further out of the window
+                    continue
+                if t <= tt[j - 1]:
+                    continue
+            p = probs[j, idx[j]]
+            if p <= 0.0:
+                continue
+            w = acc[j] * p
+            if j > 0:
+                w *= gw[j, tt[j - 1] - vlb[m, j - 1], idx[j]]
+            if w <= 0.0:
+                continue
+            tt[j] = t
+            if j < last - 1:
+                acc[j + 1] = w
+                j += 1
+                idx[j] = -1
+                continue
+            # j == l - 2: fixed prefix; per multi spoiler, the outside mass before the last gap
+            for k in range(k0, k1):
+                c = multi_ev[k]
+                mask = multi_mask[k]
+                outside = 0.0
+                seg = np.int64(-(1 << 62))
+                for g in range(1, last):
+                    if (mask >> g) & 1:
+                        outside += (_cdf(c, tt[g - 1], lo, hi, woff, cflat)
+                                    - _cdf(c, seg - 1, lo, hi, woff, cflat))
+                        seg = tt[g]
+                if (mask >> last) & 1:
+                    outside += (_cdf(c, tt[last - 1], lo, hi, woff, cflat)
+                                - _cdf(c, seg - 1, lo, hi, woff, cflat))
+                    pre[k - k0] = outside
+                    lastgap[k - k0] = 1
+                else:
+                    pre[k - k0] = outside + 1.0 - _cdf(c, seg - 1, lo, hi, woff, cflat)
+                    lastgap[k - k0] = 0
+            a = tt[last - 1] - vlb[m, last - 1]
+            for b in range(nlast):
+                tl = vlb[m, last] + b
+                if tl <= tt[last - 1]:
+                    continue
+                if tl - tt[0] >= window:
+                    break
+                w2 = w * probs[last, b] * gw[last, a, b]
+                if w2 <= 0.0:
+                    continue
+                for k in range(k0, k1):
+                    o = pre[k - k0]
+                    if lastgap[k - k0] == 1:
+                        o += 1.0 - _cdf(multi_ev[k], tl - 1, lo, hi, woff, cflat)
+                    if o <= 0.0:
+                        w2 = 0.0
+                        break
+                    w2 *= o
+                if w2 > 0.0:
+                    total += w2
+                    if best0 == none or tt[0] < best0:
+                        best0 = tt[0]
+                    if tl > best1:
+                        best1 = tl
+        conf[m] = total
+        r0[m] = best0
+        r1[m] = best1
+    return conf, r0, r1
+
+
+def split_multi(gap_ptr: np.ndarray, gap_ev: np.ndarray, m_count: int, l_: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Separate spoilers of several gaps from the per-gap CSR.
+
+    Returns ``(gap_ptr, gap_ev)`` without them and ``(multi_ptr, multi_ev, multi_mask)``, a CSR
+    over matches of the events spoiling several gaps with their gap bitmask.
+    """
+    keys = np.repeat(np.arange(gap_ptr.size - 1), np.diff(gap_ptr))
+    mrow, g = keys // l_, keys % l_
+    o = np.lexsort((gap_ev, mrow))
+    mrow_s, ev_s, g_s = mrow[o], gap_ev[o], g[o]
+    first = np.concatenate([[True], (mrow_s[1:] != mrow_s[:-1]) | (ev_s[1:] != ev_s[:-1])])
+    st = np.flatnonzero(first)
+    counts = np.diff(np.concatenate([st, [mrow_s.size]]))
+    mask = np.bitwise_or.reduceat(np.int64(1) << g_s, st) if st.size else np.zeros(0, np.int64)
+    is_multi = counts > 1
+    multi_m = mrow_s[st][is_multi]
+    multi_ev = ev_s[st][is_multi]
+    multi_mask = mask[is_multi]
+    multi_ptr = np.searchsorted(multi_m, np.arange(m_count + 1), side="left").astype(np.int64)
+    # drop every (match, event) pair that is multi from the per-gap lists
+    pair_multi = np.repeat(is_multi, counts)
+    keep_sorted = ~pair_multi
+    keep = np.empty_like(keep_sorted)
+    keep[o] = keep_sorted
+    k2 = keys[keep]
+    ev2 = gap_ev[keep]
+    ptr2 = np.zeros(gap_ptr.size, np.int64)
+    np.add.at(ptr2, k2 + 1, 1)
+    return (np.cumsum(ptr2), ev2, multi_ptr, multi_ev.astype(np.int64),
+            multi_mask.astype(np.int64))
+
+
+def confidence_enumerate_many(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray,
+                              lo: np.ndarray, hi: np.ndarray, woff: np.ndarray,
+                              wflat: np.ndarray, cflat: np.ndarray, window: int,
+                              gap_ptr: np.ndarray, gap_ev: np.ndarray
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`confidence_enumerate` from a per-gap spoiler CSR (multi-gap ones split off)."""
+    c = np.ascontiguousarray
+    m_count, l_ = ev.shape
+    gp, ge, mp, me, mm = split_multi(gap_ptr, gap_ev, m_count, l_)
+    return confidence_enumerate(
+        c(ev, np.int64), c(vlb, np.int64), c(vub, np.int64), c(lo, np.int64), c(hi, np.int64),
+        c(woff, np.int64), c(wflat, np.float64), c(cflat, np.float64), int(window),
+        c(gp, np.int64), c(ge, np.int64), c(mp, np.int64), c(me, np.int64), c(mm, np.int64))

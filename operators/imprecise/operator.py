@@ -143,6 +143,7 @@ class ImprecisePatternOperator(Operator):
         ev = ingest(batch, self.cfg, self.plan)
         self._check_order(ev.lo_all, ev.hi_all)
         uids = self.buf.append(ev)
+        self._set_state_size(self._state_entries())
         if ev.lo_all.size:
             m = int(ev.lo_all.max())
             self.max_lower = m if self.max_lower is None else max(self.max_lower, m)
