@@ -280,6 +280,11 @@ class SelectivityFeeder:
             possible_any |= at_j
         return ~possible_any
 
+    def _check(self) -> None:
+        """Invariants: waiting events are distinct and in arrival order."""
+        assert (np.diff(self.waiting) > 0).all()
+        assert (self.seen >= 0).all()
+
     def get_state(self) -> dict:
         return {"waiting": self.waiting, "seen": self.seen}
 

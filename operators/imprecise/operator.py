@@ -25,6 +25,10 @@ Output (one row per reported signature), in order of ``(a.upper + W - 1, signatu
 State held: the relevant events that may still take part in a match, plus the framework's runs
 (any-state runs, or point runs of the point-based framework) and matches awaiting finality; its
 size is checked against ``state_cap``.
+
+Complexity per batch: O(batch) to ingest (vectorized), plus the framework's matching work (see
+:mod:`.query_order`, :mod:`.any_state`, :mod:`.point_based`) and the confidence of the matches that
+become final (:mod:`.kernels`). Irrelevant events (matching no component) are dropped at ingest.
 """
 
 from __future__ import annotations
@@ -310,6 +314,11 @@ class ImprecisePatternOperator(Operator):
         self.buf._check()
         if self.engine is not None:
             self.engine._check()
+        if self.feeder is not None:
+            self.feeder._check()
+            assert np.isin(self.feeder.waiting, self.buf.uid).all()
+        if self.engine is not None:
+            assert np.isin(self.engine.referenced(), self.buf.uid).all()
         if self.points is not None:
             self.points._check()
         assert self.counters.state_size == self._state_entries()
