@@ -411,3 +411,18 @@ def test_live_use_with_strings_and_return_attributes():
     # b1 = [1, 3] follows a = [0, 2] in 6 of the 9 equally likely worlds; b2 is on node n2
     assert rows == [{"t": 3, "t_start": 0, "t_end": 3, "confidence": pytest.approx(2 / 3),
                      "signature": [10, 11], "a_node": "n1", "b_load": 97.5}]
+
+
+@pytest.mark.parametrize("framework, method", RUNNERS)
+def test_trimmed_intervals_do_not_raise_the_pruning_bound(framework, method):
+    """x's pmf puts all weight on its last instant (trimmed to [5, 5]) but its declared lower
+    bound is 0, so a later event may still start at 1 (input ordered by declared lower bound);
+    the run holding x must survive until then."""
+    evs = [E(0, 0, 5, "B", weights=(0, 0, 0, 0, 0, 1)), E(1, 1, 1, "A", weights=(1,))]
+    table = events_table(evs, attrs=("v", "k"), pmf_column="w")
+    op = bind(parse("PATTERN SEQ(A a, B b) WITHIN 10"), table.schema, None, pmf_col="w",
+              framework=framework, method=method)
+    op.push(table.slice(0, 1))
+    op.push(table.slice(1))
+    op.flush()
+    assert op.results().column("signature").to_pylist() == [[1, 0]]

@@ -28,11 +28,10 @@ paper's worst case is exponential in the events per window).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from replaydb.errors import StateCapExceeded
+from replaydb.operators.imprecise.any_state_kernels import feed_runs
 from replaydb.operators.imprecise.config import ImpreciseConfig
 from replaydb.operators.imprecise.events import EventBuffer
 from replaydb.operators.imprecise.intervals import feasible_partial
@@ -60,25 +59,46 @@ class AnyStateEngine:
         return int(self.uid.shape[0] + self.done_uid.shape[0])
 
     # ------------------------------------------------------------------ feeding
-    def feed(self, buf: EventBuffer, positions: np.ndarray, future_lower: Callable[[int], int],
+    def feed(self, buf: EventBuffer, positions: np.ndarray, future_lower: np.ndarray,
              cap: int | None) -> None:
         """Feed the events at ``positions`` (buffer positions) in that order.
 
-        ``future_lower(i)`` is a lower bound on the lower bound of every event fed after the
-        ``i``-th one (used to prune runs every few events).
+        ``future_lower[i]`` bounds from below the lower bound of every event fed after the
+        ``i``-th one (used to prune runs every few events). Without cross-event conditions the
+        compiled loop of :mod:`.any_state_kernels` runs; otherwise this Python loop.
         """
+        if positions.size == 0:
+            return
+        if not any(self.plan.cross):
+            self._feed_compiled(buf, positions, future_lower, cap)
+            return
         since = 0
         last_size = max(self.uid.shape[0], 64)
         for i, p in enumerate(positions):
             self._feed_one(buf, int(p))
             since += 1
             if since >= PRUNE_EVERY or self.uid.shape[0] > 2 * last_size:
-                self.prune(future_lower(i))
+                self.prune(int(future_lower[i]))
                 since = 0
                 last_size = max(self.uid.shape[0], 64)
             if cap is not None and self.size > cap:
                 raise StateCapExceeded("imprecise pattern (any state)", "runs", self.size, cap,
                                        "state_cap")
+
+    def _feed_compiled(self, buf: EventBuffer, positions: np.ndarray, future_lower: np.ndarray,
+                       cap: int | None) -> None:
+        c = np.ascontiguousarray
+        out = feed_runs(c(self.uid), c(self.lo), c(self.hi), self.uid.shape[0],
+                        c(self.done_uid), c(self.done_key), self.done_uid.shape[0],
+                        c(buf.uid[positions]), c(buf.lo[positions]), c(buf.hi[positions]),
+                        c(buf.comp[positions]), c(np.asarray(future_lower, np.int64)),
+                        int(self.config.window), PRUNE_EVERY, -1 if cap is None else int(cap))
+        uid, lo, hi, n, done, key, nd, status = out
+        self.uid, self.lo, self.hi = uid[:n].copy(), lo[:n].copy(), hi[:n].copy()
+        self.done_uid, self.done_key = done[:nd].copy(), key[:nd].copy()
+        if status:
+            raise StateCapExceeded("imprecise pattern (any state)", "runs", self.size,
+                                   int(cap or 0), "state_cap")
 
     def _feed_one(self, buf: EventBuffer, p: int) -> None:
         cfg = self.config
@@ -255,7 +275,7 @@ class SelectivityFeeder:
         big = 1 << 60
         b = int(min(bound, big))
         nxt = np.concatenate([suffix[1:], [big]])
-        engine.feed(buf, pos, lambda i: int(min(b, nxt[i])), cap)
+        engine.feed(buf, pos, np.minimum(nxt, b), cap)
 
     def _stale(self, engine: AnyStateEngine, comp: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                horizon: float) -> np.ndarray:

@@ -42,7 +42,8 @@ class Ingested:
     wflat: np.ndarray
     cflat: np.ndarray
     rawflat: np.ndarray
-    lo_all: np.ndarray  # lower bounds of ALL rows of the batch (relevant or not)
+    lo_raw: np.ndarray  # declared lower bounds of the relevant rows (before trimming)
+    lo_all: np.ndarray  # declared lower bounds of ALL rows of the batch (relevant or not)
     hi_all: np.ndarray
 
 
@@ -172,7 +173,7 @@ def ingest(batch: pa.RecordBatch, config: ImpreciseConfig, plan: PredicatePlan) 
     w, c = _normalize(raw, woff, rowid) if raw.size else (raw.copy(), raw.copy())
     return Ingested(seq=seq[rows], lo=lo_r, hi=hi_r, comp=comp[rows], attrs=attrs,
                     woff=np.asarray(woff, np.int64), wflat=w, cflat=c, rawflat=raw,
-                    lo_all=lo, hi_all=hi)
+                    lo_raw=lo[rows], lo_all=lo, hi_all=hi)
 
 
 class EventBuffer:

@@ -155,11 +155,11 @@ class ImprecisePatternOperator(Operator):
             if self.feeder is not None:
                 self.feeder.add(self.buf, uids)
             else:
+                # events later in this batch start at or after the running maximum of the
+                # declared lower bounds (minus the slack) - not of the trimmed ones
                 pos = self.buf.positions(uids)
-                run_max = np.maximum.accumulate(self.buf.lo[pos])
-                slack = self._slack
-                self.engine.feed(self.buf, pos, lambda i: int(run_max[i]) - slack,
-                                 self.state_cap)
+                run_max = np.maximum.accumulate(ev.lo_raw)
+                self.engine.feed(self.buf, pos, run_max - self._slack, self.state_cap)
         self._advance(flush=False)
 
     def _flush(self) -> None:
