@@ -22,8 +22,9 @@ waiting, none in a live run close enough, none able to come in the future - is d
 event whose window has passed (``upper + W - 1 < horizon``) is fed at once: waiting cannot reorder
 it further.
 
-Complexity: per event, O(runs * l) NumPy work; the number of runs is what the method costs (the
-paper's worst case is exponential in the events per window).
+Complexity: per event, O(runs * l) - compiled (:mod:`.any_state_kernels`) when the query has no
+cross-event conditions, NumPy work per event otherwise; the number of runs is what the method
+costs (the paper's worst case is exponential in the events per window).
 """
 
 from __future__ import annotations

@@ -84,8 +84,7 @@ def finalize(buf: EventBuffer, index: ComponentIndex, plan: PredicatePlan,
         r1 = np.full(m_count, -1, np.int64)
         exact_txt = []
         for m in range(m_count):
-            c, a, b = _reference(buf, config, match[m], vlb[m], vub[m], gap_ptr, gap_ev, m,
-                                 exact=True)
+            c, a, b = _exact(buf, config, match[m], vlb[m], vub[m], gap_ptr, gap_ev, m)
             conf[m] = float(c)
             exact_txt.append(fraction_text(c))
             if a is not None:
@@ -131,13 +130,14 @@ def _sub_csr(gap_ptr: np.ndarray, gap_ev: np.ndarray, rows: np.ndarray, l_: int
     return ptr, gap_ev[idx]
 
 
-def _reference(buf: EventBuffer, config: ImpreciseConfig, row: np.ndarray, vlb: np.ndarray,
-               vub: np.ndarray, gap_ptr: np.ndarray, gap_ev: np.ndarray, m: int, *,
-               exact: bool) -> tuple[object, int | None, int | None]:
-    pts_of = buf.exact_points if exact else buf.float_points
+def _exact(buf: EventBuffer, config: ImpreciseConfig, row: np.ndarray, vlb: np.ndarray,
+           vub: np.ndarray, gap_ptr: np.ndarray, gap_ev: np.ndarray, m: int
+           ) -> tuple[Fraction, int | None, int | None]:
+    """Exact rational confidence and range of one match (the reference implementation)."""
+    pts_of = buf.exact_points
     comp_pts = [restrict(pts_of(int(p)), int(a), int(b)) for p, a, b in zip(row, vlb, vub)]
     if any(not pts for pts in comp_pts):
-        return (Fraction(0) if exact else 0.0), None, None
+        return Fraction(0), None, None
     if not config.skip_till_next:
         return chain_confidence(comp_pts, config.window)
     l_ = config.length
@@ -146,7 +146,4 @@ def _reference(buf: EventBuffer, config: ImpreciseConfig, row: np.ndarray, vlb: 
         for c in gap_ev[gap_ptr[m * l_ + g]: gap_ptr[m * l_ + g + 1]]:
             gaps.setdefault(int(c), set()).add(g)
     spoilers = [(pts_of(c), frozenset(gs)) for c, gs in gaps.items()]
-    res = next_confidence(comp_pts, config.window, spoilers, config.max_enumeration)
-    if not exact:
-        return float(res[0]), res[1], res[2]
-    return res
+    return next_confidence(comp_pts, config.window, spoilers, config.max_enumeration)

@@ -112,7 +112,7 @@ def detect(text: str) -> bool:
 
 
 class _Parser(ParserBase):
-    def fail(self, message: str, pos: int | None, hint: str | None = None) -> ParseError:
+    def fail(self, message: str, pos: int | None = None, hint: str | None = None) -> ParseError:
         """A semantic error at ``pos`` (no 'expected' list: the tokens themselves parsed)."""
         self._expected = []
         return self.error(message, pos, hint=hint)
