@@ -102,6 +102,8 @@ def ingest(
     batch_id: str | None = None,
     lateness: int = 0,
     type_column: str | None = None,
+    upper_column: str | None = None,
+    pmf_column: str | None = None,
     master: str | None = None,
     extra: str = "error",
     duplicates: str = "keep",
@@ -143,7 +145,8 @@ def ingest(
             else:
                 arrow_src = infer_schema(files)
             schema = StreamSchema.infer(arrow_src, time_column=time_column, time_unit=time_unit,
-                                        lateness=lateness, type_column=type_column)
+                                        lateness=lateness, type_column=type_column,
+                                        upper_column=upper_column, pmf_column=pmf_column)
         store.create_stream(stream, schema)
         created = True
     spark = spark or get_spark(master, app_name=f"replaydb ingest {stream}", quiet=quiet)
