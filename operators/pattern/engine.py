@@ -69,6 +69,7 @@ class _Base:
 
     def ensure_parts(self, n_parts: int) -> None:
         cur = self.s["part_cap"]
+        self.s["n_parts"] = max(self.s["n_parts"], n_parts)
         if n_parts <= cur:
             return
         cap = max(n_parts, 2 * cur)

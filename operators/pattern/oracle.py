@@ -156,12 +156,16 @@ class Rows:
     cols: dict[str, list[Any]]
     t: list[int]
     index: list[int]  # row index in the input table
+    numeric: frozenset[str] = frozenset()
 
 
 def _val(rows: Rows, col: str, r: int | None) -> Any:
     if r is None or r < 0 or r >= len(rows.t):
-        return None
-    return rows.cols[col][r]
+        return float("nan") if col in rows.numeric else None
+    v = rows.cols[col][r]
+    if v is None and col in rows.numeric:
+        return float("nan")
+    return v
 
 
 def _null(v: Any) -> bool:
@@ -266,11 +270,13 @@ def eval_condition(cond: Expr | None, rows: Rows, match: list[tuple[int, str]], 
 def _partitions(table: pa.Table, keys: tuple[str, ...]) -> dict[Any, Rows]:
     data = table.to_pydict()
     n = table.num_rows
+    numeric = frozenset(f.name for f in table.schema
+                        if pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
     out: dict[Any, Rows] = {}
     for i in range(n):
         key = tuple(data[k][i] for k in keys)
         if key not in out:
-            out[key] = Rows({c: [] for c in data}, [], [])
+            out[key] = Rows({c: [] for c in data}, [], [], numeric)
         rw = out[key]
         for c in data:
             v = data[c][i]
@@ -531,7 +537,9 @@ def measure_value(expr: Expr, table: pa.Table, rows_idx: tuple[int, ...],
     data = table.to_pydict()
     names = _names(table)
     cols = {c: [data[c][i] for i in rows_idx] for c in data}
-    rows = Rows(cols, [int(data["t"][i]) for i in rows_idx], list(rows_idx))
+    numeric = frozenset(f.name for f in table.schema
+                        if pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
+    rows = Rows(cols, [int(data["t"][i]) for i in rows_idx], list(rows_idx), numeric)
     match = [(j, lab) for j, lab in enumerate(labels)]
     last = len(labels) - 1
     interp = _Running(rows, match[:-1], labels[-1], last, names)
@@ -549,3 +557,37 @@ def _final_leaf(interp: _Running, e: Expr) -> Expr:
     if isinstance(e, Call) and e.name == "CLASSIFIER":
         return Literal(interp.match[-1][1])
     return interp.leaf(e, 0, None)
+
+
+def run_operator(spec: PatternSpec, table: pa.Table, batch_rows: int | None = None,
+                 state_cap: int | None = None, time_unit: str | None = None) -> list[Match]:
+    """Run the real operator on ``table`` and return its matches in this module's format.
+
+    The spec is run with ALL ROWS PER MATCH and a CLASSIFIER() measure so every matched row and
+    its variable come back; rows are mapped to table indices through ``seq``. Matches come in the
+    operator's output order. Useful for operator-vs-oracle and index-vs-replay tests.
+    """
+    from dataclasses import replace
+
+    from replaydb.operators.pattern.model import Measure, RowsPerMatch
+    from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+
+    spec2 = replace(spec, rows_per_match=RowsPerMatch.ALL, select=None,
+                    measures=(Measure("\x00cls", Call("CLASSIFIER")),))
+    op = PatternOperator(PatternConfig(spec2, table.schema, time_unit), state_cap=state_cap)
+    for b in table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]:
+        op.push(b)
+    op.flush()
+    res = op.results().to_pylist()
+    seq_to_row = {s: i for i, s in enumerate(table.column("seq").to_pylist())}
+    keys = _keys(spec)
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for r in res:
+        groups.setdefault(r["match_id"], []).append(r)
+    out: list[Match] = []
+    for mid in sorted(groups):
+        rs = groups[mid]
+        key = tuple(rs[0][k] for k in keys)
+        out.append((key, tuple(seq_to_row[r["seq"]] for r in rs),
+                    tuple(r["\x00cls"] for r in rs)))
+    return out
