@@ -38,7 +38,8 @@ The supported subset of SQL:2016 and the decisions taken:
   MATCHES make no difference and are accepted only for compatibility;
 * not supported (ParseError/QueryError naming the position): SUBSET, PERMUTE, anchors ``^ $``,
   exclusion ``{- -}``, WITH UNMATCHED ROWS, NEXT inside DEFINE, aggregates over expressions;
-* variable names are case-insensitive unless double-quoted; column names are matched
+* variable names are case-insensitive unless double-quoted; WITHIN, DEFINE and SUBSET end a
+  row pattern, so variables with those names must be double-quoted; column names are matched
   case-insensitively against the stream when they are not exact;
 * a measure written without a name is named by its text (``A.ID``), so the dissertation's
   Listing 3.1 runs as written; typographic quotes (U+2018/U+2019, as copied from PDFs) are read
@@ -251,15 +252,14 @@ class _Parser(ParserBase):
         return spec, window
 
     def parse_order_by(self) -> None:
-        allowed = ["T", "SEQ"]
+        allowed = ["t", "seq"]
         k = 0
         while True:
-            tok = self.expect_ident("t")
-            name = str(tok.value).upper()
-            if k >= len(allowed) or name != allowed[k]:
+            if k >= len(allowed) or not self.tok.is_kw(allowed[k].upper()):
+                self._expected.append(allowed[k] if k < len(allowed) else "PATTERN")
                 raise self.error(
-                    "ORDER BY may only name t (then seq): rows are always in stream order",
-                    tok.pos)
+                    "ORDER BY may only name t (then seq): rows are always in stream order")
+            self.advance()
             k += 1
             if self.at_kw("DESC"):
                 raise self.error("ORDER BY ... DESC is not supported: rows are in stream order")
@@ -323,7 +323,11 @@ class _Parser(ParserBase):
         t = self.tok
         if t.is_op(")", "|") or t.kind == "eof":
             return True
-        return bare and t.is_kw(*_END_OF_PATTERN)
+        if t.is_kw(*_END_OF_PATTERN):
+            if not bare:
+                self._expected.append("')'")
+            return True
+        return False
 
     def parse_alt(self, bare: bool) -> PatternNode:
         opts = [self.parse_seq(bare)]

@@ -8,13 +8,15 @@ Grammar (keywords case-insensitive, variables case-sensitive)::
     [WITHIN duration]
     [RETURN expr [AS name], ...]
 
-    component := Type var | Type+ var[] | ~Type var | ~(Type var) | !(Type var) | !Type var
+    component := Type var | Type+ var[] | Type* var[] | ~Type var | ~(Type var) | !(Type var)
+               | !Type var
     Type      := name (hyphens allowed: SHELF-READING) | ANY (any type) | ANY(T1, T2, ...)
     strategy  := strict_contiguity | partition_contiguity | skip_till_next_match
                | skip_till_any_match
     condition := [attr, ...] (equivalence: all events of a match agree on attr) | expression
 
-Event types are the values of the stream's type column (``type`` unless the operator is bound
+``Type* var[]`` (zero or more) is an extension of SASE+ (which has only ``+``), so that the
+dissertation's ``A B* C`` can be written. Event types are the values of the stream's type column (``type`` unless the operator is bound
 with ``type_column=``). ``FROM stream`` is optional: it names the stored stream to read (the
 language contract's ``sources``); without it the caller chooses the stream.
 
@@ -29,8 +31,9 @@ Translation into the one logical model (documented decisions):
 * each condition (a conjunct of WHERE) is attached to the component it mentions that comes last
   in SEQ (SASE+'s "last identifier" rule), or, if it mentions a negated component, to that
   negation (it may then mention only earlier components); a condition that mentions no variable
-  applies to the first component. A condition that mentions ``b[b.len]`` and nothing later than
-  ``b`` belongs to the component after ``b`` (SASE+ puts it on the proceed edge);
+  applies to the first component. A condition that mentions ``b`` only as ``b[b.len]`` or
+  ``b.len`` and nothing later than ``b`` constrains the finished closure: it belongs to the
+  component after ``b`` (SASE+ puts it on the proceed edge);
 * a condition using ``b[i-1]`` or ``b[..i-1]`` applies only from the second ``b`` on (SASE+'s
   ``i > 1``): it becomes ``COUNT(b.*) = 1 OR condition``; ``b[1]`` inside ``b``'s own
   condition is the first ``b`` (the current event while binding the first one);
@@ -104,6 +107,7 @@ class Component:
     kleene: bool
     negated: bool
     pos: int
+    star: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,7 +228,7 @@ class _Parser(ParserBase):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise self.error(f"variable {dup[0]} declared twice",
-                             next(c.pos for c in comps if c.var == dup[0]))
+                             [c.pos for c in comps if c.var == dup[0]][1])
         strategy = Strategy.SKIP_TILL_NEXT
         conds: list[Expr] = []
         equiv: list[str] = []
@@ -286,7 +290,8 @@ class _Parser(ParserBase):
                 raise self.error("double negation", pos)
             return replace(c, negated=True, pos=pos)
         types = self.parse_type()
-        kleene = self.accept_op("+") is not None
+        star = self.accept_op("*") is not None
+        kleene = star or self.accept_op("+") is not None
         vt = self.expect_ident("a variable name")
         if self.accept_op("["):
             self.expect_op("]")
@@ -294,7 +299,7 @@ class _Parser(ParserBase):
                 raise self.error("only a Kleene component (Type+ v[]) declares v[]", vt.pos)
         if kleene and negated:
             raise self.error("a negated component cannot be a Kleene closure", pos)
-        return Component(str(vt.value), types, kleene, negated, vt.pos)
+        return Component(str(vt.value), types, kleene, negated, pos if negated else vt.pos, star)
 
     def parse_type(self) -> tuple[str, ...]:
         if self.at_kw("ANY"):
@@ -371,7 +376,7 @@ class _Translator:
             if c.negated:
                 items.append(Neg(v, pos=c.pos))
             elif c.kleene:
-                items.append(Repeat(v, 1, None))
+                items.append(Repeat(v, 0 if c.star else 1, None))
             else:
                 items.append(v)
         attached: dict[str, list[Expr]] = {c.var: [] for c in comps}
@@ -419,9 +424,10 @@ class _Translator:
         last = max(refs, key=lambda r: self.order[r.qualifier]).qualifier
         assert last is not None
         comp = self.by_var[last]
-        only_len = all(r.index is not None and r.index[0] == "last" for r in refs
-                       if r.qualifier == last)
-        if comp.kleene and only_len:
+        closing = all((r.index is not None and r.index[0] == "last")
+                      or (r.index is None and r.name == "len") for r in refs
+                      if r.qualifier == last)
+        if comp.kleene and closing:
             later = [c for c in self.comps[self.order[last] + 1:] if not c.negated]
             if not later:
                 raise self.err(f"{last}[{last}.len] is only supported when a component follows "
