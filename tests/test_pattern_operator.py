@@ -387,3 +387,67 @@ def test_large_random_stream_invariants_after_every_batch() -> None:
     op.flush()
     assert op.results().num_rows == len(oracle.matches(spec, tab.slice(0, 0))) + \
         op.counters.results_out
+
+
+def _fixed_specs():  # type: ignore[no-untyped-def]
+    from hypothesis import strategies as st
+
+    conds = st.sampled_from([None, Binary("=", Column("type"), Literal("a")),
+                             Binary("!=", Column("type"), Literal("b")),
+                             Binary(">", Column("temp"), Literal(3.0)),
+                             Binary(">=", Column("temp"), Call("PREV", (Column("temp"),)))])
+
+    @st.composite
+    def build(draw):  # type: ignore[no-untyped-def]
+        k = draw(st.integers(1, 4))
+        names = [draw(st.sampled_from("ABC")) for _ in range(k)]
+        pat = Seq(tuple(Var(v) for v in names)) if k > 1 else Var(names[0])
+        defines = tuple(VarDef(v, draw(conds)) for v in dict.fromkeys(names))
+        window = draw(st.one_of(st.none(), st.integers(0, 4)))
+        if draw(st.booleans()):
+            skip = draw(st.sampled_from([AfterMatchSkip(SkipKind.PAST_LAST_ROW),
+                                         AfterMatchSkip(SkipKind.TO_NEXT_ROW),
+                                         AfterMatchSkip(SkipKind.TO_LAST, names[-1])]))
+            return PatternSpec(pat, defines, window, semantics=Semantics.SQL,
+                               after_match_skip=skip,
+                               measures=(Measure("s", Call("SUM", (Column("temp"),))),))
+        return PatternSpec(pat, defines, window, Strategy.CONTIGUOUS,
+                           measures=(Measure("f", Call("FIRST", (Column("seq"),))),))
+
+    return build()
+
+
+def test_vectorized_fixed_sequences_equal_general_engines() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=120, deadline=None)
+    @given(_fixed_specs(), st.integers(0, 60), st.integers(0, 10_000), st.integers(1, 9))
+    def check(spec: PatternSpec, n: int, seed: int, chunk: int) -> None:
+        tab = random_stream(n, seed)
+        fast = PatternOperator(PatternConfig(spec, SCH))
+        slow = PatternOperator(PatternConfig(spec, SCH), vectorized=False)
+        assert type(fast._engine).__name__ == "FixedSeqEngine"
+        assert type(slow._engine).__name__ != "FixedSeqEngine"
+
+        def run(op: PatternOperator) -> object:
+            try:
+                for b in tab.to_batches(max_chunksize=chunk):
+                    op.push(b)
+                    op._check()
+                op.end_interval()
+                for b in tab.to_batches(max_chunksize=chunk):
+                    shifted = [x + 10**6 for x in b.column("t").to_pylist()]
+                    op.push(pa.table({**b.to_pydict(), "t": shifted}, schema=SCH))
+                op.flush()
+            except OperatorError as e:
+                return type(e)
+            return op.results()
+
+        a, b = run(fast), run(slow)
+        if isinstance(a, pa.Table):
+            assert isinstance(b, pa.Table) and a.equals(b)
+        else:
+            assert a == b
+
+    check()

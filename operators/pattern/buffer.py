@@ -23,8 +23,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 from replaydb.operators.pattern.compile import StringCodes
 from replaydb.operators.pattern.lowering import nav_name
+
+
+@njit(cache=True)
+def first_disorder(t: np.ndarray, seq: np.ndarray) -> int:
+    """First row ``r`` with ``(t, seq)[r] <= (t, seq)[r-1]``, or -1. One pass."""
+    for r in range(1, t.shape[0]):
+        if t[r] < t[r - 1] or (t[r] == t[r - 1] and seq[r] <= seq[r - 1]):
+            return r
+    return -1
 
 
 def arrow_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -190,8 +200,9 @@ class NavCarry:
 class EventBuffer:
     """Events live runs may still read (see module docstring)."""
 
-    def __init__(self, n_cols: int, capacity: int = 1024) -> None:
+    def __init__(self, n_cols: int, capacity: int = 1024, track_next: bool = True) -> None:
         self.n_cols = n_cols
+        self.track_next = track_next
         self.base = 0            # global index of column 0 of the arrays
         self.end = 0             # global index after the last event
         self.vm = np.empty((n_cols, capacity), dtype=np.float64)
@@ -229,8 +240,16 @@ class EventBuffer:
         self.next_g[sl] = -1
         if self.n_cols:
             self.vm[:, sl] = vmcols
-        # successor links within the partition
+        if self.track_next:
+            self._link(g0, n, pid)
+        self.raw.append((g0, batch))
+        self.end = g0 + n
+        return g0
+
+    def _link(self, g0: int, n: int, pid: np.ndarray) -> None:
+        """Successor links within the partition (for NEXT in measures)."""
         g = np.arange(g0, g0 + n, dtype=np.int64)
+        sl = slice(g0 - self.base, g0 - self.base + n)
         order = np.argsort(pid, kind="stable")
         sp = pid[order]
         same = sp[1:] == sp[:-1]
@@ -245,9 +264,6 @@ class EventBuffer:
             if prev is not None and prev >= self.base:
                 self.next_g[prev - self.base] = g[order[b]]
             self.last_g[p] = int(g[order[e]])
-        self.raw.append((g0, batch))
-        self.end = g0 + n
-        return g0
 
     def trim(self, keep_from: int) -> None:
         """Forget events with global index < ``keep_from`` (amortized O(kept))."""

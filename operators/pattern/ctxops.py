@@ -31,7 +31,7 @@ def copy_row(dst, src, ctx_i, ctx_f):
         ctx_f[dst, s] = ctx_f[src, s]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def bind_update(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, buf, base):
     """Update state row ``nid`` for event ``g`` bound to variable ``v``. O(slots)."""
     for s in range(ci_kind.shape[0]):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numba import njit
 from replaydb.operators.pattern import nfa_cep, nfa_sql
 from replaydb.operators.pattern.compile import CompiledPattern
 from replaydb.operators.pattern.measures import MatchSet
@@ -24,6 +25,8 @@ from replaydb.operators.pattern.measures import MatchSet
 from replaydb.errors import OperatorError
 
 MIN_T = np.iinfo(np.int64).min
+GC_MIN = 1 << 16
+"""Arenas grow (instead of being collected) until they hold this many entries."""
 
 
 def _grow(a: np.ndarray, cap: int) -> np.ndarray:
@@ -105,7 +108,7 @@ class AllRunsEngine(_Base):
             f_cap=np.zeros(16, dtype=np.int64), part_cap=16, n_parts=1,
             out_node=np.empty(256, dtype=np.int64), cnt=np.zeros(5, dtype=np.int64),
             ht=np.zeros(1024, dtype=np.int64), ht_gen=np.zeros(1024, dtype=np.int64),
-            now_t=MIN_T, gc_at=4096,
+            now_t=MIN_T, gc_at=GC_MIN,
         )
         self.s = s
 
@@ -135,9 +138,13 @@ class AllRunsEngine(_Base):
                 s["fp"], s["f_off"], s["f_len"], s["f_cap"], s["out_node"], s["cnt"],
                 self.maxdeg, s["ht"], s["ht_gen"], self.stack))
             if i < n:
-                parts.extend(self._drain(enumerate_cap))
-                s["now_t"] = max(s["now_t"], int(t[i - 1]) if i > 0 else s["now_t"])
-                self._make_room(int(pid[i]))
+                p = int(pid[i])
+                if i > 0:
+                    s["now_t"] = max(s["now_t"], int(t[i - 1]))
+                if self._wants_collect(p):
+                    parts.extend(self._drain(enumerate_cap))
+                    self.collect()
+                self._make_room(p)
         if n:
             s["now_t"] = max(s["now_t"], int(t[-1]))
         parts.extend(self._drain(enumerate_cap))
@@ -145,13 +152,19 @@ class AllRunsEngine(_Base):
             self.collect()
         return parts
 
+    def _wants_collect(self, p: int) -> bool:
+        """Collect (instead of growing) once the graph passed the threshold ``gc_at``."""
+        s = self.s
+        need = int(s["f_len"][p]) * self.maxdeg + len(self.cp.start)
+        cnt = s["cnt"]
+        full = cnt[0] + need > s["n_ev"].shape[0] or cnt[1] + need > s["e_src"].shape[0]
+        return bool(full and cnt[0] >= s["gc_at"])
+
     def _make_room(self, p: int) -> None:
         s = self.s
         flen = int(s["f_len"][p])
         need = flen * self.maxdeg + len(self.cp.start)
         cnt = s["cnt"]
-        if cnt[0] + need > s["n_ev"].shape[0] and cnt[0] > s["n_ev"].shape[0] // 2:
-            self.collect()
         if cnt[0] + need > s["n_ev"].shape[0]:
             cap = max(2 * s["n_ev"].shape[0], int(cnt[0] + need) + 16)
             self.grow_check(cap, "partial-match nodes")
@@ -243,7 +256,7 @@ class AllRunsEngine(_Base):
         s["f_cap"][:np_] = new_cap[:np_]
         s["cnt"][0], s["cnt"][1], s["cnt"][2] = k, ne, pe
         s["min_ev"] = int(min_ev)
-        s["gc_at"] = max(4096, 2 * int(k))
+        s["gc_at"] = max(GC_MIN, 2 * int(k))
 
     def min_referenced(self) -> int | None:
         """Smallest global event index a live run still reads (None: nothing live)."""
@@ -301,7 +314,7 @@ class SqlEngine(_Base):
         s.update({k: np.full(16, fill, dtype=np.int64) for k, fill in self.part_fill.items()})
         s.update(tp=np.empty(4096, dtype=np.int64), part_cap=16, n_parts=1,
                  cnt=np.zeros(6, dtype=np.int64), ht=np.zeros(1024, dtype=np.int64),
-                 ht_gen=np.zeros(1024, dtype=np.int64), gc_at=4096)
+                 ht_gen=np.zeros(1024, dtype=np.int64), gc_at=GC_MIN)
         self.s = s
 
     @property
@@ -337,8 +350,11 @@ class SqlEngine(_Base):
             i = int(i)
             self._check_status(int(st), g0 + i)
             if i < n:
-                parts.extend(self._drain())
-                self._make_room(int(pid[i]))
+                p = int(pid[i])
+                if self._wants_collect(p):
+                    parts.extend(self._drain())
+                    self.collect()
+                self._make_room(p)
         parts.extend(self._drain())
         if s["cnt"][0] > s["gc_at"] or s["cnt"][1] > s["gc_at"]:
             self.collect()
@@ -370,14 +386,22 @@ class SqlEngine(_Base):
         self._check_status(int(st), -1)
         return self._drain()
 
+    def _wants_collect(self, p: int) -> bool:
+        """Collect (instead of growing) once nodes, attempts or the thread pool passed
+        ``gc_at``."""
+        s = self.s
+        cnt = s["cnt"]
+        nthr = int(s["p_nthr"][p])
+        need = nthr * self.maxdeg + len(self.cp.start)
+        full = cnt[0] + need > s["n_ev"].shape[0] or cnt[1] + 1 > s["a_start_g"].shape[0] \
+            or cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]
+        return bool(full and max(cnt[0], cnt[1], cnt[2]) >= s["gc_at"])
+
     def _make_room(self, p: int) -> None:
         s = self.s
         cnt = s["cnt"]
         nthr = int(s["p_nthr"][p])
         need = nthr * self.maxdeg + len(self.cp.start)
-        if (cnt[0] + need > s["n_ev"].shape[0] and cnt[0] > s["n_ev"].shape[0] // 2) or \
-                cnt[1] + 1 > s["a_start_g"].shape[0]:
-            self.collect()
         if cnt[0] + need > s["n_ev"].shape[0]:
             cap = max(2 * s["n_ev"].shape[0], int(cnt[0] + need) + 16)
             self.grow_check(cap, "partial-match nodes")
@@ -387,10 +411,8 @@ class SqlEngine(_Base):
             self.grow_check(cap, "match attempts")
             self._grow_keys(self.att_keys, cap)
         if cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]:
-            self.collect()
-            if cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]:
-                s["tp"] = _grow(s["tp"], max(2 * s["tp"].shape[0],
-                                             int(cnt[2] + 2 * (need + nthr)) + 64))
+            s["tp"] = _grow(s["tp"], max(2 * s["tp"].shape[0],
+                                         int(cnt[2] + 2 * (need + nthr)) + 64))
         if cnt[3] + int(s["p_natt"][p]) + 1 > s["o_node"].shape[0]:
             self._grow_keys(self.out_keys, max(2 * s["o_node"].shape[0],
                                                int(cnt[3] + s["p_natt"][p]) + 16))
@@ -427,7 +449,7 @@ class SqlEngine(_Base):
             node_map, att_map)
         s["tp"] = new_tp
         s["cnt"][0], s["cnt"][1], s["cnt"][2] = k, ka, pe
-        s["gc_at"] = max(4096, 2 * int(max(k, ka)))
+        s["gc_at"] = max(GC_MIN, 2 * int(max(k, ka, pe)))
 
     def min_referenced(self) -> int | None:
         s = self.s
@@ -477,3 +499,176 @@ def _chain_lengths(o_node: np.ndarray, n_pred: np.ndarray) -> np.ndarray:
             return lens
         lens += alive
         cur = np.where(alive, n_pred[np.maximum(cur, 0)], -1)
+
+
+@njit(cache=True)
+def _sql_select(gstart, next_allowed, skip_kind, offset, k):
+    """Greedy resolution of fixed-length candidates in row order (AFTER MATCH SKIP)."""
+    keep = np.zeros(gstart.shape[0], dtype=np.bool_)
+    for j in range(gstart.shape[0]):
+        g = gstart[j]
+        if g < next_allowed:
+            continue
+        keep[j] = True
+        if skip_kind == nfa_sql.SKIP_PAST_LAST:
+            next_allowed = g + k
+        elif skip_kind == nfa_sql.SKIP_NEXT_ROW:
+            next_allowed = g + 1
+        else:
+            if offset == 0:
+                return keep, next_allowed, j
+            next_allowed = g + offset
+    return keep, next_allowed, -1
+
+
+class FixedSeqEngine:
+    """Vectorized matcher for the common case of a fixed sequence of variables.
+
+    Used when the pattern is a concatenation ``V1 V2 ... Vk`` of single variables (no
+    quantifier, alternation or negation), every condition refers only to the current event (one
+    boolean column per variable, PREV included), the stream is not partitioned and the
+    semantics is all-runs contiguous or SQL. Then a match starts at ``i`` iff
+    ``mask[i, V1] & mask[i+1, V2] & ... & mask[i+k-1, Vk]`` (and ``t[i+k-1] - t[i] <= window``),
+    which NumPy evaluates over a whole batch with k shifted ANDs; the last ``k-1`` rows are
+    carried to the next batch. SQL semantics then resolves candidates in row order with AFTER
+    MATCH SKIP (a short compiled loop over the candidates only). Results, order and match
+    numbers are those of the general engines (tests check it).
+
+    Complexity: O(k) vectorized passes per batch; state O(k).
+    """
+
+    def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
+        self.cp = cp
+        self.k = len(cp.pos_var)
+        self.reset()
+
+    @staticmethod
+    def eligible(cp: CompiledPattern) -> bool:
+        from replaydb.operators.pattern.model import Seq, Var
+
+        pat = cp.spec.pattern
+        items = pat.items if isinstance(pat, Seq) else (pat,)
+        if not all(isinstance(x, Var) for x in items):
+            return False
+        if cp.partition_by or len(cp.p_op) or len(cp.ci_kind) or len(cp.cf_kind) \
+                or len(cp.neg_var):
+            return False
+        return cp.sql or cp.strategy == nfa_cep.STRAT_CONTIGUOUS
+
+    def reset(self) -> None:
+        V = self.cp.n_vars
+        self.s: dict = {"cm": np.zeros((0, V), dtype=np.bool_), "ct": np.zeros(0, np.int64),
+                        "cg": np.zeros(0, np.int64), "next_allowed": 0, "matchno": 0,
+                        "n_parts": 1}
+
+    def ensure_parts(self, n_parts: int) -> None:
+        return None
+
+    @property
+    def state_size(self) -> int:
+        return int(len(self.s["cg"]))
+
+    @property
+    def live_runs(self) -> int:
+        return int(len(self.s["cg"]))
+
+    columnar = True  # takes one boolean array per variable instead of a 2-D mask
+
+    def process(self, g0: int, pid: np.ndarray, t: np.ndarray, vmask: list[np.ndarray],
+                startable: np.ndarray | None, buf: np.ndarray, base: int,
+                enumerate_cap: int | None) -> list[MatchSet]:
+        cp, s, k = self.cp, self.s, self.k
+        pv = cp.pos_var
+        n = len(t)
+        m = len(s["cg"])
+        w = cp.window
+        # starts inside the batch: k shifted ANDs
+        span = n - k + 1
+        if span > 0:
+            ok = vmask[pv[0]][:span].copy()
+            for j in range(1, k):
+                ok &= vmask[pv[j]][j: span + j]
+            if w >= 0:
+                ok &= (t[k - 1:] - t[:span]) <= w
+            starts = np.flatnonzero(ok).astype(np.int64) + g0
+        else:
+            starts = np.zeros(0, dtype=np.int64)
+        # starts in the carried rows of earlier batches (at most k - 1 of them)
+        if m:
+            cm, ct = s["cm"], s["ct"]
+            extra = []
+            for r in range(m):
+                good = True
+                for j in range(k):
+                    row = r + j
+                    if row < m:
+                        good = bool(cm[row, pv[j]])
+                    elif row - m < n:
+                        good = bool(vmask[pv[j]][row - m])
+                    else:
+                        good = False
+                    if not good:
+                        break
+                if good and w >= 0:
+                    last = r + k - 1
+                    t_last = ct[last] if last < m else t[last - m]
+                    good = t_last - ct[r] <= w
+                if good:
+                    extra.append(int(s["cg"][r]))
+            if extra:
+                starts = np.concatenate([np.array(extra, dtype=np.int64), starts])
+        parts: list[MatchSet] = []
+        if cp.sql and len(starts):
+            offset = 0
+            if cp.skip_kind in (nfa_sql.SKIP_TO_FIRST, nfa_sql.SKIP_TO_LAST):
+                occ = np.flatnonzero(pv == cp.skip_var)
+                offset = int(occ[0] if cp.skip_kind == nfa_sql.SKIP_TO_FIRST else occ[-1])
+            keep, na, bad = _sql_select(starts, s["next_allowed"], cp.skip_kind, offset, k)
+            if bad >= 0:
+                var = cp.var_names[cp.skip_var]
+                raise OperatorError(
+                    f"AFTER MATCH SKIP TO {var}: the match starting at input row "
+                    f"{int(starts[bad])} would restart at its own first row (SQL:2016 raises "
+                    "an exception here)")
+            starts = starts[keep]
+            s["next_allowed"] = int(na)
+        nm = len(starts)
+        if nm:
+            ev = (starts[:, None] + np.arange(k, dtype=np.int64)[None, :]).reshape(-1)
+            off = np.arange(0, nm * k + 1, k, dtype=np.int64)
+            ms = MatchSet(ev, np.tile(pv, nm), off, np.zeros(nm, dtype=np.int64))
+            if cp.sql:
+                ms.number = np.arange(s["matchno"] + 1, s["matchno"] + nm + 1, dtype=np.int64)
+                s["matchno"] += nm
+            parts.append(ms)
+        # carry the last k - 1 rows
+        keep_rows = min(k - 1, m + n)
+        if keep_rows:
+            from_batch = min(keep_rows, n)
+            from_carry = keep_rows - from_batch
+            rows = [s["cm"][m - from_carry:]] if from_carry else []
+            rows.append(np.stack([vm[n - from_batch:] for vm in vmask], axis=1)
+                        if vmask else np.zeros((from_batch, 0), dtype=np.bool_))
+            s["cm"] = np.concatenate(rows) if len(rows) > 1 else rows[0]
+            s["ct"] = np.concatenate([s["ct"][m - from_carry:], t[n - from_batch:]])
+            s["cg"] = np.arange(g0 + n - keep_rows, g0 + n, dtype=np.int64)
+        else:
+            s["cm"] = s["cm"][:0]
+            s["ct"] = s["ct"][:0]
+            s["cg"] = s["cg"][:0]
+        return parts
+
+    def finish(self) -> list[MatchSet]:
+        return []
+
+    def collect(self) -> None:
+        return None
+
+    def min_referenced(self) -> int | None:
+        cg = self.s["cg"]
+        return int(cg[0]) if len(cg) else None
+
+    def _check(self) -> None:
+        s = self.s
+        assert len(s["cg"]) == len(s["ct"]) == len(s["cm"]) < max(self.k, 1)
+        assert np.all(np.diff(s["cg"]) == 1)

@@ -55,7 +55,7 @@ STRAT_ANY = 2
 MIN_T = np.iinfo(np.int64).min
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _make_node(q, src, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge,
                n_isstart, ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, buf,
                base, ht, ht_gen):

@@ -43,7 +43,7 @@ ST_SKIP_NONE = 2    # AFTER MATCH SKIP TO v: v bound no row
 ST_SKIP_FIRST = 3   # AFTER MATCH SKIP TO v: that row is the match's first row
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, ctx_f, init_f,
                  ci_kind, ci_var, cf_kind, cf_var, cf_col, buf, base, ht, ht_gen):
     """Create a thread node for ``q`` from ``src``; -1 if an equal thread already exists."""
@@ -70,7 +70,7 @@ def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, 
     return nid
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
              a_done, a_next, p_head, p_tail, p_next_allowed, p_matchno, p_natt, o_node, o_start,
              o_pid, o_number, o_confirm, cnt):

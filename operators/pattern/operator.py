@@ -72,11 +72,12 @@ from replaydb.operators.pattern.buffer import (
     NavCarry,
     PartitionMap,
     arrow_to_numpy,
+    first_disorder,
     object_to_float,
     to_float_column,
 )
 from replaydb.operators.pattern.compile import CompiledPattern, compile_pattern
-from replaydb.operators.pattern.engine import AllRunsEngine, SqlEngine
+from replaydb.operators.pattern.engine import AllRunsEngine, FixedSeqEngine, SqlEngine
 from replaydb.operators.pattern.lowering import LowerContext, nav_name
 from replaydb.operators.pattern.measures import (
     Evaluator,
@@ -113,8 +114,10 @@ class PatternOperator(Operator):
 
     name = "pattern"
 
-    def __init__(self, config: PatternConfig, *, state_cap: int | None = DEFAULT_STATE_CAP) -> None:
+    def __init__(self, config: PatternConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
+                 vectorized: bool = True) -> None:
         super().__init__(config, state_cap=state_cap)
+        self._fast = vectorized
         spec = config.spec
         self.cp: CompiledPattern = compile_pattern(spec, config.schema)
         self.all_rows = spec.rows_per_match == RowsPerMatch.ALL
@@ -123,6 +126,8 @@ class PatternOperator(Operator):
         vidx = {v: i for i, v in enumerate(self.cp.var_names)}
         lowerer = MeasureLowerer(lctx, vidx, self.all_rows)
         self._measures = [(m.name, lowerer.lower(m.expr)) for m in spec.measures]
+        self._uses_next = any(getattr(n, "nav", 0) < 0 for _, low in self._measures
+                              for n in low.walk())
         self._locals = [None if e is None else compile_predicate(e) for e in self.cp.local_exprs]
         self._local_cols = sorted({c.name for e in self.cp.local_exprs if e is not None
                                    for c in e.walk() if isinstance(c, Column)})
@@ -189,9 +194,13 @@ class PatternOperator(Operator):
         cp = self.cp
         self._pmap = PartitionMap(cp.partition_by)
         self._nav = NavCarry(cp.navs)
-        self._buffer = EventBuffer(len(cp.buf_cols))
-        self._engine = SqlEngine(cp, self._grow_check) if cp.sql else \
-            AllRunsEngine(cp, self._grow_check)
+        self._buffer = EventBuffer(len(cp.buf_cols), track_next=self._uses_next)
+        if FixedSeqEngine.eligible(cp) and self._fast:
+            self._engine = FixedSeqEngine(cp, self._grow_check)
+        elif cp.sql:
+            self._engine = SqlEngine(cp, self._grow_check)
+        else:
+            self._engine = AllRunsEngine(cp, self._grow_check)
         self._last: tuple[int, int] | None = None
         self._next_match_id = 1
         self._numbers: dict[int, int] = {}
@@ -216,14 +225,18 @@ class PatternOperator(Operator):
         self._flush()
         next_id, numbers, strings = self._next_match_id, self._numbers, self.cp.strings.codes
         pmap = self._pmap
-        sql_numbers = self._engine.s.get("p_matchno")
+        eng_numbers = {k: self._engine.s[k] for k in ("p_matchno", "matchno")
+                       if k in self._engine.s}
         self._reset_state()
         self._pmap = pmap
         self._next_match_id, self._numbers = next_id, numbers
         self.cp.strings.codes = strings
-        if sql_numbers is not None:  # SQL match numbers live in the engine, per partition
-            self._engine.ensure_parts(pmap.count)
-            self._engine.s["p_matchno"][: len(sql_numbers)] = sql_numbers
+        self._engine.ensure_parts(pmap.count)
+        for k, v in eng_numbers.items():  # SQL match numbers live in the engine
+            if isinstance(v, np.ndarray):
+                self._engine.s[k][: len(v)] = v
+            else:
+                self._engine.s[k] = v
         self._set_state_size(0)
         self.counters.intervals += 1
 
@@ -234,21 +247,17 @@ class PatternOperator(Operator):
 
     # ------------------------------------------------------------------ processing
     def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
-        n = len(t)
         if self._last is not None:
             lt, ls = self._last
             if t[0] < lt or (t[0] == lt and seq[0] <= ls):
                 raise DataError(f"event (t={t[0]}, seq={seq[0]}) is not after the previous one "
                                 f"(t={lt}, seq={ls}); input must be in (t, seq) order",
                                 row=0, column="t")
-        if n > 1:
-            dt = np.diff(t)
-            bad = (dt < 0) | ((dt == 0) & (np.diff(seq) <= 0))
-            if bad.any():
-                r = int(np.argmax(bad)) + 1
-                raise DataError(f"event (t={t[r]}, seq={seq[r]}) is not after the previous one "
-                                f"(t={t[r - 1]}, seq={seq[r - 1]}); input must be in (t, seq) "
-                                "order", row=r, column="t" if dt[r - 1] < 0 else "seq")
+        r = int(first_disorder(t, seq))
+        if r >= 0:
+            raise DataError(f"event (t={t[r]}, seq={seq[r]}) is not after the previous one "
+                            f"(t={t[r - 1]}, seq={seq[r - 1]}); input must be in (t, seq) "
+                            "order", row=r, column="t" if t[r] < t[r - 1] else "seq")
         self._last = (int(t[-1]), int(seq[-1]))
 
     def _push_batch(self, batch: pa.RecordBatch) -> None:
@@ -270,15 +279,22 @@ class PatternOperator(Operator):
         navs = self._nav.compute(cols, pid)
         env_cols = dict(cols)
         env_cols.update(navs)
-        vmask = np.empty((n, cp.n_vars), dtype=np.bool_)
         env = ColumnsEnv(env_cols)
-        for v, f in enumerate(self._locals):
+        masks: list[np.ndarray] = []
+        for f in self._locals:
             if f is None:
-                vmask[:, v] = True
+                masks.append(np.ones(n, dtype=np.bool_))
             else:
-                r = f(env)
-                vmask[:, v] = np.broadcast_to(np.asarray(r, dtype=bool), (n,))
-        startable = vmask[:, self._start_vars].any(axis=1)
+                r = np.asarray(f(env), dtype=np.bool_)
+                masks.append(r if r.shape == (n,) else np.broadcast_to(r, (n,)).copy())
+        if getattr(self._engine, "columnar", False):
+            vmask: Any = masks
+            startable = None
+        else:
+            vmask = np.stack(masks, axis=1) if masks else np.zeros((n, 0), dtype=np.bool_)
+            startable = masks[self._start_vars[0]].copy()
+            for v in self._start_vars[1:]:
+                startable |= masks[v]
         vmcols = np.empty((len(cp.buf_cols), n), dtype=np.float64)
         for j, (c, k) in enumerate(cp.buf_cols):
             if k == 0:
@@ -338,13 +354,26 @@ class PatternOperator(Operator):
                 order.append(k[3])
             ms = ms.take(np.array(order, dtype=np.int64))
         ms.pid = buf.pid[ms.ev[ms.off[:-1]] - buf.base]
-        numbers = np.empty(ms.n, dtype=np.int64)
-        nums = self._numbers
-        for j, p in enumerate(ms.pid.tolist()):
-            nums[p] = nums.get(p, 0) + 1
-            numbers[j] = nums[p]
-        ms.number = numbers
+        ms.number = self._number(ms.pid)
         return ms
+
+    def _number(self, pid: np.ndarray) -> np.ndarray:
+        """MATCH_NUMBER per partition, continuing the counts of earlier batches."""
+        nums = self._numbers
+        if not self.cp.partition_by:
+            start = nums.get(0, 0)
+            nums[0] = start + len(pid)
+            return np.arange(start + 1, start + len(pid) + 1, dtype=np.int64)
+        uniq, inv = np.unique(pid, return_inverse=True)
+        order = np.argsort(inv, kind="stable")
+        counts = np.bincount(inv, minlength=len(uniq))
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        rank = np.empty(len(pid), dtype=np.int64)
+        rank[order] = np.arange(len(pid)) - np.repeat(starts, counts)
+        base = np.array([nums.get(int(p), 0) for p in uniq.tolist()], dtype=np.int64)
+        for p, c, b in zip(uniq.tolist(), counts.tolist(), base.tolist()):
+            nums[int(p)] = b + c
+        return base[inv] + rank + 1
 
     def _emit_matches(self, ms: MatchSet) -> None:
         if ms.n == 0:
