@@ -21,6 +21,7 @@ from numba import njit
 from replaydb.operators.pattern import nfa_cep, nfa_sql
 from replaydb.operators.pattern.compile import CompiledPattern
 from replaydb.operators.pattern.measures import MatchSet
+from replaydb.operators.pattern.vm import max_stack_depth
 
 from replaydb.errors import OperatorError
 
@@ -55,6 +56,9 @@ class _Base:
                 for p in range(len(cp.pos_var))]
         self.maxdeg = max(1, max(degs) if degs else 1)
         self.stack = np.empty(256, dtype=np.float64)
+        self.has_prog = bool(np.any(cp.prog_hi > cp.prog_lo))
+        self.depth = max([1] + [max_stack_depth(cp.p_op, int(lo), int(hi))
+                                for lo, hi in zip(cp.prog_lo, cp.prog_hi)])
         self.reset()
 
     def reset(self) -> None:  # pragma: no cover - overridden
@@ -110,7 +114,17 @@ class AllRunsEngine(_Base):
             ht=np.zeros(1024, dtype=np.int64), ht_gen=np.zeros(1024, dtype=np.int64),
             now_t=MIN_T, gc_at=GC_MIN,
         )
+        s.update(self._scratch(1024))
         self.s = s
+
+    def _scratch(self, cap: int) -> dict[str, np.ndarray]:
+        """Per-event scratch for candidate pairs (see :func:`nfa_cep.cep_run`)."""
+        return {"cand_node": np.empty(cap, dtype=np.int64),
+                "cand_k": np.empty(cap, dtype=np.int64),
+                "cand_ok": np.empty(cap, dtype=np.bool_),
+                "alive": np.empty(cap, dtype=np.bool_),
+                "sel": np.empty(cap, dtype=np.int64),
+                "st": np.empty((self.depth, cap), dtype=np.float64)}
 
     @property
     def state_size(self) -> int:
@@ -136,7 +150,8 @@ class AllRunsEngine(_Base):
                 buf, base, s["n_ev"], s["n_pos"], s["n_t"], s["n_lstart"], s["n_neg"],
                 s["n_edge"], s["n_isstart"], s["ctx_i"], s["ctx_f"], s["e_src"], s["e_next"],
                 s["fp"], s["f_off"], s["f_len"], s["f_cap"], s["out_node"], s["cnt"],
-                self.maxdeg, s["ht"], s["ht_gen"], self.stack))
+                self.maxdeg, s["ht"], s["ht_gen"], self.stack, self.has_prog,
+                s["cand_node"], s["cand_k"], s["cand_ok"], s["alive"], s["sel"], s["st"]))
             if i < n:
                 p = int(pid[i])
                 if i > 0:
@@ -181,6 +196,8 @@ class AllRunsEngine(_Base):
         if cnt[3] + need > s["out_node"].shape[0]:
             s["out_node"] = _grow(s["out_node"], max(2 * s["out_node"].shape[0],
                                                      int(cnt[3] + need) + 16))
+        if need > s["cand_node"].shape[0] or flen > s["alive"].shape[0]:
+            s.update(self._scratch(max(2 * s["cand_node"].shape[0], need + flen + 16)))
         self._ht(need)
 
     def _compact_pool(self) -> None:

@@ -47,7 +47,7 @@ from replaydb.operators.pattern.ctxops import (
     row_hash,
     rows_equal,
 )
-from replaydb.operators.pattern.vm import vm_eval
+from replaydb.operators.pattern.vm import vm_eval, vm_eval_many
 
 STRAT_CONTIGUOUS = 0
 STRAT_NEXT = 1
@@ -91,15 +91,18 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             neg_var, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind, cf_var,
             cf_col, init_f, buf, base, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge, n_isstart,
             ctx_i, ctx_f, e_src, e_next, fp, f_off, f_len, f_cap, out_node, cnt, maxdeg, ht,
-            ht_gen, stack):
+            ht_gen, stack, has_prog, cand_node, cand_k, cand_ok, alive, sel, st):
     """Process events ``[i0, n)`` of a batch; returns the index where it stopped.
 
     Stops early (returns ``i < n``) when an arena may be too small for event ``i``; the caller
     grows or collects and calls again from ``i``. ``cnt`` = [nodes, edges, pool end, outputs,
-    hash stamp].
+    hash stamp]. Per event: (A) collect the (partial match, option) pairs whose per-event
+    condition holds, (B) run each variable's cross-event program over all its pairs at once
+    (:func:`vm_eval_many`), (C) apply the operational table in frontier order.
     """
     nstart = start.shape[0]
     nneg = neg_var.shape[0]
+    nvars = prog_lo.shape[0]
     for i in range(i0, n):
         p = pid[i]
         flen = f_len[p]
@@ -108,7 +111,9 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
         need = flen * maxdeg + nstart
         if (cnt[0] + need > n_ev.shape[0] or cnt[1] + need > e_src.shape[0]
                 or cnt[2] + 2 * (flen + need) + 8 > fp.shape[0]
-                or cnt[3] + need > out_node.shape[0] or 2 * need + 2 > ht.shape[0]):
+                or cnt[3] + need > out_node.shape[0] or 2 * need + 2 > ht.shape[0]
+                or need > cand_node.shape[0] or flen > alive.shape[0]
+                or need > st.shape[1]):
             return i
         g = g0 + i
         te = t[i]
@@ -131,40 +136,64 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             if te > n_lstart[nid]:
                 n_lstart[nid] = te
         off = f_off[p]
-        w = cnt[2]
-        nw = 0
+        # (A) candidate (partial match, option) pairs passing the per-event conditions
+        nc = 0
         for j in range(flen):
             nd = fp[off + j]
             if window >= 0 and te - n_lstart[nd] > window:
+                alive[j] = False
                 continue
-            fired = False
+            alive[j] = True
             ps = n_pos[nd]
             for k in range(fol_ptr[ps], fol_ptr[ps + 1]):
                 q = fol_to[k]
-                if q < 0:
+                if q < 0 or (fol_neg[k] & n_neg[nd]) != 0 or not vmask[i, pos_var[q]]:
                     continue
-                if fol_neg[k] & n_neg[nd]:
+                cand_node[nc] = nd
+                cand_k[nc] = k
+                cand_ok[nc] = True
+                nc += 1
+        # (B) cross-event conditions, one program run per variable over all its pairs
+        if has_prog and nc > 0:
+            for v in range(nvars):
+                if prog_lo[v] == prog_hi[v]:
                     continue
-                v = pos_var[q]
-                if not vmask[i, v]:
-                    continue
-                if prog_lo[v] < prog_hi[v] and not vm_eval(p_op, p_ia, p_ib, p_fc, prog_lo[v],
-                                                           prog_hi[v], buf, base, g, ctx_i,
-                                                           ctx_f, init_f, nd, stack):
-                    continue
-                nid = _make_node(q, nd, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t,
-                                 n_lstart, n_neg, n_edge, n_isstart, ctx_i, ctx_f, init_f,
-                                 ci_kind, ci_var, cf_kind, cf_var, cf_col, buf, base, ht, ht_gen)
-                ec = cnt[1]
-                e_src[ec] = nd
-                e_next[ec] = n_edge[nid]
-                n_edge[nid] = ec
-                cnt[1] = ec + 1
-                if n_lstart[nd] > n_lstart[nid]:
-                    n_lstart[nid] = n_lstart[nd]
-                fired = True
+                m = 0
+                for c in range(nc):
+                    if pos_var[fol_to[cand_k[c]]] == v:
+                        sel[m] = c
+                        m += 1
+                if m > 0:
+                    vm_eval_many(p_op, p_ia, p_ib, p_fc, prog_lo[v], prog_hi[v], buf, base, g,
+                                 ctx_i, ctx_f, init_f, cand_node, sel, m, st, cand_ok)
+        # (C) the operational table, in frontier order
+        w = cnt[2]
+        nw = 0
+        c = 0
+        for j in range(flen):
+            if not alive[j]:
+                continue
+            nd = fp[off + j]
+            fired = False
+            while c < nc and cand_node[c] == nd:
+                if cand_ok[c]:
+                    q = fol_to[cand_k[c]]
+                    v = pos_var[q]
+                    nid = _make_node(q, nd, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t,
+                                     n_lstart, n_neg, n_edge, n_isstart, ctx_i, ctx_f, init_f,
+                                     ci_kind, ci_var, cf_kind, cf_var, cf_col, buf, base, ht,
+                                     ht_gen)
+                    ec = cnt[1]
+                    e_src[ec] = nd
+                    e_next[ec] = n_edge[nid]
+                    n_edge[nid] = ec
+                    cnt[1] = ec + 1
+                    if n_lstart[nd] > n_lstart[nid]:
+                        n_lstart[nid] = n_lstart[nd]
+                    fired = True
+                c += 1
             if strategy == STRAT_ANY or (strategy == STRAT_NEXT and not fired):
-                nm = pos_negmask[ps]
+                nm = pos_negmask[n_pos[nd]]
                 if nm != 0:
                     for kk in range(nneg):
                         bit = np.int64(1) << kk

@@ -240,3 +240,193 @@ def vm_eval(op, ia, ib, fc, lo, hi, buf, base, g, ctx_i, ctx_f, init_f, node, st
     if sp == 0:
         return True
     return _truth(stack[sp - 1])
+
+
+@njit(cache=True, error_model="numpy")
+def vm_eval_many(op, ia, ib, fc, lo, hi, buf, base, g, ctx_i, ctx_f, init_f,  # noqa: C901
+                 nodes, sel, m, st, out):
+    """Run program ``[lo, hi)`` for event ``g`` against ``m`` partial matches at once.
+
+    Candidate ``c`` (``0 <= c < m``) is partial match ``nodes[sel[c]]``; the result goes to
+    ``out[sel[c]]``. Column-at-a-time: every opcode is one tight loop over the candidates, so
+    the interpretation cost is paid once per opcode, not once per (opcode, partial match).
+    ``st`` is a scratch of shape (stack depth, >= m).
+    """
+    sp = 0
+    nan = np.nan
+    for k in range(lo, hi):
+        o = op[k]
+        if o == OP_CONST:
+            x = fc[k]
+            for c in range(m):
+                st[sp, c] = x
+            sp += 1
+        elif o == OP_CUR:
+            x = buf[ia[k], g - base]
+            for c in range(m):
+                st[sp, c] = x
+            sp += 1
+        elif o == OP_BOUND or o == OP_FIRSTCUR:
+            s0 = ia[k]
+            col = ib[k]
+            for c in range(m):
+                nd = nodes[sel[c]]
+                idx = ctx_i[nd, s0] if nd >= 0 else -1
+                if idx < 0 and o == OP_FIRSTCUR:
+                    idx = g
+                st[sp, c] = nan if idx < 0 else buf[col, idx - base]
+            sp += 1
+        elif o == OP_AGG:
+            s0 = ia[k]
+            fn = ib[k] >> 1
+            inc = ib[k] & 1
+            x = buf[int(fc[k]), g - base] if inc else nan
+            for c in range(m):
+                nd = nodes[sel[c]]
+                if nd >= 0:
+                    nn = ctx_f[nd, s0]
+                    sm = ctx_f[nd, s0 + 1]
+                    mn = ctx_f[nd, s0 + 2]
+                    mx = ctx_f[nd, s0 + 3]
+                else:
+                    nn = init_f[s0]
+                    sm = init_f[s0 + 1]
+                    mn = init_f[s0 + 2]
+                    mx = init_f[s0 + 3]
+                if inc and x == x:
+                    nn += 1.0
+                    sm += x
+                    if x < mn:
+                        mn = x
+                    if x > mx:
+                        mx = x
+                if fn == AGG_COUNT:
+                    r = nn
+                elif nn == 0.0:
+                    r = nan
+                elif fn == AGG_SUM:
+                    r = sm
+                elif fn == AGG_AVG:
+                    r = sm / nn
+                elif fn == AGG_MIN:
+                    r = mn
+                else:
+                    r = mx
+                st[sp, c] = r
+            sp += 1
+        elif o == OP_ROWS:
+            s0 = ia[k]
+            add = ib[k]
+            for c in range(m):
+                nd = nodes[sel[c]]
+                st[sp, c] = (ctx_f[nd, s0] if nd >= 0 else init_f[s0]) + add
+            sp += 1
+        elif o == OP_NEG:
+            for c in range(m):
+                st[sp - 1, c] = -st[sp - 1, c]
+        elif o < 20:
+            sp -= 1
+            for c in range(m):
+                a = st[sp - 1, c]
+                b = st[sp, c]
+                if o == OP_ADD:
+                    r = a + b
+                elif o == OP_SUB:
+                    r = a - b
+                elif o == OP_MUL:
+                    r = a * b
+                elif o == OP_DIV:
+                    r = a / b
+                elif b == 0.0 or a != a or b != b:
+                    r = nan
+                elif a == math.floor(a) and b == math.floor(b):
+                    r = a - b * math.floor(a / b)
+                else:
+                    r = np.fmod(a, b)
+                st[sp - 1, c] = r
+        elif o < 30:
+            sp -= 1
+            for c in range(m):
+                a = st[sp - 1, c]
+                b = st[sp, c]
+                if a != a or b != b:
+                    r = 0.0
+                elif o == OP_EQ:
+                    r = 1.0 if a == b else 0.0
+                elif o == OP_NE:
+                    r = 1.0 if a != b else 0.0
+                elif o == OP_LT:
+                    r = 1.0 if a < b else 0.0
+                elif o == OP_LE:
+                    r = 1.0 if a <= b else 0.0
+                elif o == OP_GT:
+                    r = 1.0 if a > b else 0.0
+                else:
+                    r = 1.0 if a >= b else 0.0
+                st[sp - 1, c] = r
+        elif o == OP_AND or o == OP_OR:
+            sp -= 1
+            for c in range(m):
+                ta = _truth(st[sp - 1, c])
+                tb = _truth(st[sp, c])
+                st[sp - 1, c] = 1.0 if ((ta and tb) if o == OP_AND else (ta or tb)) else 0.0
+        elif o == OP_POW or o == OP_MIN2 or o == OP_MAX2:
+            sp -= 1
+            for c in range(m):
+                a = st[sp - 1, c]
+                b = st[sp, c]
+                if o == OP_POW:
+                    r = a ** b
+                elif a != a or b != b:
+                    r = nan
+                elif o == OP_MIN2:
+                    r = a if a < b else b
+                else:
+                    r = a if a > b else b
+                st[sp - 1, c] = r
+        else:
+            for c in range(m):
+                x = st[sp - 1, c]
+                if o == OP_NOT:
+                    r = 0.0 if _truth(x) else 1.0
+                elif o == OP_TRUTH:
+                    r = 1.0 if _truth(x) else 0.0
+                elif o == OP_ISNULL:
+                    r = 1.0 if x != x else 0.0
+                elif o == OP_NOTNULL:
+                    r = 0.0 if x != x else 1.0
+                elif o == OP_ABS:
+                    r = abs(x)
+                elif o == OP_SQRT:
+                    r = math.sqrt(x) if x >= 0 else nan
+                elif o == OP_FLOOR:
+                    r = math.floor(x) if x == x else nan
+                elif o == OP_CEIL:
+                    r = math.ceil(x) if x == x else nan
+                elif o == OP_EXP:
+                    r = math.exp(x)
+                elif o == OP_LN:
+                    r = math.log(x) if x > 0 else (-np.inf if x == 0 else nan)
+                elif o == OP_LOG10:
+                    r = math.log10(x) if x > 0 else (-np.inf if x == 0 else nan)
+                else:  # OP_ROUND
+                    r = np.round(x, ia[k]) if x == x else nan
+                st[sp - 1, c] = r
+    for c in range(m):
+        out[sel[c]] = True if sp == 0 else _truth(st[sp - 1, c])
+
+
+def max_stack_depth(op: np.ndarray, lo: int, hi: int) -> int:
+    """Largest stack depth program ``[lo, hi)`` reaches (for sizing scratch space)."""
+    push = {OP_CONST, OP_CUR, OP_BOUND, OP_FIRSTCUR, OP_AGG, OP_ROWS}
+    binary = {OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT,
+              OP_GE, OP_AND, OP_OR, OP_POW, OP_MIN2, OP_MAX2}
+    sp = best = 0
+    for k in range(lo, hi):
+        o = int(op[k])
+        if o in push:
+            sp += 1
+        elif o in binary:
+            sp -= 1
+        best = max(best, sp)
+    return best
