@@ -176,3 +176,59 @@ def test_reluctant_versus_greedy() -> None:
                                  "PATTERN (A B+?) DEFINE A AS true)"), sch, None)
     assert greedy.process(tab).column("n").to_pylist() == [4]
     assert reluctant.process(tab).column("n").to_pylist() == [2, 2]
+
+
+DATASET_QUERIES = [
+    # the example queries the project's dataset generators publish
+    ("SELECT * FROM flights MATCH_RECOGNIZE (ORDER BY t "
+     "MEASURES A.t AS first_t, C.t AS last_t, A.delay AS first_delay, C.delay AS last_delay "
+     "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
+     "PATTERN (A T1* B T2* C) WITHIN 3 HOURS "
+     "DEFINE A AS A.origin = 'ORD' AND A.delay BETWEEN 30 AND 59, "
+     "B AS B.origin = 'ORD' AND B.delay BETWEEN 60 AND 119, "
+     "C AS C.origin = 'ORD' AND C.delay >= 120, T1 AS TRUE, T2 AS TRUE)",
+     [("origin", pa.string()), ("delay", pa.float64())]),
+    ("SELECT * FROM flights MATCH_RECOGNIZE (PARTITION BY origin ORDER BY t "
+     "MEASURES FIRST(D.t) AS first_t, LAST(D.t) AS last_t, COUNT(D.delay) AS delayed_departures "
+     "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (D{5,}) WITHIN 1 HOUR "
+     "DEFINE D AS D.delay >= 60)", [("origin", pa.string()), ("delay", pa.float64())]),
+    ("SELECT * FROM gpu_bench MATCH_RECOGNIZE (ORDER BY t "
+     "MEASURES FIRST(A.t) AS a_t, LAST(C.t) AS c_t ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
+     "PATTERN (A B* C) WITHIN 65536 "
+     "DEFINE A AS A.v1 < 0.01, B AS B.v2 > PREV(B.v2), C AS C.v3 >= A.v3 + 0.5)",
+     [("v1", pa.float32()), ("v2", pa.float32()), ("v3", pa.float32())]),
+    ("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY t "
+     "MEASURES FIRST(S1.seq) AS first_seq, LAST(S3.seq) AS last_seq "
+     "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (S1 S2 T1* S3) WITHIN 300 "
+     "DEFINE S1 AS S1.A3 >= 0.41 AND S1.A3 <= 0.47, S2 AS S2.A1 >= 0.1 AND S2.A1 <= 0.2, "
+     "S3 AS S3.A3 >= 0.5 AND S3.A3 <= 0.9, T1 AS TRUE)",
+     [("A1", pa.float64()), ("A3", pa.float64())]),
+    ("SELECT * FROM stock MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY t "
+     "MEASURES FIRST(A.price) AS start_price, LAST(A.price) AS top_price, "
+     "B.volume AS drop_volume ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
+     "PATTERN (A{5,} B) WITHIN 500 DEFINE A AS A.price >= PREV(A.price), B AS B.volume < 150)",
+     [("symbol", pa.int64()), ("price", pa.float64()), ("volume", pa.float64())]),
+]
+
+
+@pytest.mark.parametrize("text,cols", DATASET_QUERIES)
+def test_dataset_example_queries_bind_and_run(text: str, cols: list) -> None:
+    import numpy as np
+
+    sch = pa.schema([("t", pa.int64()), ("seq", pa.int64()), *cols])
+    rng = np.random.default_rng(1)
+    n = 300
+    data = {"t": np.arange(n, dtype=np.int64) * 60, "seq": np.arange(n, dtype=np.int64)}
+    for name, typ in cols:
+        if pa.types.is_string(typ):
+            data[name] = rng.choice(["ORD", "JFK"], n).tolist()
+        elif pa.types.is_integer(typ):
+            data[name] = rng.integers(0, 2, n)
+        else:
+            data[name] = (rng.random(n) * (150 if name in ("delay", "price", "volume") else 1))
+    tab = pa.table(data, schema=sch)
+    q = mr.parse(text)
+    op = mr.bind(q, sch, "s")
+    out = op.process(tab)
+    assert out.schema == op.output_schema
+    assert out.num_rows == len(oracle.matches(q.pattern_spec("s"), tab))

@@ -180,3 +180,29 @@ def test_detect() -> None:
     assert sase.detect("from s pattern SEQ(A a)")
     assert not sase.detect("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true)")
     assert not sase.detect("")
+
+
+def test_dataset_example_queries() -> None:
+    """The SASE+ example queries the project's dataset generators publish."""
+    sch = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                     ("symbol", pa.int64()), ("price", pa.float64()), ("volume", pa.float64())])
+    q = sase.parse("PATTERN SEQ(Stock+ a[], Stock b) WHERE skip_till_next_match(a[], b) "
+                   "{ [symbol] AND a[1].price % 500 = 0 AND a[i].price > a[i-1].price "
+                   "AND b.volume < 150 } WITHIN 500")
+    n = 400
+    tab = pa.table({"t": list(range(n)), "seq": list(range(n)), "type": ["Stock"] * n,
+                    "symbol": [i % 2 for i in range(n)],
+                    "price": [float((i * 37) % 1000) for i in range(n)],
+                    "volume": [float((i * 53) % 300) for i in range(n)]}, schema=sch)
+    spec = q.pattern_spec(None)
+    got = oracle.run_operator(spec, tab, batch_rows=64)
+    assert got == oracle.matches(spec, tab) and got
+    sch2 = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                      ("value", pa.int64())])
+    q2 = sase.parse("PATTERN SEQ(E a, E b, E c) WHERE skip_till_any_match(a, b, c) "
+                    "{ a.value % 7 = 0 AND b.value % 11 = 0 AND c.value % 13 = 0 } WITHIN 100")
+    tab2 = pa.table({"t": list(range(60)), "seq": list(range(60)), "type": ["E"] * 60,
+                     "value": list(range(60))}, schema=sch2)
+    spec2 = q2.pattern_spec(None)
+    got2 = oracle.run_operator(spec2, tab2)
+    assert got2 == oracle.matches(spec2, tab2) and got2

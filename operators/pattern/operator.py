@@ -23,7 +23,8 @@ Output schema, ONE ROW PER MATCH (the default):
 ``t`` (output time = the match's largest timestamp = ``last_t``), ``match_id`` (1-based, in
 output order, over the operator's lifetime), ``match_number`` (MATCH_NUMBER(): 1-based per
 partition), ``first_t``, ``first_seq``, ``last_t``, ``last_seq`` (the first and last matched
-event), the partition key columns, then the measures.
+event), the partition key columns, then the measures. A measure named like one of these
+metadata columns replaces it (``MEASURES A.t AS first_t``).
 
 ALL ROWS PER MATCH: ``match_id``, ``match_number``, every input column of the matched row
 (``t``, ``seq``, ...), then the measures (RUNNING unless FINAL).
@@ -146,11 +147,13 @@ class PatternOperator(Operator):
     def _make_schema(self) -> pa.Schema:
         sch = self.config.schema
         fields: list[pa.Field] = []
+        measure_names = {name for name, _ in self._measures}
+        meta = META_ALL if self.all_rows else META_ONE
+        self._shadowed = {n for n in meta if n in measure_names}
+        fields += [pa.field(n, pa.int64()) for n in meta if n not in self._shadowed]
         if self.all_rows:
-            fields += [pa.field("match_id", pa.int64()), pa.field("match_number", pa.int64())]
             fields += list(sch)
         else:
-            fields += [pa.field(n, pa.int64()) for n in META_ONE]
             fields += [pa.field(k, sch.field(k).type) for k in self.cp.partition_by]
         for name, low in self._measures:
             fields.append(pa.field(name, infer_type(low, self._aug_schema)))
@@ -390,7 +393,8 @@ class PatternOperator(Operator):
         if self.all_rows:
             frame = Frame.all_rows(ms)
             fm = frame.mid
-            arrays += [pa.array(ms.match_id[fm]), pa.array(ms.number[fm])]
+            meta = {"match_id": ms.match_id[fm], "match_number": ms.number[fm]}
+            arrays += [pa.array(meta[n]) for n in META_ALL if n not in self._shadowed]
             names = self.config.schema.names
             got = buf.gather(ms.ev, names)
             arrays += [got[n] for n in names]
@@ -399,9 +403,10 @@ class PatternOperator(Operator):
             first = ms.ev[ms.off[:-1]] - buf.base
             last = ms.ev[ms.off[1:] - 1] - buf.base
             lt = buf.t[last]
-            arrays += [pa.array(lt), pa.array(ms.match_id), pa.array(ms.number),
-                       pa.array(buf.t[first]), pa.array(buf.seq[first]), pa.array(lt),
-                       pa.array(buf.seq[last])]
+            meta = {"t": lt, "match_id": ms.match_id, "match_number": ms.number,
+                    "first_t": buf.t[first], "first_seq": buf.seq[first], "last_t": lt,
+                    "last_seq": buf.seq[last]}
+            arrays += [pa.array(meta[n]) for n in META_ONE if n not in self._shadowed]
             keyvals = self._pmap.key_values(ms.pid)
             for k, vals in zip(self.cp.partition_by, keyvals):
                 arrays.append(pa.array(vals, type=self.config.schema.field(k).type))
