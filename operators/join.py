@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
-from replaydb.operators.expr import Column, ColumnsEnv, Expr, columns, compile_predicate
 
 from replaydb.errors import DataError, QueryError
+from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
+from replaydb.operators.expr import Column, ColumnsEnv, Expr, columns, compile_predicate
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from replaydb.operators.expr import Binary, Column, Literal
-from replaydb.operators.filter import FilterConfig, FilterOperator
 
 from replaydb.errors import QueryError
+from replaydb.operators.expr import Binary, Column, Literal
+from replaydb.operators.filter import FilterConfig, FilterOperator
 
 T = 100  # the figure's "t"
 

@@ -6,10 +6,10 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from replaydb.operators.expr import Binary, Column
-from replaydb.operators.join import JoinConfig, JoinOperator, Window
 
 from replaydb.errors import DataError, QueryError
+from replaydb.operators.expr import Binary, Column
+from replaydb.operators.join import JoinConfig, JoinOperator, Window
 
 T = 100
 SCHEMA = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),

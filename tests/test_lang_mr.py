@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
+from replaydb.errors import ParseError, QueryError
 from replaydb.operators.pattern import oracle
 from replaydb.operators.pattern.model import (
     Alt,
@@ -15,8 +17,6 @@ from replaydb.operators.pattern.model import (
     Var,
 )
 from replaydb.planner.lang import match_recognize as mr
-
-from replaydb.errors import ParseError, QueryError
 
 # Listing 3.1 of the dissertation, as printed (typographic quotes and comments included).
 LISTING_3_1 = """SELECT * FROM CRIMES MATCH_RECOGNIZE (

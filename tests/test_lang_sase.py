@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
+from replaydb.errors import ParseError, QueryError
 from replaydb.operators.pattern import oracle
 from replaydb.operators.pattern.model import Neg, Repeat, Seq, Strategy, Var
 from replaydb.planner.lang import sase
-
-from replaydb.errors import ParseError, QueryError
 
 HOUR = 3600
 

@@ -8,6 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pytest
+
+from replaydb.errors import DataError, OperatorError, QueryError, StateCapExceeded
 from replaydb.operators.expr import Binary, Call, Column, Literal
 from replaydb.operators.pattern import oracle
 from replaydb.operators.pattern.model import (
@@ -25,8 +27,6 @@ from replaydb.operators.pattern.model import (
     VarDef,
 )
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
-
-from replaydb.errors import DataError, OperatorError, QueryError, StateCapExceeded
 
 SCH = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
                  ("temp", pa.float64())])

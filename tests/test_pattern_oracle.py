@@ -13,6 +13,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
+from replaydb.errors import OperatorError, QueryError
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -40,8 +42,6 @@ from replaydb.operators.pattern.model import (
     Var,
     VarDef,
 )
-
-from replaydb.errors import OperatorError, QueryError
 
 SCHEMA = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
                     ("x", pa.float64()), ("k", pa.int64())])

@@ -30,9 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replaydb.operators.pattern.model import Alt, Neg, PatternNode, Repeat, Seq, Var
-
 from replaydb.errors import QueryError
+from replaydb.operators.pattern.model import Alt, Neg, PatternNode, Repeat, Seq, Var
 
 ACCEPT = -1
 """Marker in ``start``/``follow`` lists: the match may end here."""

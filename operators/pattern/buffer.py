@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
+
 from replaydb.operators.pattern.compile import StringCodes
 from replaydb.operators.pattern.lowering import nav_name
 
@@ -203,47 +204,50 @@ class EventBuffer:
     def __init__(self, n_cols: int, capacity: int = 1024, track_next: bool = True) -> None:
         self.n_cols = n_cols
         self.track_next = track_next
-        self.base = 0            # global index of column 0 of the arrays
+        self.base = 0            # global index of column 0 of ``vm`` / ``next_g``
         self.end = 0             # global index after the last event
-        self.vm = np.empty((n_cols, capacity), dtype=np.float64)
-        self.t = np.empty(capacity, dtype=np.int64)
-        self.seq = np.empty(capacity, dtype=np.int64)
-        self.pid = np.empty(capacity, dtype=np.int64)
-        self.next_g = np.empty(capacity, dtype=np.int64)
+        self.vm = np.empty((n_cols, capacity if n_cols else 0), dtype=np.float64)
+        self.next_g = np.empty(capacity if track_next else 0, dtype=np.int64)
+        # per batch, kept without copying: (first global index, t, seq, partition ids)
+        self.chunks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         self.raw: list[tuple[int, pa.RecordBatch]] = []
         self.last_g: dict[int, int] = {}
 
     @property
     def size(self) -> int:
-        return self.end - self.base
+        return self.end - (self.chunks[0][0] if self.chunks else self.end)
+
+    def _ensure(self, n: int) -> None:
+        """Room for ``n`` more events in the contiguous arrays (vm, next links)."""
+        used = self.end - self.base
+        cap = self.vm.shape[1] if self.n_cols else self.next_g.shape[0]
+        if not (self.n_cols or self.track_next) or used + n <= cap:
+            return
+        cap = max(2 * cap, used + n)
+        if self.n_cols:
+            v = np.empty((self.n_cols, cap), dtype=np.float64)
+            v[:, :used] = self.vm[:, :used]
+            self.vm = v
+        if self.track_next:
+            b = np.empty(cap, dtype=np.int64)
+            b[:used] = self.next_g[:used]
+            self.next_g = b
 
     def append(self, batch: pa.RecordBatch, vmcols: np.ndarray, t: np.ndarray, seq: np.ndarray,
                pid: np.ndarray) -> int:
-        """Append a batch; returns its first global index."""
+        """Append a batch; returns its first global index. O(batch) only for VM columns."""
         n = len(t)
         g0 = self.end
-        size = self.size
-        if size + n > self.t.shape[0]:
-            cap = max(2 * self.t.shape[0], size + n)
-            for name in ("t", "seq", "pid", "next_g"):
-                a = getattr(self, name)
-                b = np.empty(cap, dtype=a.dtype)
-                b[:size] = a[:size]
-                setattr(self, name, b)
-            v = np.empty((self.n_cols, cap), dtype=np.float64)
-            v[:, :size] = self.vm[:, :size]
-            self.vm = v
-        sl = slice(size, size + n)
-        self.t[sl] = t
-        self.seq[sl] = seq
-        self.pid[sl] = pid
-        self.next_g[sl] = -1
+        self._ensure(n)
+        off = g0 - self.base
         if self.n_cols:
-            self.vm[:, sl] = vmcols
+            self.vm[:, off: off + n] = vmcols
+        self.chunks.append((g0, t, seq, pid))
+        self.end = g0 + n
         if self.track_next:
+            self.next_g[off: off + n] = -1
             self._link(g0, n, pid)
         self.raw.append((g0, batch))
-        self.end = g0 + n
         return g0
 
     def _link(self, g0: int, n: int, pid: np.ndarray) -> None:
@@ -265,22 +269,38 @@ class EventBuffer:
                 self.next_g[prev - self.base] = g[order[b]]
             self.last_g[p] = int(g[order[e]])
 
+    def at(self, what: str, g: np.ndarray) -> np.ndarray:
+        """``t``, ``seq`` or ``pid`` of the events at global indices ``g`` (all kept)."""
+        k = {"t": 1, "seq": 2, "pid": 3}[what]
+        g = np.asarray(g, dtype=np.int64)
+        if len(self.chunks) == 1:
+            return self.chunks[0][k][g - self.chunks[0][0]]
+        out = np.empty(len(g), dtype=np.int64)
+        starts = np.array([c[0] for c in self.chunks], dtype=np.int64)
+        which = np.searchsorted(starts, g, "right") - 1
+        for ci in np.unique(which).tolist():
+            sel = which == ci
+            c = self.chunks[ci]
+            out[sel] = c[k][g[sel] - c[0]]
+        return out
+
     def trim(self, keep_from: int) -> None:
         """Forget events with global index < ``keep_from`` (amortized O(kept))."""
         keep_from = min(max(keep_from, self.base), self.end)
         while self.raw and self.raw[0][0] + self.raw[0][1].num_rows <= keep_from:
             self.raw.pop(0)
+        while self.chunks and self.chunks[0][0] + len(self.chunks[0][1]) <= keep_from:
+            self.chunks.pop(0)
         drop = keep_from - self.base
         if drop <= 0:
             return
-        size = self.size
-        if drop * 2 >= size or drop > 1 << 16:
-            keep = size - drop
-            for name in ("t", "seq", "pid", "next_g"):
-                a = getattr(self, name)
-                a[:keep] = a[drop:size].copy()
+        used = self.end - self.base
+        if drop * 2 >= used or drop > 1 << 16:
+            keep = used - drop
             if self.n_cols:
-                self.vm[:, :keep] = self.vm[:, drop:size].copy()
+                self.vm[:, :keep] = self.vm[:, drop:used].copy()
+            if self.track_next:
+                self.next_g[:keep] = self.next_g[drop:used].copy()
             self.base = keep_from
 
     def gather(self, g: np.ndarray, names: list[str],

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+
+from replaydb.errors import QueryError
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -64,8 +66,6 @@ from replaydb.operators.pattern.model import (
     Strategy,
     Var,
 )
-
-from replaydb.errors import QueryError
 
 STRAT_CONTIGUOUS = 0
 STRAT_NEXT = 1

@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 import numpy as np
 from numba import njit
+
+from replaydb.errors import OperatorError
 from replaydb.operators.pattern import nfa_cep, nfa_sql
 from replaydb.operators.pattern.compile import CompiledPattern
 from replaydb.operators.pattern.measures import MatchSet
 from replaydb.operators.pattern.vm import max_stack_depth
-
-from replaydb.errors import OperatorError
 
 MIN_T = np.iinfo(np.int64).min
 GC_MIN = 1 << 16

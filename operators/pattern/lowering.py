@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+
+from replaydb.errors import QueryError
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -45,8 +47,6 @@ from replaydb.operators.expr import (
     Star,
     Unary,
 )
-
-from replaydb.errors import QueryError
 
 AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 NAVIGATION = ("PREV", "NEXT", "FIRST", "LAST")

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from numba import njit
+
+from replaydb.errors import QueryError
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -46,8 +48,6 @@ from replaydb.operators.expr import (
 )
 from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
 from replaydb.operators.pattern.lowering import AGGREGATES, LowerContext, nav_name
-
-from replaydb.errors import QueryError
 
 
 @dataclass

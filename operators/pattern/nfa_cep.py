@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
 from replaydb.operators.pattern.ctxops import (
     bind_update,
     copy_row,

@@ -29,6 +29,7 @@ Complexity per row: O(live threads of the row's partition x out-degree x conditi
 from __future__ import annotations
 
 from numba import njit
+
 from replaydb.operators.pattern.ctxops import bind_update, copy_row, init_row, row_hash, rows_equal
 from replaydb.operators.pattern.vm import vm_eval
 

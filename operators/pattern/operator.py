@@ -55,6 +55,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from replaydb.errors import DataError, QueryError, StateCapExceeded
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import (
     Binary,
@@ -88,8 +90,6 @@ from replaydb.operators.pattern.measures import (
     infer_type,
 )
 from replaydb.operators.pattern.model import PatternSpec, RowsPerMatch, Semantics
-
-from replaydb.errors import DataError, QueryError, StateCapExceeded
 
 META_ONE = ("t", "match_id", "match_number", "first_t", "first_seq", "last_t", "last_seq")
 META_ALL = ("match_id", "match_number")
@@ -356,7 +356,7 @@ class PatternOperator(Operator):
                 seen.add(sig)
                 order.append(k[3])
             ms = ms.take(np.array(order, dtype=np.int64))
-        ms.pid = buf.pid[ms.ev[ms.off[:-1]] - buf.base]
+        ms.pid = buf.at("pid", ms.ev[ms.off[:-1]])
         ms.number = self._number(ms.pid)
         return ms
 
@@ -400,12 +400,12 @@ class PatternOperator(Operator):
             arrays += [got[n] for n in names]
         else:
             frame = Frame.one_row(ms)
-            first = ms.ev[ms.off[:-1]] - buf.base
-            last = ms.ev[ms.off[1:] - 1] - buf.base
-            lt = buf.t[last]
+            first = ms.ev[ms.off[:-1]]
+            last = ms.ev[ms.off[1:] - 1]
+            lt = buf.at("t", last)
             meta = {"t": lt, "match_id": ms.match_id, "match_number": ms.number,
-                    "first_t": buf.t[first], "first_seq": buf.seq[first], "last_t": lt,
-                    "last_seq": buf.seq[last]}
+                    "first_t": buf.at("t", first), "first_seq": buf.at("seq", first),
+                    "last_t": lt, "last_seq": buf.at("seq", last)}
             arrays += [pa.array(meta[n]) for n in META_ONE if n not in self._shadowed]
             keyvals = self._pmap.key_values(ms.pid)
             for k, vals in zip(self.cp.partition_by, keyvals):
@@ -459,6 +459,7 @@ class PatternOperator(Operator):
         keep = self._engine.min_referenced()
         if keep is not None:
             assert keep >= buf.base, "a live run reads a trimmed event"
+            assert buf.chunks and keep >= buf.chunks[0][0], "a live run's event was dropped"
 
 
 def _resolve_select(e: Expr, lookup: dict[str, str]) -> Expr:

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from replaydb.errors import OperatorError
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -58,8 +60,6 @@ from replaydb.operators.pattern.model import (
     Strategy,
     Var,
 )
-
-from replaydb.errors import OperatorError
 
 Match = tuple[Any, tuple[int, ...], tuple[str, ...]]
 

@@ -55,6 +55,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import pyarrow as pa
+
+from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -83,8 +85,6 @@ from replaydb.operators.pattern.model import (
 )
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
 from replaydb.planner.lang.parser_base import ParserBase
-
-from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.timeunits import to_units
 
 LANGUAGE = "sase"
