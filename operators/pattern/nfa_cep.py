@@ -22,6 +22,17 @@ skip-till-next when it had no transition. Every event accepted by a first positi
 a successor at a final position is a match (reported at ``e``: output time ``e.t``), and it stays
 a PM if its position can continue (``A B+``). Window: ``last.t - first.t <= window``.
 
+Decisions where the dissertation is silent or inconsistent:
+
+* the operational table is normative; Def. 2.16 read literally would also accept ``<a1, c1>``
+  in Fig. 2.6 (it skips ``b1``, which satisfies ``B*``), the table - and the figure - do not;
+* Fig. 2.6 lists ``<a1, c2>`` twice and omits ``<a2, c2>``: the nine distinct subsequences are
+  reported (the table's result);
+* Def. 2.15 assumes strictly increasing timestamps; events are ordered by ``(t, seq)`` (Def. 2.5:
+  ties broken by a sequence number), so a match may contain events with equal ``t``;
+* a match is an accepting run, i.e. a (subsequence, variable per event) pair; when an ambiguous
+  pattern (``A | A B?``) reaches the same pair along two automaton paths it is reported once.
+
 Sharing (memory proportional to the buffer, not to the number of PMs): a PM is a *path* in a
 graph whose nodes are (event, position, computation state). Successors of different PMs that
 bind the same event at the same position with equal state are one node with several predecessor

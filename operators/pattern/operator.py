@@ -41,7 +41,8 @@ Order of results (deterministic, independent of how the input is cut into batche
   :mod:`~replaydb.operators.pattern.nfa_sql`).
 
 State cap: ``counters.state_size`` = run-graph nodes and edges (all-runs) or thread nodes and
-match attempts (SQL) plus buffered events; :class:`~replaydb.errors.StateCapExceeded` names
+match attempts (SQL) plus buffered events, counted until garbage collection reclaims them
+(``counters.extra["live_runs"]`` / ``["peak_live_runs"]`` count live partial matches only); :class:`~replaydb.errors.StateCapExceeded` names
 ``state_cap`` when a growth would pass it, or when one batch completes more matches than it.
 
 ``end_interval()`` reports what end of input allows (SQL attempts still running end), then drops
@@ -324,6 +325,10 @@ class PatternOperator(Operator):
             self._emit_matches(ms)
         keep = self._engine.min_referenced()
         buf.trim(buf.end if keep is None else keep)
+        live = self._engine.live_runs
+        extra = self.counters.extra
+        extra["live_runs"] = live
+        extra["peak_live_runs"] = max(extra.get("peak_live_runs", 0), live)
         self._set_state_size(self._engine.state_size + buf.size, "partial matches and events")
 
     def _flush(self) -> None:

@@ -408,7 +408,8 @@ def bind(query: MatchRecognizeQuery, schema: pa.Schema, time_unit: str | None,
     """Validate ``query`` against ``schema`` and return a ready
     :class:`~replaydb.operators.pattern.operator.PatternOperator`.
 
-    Options: ``state_cap`` (int or None). Errors are QueryError/ParseError naming the position.
+    Options: ``state_cap`` (int or None); ``type_column`` is accepted and ignored (MATCH_RECOGNIZE
+    has no event types). Errors are QueryError/ParseError naming the position.
     """
     if not isinstance(query, MatchRecognizeQuery):
         raise QueryError("bind() expects a parsed MATCH_RECOGNIZE query")
@@ -416,6 +417,7 @@ def bind(query: MatchRecognizeQuery, schema: pa.Schema, time_unit: str | None,
     kwargs = {}
     if "state_cap" in options:
         kwargs["state_cap"] = options.pop("state_cap")
+    options.pop("type_column", None)
     if options:
         raise QueryError(f"unknown option(s) {', '.join(sorted(options))}")
     return PatternOperator(PatternConfig(spec, schema, time_unit), **kwargs)  # type: ignore[arg-type]
