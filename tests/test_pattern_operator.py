@@ -451,3 +451,19 @@ def test_vectorized_fixed_sequences_equal_general_engines() -> None:
             assert a == b
 
     check()
+
+
+def test_dead_runs_do_not_pin_old_events() -> None:
+    """Rare, short-lived runs over a long stream: the buffer stays small."""
+    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")), window=3,
+                       strategy=Strategy.SKIP_TILL_NEXT)
+    op = _ops(spec)
+    n = 1 << 20
+    types = np.where(np.arange(n) % 1000 == 0, "a", "x")
+    tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": types,
+                    "temp": np.zeros(n)}, schema=SCH)
+    for b in tab.to_batches(max_chunksize=1 << 15):
+        op.push(b)
+        op._check()
+        assert op._buffer.size <= (1 << 18) + (1 << 15)
+    assert op.counters.extra["peak_live_runs"] <= 2

@@ -206,6 +206,7 @@ class PatternOperator(Operator):
         else:
             self._engine = AllRunsEngine(cp, self._grow_check)
         self._last: tuple[int, int] | None = None
+        self._span_after_gc = 0
         self._next_match_id = 1
         self._numbers: dict[int, int] = {}
 
@@ -324,8 +325,14 @@ class PatternOperator(Operator):
         for ms in parts:
             self._emit_matches(ms)
         keep = self._engine.min_referenced()
-        buf.trim(buf.end if keep is None else keep)
         live = self._engine.live_runs
+        if keep is not None and buf.end - keep > max(4 * n, 1 << 18, 2 * self._span_after_gc):
+            # garbage (dead runs not yet collected) may pin old events: collect, then trim;
+            # if live runs really span that far, wait until the span doubles before retrying
+            self._engine.collect()
+            keep = self._engine.min_referenced()
+            self._span_after_gc = 0 if keep is None else buf.end - keep
+        buf.trim(buf.end if keep is None else keep)
         extra = self.counters.extra
         extra["live_runs"] = live
         extra["peak_live_runs"] = max(extra.get("peak_live_runs", 0), live)
