@@ -23,6 +23,8 @@ def fig_2_3_stream() -> pa.Table:
 
 
 def test_fig_2_3_filter_v_greater_3() -> None:
+    """The caption says phi = v > 3; the text once says "v <= 3" but describes dropping v=2 and
+    v=3 and keeping 7, 5, 4 - the caption's predicate."""
     op = FilterOperator(FilterConfig(Binary(">", Column("v"), Literal(3))))
     out = op.process(fig_2_3_stream())
     assert out.column("v").to_pylist() == [7, 5, 4]
