@@ -15,8 +15,10 @@ Windows (Defs. 2.7, 2.8), per side, :class:`Window`:
   carries ``a + (k-1)slide + size - 1``, anchored at the stream's first timestamp ``a``
   (``align="first"``, the dissertation's definition) or at 0 (``align="epoch"``).
 
-Decision (the dissertation is silent on ties): an event only sees events that precede it in
-``(t, seq)`` order; "the active window at ``e.t``" is computed from those. Before a stream's
+Decision (the dissertation is silent on ties): an event only sees events that arrived before it
+(the input's order: ``(t, seq)`` within a stream; when streams are merged, equal timestamps come
+in the replay layer's order); "the active window at ``e.t``" is computed from those. Only ``t``
+must not decrease. Before a stream's
 first window is complete nothing joins with it (e.g. a count window of size 2 needs 2 events).
 
 Output schema: ``t`` (the arriving event's time), ``probe`` (the side name of the arriving
@@ -328,15 +330,13 @@ class JoinOperator(Operator):
                 s.trim(keep)
 
     def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
-        if self._last is not None and len(t):
-            lt, ls = self._last
-            if t[0] < lt or (t[0] == lt and seq[0] <= ls):
-                raise DataError("input must be in (t, seq) order", row=0, column="t")
+        """Time must not go backwards (equal ``t``: arrival order, see the module docstring)."""
+        if self._last is not None and len(t) and t[0] < self._last[0]:
+            raise DataError("input must be in time order", row=0, column="t")
         if len(t) > 1:
-            dt = np.diff(t)
-            bad = (dt < 0) | ((dt == 0) & (np.diff(seq) <= 0))
+            bad = np.diff(t) < 0
             if bad.any():
-                raise DataError("input must be in (t, seq) order", row=int(np.argmax(bad)) + 1,
+                raise DataError("input must be in time order", row=int(np.argmax(bad)) + 1,
                                 column="t")
         if len(t):
             self._last = (int(t[-1]), int(seq[-1]))

@@ -237,7 +237,11 @@ def test_input_order_errors_name_the_row() -> None:
     op2 = _ops(spec)
     op2.push(typed("a", t0=5))
     with pytest.raises(DataError, match="row 0"):
-        op2.push(typed("a", t0=5))   # same (t, seq) again
+        op2.push(typed("a", t0=4))   # time went backwards across batches
+    op3 = _ops(spec)                 # equal t with any seq order: arrival order (merged streams)
+    op3.push(pa.table({"t": [1, 1, 2], "seq": [7, 3, 3], "type": ["a"] * 3, "temp": [0.0] * 3},
+                      schema=SCH))
+    assert op3.results().num_rows == 3
 
 
 def test_measures_one_row() -> None:

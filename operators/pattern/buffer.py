@@ -30,10 +30,10 @@ from replaydb.operators.pattern.lowering import nav_name
 
 
 @njit(cache=True)
-def first_disorder(t: np.ndarray, seq: np.ndarray) -> int:
-    """First row ``r`` with ``(t, seq)[r] <= (t, seq)[r-1]``, or -1. One pass."""
+def first_disorder(t: np.ndarray) -> int:
+    """First row ``r`` with ``t[r] < t[r-1]``, or -1. One pass."""
     for r in range(1, t.shape[0]):
-        if t[r] < t[r - 1] or (t[r] == t[r - 1] and seq[r] <= seq[r - 1]):
+        if t[r] < t[r - 1]:
             return r
     return -1
 

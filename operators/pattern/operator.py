@@ -16,8 +16,10 @@ Live use without a store::
 or directly: ``PatternOperator(PatternConfig(spec, schema, time_unit))``.
 
 Input: Arrow batches with ``t`` (int64), ``seq`` (int64) and the attributes of ``schema``, in
-strictly increasing ``(t, seq)`` order (a :class:`~replaydb.errors.DataError` names the row that
-breaks it).
+``(t, seq)`` order. The operator relies only on ``t`` never decreasing (a
+:class:`~replaydb.errors.DataError` names the row that breaks it); events with equal ``t`` are
+taken in arrival order, which is how the replay layer orders ties when it merges several streams
+(by stream, then ``seq``; ``seq`` values of different streams may then repeat or decrease).
 
 Output schema, ONE ROW PER MATCH (the default):
 ``t`` (output time = the match's largest timestamp = ``last_t``), ``match_id`` (1-based, in
@@ -252,17 +254,16 @@ class PatternOperator(Operator):
 
     # ------------------------------------------------------------------ processing
     def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
-        if self._last is not None:
+        """Time must not go backwards; events with equal ``t`` count in arrival order."""
+        if self._last is not None and t[0] < self._last[0]:
             lt, ls = self._last
-            if t[0] < lt or (t[0] == lt and seq[0] <= ls):
-                raise DataError(f"event (t={t[0]}, seq={seq[0]}) is not after the previous one "
-                                f"(t={lt}, seq={ls}); input must be in (t, seq) order",
-                                row=0, column="t")
-        r = int(first_disorder(t, seq))
+            raise DataError(f"event (t={t[0]}, seq={seq[0]}) is older than the previous one "
+                            f"(t={lt}, seq={ls}); input must be in time order", row=0, column="t")
+        r = int(first_disorder(t))
         if r >= 0:
-            raise DataError(f"event (t={t[r]}, seq={seq[r]}) is not after the previous one "
-                            f"(t={t[r - 1]}, seq={seq[r - 1]}); input must be in (t, seq) "
-                            "order", row=r, column="t" if t[r] < t[r - 1] else "seq")
+            raise DataError(f"event (t={t[r]}, seq={seq[r]}) is older than the previous one "
+                            f"(t={t[r - 1]}, seq={seq[r - 1]}); input must be in time order",
+                            row=r, column="t")
         self._last = (int(t[-1]), int(seq[-1]))
 
     def _push_batch(self, batch: pa.RecordBatch) -> None:

@@ -58,6 +58,7 @@ from fractions import Fraction
 import pyarrow as pa
 
 from replaydb.errors import ParseError, QueryError, UsageError
+from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Column, Expr, to_text
 from replaydb.operators.pattern.model import (
     AfterMatchSkip,
@@ -403,21 +404,18 @@ def parse(text: str) -> MatchRecognizeQuery:
     return _Parser(text).parse_query()
 
 
-def bind(query: MatchRecognizeQuery, schema: pa.Schema, time_unit: str | None,
-         **options: object) -> PatternOperator:
+def bind(query: MatchRecognizeQuery, schema: pa.Schema, time_unit: str | None, *,
+         state_cap: int | None = DEFAULT_STATE_CAP, type_column: str | None = None,
+         vectorized: bool = True) -> PatternOperator:
     """Validate ``query`` against ``schema`` and return a ready
     :class:`~replaydb.operators.pattern.operator.PatternOperator`.
 
-    Options: ``state_cap`` (int or None); ``type_column`` is accepted and ignored (MATCH_RECOGNIZE
-    has no event types). Errors are QueryError/ParseError naming the position.
+    Options: ``state_cap`` (None: no cap); ``type_column`` is accepted and ignored
+    (MATCH_RECOGNIZE has no event types); ``vectorized=False`` forces the compiled NFA engines
+    (for comparisons). Errors are QueryError/ParseError naming the position.
     """
     if not isinstance(query, MatchRecognizeQuery):
         raise QueryError("bind() expects a parsed MATCH_RECOGNIZE query")
     spec = query.pattern_spec(time_unit)
-    kwargs = {}
-    if "state_cap" in options:
-        kwargs["state_cap"] = options.pop("state_cap")
-    options.pop("type_column", None)
-    if options:
-        raise QueryError(f"unknown option(s) {', '.join(sorted(options))}")
-    return PatternOperator(PatternConfig(spec, schema, time_unit), **kwargs)  # type: ignore[arg-type]
+    return PatternOperator(PatternConfig(spec, schema, time_unit), state_cap=state_cap,
+                           vectorized=vectorized)

@@ -57,6 +57,7 @@ from fractions import Fraction
 import pyarrow as pa
 
 from replaydb.errors import ParseError, QueryError, UsageError
+from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -577,23 +578,21 @@ def parse(text: str) -> SaseQuery:
     return _Parser(text).parse_query()
 
 
-def bind(query: SaseQuery, schema: pa.Schema, time_unit: str | None,
-         **options: object) -> PatternOperator:
+def bind(query: SaseQuery, schema: pa.Schema, time_unit: str | None, *,
+         type_column: str | None = "type", state_cap: int | None = DEFAULT_STATE_CAP,
+         vectorized: bool = True) -> PatternOperator:
     """Validate ``query`` against ``schema`` and return a ready
     :class:`~replaydb.operators.pattern.operator.PatternOperator`.
 
-    Options: ``type_column`` (default ``"type"``), ``state_cap``.
+    Options: ``type_column`` (default ``"type"``), ``state_cap`` (None: no cap),
+    ``vectorized=False`` forces the compiled NFA engines (for comparisons).
     """
     if not isinstance(query, SaseQuery):
         raise QueryError("bind() expects a parsed SASE+ query")
-    type_column = str(options.pop("type_column", "type"))
-    kwargs = {}
-    if "state_cap" in options:
-        kwargs["state_cap"] = options.pop("state_cap")
-    if options:
-        raise QueryError(f"unknown option(s) {', '.join(sorted(options))}")
+    type_column = type_column or "type"
     if query.event_types and type_column not in schema.names:
         raise QueryError(f"the query names event types but the stream has no {type_column!r} "
                          "column", hint="bind with type_column=<the column holding event types>")
     spec = query.pattern_spec(time_unit, type_column)
-    return PatternOperator(PatternConfig(spec, schema, time_unit), **kwargs)  # type: ignore[arg-type]
+    return PatternOperator(PatternConfig(spec, schema, time_unit), state_cap=state_cap,
+                           vectorized=vectorized)
