@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from replaydb.datasets.base import (
     DEFAULT_BATCH_SIZE,
     DatasetInfo,
@@ -27,7 +28,6 @@ from replaydb.datasets.base import (
     rechunk,
     registry,
 )
-
 from replaydb.errors import UsageError
 
 DEFAULT_ROW_GROUP = 1 << 19

@@ -26,7 +26,6 @@ from typing import Any
 from replaydb.datasets.api import DEFAULT_ROW_GROUP, describe, list_datasets, make
 from replaydb.datasets.base import OptionInfo, registry
 from replaydb.datasets.queries import DEFAULT_ATTRIBUTES, generate_pattern_queries
-
 from replaydb.errors import ReplayDBError, UsageError
 
 _OPT_PREFIX = "dsopt_"

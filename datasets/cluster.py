@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -35,7 +36,6 @@ from replaydb.datasets.base import (
     stable_order,
     strings_from_codes,
 )
-
 from replaydb.errors import UsageError
 
 NAME = "cluster"

@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -52,7 +53,6 @@ from replaydb.datasets.base import (
     register,
 )
 from replaydb.datasets.packages import VEGA_DATASETS, fetch, packages_dir, sha256_of
-
 from replaydb.errors import DataError
 
 NAME = "flights-3m"

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -27,7 +28,6 @@ from replaydb.datasets.base import (
     dataset_tag,
     register,
 )
-
 from replaydb.errors import UsageError
 
 NAME = "gpu-bench"

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -30,7 +31,6 @@ from replaydb.datasets.base import (
     register,
     strings_from_codes,
 )
-
 from replaydb.errors import UsageError
 
 NAME = "imprecise"

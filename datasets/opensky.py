@@ -55,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -64,7 +65,6 @@ from replaydb.datasets.base import (
     register,
 )
 from replaydb.datasets.packages import TRAFFIC, fetch, prepared_dir
-
 from replaydb.errors import DataError
 
 NAME = "opensky"

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -33,7 +34,6 @@ from replaydb.datasets.base import (
     dataset_tag,
     register,
 )
-
 from replaydb.errors import UsageError
 
 NAME = "situations"

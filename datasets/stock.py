@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -44,7 +45,6 @@ from replaydb.datasets.base import (
     segment_starts,
     strings_from_codes,
 )
-
 from replaydb.errors import UsageError
 
 BLOCK = 1 << 18

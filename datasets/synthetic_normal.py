@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -43,7 +44,6 @@ from replaydb.datasets.base import (
     register,
 )
 from replaydb.datasets.queries import random_queries
-
 from replaydb.errors import UsageError
 
 NAME = "synthetic-normal"

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -53,7 +54,6 @@ from replaydb.datasets.base import (
     register,
     strings_from_codes,
 )
-
 from replaydb.errors import UsageError
 
 NAME = "traffic"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.datasets.base import (
     ColumnInfo,
     Dataset,
@@ -29,7 +30,6 @@ from replaydb.datasets.base import (
     dataset_tag,
     register,
 )
-
 from replaydb.errors import UsageError
 
 NAME = "window-agg"

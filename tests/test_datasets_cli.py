@@ -9,8 +9,8 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
-from replaydb.datasets import cli
 
+from replaydb.datasets import cli
 from replaydb.errors import UsageError
 
 

@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import replaydb.datasets as ds
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from replaydb.datasets.base import rechunk, registry
 
+import replaydb.datasets as ds
+from replaydb.datasets.base import rechunk, registry
 from replaydb.errors import UsageError
 
 GENERATORS = [i.name for i in ds.list_datasets() if i.kind == "synthetic"]

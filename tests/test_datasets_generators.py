@@ -12,13 +12,14 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pytest
-import replaydb.datasets as ds
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
+
+import replaydb.datasets as ds
 from replaydb.datasets.cluster import END, MEASURE, START, lifecycle_types
 from replaydb.datasets.stock import floored_walks
 from replaydb.datasets.synthetic_normal import BELOW_ONE
-from scipy import stats
 
 
 def gen(name: str, events: int, seed: int = 0, **opts) -> dict[str, np.ndarray]:

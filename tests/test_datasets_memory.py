@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+
 import replaydb.datasets as ds
 
 MiB = 1 << 20

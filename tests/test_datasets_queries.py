@@ -6,11 +6,11 @@ import re
 
 import numpy as np
 import pytest
+
 from replaydb.datasets import generate_pattern_queries, random_queries
 from replaydb.datasets.queries import kleene_positions
-from replaydb.planner.lang.lexer import tokenize
-
 from replaydb.errors import UsageError
+from replaydb.planner.lang.lexer import tokenize
 
 FORM = re.compile(
     r"SELECT \* FROM (\w+) MATCH_RECOGNIZE \(ORDER BY t "

@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
 import replaydb.datasets as ds
 from replaydb.datasets import packages
 from replaydb.datasets.flights import _drop_exact_duplicates, load_flights
 from replaydb.datasets.opensky import LANDING_QUERY, TAKEOFF_QUERY, load_opensky
-
 from replaydb.errors import DataError
 
 FLIGHT_COLUMNS = ["date", "delay", "distance", "origin", "destination"]
