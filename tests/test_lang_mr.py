@@ -232,3 +232,20 @@ def test_dataset_example_queries_bind_and_run(text: str, cols: list) -> None:
     out = op.process(tab)
     assert out.schema == op.output_schema
     assert out.num_rows == len(oracle.matches(q.pattern_spec("s"), tab))
+
+
+def test_listing_3_1_end_to_end_through_the_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import replaydb
+    from replaydb.store.schema import Attribute, StreamSchema
+
+    store = replaydb.open(tmp_path / "store", create=True)
+    store.create_stream("CRIMES", StreamSchema(
+        (Attribute("ID", "int64"), Attribute("PRIMARY", "string"), Attribute("BEAT", "int64"),
+         Attribute("LAT", "float64"), Attribute("LON", "float64")), time_unit="s"))
+    rows = [(0, "ROBBERY", 2232), (5 * MIN, "THEFT", 2232), (10 * MIN, "BATTERY", 2232),
+            (20 * MIN, "VEHICLE THEFT", 2232), (40 * MIN, "ROBBERY", 2232),
+            (50 * MIN, "BATTERY", 2232), (80 * MIN, "VEHICLE THEFT", 2232)]
+    tab = crimes(rows)
+    store.append("CRIMES", tab.drop_columns(["seq"]))
+    res = replaydb.query(store, LISTING_3_1).table.to_pylist()
+    assert [(r["A.ID"], r["B.ID"], r["C.ID"], r["t"]) for r in res] == [(100, 102, 103, 20 * MIN)]

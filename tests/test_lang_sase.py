@@ -206,3 +206,20 @@ def test_dataset_example_queries() -> None:
     spec2 = q2.pattern_spec(None)
     got2 = oracle.run_operator(spec2, tab2)
     assert got2 == oracle.matches(spec2, tab2) and got2
+
+
+def test_end_to_end_types_from_several_streams(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Event types as stored streams: the replay merges them (equal timestamps included) and
+    synthesizes the type column; the SASE+ query runs over the store."""
+    import replaydb
+    from replaydb.store.schema import Attribute, StreamSchema
+
+    store = replaydb.open(tmp_path / "store", create=True)
+    data = {"SHELF": [(1, 1), (2, 2), (4, 3)], "COUNTER": [(3, 2), (5, 9)],
+            "EXIT": [(6, 1), (6, 2), (20 * HOUR, 3)]}
+    for name, rows in data.items():
+        store.create_stream(name, StreamSchema((Attribute("tag_id", "int64"),), time_unit="s"))
+        store.append(name, pa.table({"t": [r[0] for r in rows], "tag_id": [r[1] for r in rows]}))
+    q = "PATTERN SEQ(SHELF x, ~(COUNTER y), EXIT z) WHERE [tag_id] WITHIN 12 hours"
+    res = replaydb.query(store, q).table.to_pylist()
+    assert [(r["tag_id"], r["first_t"], r["last_t"]) for r in res] == [(1, 1, 6)]
