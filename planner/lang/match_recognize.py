@@ -109,6 +109,9 @@ class MatchRecognizeQuery:
     sources: tuple[str, ...]
     text: str
     event_types: tuple[str, ...] = ()
+    order_by: tuple[str, int] = ("t", -1)
+    """The ORDER BY column and its position in the text: ``t`` or the stream's source time
+    column (an alias of ``t``), checked by :func:`bind` against the stream."""
 
     def pattern_spec(self, time_unit: str | None) -> PatternSpec:
         """The spec with WITHIN converted into stream units."""
@@ -116,6 +119,14 @@ class MatchRecognizeQuery:
         if w is not None and w < 0:
             raise ParseError("WITHIN must not be negative", text=self.text, pos=self.window.pos)
         return replace(self.spec, window=w)
+
+
+def is_time_alias(schema: pa.Schema, name: str) -> bool:
+    """True when ``name`` is a column the replay added as an alias of ``t``."""
+    if name not in schema.names:
+        return False
+    meta = schema.field(name).metadata or {}
+    return meta.get(b"replaydb.alias_of") == b"t"
 
 
 def detect(text: str) -> bool:
@@ -173,7 +184,8 @@ class _Parser(ParserBase):
         self.accept_op(";")
         self.expect_eof()
         spec = replace(spec, select=select, sources=(str(src.value),), text=self.original)
-        return MatchRecognizeQuery(spec, window, (str(src.value),), self.original)
+        return MatchRecognizeQuery(spec, window, (str(src.value),), self.original,
+                                   order_by=getattr(self, "order_by", ("t", -1)))
 
     def parse_select_list(self) -> tuple[SelectItem, ...] | None:
         items: list[SelectItem] = []
@@ -253,20 +265,25 @@ class _Parser(ParserBase):
         return spec, window
 
     def parse_order_by(self) -> None:
-        allowed = ["t", "seq"]
-        k = 0
-        while True:
-            if k >= len(allowed) or not self.tok.is_kw(allowed[k].upper()):
-                self._expected.append(allowed[k] if k < len(allowed) else "PATTERN")
-                raise self.error(
-                    "ORDER BY may only name t (then seq): rows are always in stream order")
+        """``ORDER BY <time column> [ASC] [, seq [ASC]]``: rows are always in (t, seq) order, so
+        the only key allowed is the time (``t`` or the stream's source time column, checked at
+        bind time), optionally followed by ``seq``."""
+        tok = self.expect_ident("the time column (t)")
+        self.order_by = (str(tok.value), tok.pos)
+        self._no_desc()
+        if self.accept_op(","):
+            if not self.at_kw("SEQ"):
+                raise self.error("ORDER BY may only name the time column, then seq: rows are "
+                                 "always in stream order")
             self.advance()
-            k += 1
-            if self.at_kw("DESC"):
-                raise self.error("ORDER BY ... DESC is not supported: rows are in stream order")
-            self.accept_kw("ASC")
-            if not self.accept_op(","):
-                return
+            self._no_desc()
+        if self.at_op(","):
+            raise self.error("ORDER BY takes at most the time column and seq")
+
+    def _no_desc(self) -> None:
+        if self.at_kw("DESC"):
+            raise self.error("ORDER BY ... DESC is not supported: rows are in stream order")
+        self.accept_kw("ASC")
 
     def parse_measures(self) -> list[Measure]:
         out: list[Measure] = []
@@ -416,6 +433,11 @@ def bind(query: MatchRecognizeQuery, schema: pa.Schema, time_unit: str | None, *
     """
     if not isinstance(query, MatchRecognizeQuery):
         raise QueryError("bind() expects a parsed MATCH_RECOGNIZE query")
+    col, pos = query.order_by
+    if col != "t" and not is_time_alias(schema, col):
+        raise ParseError(f"ORDER BY {col}: rows are ordered by the stream's time; name t or the "
+                         "stream's time column", text=query.text, pos=max(pos, 0),
+                         expected=["t"])
     spec = query.pattern_spec(time_unit)
     return PatternOperator(PatternConfig(spec, schema, time_unit), state_cap=state_cap,
                            vectorized=vectorized)
