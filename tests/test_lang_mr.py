@@ -112,7 +112,8 @@ def test_select_list_projection() -> None:
     ("SELECT * FROM s MATCH_RECOGNIZE (DEFINE A AS x > 1)", 33, "PATTERN"),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) WITHIN 5 parsecs DEFINE A AS true)", 54,
      "DEFINE"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY x PATTERN (A) DEFINE A AS true)", 42, "t"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t, x PATTERN (A) DEFINE A AS true)", 45, "SEQ"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t DESC PATTERN (A) DEFINE A AS true)", 44, None),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) SUBSET U = (A) DEFINE A AS true)", 45, None),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (^A) DEFINE A AS true)", 42, None),
     ("SELECT * s MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true)", 9, "FROM"),
@@ -249,3 +250,15 @@ def test_listing_3_1_end_to_end_through_the_store(tmp_path) -> None:  # type: ig
     store.append("CRIMES", tab.drop_columns(["seq"]))
     res = replaydb.query(store, LISTING_3_1).table.to_pylist()
     assert [(r["A.ID"], r["B.ID"], r["C.ID"], r["t"]) for r in res] == [(100, 102, 103, 20 * MIN)]
+
+
+def test_order_by_names_the_time_column_checked_at_bind():
+    """ORDER BY may name t or the stream's source time column (an alias replay marks)."""
+    q = mr.parse("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY x PATTERN (A) DEFINE A AS true)")
+    plain = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("x", pa.float64())])
+    with pytest.raises(ParseError) as ei:
+        mr.bind(q, plain, None)
+    assert ei.value.pos == 42 and "t" in ei.value.expected
+    aliased = pa.schema([("t", pa.int64()), ("seq", pa.int64()),
+                         pa.field("x", pa.int64(), metadata={"replaydb.alias_of": "t"})])
+    assert mr.bind(q, aliased, None) is not None
