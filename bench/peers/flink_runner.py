@@ -29,11 +29,17 @@ Job file (all keys required unless a default is given)::
     }
 
 The source is a filesystem CSV table whose event-time attribute is
-``rowtime AS TO_TIMESTAMP_LTZ(t - time_offset, 3)`` with ``WATERMARK FOR rowtime AS rowtime``:
-one stream time unit is one Flink millisecond (the queries' WITHIN intervals are written in
-those milliseconds by the translator). The watermark has no delay: the CSV is sorted by
-``(t, seq)`` and each file split is read in order, so no row is ever late (the CEP operator
-buffers rows until the watermark passes them and sorts them by ``ORDER BY rowtime, seq``).
+``rowtime AS TO_TIMESTAMP_LTZ(t - time_offset, 3)`` with
+``WATERMARK FOR rowtime AS rowtime - INTERVAL '0.001' SECOND``: one stream time unit is one
+Flink millisecond (the queries' WITHIN intervals are written in those milliseconds by the
+translator). The CSV is sorted by ``(t, seq)`` and read in order, so the only rows that could
+arrive at or behind the watermark are timestamp ties. Flink's SQL watermark is the expression
+itself (no ``- 1`` as in the DataStream API's bounded out-of-orderness), and the CEP operator
+drops a row whose timestamp is not above the current watermark as late: with a watermark equal
+to ``rowtime`` the second row of a tie is silently lost whenever a watermark was emitted
+between the two (measured: matches went missing or spanned a dropped row). One unit of delay
+keeps every tie; the operator then buffers the rows until the watermark passes them and sorts
+each timestamp's rows by ``ORDER BY rowtime, seq``.
 
 Modes (each query is its own Flink job, timed from submission - planning included - until
 the job has finished):
@@ -62,6 +68,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -140,7 +147,8 @@ class Runner:
         shifted = f"{t} - {offset}" if offset else t
         ddl = (
             f"CREATE TEMPORARY TABLE {_quote(name)} (\n  " + ",\n  ".join(cols)
-            + f",\n  {rt} AS TO_TIMESTAMP_LTZ({shifted}, 3),\n  WATERMARK FOR {rt} AS {rt}\n)"
+            + f",\n  {rt} AS TO_TIMESTAMP_LTZ({shifted}, 3),\n"
+            + f"  WATERMARK FOR {rt} AS {rt} - INTERVAL '0.001' SECOND\n)"
             + " WITH ('connector' = 'filesystem', 'format' = 'csv', "
             + f"'path' = {_literal(os.path.abspath(csv_path))})"
         )
@@ -203,6 +211,7 @@ class Runner:
                 res.wait()
             else:
                 assert output_dir is not None
+                shutil.rmtree(output_dir, ignore_errors=True)
                 res = table.execute_insert(self._new_sink(table, "filesystem", output_dir))
                 timer = self._watchdog(res)
                 res.wait()
@@ -228,7 +237,8 @@ class Runner:
         t, rt = _quote("t"), _quote("rowtime")
         self.env.execute_sql(
             f"CREATE TEMPORARY TABLE {name} ({t} BIGINT, `seq` BIGINT, "
-            f"{rt} AS TO_TIMESTAMP_LTZ({t}, 3), WATERMARK FOR {rt} AS {rt}) WITH "
+            f"{rt} AS TO_TIMESTAMP_LTZ({t}, 3), "
+            f"WATERMARK FOR {rt} AS {rt} - INTERVAL '0.001' SECOND) WITH "
             f"('connector' = 'filesystem', 'format' = 'csv', 'path' = {_literal(path)})")
         sql = (f"SELECT * FROM {name} MATCH_RECOGNIZE (ORDER BY {rt}, `seq` "
                "MEASURES FIRST(`A`.`seq`) AS `s` ONE ROW PER MATCH "
