@@ -291,3 +291,69 @@ def test_flink_count_mode_and_start_up_probe(flink_python):
         assert entry["error"] is None, entry["error"]
         assert entry["matches"] == len(brute_force(t, conds(d), shape, w, skip))
         assert entry["wall_s"] > 0
+
+
+# --------------------------------------------------------------------------- driver (fast)
+
+
+def test_events_are_checked_before_anything_starts(monkeypatch, tmp_path):
+    from replaydb.bench.peers import flink
+    from replaydb.errors import DataError, UsageError
+
+    ok = pa.table({"t": np.array([0, 1, 1, 3], dtype=np.int64),
+                   "seq": np.arange(4, dtype=np.int64), "x": np.zeros(4)})
+    assert flink._check_events(ok, "t", "seq") == 0
+    with pytest.raises(DataError, match="row 2.*not ordered by time"):
+        flink._check_events(ok.set_column(0, "t", pa.array([0, 5, 4, 6], pa.int64())), "t",
+                            "seq")
+    with pytest.raises(DataError, match="row 2.*equal times are not ordered by seq"):
+        flink._check_events(ok.set_column(1, "seq", pa.array([0, 2, 1, 3], pa.int64())), "t",
+                            "seq")
+    with pytest.raises(DataError, match="column 'when'"):
+        flink._check_events(ok, "when", "seq")
+    with pytest.raises(DataError, match="column 'd'.*no Flink CSV mapping"):
+        flink._check_events(ok.append_column("d", pa.array([b"x"] * 4)), "t", "seq")
+    with pytest.raises(DataError, match="time span"):
+        flink._check_events(ok.set_column(0, "t", pa.array([0, 1, 1, flink.MAX_SPAN + 1],
+                                                            pa.int64())), "t", "seq")
+    assert flink._rowtime_name(["t", "rowtime", "rowtime_"]) == "rowtime__"
+    assert flink.flink_type(pa.float64(), "x") == "DOUBLE"
+    with pytest.raises(UsageError, match="unknown mode"):
+        flink.run_flink(ok, {"q": "x"}, mode="collect")
+    # a missing environment is reported with the make target as the hint (no build here)
+    monkeypatch.setenv("REPLAYDB_FLINK_VENV", str(tmp_path / "none"))
+    if flink.shutil.which("java") is not None:
+        with pytest.raises(flink.FlinkUnavailable) as e:
+            flink.ensure_env(build=False)
+        assert "make bench-env-flink" in (e.value.hint or "")
+
+
+def test_synthetic_workload_of_3_5_3():
+    from replaydb.bench.peers.measure_flink import (
+        gap_positions,
+        random_pattern_query,
+        synthetic_events,
+    )
+
+    ev = synthetic_events(20_000, seed=3)
+    assert ev.column_names == ["t", "seq", "A1", "A2", "A3", "A4", "A5"]
+    t = ev.column("t").to_numpy()
+    assert (t == np.arange(20_000)).all() and (ev.column("seq").to_numpy() == t).all()
+    for j in range(1, 6):
+        a = ev.column(f"A{j}").to_numpy()
+        assert a.min() >= 0 and a.max() < 1
+    assert np.array_equal(ev.column("A1").to_numpy(), t / 20_000)  # sigma 0: linear in i
+    # sigma 1 is close to uniform: every decile holds 7-13% of the values
+    hist = np.histogram(ev.column("A5").to_numpy(), bins=10, range=(0, 1))[0] / 20_000
+    assert hist.min() > 0.07 and hist.max() < 0.13
+    rng = np.random.default_rng(5)
+    for m in (2, 4, 8, 16, 32):
+        for _ in range(20):
+            gaps = gap_positions(m, rng)
+            assert gaps == sorted(set(gaps)) and all(1 <= x <= m - 1 for x in gaps)
+            assert gaps[-1] == m - 1 if gaps else m == 1
+        q = random_pattern_query(m, rng)
+        tr = translate(q, "events", "t", None, columns=ev.column_names)
+        assert tr.window == 300 and tr.flink_window_ms == 301
+        assert tr.sql.count("BETWEEN") == m
+        assert len(tr.relaxed) == q.count("AS TRUE")

@@ -282,6 +282,10 @@ def _spawn(python: Path, work: Path, timeout_s: float) -> tuple[int | str, str]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             rc = "timeout"
+        except BaseException:  # interrupted: take the runner and its JVM down too
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         finally:
             # the runner's JVM is in the same group: never leave it behind
             try:

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M"),
         "flink_version": res.get("flink_version"), "events": n, "mode": args.mode,
         "parallelism": args.parallelism, "seed": args.seed, "generate_s": gen_s,
+        "query_timeout_s": args.query_timeout,
         "csv_write_s": res["csv_write_s"], "startup": res["startup"],
         "fatal": res.get("fatal"), "queries": rows,
     }
@@ -165,6 +166,11 @@ def _markdown(r: dict) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for q in r["queries"]:
+        if q["error"] and q["error"].startswith("timed out"):
+            lim = r["query_timeout_s"]
+            lines.append(f"| {q['query']} | not finished | > {lim:.0f} | < {r['events'] / lim:,.0f} "
+                         f"| > {lim - (st.get('trivial_warm_s') or 0):.0f} | |")
+            continue
         if q["error"]:
             lines.append(f"| {q['query']} | error: {q['error'][:120]} | | | | |")
             continue
@@ -172,10 +178,14 @@ def _markdown(r: dict) -> str:
                      f"{_fmt(q['events_per_s'], ',.0f')} | {_fmt(q['net_s'], '.1f')} | "
                      f"{_fmt(q['net_events_per_s'], ',.0f')} |")
     ok = [q for q in r["queries"] if not q["error"]]
+    slow = len(r["queries"]) - len(ok)
+    if slow:
+        lines += ["", f"{slow} quer{'y' if slow == 1 else 'ies'} did not finish within "
+                  f"{r['query_timeout_s']:.0f} s (the job was cancelled) or failed."]
     if ok:
         total = sum(q["wall_s"] for q in ok)
         net = sum(q["net_s"] for q in ok)
-        lines += ["", f"Overall: {len(ok) * r['events'] / total:,.0f} events/s with the per-job "
+        lines += ["", f"Finished queries overall: {len(ok) * r['events'] / total:,.0f} events/s with the per-job "
                   f"start-up, {len(ok) * r['events'] / net:,.0f} events/s without it."]
     if r.get("fatal"):
         lines += ["", f"The run stopped early: {r['fatal'][:500]}"]
