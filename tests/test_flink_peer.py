@@ -91,6 +91,17 @@ def test_names_quoting_case_and_operators():
     assert e.value.col == len("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS A.") + 1
 
 
+def test_expressions_keep_literals_lists_and_nesting():
+    sql = to_flink_sql(_q("MEASURES COUNT(*) AS n, AVG(B.A1) AS m PATTERN (A B+) "
+                          "DEFINE A AS A.kind IN ('a,b', 'c d') AND (A.A1 > 1 OR NOT "
+                          "(A.A2 < -2)), B AS B.A1 > PREV(B.A1) * 2"), "e", columns=COLS)
+    assert "MEASURES COUNT(*) AS `n`, AVG(`B`.`A1`) AS `m`\n" in sql
+    assert ("DEFINE `A` AS `A`.`kind` IN ('a,b', 'c d') AND (`A`.`A1` > 1 OR NOT "
+            "(`A`.`A2` < - 2)), `B` AS `B`.`A1` > PREV(`B`.`A1`) * 2\n") in sql
+    # B+ has a condition: it stays greedy
+    assert "PATTERN (`A` `B`+)" in sql
+
+
 def test_order_by_partition_alias_and_missing_define():
     sql = to_flink_sql(_q("PARTITION BY KIND ORDER BY t ASC, seq "
                           "PATTERN (A B)") + " AS m;", "e", columns=COLS)

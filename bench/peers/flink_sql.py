@@ -502,16 +502,22 @@ class _Translator:
         write ``LAST(v.column)``).
         """
         out: list[str] = []
+        skip_paren = False  # the '(' of a call, already emitted with the function name
         for n, t in enumerate(toks):
+            if skip_paren:
+                skip_paren = False
+                continue
             prev = toks[n - 1] if n > 0 else None
             nxt = toks[n + 1] if n + 1 < len(toks) else None
             if t.kind == "ident":
                 quoted = t.text.startswith('"')
-                if nxt is not None and nxt.is_op("(") and not quoted:
+                if nxt is not None and nxt.is_op("(") and not quoted \
+                        and t.text.upper() not in _SQL_WORDS:
                     name = t.text.upper()
                     if name in _UNSUPPORTED_FUNCS:
                         raise self.unsupported(_UNSUPPORTED_FUNCS[name], t)
-                    out.append(name)
+                    out.append(name + "(")
+                    skip_paren = True
                 elif nxt is not None and nxt.is_op("."):
                     out.append(quote(self.var_name(t)))
                 elif prev is not None and prev.is_op("."):
@@ -546,18 +552,18 @@ class _Translator:
 
 
 def _join(parts: list[str]) -> str:
-    """Join expression tokens with spaces, except around '.', after '(' and before ')' / ','."""
+    """Join expression pieces with single spaces, but none after a call's or a group's '(',
+    around '.', or before ')' and ','. Pieces are whole tokens (a string literal is one piece,
+    so its inner commas and spaces are never touched)."""
     s = ""
     for n, p in enumerate(parts):
         if n == 0:
             s = p
-            continue
-        prev = parts[n - 1]
-        if p in (".", ",", ")") or prev in (".", "(") or (p == "(" and prev[-1:].isalnum()):
-            s += p if p != "," else ","
+        elif p in (".", ",", ")") or parts[n - 1] == "." or parts[n - 1].endswith("("):
+            s += p
         else:
             s += " " + p
-    return s.replace(",", ", ").replace(",  ", ", ")
+    return s
 
 
 def translate(query_text: str, table: str, time_column: str = "t",

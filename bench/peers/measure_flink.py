@@ -103,7 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=353)
     ap.add_argument("--query-timeout", type=float, default=900.0)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--report-only", action="store_true",
+                    help="re-render peer.md from an existing peer.json")
     args = ap.parse_args(argv)
+    if args.report_only:
+        report = json.loads((args.out / "peer.json").read_text(encoding="utf-8"))
+        (args.out / "peer.md").write_text(_markdown(report), encoding="utf-8")
+        return 0
     n = args.events or (1_000_000 if args.full else 100_000)
     nq = args.queries or (8 if args.full else 4)
     ms = [int(x) for x in args.ms.split(",")]
@@ -190,7 +196,33 @@ def _markdown(r: dict) -> str:
     if r.get("fatal"):
         lines += ["", f"The run stopped early: {r['fatal'][:500]}"]
     lines += ["", "The queries (replaydb dialect) and their Flink SQL are in `peer.json`.", ""]
+    lines += SEMANTICS.splitlines() + [""]
     return "\n".join(lines)
+
+
+SEMANTICS = """## How the Flink runs are set up, and what they compute
+
+* Source: the events as one headerless CSV file, a filesystem table with
+  `rowtime AS TO_TIMESTAMP_LTZ(t - t_min, 3)` and
+  `WATERMARK FOR rowtime AS rowtime - INTERVAL '0.001' SECOND`: one stream time unit is one
+  Flink millisecond. Flink's SQL watermark is the expression itself, and the CEP operator drops
+  rows whose timestamp is not above the current watermark, so a zero-delay watermark silently
+  loses the second row of a timestamp tie; one unit of delay keeps them (found by the
+  brute-force comparison in the tests).
+* Order: `ORDER BY rowtime, seq`, replaydb's `(t, seq)` total order.
+* WITHIN: Flink prunes a partial match when `row.ts - first.ts >= interval` (strict), replaydb
+  keeps `last.t - first.t <= w`; `WITHIN w` is therefore sent to Flink as `w + 1` units
+  (`WITHIN 300` -> `INTERVAL '0.301' SECOND`), and matches spanning exactly `w` are found by
+  both (tested at the boundary).
+* Gaps: Flink's greedy quantifiers do not backtrack (a greedy loop lets the next variable take
+  only rows the loop's condition rejects), so `S1 T* S2` with `T AS TRUE` finds nothing in
+  Flink. Greedy loops over always-true variables are sent as reluctant (`T*?`): with
+  `ONE ROW PER MATCH` and `AFTER MATCH SKIP TO NEXT ROW` the match starts and the match count
+  are replaydb's; the reported last row is the earliest possible one.
+* Timing: each query is its own Flink job, timed from submission (SQL planning included) until
+  the job has finished; `count` mode wraps the query in `SELECT COUNT(*)` with mini-batch
+  aggregation and collects the final count. Writing the CSV is not counted. Flink runs the
+  match operator of an unpartitioned query with parallelism 1."""
 
 
 if __name__ == "__main__":
