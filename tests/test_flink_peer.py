@@ -368,3 +368,17 @@ def test_synthetic_workload_of_3_5_3():
         assert tr.window == 300 and tr.flink_window_ms == 301
         assert tr.sql.count("BETWEEN") == m
         assert len(tr.relaxed) == q.count("AS TRUE")
+
+
+def test_the_datasets_query_generator_translates():
+    """The side-by-side benchmark feeds the queries of ``replaydb.datasets.queries``."""
+    from replaydb.datasets.queries import random_queries
+
+    cols = ["t", "seq", "A1", "A2", "A3", "A4", "A5"]
+    for m in (2, 4, 8, 16, 32):
+        for text in random_queries(m, 5, seed=m):
+            tr = translate(text, "events", "t", None, columns=cols)
+            assert tr.flink_window_ms == 301
+            assert tr.sql.count(">=") == m and tr.sql.count("<=") == m
+            assert set(tr.relaxed) == {f"T{k}" for k in range(1, text.count("AS TRUE") + 1)}
+            assert "*?" in tr.sql and " * " not in tr.sql
