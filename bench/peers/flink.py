@@ -252,6 +252,8 @@ def run_flink(events: pa.Table, queries: dict[str, str], *, time_column: str = "
         elif "fatal" in result:
             result["fatal"] += "\n" + log_tail
         result["events"] = events.num_rows
+        if keep_files or workdir is not None:
+            result["workdir"] = str(work)
         result["csv_write_s"] = csv_s
         result["process_s"] = process_s
         out = result.setdefault("queries", {})
