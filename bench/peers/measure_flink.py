@@ -213,6 +213,8 @@ def _markdown(r: dict) -> str:
                   f"start-up, {len(ok) * r['events'] / net:,.0f} events/s without it."]
     if r.get("fatal"):
         lines += ["", f"The run stopped early: {r['fatal'][:500]}"]
+    for note in r.get("notes", []):
+        lines += ["", note]
     lines += ["", "The queries (replaydb dialect) and their Flink SQL are in `peer.json`.", ""]
     lines += SEMANTICS.splitlines() + [""]
     return "\n".join(lines)
