@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.operators.tpstream.parallel import run_partitioned, run_unpartitioned
 from replaydb.operators.tpstream.relations import RELATIONS
 from replaydb.planner.lang.tpstream import bind, parse

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from replaydb.operators.tpstream.aggregates import AggSpec
 from replaydb.operators.tpstream.config import ReturnItem
 from replaydb.operators.tpstream.deriver import INF, Deriver

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from replaydb.operators.expr import Column
 from replaydb.operators.tpstream import (
     Constraint,

@@ -7,6 +7,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from replaydb.errors import DataError, StateCapExceeded
 from replaydb.operators.expr import Column
 from replaydb.operators.tpstream import (
     Constraint,
@@ -18,8 +20,6 @@ from replaydb.operators.tpstream import (
 )
 from replaydb.operators.tpstream.testing import random_config, random_events, to_table
 from replaydb.planner.lang.tpstream import bind, parse
-
-from replaydb.errors import DataError, StateCapExceeded
 
 
 def same(a: pa.Table, b: pa.Table) -> bool:

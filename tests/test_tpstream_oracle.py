@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from replaydb.operators.tpstream import TPStream, oracle
 from replaydb.operators.tpstream.config import TPStreamConfig
 from replaydb.operators.tpstream.testing import (

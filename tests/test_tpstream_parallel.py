@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from replaydb.operators.tpstream import TPStream, TPStreamConfig
 from replaydb.operators.tpstream.kslack import KSlack
 from replaydb.operators.tpstream.parallel import run_partitioned, run_unpartitioned, step_aligned

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from replaydb.operators.expr import Between, Binary, Column, Literal
-from replaydb.planner.lang import tpstream as L
 
 from replaydb.errors import ParseError, UsageError
+from replaydb.operators.expr import Between, Binary, Column, Literal
+from replaydb.planner.lang import tpstream as L
 
 DISSERTATION = """FROM CarSensors PARTITION BY car_id
 DEFINE A AS accel > 8m/s2 AT LEAST 5s,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from replaydb.operators.tpstream import partitions
 from replaydb.operators.tpstream.partitions import PartitionMap
 

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.operators.expr import Column
 from replaydb.operators.tpstream import Constraint, SituationDef, TPStream, TPStreamConfig
 from replaydb.operators.tpstream.evaluation_order import EvaluationPlanner

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+
 from replaydb.operators.tpstream import kernel, oracle
 from replaydb.operators.tpstream import relations as R
 

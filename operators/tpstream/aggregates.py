@@ -23,6 +23,7 @@ Primitives of the runs inside one batch come from ``ufunc.reduceat`` over the ru
 from __future__ import annotations
 
 import numpy as np
+
 from replaydb.operators.tpstream.config import ReturnItem
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from replaydb.errors import QueryError
 from replaydb.operators.expr import Expr
 from replaydb.operators.tpstream.relations import REL_ID, canonical, mask_of
-
-from replaydb.errors import QueryError
 
 AGGREGATES = ("first", "last", "count", "sum", "avg", "min", "max")
 """RETURN aggregates over the events of one situation (Listing 5.1)."""

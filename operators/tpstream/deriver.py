@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from replaydb.operators.tpstream import kernel
 from replaydb.operators.tpstream.aggregates import AggSpec
 

@@ -48,6 +48,7 @@ Planning cost: ``O(S * 2^S * S^2)`` per (re)plan in compiled code (S <= 16).
 from __future__ import annotations
 
 import numpy as np
+
 from replaydb.operators.tpstream import kernel
 from replaydb.operators.tpstream.relations import selectivity
 

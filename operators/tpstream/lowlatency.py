@@ -46,6 +46,7 @@ a member still ongoing at detection are computed over its events up to the detec
 from __future__ import annotations
 
 import numpy as np
+
 from replaydb.operators.tpstream.relations import (
     BEFORE,
     DURING,

@@ -52,6 +52,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from replaydb.errors import DataError, OperatorError, StateCapExceeded
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import ColumnsEnv, columns, compile_predicate
 from replaydb.operators.tpstream import kernel
@@ -61,8 +63,6 @@ from replaydb.operators.tpstream.deriver import INF, Deriver, Runs
 from replaydb.operators.tpstream.evaluation_order import EvaluationPlanner
 from replaydb.operators.tpstream.lowlatency import known_kind, trigger_streams
 from replaydb.operators.tpstream.partitions import PartitionMap
-
-from replaydb.errors import DataError, OperatorError, StateCapExceeded
 
 _TABLE_INT = ("part", "stream", "ts", "te", "known", "te_seq", "known_seq")
 

@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from replaydb.operators.expr import ColumnsEnv, compile_predicate
 from replaydb.operators.tpstream.config import TPStreamConfig
 from replaydb.operators.tpstream.relations import DEFINITIONS, REL_ID

@@ -37,14 +37,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from replaydb.errors import OperatorError
 from replaydb.operators.tpstream import kernel
 from replaydb.operators.tpstream.config import TPStreamConfig
 from replaydb.operators.tpstream.deriver import BatchContext
 from replaydb.operators.tpstream.kslack import KSlack
 from replaydb.operators.tpstream.operator import TPStream
 from replaydb.operators.tpstream.partitions import PartitionMap
-
-from replaydb.errors import OperatorError
 
 
 def result_keys(config: TPStreamConfig) -> list[str]:

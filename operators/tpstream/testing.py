@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.operators.expr import Binary, Column, Literal
 from replaydb.operators.tpstream import Constraint, ReturnItem, SituationDef, TPStreamConfig
 from replaydb.operators.tpstream.relations import (

@@ -52,6 +52,8 @@ from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
+
+from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.expr import (
     Between,
     Binary,
@@ -74,8 +76,6 @@ from replaydb.operators.tpstream.operator import TPStream
 from replaydb.operators.tpstream.relations import canonical, inverse_mask, mask_of, names_of
 from replaydb.planner.lang.lexer import Token
 from replaydb.planner.lang.parser_base import ParserBase
-
-from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.timeunits import duration_word_ns, to_units
 
 LANGUAGE = "tpstream"
