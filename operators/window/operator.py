@@ -24,9 +24,10 @@ Semantics (documented decisions):
   in a gap belong to no window). ``slide=None`` means tumbling (``slide = size``).
 * **Empty windows**: ``empty="skip"`` (default, the SQL convention: a window is a group and a group
   without rows yields no row) reports only windows holding at least one event. ``empty="emit"``
-  (Def 2.11: one result per window) reports every window that overlaps the span from the first to
-  the last event, with ``COUNT = 0`` and NULL for the other aggregates; it is available without
-  GROUP BY only. With GROUP BY, a row ``(window, key)`` exists exactly when the window holds an
+  (Def 2.11: one result per window) reports every window from the first one holding an event
+  that passes ``where`` up to the last one starting at or before the latest input time (every
+  input event advances time, also one that ``where`` rejects), with ``COUNT = 0`` and NULL for
+  the other aggregates; it is available without GROUP BY only. With GROUP BY, a row ``(window, key)`` exists exactly when the window holds an
   event of that key.
 * **where**: a predicate over event attributes, applied before windowing (σ then α); events it
   rejects still advance time (they close windows).
@@ -278,7 +279,11 @@ class WindowAggregate(Operator):
                 valid = None
                 if col.null_count:
                     valid = col.is_valid().to_numpy(zero_copy_only=False)
-                if i not in needs_values:
+                if i not in needs_values:  # COUNT(x) only needs validity (NaN is null too)
+                    if pa.types.is_floating(col.type):
+                        nan = np.isnan(col.fill_null(0).to_numpy(zero_copy_only=False))
+                        if nan.any():
+                            valid = ~nan if valid is None else valid & ~nan
                     out.append((None, valid))
                     continue
                 if pa.types.is_temporal(col.type):
@@ -484,7 +489,7 @@ class WindowAggregate(Operator):
         if self.cfg.kind == "time" and self.anchor is not None and lay is not None:
             geom = self.geom
             for g, state in list(self.groups.items()):
-                last = self.t_last - self.anchor if self.cfg.empty == "emit" \
+                last = self.frontier - self.anchor if self.cfg.empty == "emit" \
                     else state.last_rel  # type: ignore[operator]
                 if last is None:
                     continue

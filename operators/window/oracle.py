@@ -77,6 +77,7 @@ def oracle(data: pa.Table | pa.RecordBatch, cfg: WindowConfig) -> list[dict[str,
     ``(window_end, window_start, group key text)``.
     """
     table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+    t_input_last = int(table.column("t")[-1].as_py()) if table.num_rows else 0
     if cfg.where is not None and table.num_rows:
         cols = {c.name: column_np(table, c.name) for c in columns(cfg.where)}
         table = table.filter(pa.array(evaluate_mask(cfg.where, cols, table.num_rows)))
@@ -96,8 +97,14 @@ def oracle(data: pa.Table | pa.RecordBatch, cfg: WindowConfig) -> list[dict[str,
     def emit(key: tuple, start: int, end: int, idx: list[int]) -> None:
         row: dict[str, Any] = {"window_start": start, "window_end": end}
         row.update(zip(cfg.group_by, key))
+        contiguous = bool(idx) and idx[-1] - idx[0] == len(idx) - 1
         for a in cfg.aggregates:
-            vals = [args[a.arg][i] for i in idx] if a.arg is not None else [None] * len(idx)
+            if a.arg is None:
+                vals: list[Any] = [None] * len(idx)
+            elif contiguous:
+                vals = args[a.arg][idx[0] : idx[-1] + 1]
+            else:
+                vals = [args[a.arg][i] for i in idx]
             row[a.alias] = _aggregate(a, vals)
         rows.append(row)
 
@@ -114,7 +121,7 @@ def oracle(data: pa.Table | pa.RecordBatch, cfg: WindowConfig) -> list[dict[str,
             rel = t[idx] - anchor
             if cfg.empty == "emit":
                 k_lo = (int(rel[0]) - size) // slide + 1
-                k_hi = int(t[-1] - anchor) // slide
+                k_hi = (t_input_last - anchor) // slide
                 ks = range(k_lo, k_hi + 1)
             else:
                 cand: set[int] = set()
@@ -125,7 +132,8 @@ def oracle(data: pa.Table | pa.RecordBatch, cfg: WindowConfig) -> list[dict[str,
                 if cfg.align == "first" and k < 0:
                     continue
                 lo = k * slide
-                sel = [i for i, x in zip(idx, rel.tolist()) if lo <= x < lo + size]
+                a, b = np.searchsorted(rel, [lo, lo + size], "left")  # rel is sorted
+                sel = idx[a:b]
                 if sel or cfg.empty == "emit":
                     emit(key, anchor + lo, anchor + lo + size, sel)
     rows.sort(key=lambda r: (r["window_end"], r["window_start"],
@@ -150,6 +158,7 @@ RICH_AGGS = (
     AggSpec("VAR_POP", X, "vx"),
     AggSpec("STDDEV_SAMP", Y, "dy"),
     AggSpec("SUM", Binary("+", X, Y), "sxy"),
+    AggSpec("COUNT", Column("z"), "nz"),
 )
 INDEX_AGGS = (
     AggSpec("COUNT", None, "n"),
@@ -182,6 +191,8 @@ def make_stream(rng: np.random.Generator, n: int, *, max_step: int = 4, gap_p: f
         "x": pa.array(x, pa.float64(), mask=xmask),
         "y": pa.array(y, pa.int64(), mask=ymask),
         "k": pa.array(kv.tolist(), pa.string(), mask=kmask),
+        "z": pa.array(np.where(rng.random(n) < null_p, np.nan, 1.5), pa.float64(),
+                      mask=rng.random(n) < null_p),
     })
 
 
