@@ -1,0 +1,83 @@
+"""``replaydb stats`` and ``replaydb check``."""
+
+from __future__ import annotations
+
+import argparse
+
+import replaydb
+from replaydb.cli.output import print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from replaydb.cli import common
+
+    p = common(sub.add_parser("stats", help="streams, sizes, tree shape, indexes"))
+    p.add_argument("store", help="store directory")
+    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    p.set_defaults(handler=cmd_stats)
+
+    p = common(sub.add_parser("check", help="verify every invariant of the store"))
+    p.add_argument("store", help="store directory")
+    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    p.add_argument("--quick", action="store_true",
+                   help="skip reading the data files (structure and Delta consistency only)")
+    p.set_defaults(handler=cmd_check)
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    store = replaydb.open(args.store, read_only=True)
+    stats = store.stats(args.stream)
+    if args.json:
+        print_json({"store": str(store.path), "streams": stats})
+        return 0
+    if not stats:
+        print(f"store {store.path}: no streams")
+    from replaydb.timeunits import format_duration
+
+    for s in stats:
+        span = (s["t_max"] - s["t_min"]) if s["events"] else 0
+        print(f"stream {s['stream']} (version {s['version']})")
+        print(f"  events        {s['events']:,}")
+        if s["events"]:
+            print(f"  time          {s['t_min']} .. {s['t_max']} {s['time_unit'] or 'units'} "
+                  f"(span {format_duration(span, s['time_unit'])}; source column "
+                  f"{s['time_column']!r})")
+        print(f"  columns       {', '.join(f'{k}:{v}' for k, v in s['columns'].items())}")
+        print(f"  TAB+-tree     height {s['tree_height']}, fan-out {s['fanout']}, "
+              f"leaf capacity {s['leaf_capacity']}, {s['leaves']:,} leaves")
+        print(f"  data          {s['data_files']} files, {_human_bytes(s['data_bytes'])}")
+        print(f"  lateness      {s['lateness']}")
+        if s["side_tables"]:
+            for name, d in s["side_tables"].items():
+                extra = ", ".join(f"{k} {v}" for k, v in d.items() if k not in ("kind",))
+                print(f"  {name:<13} {d['kind']}: {extra}")
+        else:
+            print("  indexes       none")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    store = replaydb.open(args.store, read_only=True)
+    report = store.check(args.stream, deep=not args.quick)
+    bad = {k: v for k, v in report.items() if v}
+    if args.json:
+        print_json({"ok": not bad, "streams": report})
+    else:
+        for name, problems in report.items():
+            if problems:
+                print(f"stream {name}: {len(problems)} problem(s)")
+                for p in problems:
+                    print(f"  - {p}")
+            else:
+                print(f"stream {name}: ok")
+        if not report:
+            print("no streams")
+    return 1 if bad else 0
