@@ -51,9 +51,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from replaydb.operators.expr import Expr, Star
 
 from replaydb.errors import OperatorError
+from replaydb.operators.expr import Expr, Star
 
 Partials = dict[str, np.ndarray]
 """Struct of arrays: component name -> array; all arrays have the same length."""

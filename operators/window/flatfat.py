@@ -29,6 +29,7 @@ Operations and complexity (``n`` = number of leaves touched, ``W`` = ``size``):
 from __future__ import annotations
 
 import numpy as np
+
 from replaydb.operators.window.aggregates import Layout, Partials, concat
 
 

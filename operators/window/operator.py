@@ -69,6 +69,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import (
     Column,
@@ -90,8 +92,6 @@ from replaydb.operators.window.aggregates import (
 )
 from replaydb.operators.window.assign import SliceGeometry
 from replaydb.operators.window.sliding import SlideState
-
-from replaydb.errors import DataError, OperatorError
 
 WINDOW_COLUMNS = ("window_start", "window_end")
 
@@ -501,6 +501,60 @@ class WindowAggregate(Operator):
                         produced.append((np.full(len(ks), g, np.int64), ks, wp))
             self.heap, self.due = [], {}
         self._emit_windows(produced)
+
+    # ------------------------------------------------------------------ per-slice partials
+    def open_partials(self, anchor: int, first: int) -> None:
+        """Start feeding per-slice partials computed elsewhere (the TAB+-tree index path).
+
+        ``anchor`` is the window anchor ``a`` (time windows: ``offset`` or the first event's
+        time; count windows: 0); ``first`` the relative position of the first event (time
+        windows: its time; count windows: 0). Only for ungrouped queries without ``where``
+        (partials then describe all events of a slice). The partials must have the components
+        of :attr:`layout` (requires ``config.schema``).
+        """
+        cfg = self.cfg
+        if cfg.group_by or cfg.where is not None:
+            raise OperatorError(f"{self.name}: per-slice partials need an ungrouped query "
+                                f"without WHERE")
+        if self._layout is None:
+            raise OperatorError(f"{self.name}: per-slice partials need config.schema")
+        self.reset()
+        self.anchor = int(anchor)
+        if cfg.kind == "time":
+            self.t_first = int(first)
+            k_first = self.geom.first_window_ending_after(int(first) - self.anchor)
+            if cfg.align == "first":
+                k_first = max(k_first, 0)
+        else:
+            k_first = 0
+        self._group_codes(pa.record_batch({"t": pa.array([], pa.int64())}))
+        self.groups[0] = self._new_state(k_first)
+        self._update_size()
+
+    @property
+    def layout(self) -> Layout | None:
+        """The partial-aggregate layout of this query (None until the schema is known)."""
+        return self._layout
+
+    def push_partials(self, slices: np.ndarray, parts: Partials, closed_before: int) -> None:
+        """Feed non-empty slices (ascending indices) and close every slice ``< closed_before``;
+        completed windows become results."""
+        state = self.groups[0]
+        ks, wp = state.feed(slices, parts, int(closed_before))
+        if len(ks):
+            self._emit_windows([(np.zeros(len(ks), np.int64), ks, wp)])
+        self._update_size()
+
+    def close_partials(self, last: int, last_time: int) -> None:
+        """End of per-slice input: ``last`` is the relative position of the last event (time
+        windows: its time minus the anchor; count windows: the number of events minus 1) and
+        ``last_time`` its time. Emits what :meth:`flush` allows."""
+        state = self.groups[0]
+        state.last_rel = int(last)
+        self.t_last = self.frontier = int(last_time)
+        if self.cfg.kind == "count":
+            self.counts[0] = int(last) + 1
+        self.flush()
 
     # ------------------------------------------------------------------ output
     def _emit_windows(self, produced: list[tuple[np.ndarray, np.ndarray, Partials]]) -> None:

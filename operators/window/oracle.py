@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.operators.base import column_np
 from replaydb.operators.expr import (
     Binary,

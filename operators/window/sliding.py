@@ -34,6 +34,7 @@ events.
 from __future__ import annotations
 
 import numpy as np
+
 from replaydb.operators.window.aggregates import Layout, Partials, concat, length, take
 from replaydb.operators.window.assign import SliceGeometry
 from replaydb.operators.window.flatfat import FlatFAT
