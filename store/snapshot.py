@@ -269,10 +269,10 @@ class StreamSnapshot:
             if hi_partial:
                 partial_leaves.add(j - 1)
             if full_lo < full_hi:
-                _, touched = self.tree.aggregate_leaves(full_lo, full_hi, acc)
+                _, touched = self.tree.aggregate_leaves(full_lo, full_hi, acc, specs)
                 self.counters.nodes += touched
-            for leaf in sorted(partial_leaves):
-                self._aggregate_partial_leaf(leaf, t0, t1, specs, acc)
+            if partial_leaves:
+                self._aggregate_partial_leaves(sorted(partial_leaves), t0, t1, specs, acc)
         return acc.result(specs)
 
     def _spec(self, name: str) -> AggSpec:
@@ -281,22 +281,50 @@ class StreamSnapshot:
                 return s
         raise SchemaError(f"stream {self.name!r} has no numeric column {name!r}", column=name)
 
-    def _aggregate_partial_leaf(self, leaf: int, t0: int | None, t1: int | None,
-                                specs: list[AggSpec], acc: Partial) -> None:
-        from replaydb.store.tree import summarize_leaves
+    def _aggregate_partial_leaves(self, leaves: list[int], t0: int | None, t1: int | None,
+                                  specs: list[AggSpec], acc: Partial) -> None:
+        """Fold the events of boundary leaves that fall in ``[t0, t1)`` (one read call when
+        both leaves are in the same file)."""
+        cols = self._columns([s.name for s in specs])
+        lv = self.tree.leaves
+        if len(leaves) == 2 and lv.col("file_id")[leaves[0]] != lv.col("file_id")[leaves[1]]:
+            groups = [[leaves[0]], [leaves[1]]]
+        else:
+            groups = [leaves]
+        for group in groups:
+            tbl = self._read_leaf_set(group, cols)
+            t = tbl.column("t").to_numpy()
+            lo = 0 if t0 is None else int(np.searchsorted(t, t0, side="left"))
+            hi = len(t) if t1 is None else int(np.searchsorted(t, t1, side="left"))
+            if len(group) == 2 and t0 is not None and t1 is not None:
+                # two leaves: the range covers the end of the first and the start of the second
+                n0 = int(lv.col("count")[group[0]])
+                sel = np.r_[int(np.searchsorted(t[:n0], t0)):n0,
+                            n0:n0 + int(np.searchsorted(t[n0:], t1))]
+            else:
+                sel = np.arange(lo, max(lo, hi))
+            if len(sel) == 0:
+                continue
+            vals = {}
+            for s in specs:
+                arr, valid = values_of(tbl.column(s.name), s)
+                vals[s.name] = (arr[sel], None if valid is None else valid[sel])
+            acc.merge_values(t[sel], vals, specs)
 
-        tbl = self.read_leaves(leaf, leaf + 1, [s.name for s in specs])
-        t = tbl.column("t").to_numpy()
-        lo = 0 if t0 is None else int(np.searchsorted(t, t0, side="left"))
-        hi = len(t) if t1 is None else int(np.searchsorted(t, t1, side="left"))
-        if hi <= lo:
-            return
-        tbl = tbl.slice(lo, hi - lo)
-        vals = {s.name: _values(tbl.column(s.name), s) for s in specs}
-        seq0 = int(tbl.column("seq")[0].as_py())
-        rows = summarize_leaves(tbl.column("t").to_numpy(), seq0, vals, specs,
-                                np.array([0], dtype=np.int64))
-        acc.merge_arrays(rows, specs)
+    def _read_leaf_set(self, leaves: list[int], cols: list[str]) -> pa.Table:
+        """Whole leaves (all in one file) in one read call."""
+        lv = self.tree.leaves
+        info = self.files[int(lv.col("file_id")[leaves[0]])]
+        path = str(self.events_dir / info.path)
+        pf = self._cache.get(path, self.counters)
+        groups = [int(lv.col("rg")[i]) for i in leaves]
+        tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
+        self.counters.reads += 1
+        self.counters.leaves += len(groups)
+        self.counters.row_groups += len(groups)
+        self.counters.events += tbl.num_rows
+        self.counters.bytes += int(self._cache.rg_bytes(path, pf, cols)[groups].sum())
+        return tbl
 
     def histogram(self, level: int | None = None, max_buckets: int | None = None) -> pa.Table:
         """A tree level as a temporal histogram: per bucket its time range, first seq, count and

@@ -238,6 +238,46 @@ class Partial:
             a[2] = a[2] + cols[f"{s.name}.sum"].sum().item()
             a[3] += int(cols[f"{s.name}.n"].sum())
 
+    def merge_ranges(self, levels: list[NodeLevel], ranges: list[tuple[int, int, int]],
+                     specs: list[AggSpec]) -> None:
+        """Fold the nodes ``levels[k][lo:hi]`` for every ``(k, lo, hi)`` in ``ranges``: one
+        concatenation and one reduction per column, whatever the number of ranges."""
+        if not ranges:
+            return
+
+        def gather(name: str) -> np.ndarray:
+            parts = [levels[k]._cols[name][lo:hi] for k, lo, hi in ranges]
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+        self.merge_arrays({"count": gather("count"), "t_min": gather("t_min"),
+                           "t_max": gather("t_max"),
+                           **{f"{s.name}.{op}": gather(f"{s.name}.{op}")
+                              for s in specs for op in ("min", "max", "sum", "n")}}, specs)
+
+    def merge_values(self, t: np.ndarray, values: dict[str, tuple[np.ndarray, np.ndarray | None]],
+                     specs: list[AggSpec]) -> None:
+        """Fold raw events (times and attribute values with validity masks)."""
+        if len(t) == 0:
+            return
+        self.count += len(t)
+        tmn, tmx = int(t.min()), int(t.max())
+        self.t_min = tmn if self.t_min is None else min(self.t_min, tmn)
+        self.t_max = tmx if self.t_max is None else max(self.t_max, tmx)
+        for s in specs:
+            x, valid = values[s.name]
+            ok = ~np.isnan(x) if s.is_float else None
+            if valid is not None:
+                ok = valid if ok is None else (ok & valid)
+            if ok is not None and not ok.all():
+                x = x[ok]
+            if len(x) == 0:
+                continue
+            a = self.attrs[s.name]
+            a[0] = min(a[0], x.min().item())
+            a[1] = max(a[1], x.max().item())
+            a[2] = a[2] + x.sum().item()
+            a[3] += len(x)
+
     def result(self, specs: list[AggSpec]) -> dict[str, object]:
         """``{'count': n, 't_min':..., 't_max':..., 'x': {'min','max','sum','avg','n'}, ...}``;
         min/max/avg are None where no value was seen."""
@@ -356,35 +396,41 @@ class TABTree:
         return int(np.searchsorted(self.leaves.col("seq_min"), s, side="right")) - 1
 
     # ------------------------------------------------------------------ aggregation
-    def aggregate_leaves(self, i: int, j: int, acc: Partial | None = None) -> tuple[Partial, int]:
+    def aggregate_leaves(self, i: int, j: int, acc: Partial | None = None,
+                         specs: list[AggSpec] | None = None) -> tuple[Partial, int]:
         """Aggregate leaves ``[i, j)`` from the highest covering nodes.
 
         Returns ``(partial, nodes_touched)``. Standard decomposition of a range into O(h) runs of
         at most D nodes per level: O(h * D).
         """
-        acc = acc or Partial.empty(self.specs)
-        touched = 0
+        specs = self.specs if specs is None else specs
+        acc = acc or Partial.empty(specs)
+        ranges = self.cover(i, j)
+        acc.merge_ranges(self.levels, ranges, specs)
+        return acc, sum(hi - lo for _, lo, hi in ranges)
+
+    def cover(self, i: int, j: int) -> list[tuple[int, int, int]]:
+        """The nodes covering leaves ``[i, j)`` exactly, as ``(level, lo, hi)`` runs: at most
+        two runs of fewer than D nodes per level, O(h) runs in all."""
+        ranges: list[tuple[int, int, int]] = []
         k, lo, hi = 0, i, j
         d = self.fanout
+        top = len(self.levels) - 1
         while lo < hi:
-            lv = self.levels[k]
-            if k == len(self.levels) - 1:
-                acc.merge_arrays(lv.as_dict(lo, hi), self.specs)
-                touched += hi - lo
+            if k == top:
+                ranges.append((k, lo, hi))
                 break
             left_end = min(hi, -(-lo // d) * d)
             if lo < left_end:
-                acc.merge_arrays(lv.as_dict(lo, left_end), self.specs)
-                touched += left_end - lo
+                ranges.append((k, lo, left_end))
             if left_end >= hi:
                 break
             right_start = max(left_end, (hi // d) * d)
             if right_start < hi:
-                acc.merge_arrays(lv.as_dict(right_start, hi), self.specs)
-                touched += hi - right_start
+                ranges.append((k, right_start, hi))
             lo, hi = left_end // d, right_start // d
             k += 1
-        return acc, touched
+        return ranges
 
     def histogram(self, level: int) -> dict[str, np.ndarray]:
         """Level ``level`` (0 = leaf entries) as columns: a temporal histogram of the stream."""
