@@ -459,11 +459,12 @@ def _finish(op: WindowAggregate, agg: TreeAggregator, stats: PathStats, io0: dic
 
 
 def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
-              chunk: int = CHUNK) -> tuple[pa.Table, PathStats]:
+              chunk: int = CHUNK, anchor: int | None = None) -> tuple[pa.Table, PathStats]:
     """The optimized index path: one temporal aggregation per slice, into the slide tree.
 
     ``[t0, t1)`` restricts the stream (None: unbounded), like replaying that interval.
-    Returns the operator's result table and what the path did.
+    ``anchor`` overrides the anchor of first-event-aligned time windows (several streams share
+    the first event of their merge). Returns the operator's result table and what the path did.
     """
     t_start = time.perf_counter()
     io0 = snap.counters.as_dict()
@@ -474,7 +475,8 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
     geom = op.geom
     if span is not None:
         if c.kind == "time":
-            anchor = c.offset if c.align == "epoch" else span.t_first
+            if anchor is None:
+                anchor = c.offset if c.align == "epoch" else span.t_first
             op.open_partials(anchor, span.t_first)
             st = op.groups[0]
             k_last = geom.last_window_starting_by(span.t_last - anchor)
@@ -509,8 +511,8 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
 
 
 def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
-              chunk: int = CHUNK, buffer_leaves: int = NAIVE_BUFFER_LEAVES
-              ) -> tuple[pa.Table, PathStats]:
+              chunk: int = CHUNK, buffer_leaves: int = NAIVE_BUFFER_LEAVES,
+              anchor: int | None = None) -> tuple[pa.Table, PathStats]:
     """The naive index path: one temporal aggregation per window (no slide tree)."""
     t_start = time.perf_counter()
     io0 = snap.counters.as_dict()
@@ -521,7 +523,8 @@ def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
     geom = op.geom
     if span is not None:
         if c.kind == "time":
-            anchor = c.offset if c.align == "epoch" else span.t_first
+            if anchor is None:
+                anchor = c.offset if c.align == "epoch" else span.t_first
             k_first = geom.first_window_ending_after(span.t_first - anchor)
             if c.align == "first":
                 k_first = max(k_first, 0)
@@ -582,6 +585,65 @@ def run_replay(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int |
     stats.io = {f"io_{k}": v - io0.get(k, 0) for k, v in snap.counters.as_dict().items()}
     stats.seconds = time.perf_counter() - t_start
     return out, stats
+
+
+def run_index_grouped(snaps: Sequence[Any], cfg: WindowConfig, *, variant: str = "index",
+                      t0: int | None = None, t1: int | None = None
+                      ) -> tuple[pa.Table, list[PathStats]]:
+    """GROUP BY the event type when the store holds one stream per type.
+
+    The replay layer merges such streams by ``(t, seq)`` and fills the type column
+    (``cfg.group_by[0]``) with each stream's name; every stream has its own TAB+-tree, so the
+    index path answers each group from its stream's tree and the results are merged by
+    ``window_end``, then group. ``variant`` ``replay`` runs that merged replay (the twin the tests
+    compare with). First-event alignment uses the first event of the merge, as replay does.
+    """
+    if len(cfg.group_by) != 1:
+        raise UsageError("grouping across streams needs exactly one GROUP BY column (the type)")
+    key = cfg.group_by[0]
+    if variant == "replay":
+        from replaydb.replay.replay import Replay
+
+        t_start = time.perf_counter()
+        needed = {"t", "seq"}
+        for a in cfg.aggregates:
+            needed.update(col.name for col in columns(a.arg))
+        cols = [n for n in snaps[0].arrow_schema.names if n in needed]
+        intervals = None if t0 is None and t1 is None else [
+            (t0 if t0 is not None else np.iinfo(np.int64).min,
+             t1 if t1 is not None else np.iinfo(np.int64).max)]
+        rp = Replay(list(snaps), intervals, columns=cols, type_column=key)
+        op = WindowAggregate(replace(cfg, schema=rp.schema), state_cap=None)
+        out = rp.run(op)
+        return out, [PathStats(path="replay", ranges=rp.stats.events, windows=out.num_rows,
+                               seconds=time.perf_counter() - t_start)]
+    if variant not in ("index", "naive"):
+        raise UsageError(f"unknown variant {variant!r}")
+    runner = run_index if variant == "index" else run_naive
+    base = replace(cfg, group_by=())
+    anchor = None
+    if cfg.kind == "time" and cfg.align == "first":
+        firsts = []
+        for snap in snaps:
+            agg = TreeAggregator(snap, WindowAggregate(_config_for(base, snap)).layout, 2)
+            sp = _span(agg, t0, t1)
+            if sp is not None:
+                firsts.append(sp.t_first)
+        anchor = min(firsts) if firsts else None
+    parts, stats = [], []
+    for snap in snaps:
+        out, st_ = runner(snap, base, t0=t0, t1=t1, anchor=anchor)
+        stats.append(st_)
+        if out.num_rows:
+            parts.append(out.add_column(2, pa.field(key, pa.string()),
+                                        pa.array([snap.name] * out.num_rows, pa.string())))
+    if not parts:
+        schema = WindowAggregate(replace(cfg, schema=None)).output_schema
+        return schema.empty_table(), stats
+    tbl = pa.concat_tables(parts)
+    order = np.lexsort((np.array(tbl.column(key).to_pylist(), dtype=object).astype(str),
+                        tbl.column("window_end").to_numpy()))
+    return tbl.take(pa.array(order)), stats
 
 
 def plan(snap: Any, cfg: WindowConfig, plan: str = "auto") -> PathChoice:
