@@ -120,28 +120,60 @@ def c_naive_window(size: int, slide: int, st: TreeStats) -> float:
 
 
 def break_even_slide(st: TreeStats, *, max_slide: int = 2**50) -> int | None:
-    """The smallest slide (stream units) at which the index path merges fewer partial aggregates
-    per slide than replay: ``min{s : C_index(s) < C_replay(s)}``, the vertical line of Fig. 3.8.
+    """The smallest slide (stream units) from which the index path merges fewer partial
+    aggregates per slide than replay for every larger slide up to ``max_slide`` - the vertical
+    line of Fig. 3.8 (slides dividing the size). ``None`` if there is none.
 
-    ``C_index(s) - C_replay(s)`` changes sign once: it is ``h - 1 > 0`` while a slide stays within
-    a leaf, then ``C_replay`` grows with slope ``B`` per leaf while ``C_index`` grows by at most one
-    merge per leaf, and every later jump of ``C_index`` (``+D`` when the split level rises past
-    ``l_s = 1``) happens where ``C_replay >= D * B``. So a binary search finds it (the tests check
-    this against a linear scan). ``None`` when the index path never wins up to ``max_slide``.
+    Exact, without scanning every slide: within one split level ``l_s = k`` (slides with
+    ``D**(k-1) < L <= D**k``) ``C_replay - C_index`` only decreases where
+    ``ceil(L / D**(k-1))`` steps up - at most ``D`` points - and increases everywhere else. So per
+    level we evaluate those step points, take the last one where the index path loses, and
+    binary-search the monotone stretch after it. Levels are walked from the top down while the
+    index path wins on a whole level. While a slide stays within one leaf (``L <= 1``) the index
+    path never wins (it pays ``h - 1`` extra merges). For realistic trees (``(D-1)(B-1) > h``)
+    there is a single crossing; tiny trees can cross back, which this handles.
     """
+    if st.r <= 0 or max_slide < 1:
+        return None
+
     def wins(s: int) -> bool:
         return c_index(s, st) < c_replay(s, st)
 
-    if st.r <= 0 or not wins(max_slide):
-        return None
-    lo, hi = 0, max_slide  # not wins(lo) (both costs 0), wins(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if wins(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    unit = st.B / st.r  # slides per leaf
+    k_max = split_level(max_slide / unit, st.D)
+    ans: int | None = None
+    for k in range(k_max, 0, -1):
+        a = max(1, math.floor(st.D ** (k - 1) * unit) + 1)
+        b = min(max_slide, math.floor(st.D**k * unit))
+        while a > 1 and split_level((a - 1) / unit, st.D) >= k:  # float guard
+            a -= 1
+        while split_level(a / unit, st.D) < k:
+            a += 1
+        if a > b:
+            continue
+        if not wins(b):
+            break
+        step = st.D ** (k - 1) * unit  # slides per step of the ceil term
+        points = [a] + [p for j in range(1, st.D + 2)
+                        if a < (p := math.floor(j * step) + 1) <= b]
+        losing = [p for p in points if not wins(p)]
+        if not losing:
+            ans = a
+            continue
+        lo = losing[-1]  # loses; everything after the next step point wins
+        nxt = [p for p in points if p > lo]
+        hi = nxt[0] if nxt else b
+        if not wins(hi):  # pragma: no cover - defensive
+            hi = b
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if wins(mid):
+                hi = mid
+            else:
+                lo = mid
+        ans = hi
+        break
+    return ans
 
 
 @dataclass(frozen=True)
