@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -177,14 +177,17 @@ class LeafBuffer:
 
 
 # --------------------------------------------------------------------------- range aggregation
-def _range_reduce(arr: np.ndarray, a: np.ndarray, b: np.ndarray, ufunc: np.ufunc,
+def _range_reduce(padded: np.ndarray, a: np.ndarray, b: np.ndarray, ufunc: np.ufunc,
                   identity: Any) -> np.ndarray:
-    """``ufunc.reduce(arr[a_i:b_i])`` for every i (``identity`` where ``a_i >= b_i``)."""
+    """``ufunc.reduce(padded[a_i:b_i])`` for every i (``identity`` where ``a_i >= b_i``).
+
+    ``padded`` carries one spare element after the data (so ``b_i`` may equal the data length):
+    one ``reduceat`` over the interleaved bounds, O(total range length).
+    """
     n = len(a)
     if n == 0:
-        return np.zeros(0, arr.dtype)
+        return np.zeros(0, padded.dtype)
     empty = a >= b
-    padded = np.append(arr, np.asarray(identity, dtype=arr.dtype))
     idx = np.empty(2 * n, np.int64)
     idx[0::2] = np.where(empty, 0, a)
     idx[1::2] = np.where(empty, 1, b)
@@ -220,6 +223,7 @@ class TreeAggregator:
         self.buffer = LeafBuffer(snap, cols, buffer_leaves)
         self.nodes_merged = 0
         self.piece_events = 0
+        self._padded: dict[tuple[int, str], np.ndarray] = {}
         # (component, tree column suffix, ufunc, identity) per layout component
         self._comp: list[tuple[str, str, np.ufunc, Any]] = []
         for c in layout.components:
@@ -327,13 +331,22 @@ class TreeAggregator:
         self._merge_cover(acc, fa, fb)
         return acc
 
+    def _level_col(self, k: int, col: str, identity: Any) -> np.ndarray:
+        """Column ``col`` of tree level ``k`` with one spare element (cached)."""
+        key = (k, col)
+        arr = self._padded.get(key)
+        if arr is None:
+            data = self.tree.levels[k].col(col)
+            arr = self._padded[key] = np.append(data, np.asarray(identity, dtype=data.dtype))
+        return arr
+
     def _merge_cover(self, acc: Partials, lo: np.ndarray, hi: np.ndarray) -> None:
         """Fold leaves ``[lo, hi)`` from the highest covering nodes, level by level."""
         lay = self.layout
         d = self.tree.fanout
         top = len(self.tree.levels) - 1
         lo, hi = lo.copy(), hi.copy()
-        for k, level in enumerate(self.tree.levels):
+        for k in range(len(self.tree.levels)):
             active = lo < hi
             if not active.any():
                 break
@@ -353,7 +366,7 @@ class TreeAggregator:
                 self.nodes_merged += int((b - a)[sel].sum())
                 part = {}
                 for name, col, fn, ident in self._comp:
-                    part[name] = _range_reduce(level.col(col), a, b, fn, ident)
+                    part[name] = _range_reduce(self._level_col(k, col, ident), a, b, fn, ident)
                 acc.update(lay.combine(acc, part))
             if k == top:
                 break
@@ -367,20 +380,20 @@ class TreeAggregator:
         leaves = np.array(sorted(data), dtype=np.int64)
         counts = self.count[leaves]
         base = np.r_[0, np.cumsum(counts)[:-1]]
+        # the boundary leaves' data, concatenated with one spare element (see _range_reduce)
         cat: dict[str, np.ndarray] = {"t": np.concatenate([data[int(x)]["t"] for x in leaves])}
-        for c in dict.fromkeys(self.slot_cols):
-            cat[c] = np.concatenate([data[int(x)][c] for x in leaves])
-            valids = [data[int(x)][c + "#valid"] for x in leaves]
-            if any(v is not None for v in valids):
-                cat[c + "#valid"] = np.concatenate(
-                    [v if v is not None else np.ones(len(data[int(x)]["t"]), bool)
-                     for v, x in zip(valids, leaves)])
         okmask: dict[str, np.ndarray] = {}
         for c in dict.fromkeys(self.slot_cols):
+            vals = [data[int(x)][c] for x in leaves]
+            cat[c] = np.concatenate(vals + [np.zeros(1, vals[0].dtype)])
             ok = ~np.isnan(cat[c]) if cat[c].dtype.kind == "f" else np.ones(len(cat[c]), bool)
-            if c + "#valid" in cat:
-                ok &= cat[c + "#valid"]
+            valids = [data[int(x)][c + "#valid"] for x in leaves]
+            if any(v is not None for v in valids):
+                ok[:-1] &= np.concatenate(
+                    [v if v is not None else np.ones(len(data[int(x)]["t"]), bool)
+                     for v, x in zip(valids, leaves)])
             okmask[c] = ok
+        nn_cache: dict[str, np.ndarray] = {}
         for m, leaf, a, b in sel_pieces:
             k = np.searchsorted(leaves, leaf)
             ga = base[k] + (a - self.seq_min[leaf])
@@ -399,7 +412,9 @@ class TreeAggregator:
                     col = self.slot_cols[int(c.name[len(pre):])]
                     ok = okmask[col]
                     if pre == "nn":
-                        part[c.name] = _range_reduce(ok.astype(np.int64), ga, gb, np.add, 0)
+                        if col not in nn_cache:
+                            nn_cache[col] = ok.astype(np.int64)
+                        part[c.name] = _range_reduce(nn_cache[col], ga, gb, np.add, 0)
                         continue
                     v = cat[col].astype(c.dtype, copy=False)
                     ident = c.identity
@@ -446,20 +461,52 @@ def _prepare(snap: Any, cfg: WindowConfig, buffer_leaves: int
     return op, TreeAggregator(snap, op.layout, buffer_leaves)
 
 
-def _finish(op: WindowAggregate, agg: TreeAggregator, stats: PathStats, io0: dict[str, int],
+Sink = Callable[[pa.Table], None]
+"""Receives result tables as they are produced (instead of collecting them)."""
+
+
+class _Collector:
+    """Drains an operator's results into a sink (or a list) and counts the rows."""
+
+    def __init__(self, op: WindowAggregate, sink: Sink | None) -> None:
+        self.op = op
+        self.sink = sink
+        self.parts: list[pa.Table] = []
+        self.rows = 0
+
+    def drain(self) -> None:
+        if self.op.has_results():
+            self.put(self.op.results())
+
+    def put(self, tbl: pa.Table) -> None:
+        self.rows += tbl.num_rows
+        if self.sink is not None:
+            self.sink(tbl)
+        elif tbl.num_rows:
+            self.parts.append(tbl)
+
+    def table(self) -> pa.Table:
+        self.drain()
+        if not self.parts:
+            return self.op.output_schema.empty_table()
+        return pa.concat_tables(self.parts)
+
+
+def _finish(out: _Collector, agg: TreeAggregator, stats: PathStats, io0: dict[str, int],
             t_start: float, snap: Any) -> pa.Table:
+    tbl = out.table()
     stats.nodes_merged = agg.nodes_merged
     stats.leaf_reads = agg.buffer.reads
     stats.piece_events = agg.piece_events
     stats.io = {f"io_{k}": v - io0.get(k, 0) for k, v in snap.counters.as_dict().items()}
     stats.seconds = time.perf_counter() - t_start
-    out = op.results()
-    stats.windows = out.num_rows
-    return out
+    stats.windows = out.rows
+    return tbl
 
 
 def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
-              chunk: int = CHUNK, anchor: int | None = None) -> tuple[pa.Table, PathStats]:
+              chunk: int = CHUNK, anchor: int | None = None, sink: Sink | None = None
+              ) -> tuple[pa.Table, PathStats]:
     """The optimized index path: one temporal aggregation per slice, into the slide tree.
 
     ``[t0, t1)`` restricts the stream (None: unbounded), like replaying that interval.
@@ -469,6 +516,7 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
     t_start = time.perf_counter()
     io0 = snap.counters.as_dict()
     op, agg = _prepare(snap, cfg, buffer_leaves=2)
+    out = _Collector(op, sink)
     stats = PathStats(path="index")
     span = _span(agg, t0, t1)
     c = op.cfg
@@ -505,18 +553,21 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
             stats.ranges += c1 - c0
             nz = parts["n"] > 0
             op.push_partials(sl[:-1][nz], take(parts, nz), c1)
+            out.drain()
         last = (span.t_last - anchor) if c.kind == "time" else (span.p1 - span.p0 - 1)
         op.close_partials(last, span.t_last)
-    return _finish(op, agg, stats, io0, t_start, snap), stats
+    return _finish(out, agg, stats, io0, t_start, snap), stats
 
 
 def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
               chunk: int = CHUNK, buffer_leaves: int = NAIVE_BUFFER_LEAVES,
-              anchor: int | None = None) -> tuple[pa.Table, PathStats]:
+              anchor: int | None = None, sink: Sink | None = None
+              ) -> tuple[pa.Table, PathStats]:
     """The naive index path: one temporal aggregation per window (no slide tree)."""
     t_start = time.perf_counter()
     io0 = snap.counters.as_dict()
     op, agg = _prepare(snap, cfg, buffer_leaves=buffer_leaves)
+    out = _Collector(op, sink)
     stats = PathStats(path="naive")
     span = _span(agg, t0, t1)
     c = op.cfg
@@ -558,12 +609,14 @@ def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
                     start, end = anchor + ws, anchor + ws + c.size
                 else:
                     start, end = parts["tmin"], parts["tmax"]
-                op._emit(op.build_batch(np.zeros(len(ks), np.int64), start, end, parts))
-    return _finish(op, agg, stats, io0, t_start, snap), stats
+                out.put(pa.Table.from_batches(
+                    [op.build_batch(np.zeros(len(ks), np.int64), start, end, parts)]))
+    return _finish(out, agg, stats, io0, t_start, snap), stats
 
 
 def run_replay(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
-               batch_rows: int = 1 << 18) -> tuple[pa.Table, PathStats]:
+               batch_rows: int = 1 << 18, sink: Sink | None = None
+               ) -> tuple[pa.Table, PathStats]:
     """Full replay of ``[t0, t1)`` into the online operator (the baseline)."""
     from replaydb.replay.replay import Replay
 
@@ -580,11 +633,14 @@ def run_replay(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int |
         (t0 if t0 is not None else np.iinfo(np.int64).min,
          t1 if t1 is not None else np.iinfo(np.int64).max)]
     rp = Replay([snap], intervals, columns=cols, batch_rows=batch_rows)
-    out = rp.run(op)
-    stats = PathStats(path="replay", ranges=rp.stats.events, windows=out.num_rows)
+    out = _Collector(op, sink)
+    for tbl in rp.results(op):
+        out.put(tbl)
+    res = out.table()
+    stats = PathStats(path="replay", ranges=rp.stats.events, windows=out.rows)
     stats.io = {f"io_{k}": v - io0.get(k, 0) for k, v in snap.counters.as_dict().items()}
     stats.seconds = time.perf_counter() - t_start
-    return out, stats
+    return res, stats
 
 
 def run_index_grouped(snaps: Sequence[Any], cfg: WindowConfig, *, variant: str = "index",
