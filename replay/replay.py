@@ -82,11 +82,13 @@ class Replay:
         columns: Sequence[str] | None = None,
         type_column: str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
+        aliases: dict[str, str] | None = None,
     ) -> None:
         if not snapshots:
             raise UsageError("replay needs at least one stream")
         self.snapshots = list(snapshots)
         self.intervals = normalize_intervals(intervals)
+        self.aliases = dict(aliases or {})
         self.columns = list(columns) if columns is not None else None
         self.type_column = type_column
         self.batch_rows = batch_rows
@@ -98,7 +100,8 @@ class Replay:
         names = snap.arrow_schema.names
         if self.columns is None:
             return names
-        return ["t", "seq", *[c for c in self.columns if c in names and c not in ("t", "seq")]]
+        wanted = [self.aliases.get(c, c) for c in self.columns]
+        return ["t", "seq", *[c for c in dict.fromkeys(wanted) if c in names and c not in ("t", "seq")]]
 
     def _output_schema(self) -> pa.Schema:
         fields: dict[str, pa.Field] = {}
@@ -106,6 +109,10 @@ class Replay:
             for f in snap.arrow_schema:
                 if f.name in self._stream_columns(snap) and f.name not in fields:
                     fields[f.name] = f.with_nullable(True) if len(self.snapshots) > 1 else f
+        for alias, target in self.aliases.items():
+            if alias not in fields and target in fields and (
+                    self.columns is None or alias in self.columns):
+                fields[alias] = fields[target].with_name(alias)
         if self.columns is not None:
             missing = [c for c in self.columns if c not in fields and c != self.type_column]
             if missing:
@@ -119,6 +126,8 @@ class Replay:
         for f in self.schema:
             if f.name in tbl.column_names:
                 cols.append(tbl.column(f.name).cast(f.type))
+            elif f.name in self.aliases and self.aliases[f.name] in tbl.column_names:
+                cols.append(tbl.column(self.aliases[f.name]))
             elif f.name == self.type_column:
                 cols.append(pa.array(np.full(tbl.num_rows, snap.name, dtype=object), pa.string()))
             else:

@@ -41,6 +41,7 @@ import pyarrow as pa
 from replaydb.errors import LateEventError, ReadOnlyError, UsageError
 from replaydb.operators.base import as_batches
 from replaydb.store import deltaio
+from replaydb.store.failpoints import failpoint
 from replaydb.store.lock import WriterLock
 from replaydb.store.manifest import FileInfo, Manifest, SideTableRef
 from replaydb.store.normalize import QUARANTINE_SCHEMA, first_error, normalize
@@ -329,6 +330,7 @@ class StreamWriter:
         for f in new_files:
             files[f.id] = f
 
+        failpoint("append.files_written")
         # side tables first (indexes, quarantine)
         side_versions = dict(side_versions or {})
         for ref in manifest.side:
@@ -348,8 +350,10 @@ class StreamWriter:
         new_side = tuple(replace(r, version=side_versions.get(r.name, r.version))
                          for r in manifest.side)
 
+        failpoint("append.sides_committed")
         seg, chain = write_segment(self.dir, tree, first_changed, files, new_files, removed_ids,
                                    manifest.tree_head, manifest.chain)
+        failpoint("append.segment_written")
         tr = tree.t_range
         new_manifest = replace(
             manifest,
@@ -371,6 +375,7 @@ class StreamWriter:
                    for fid in removed_ids]
         version = deltaio.commit(self.events_dir, snap.schema.arrow_schema, adds, removes,
                                  new_manifest, app_id=batch_id)
+        failpoint("append.committed")
         self.snap = StreamSnapshot(self.store, self.name, version, new_manifest, version,
                                    tree=tree, files=files)
         self.store._remember_writer_snapshot(self.snap)

@@ -23,6 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skip reading the data files (structure and Delta consistency only)")
     p.set_defaults(handler=cmd_check)
 
+    p = common(sub.add_parser("vacuum", help="remove files no committed version references "
+                                             "(leftovers of interrupted writes)"))
+    p.add_argument("store", help="store directory")
+    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.set_defaults(handler=cmd_vacuum)
+
 
 def _human_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -81,3 +88,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not report:
             print("no streams")
     return 1 if bad else 0
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    from replaydb.store.vacuum import vacuum_stream
+
+    store = replaydb.open(args.store)
+    names = [args.stream] if args.stream else store.streams()
+    out = [vacuum_stream(store, n, dry_run=args.dry_run) for n in names]
+    if args.json:
+        print_json(out)
+        return 0
+    for r in out:
+        verb = "would remove" if r["dry_run"] else "removed"
+        print(f"stream {r['stream']}: {verb} {len(r['files'])} file(s), {_human_bytes(r['bytes'])}")
+    return 0

@@ -45,6 +45,7 @@ from replaydb.ingest.sources import (
     infer_schema,
     plan_tasks,
 )
+from replaydb.store.failpoints import failpoint
 from replaydb.store.manifest import FileInfo, SideTableRef
 from replaydb.store.quarantine import Quarantine
 from replaydb.store.schema import StreamSchema
@@ -300,6 +301,7 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
             elif r["kind"].startswith("index:"):
                 index_runs[r["kind"][6:]].append(json.loads(r["stats"]))
         stages["write"] = time.perf_counter() - t0
+        failpoint("ingest.files_written")
         _say(f"wrote {len(prepared_files)} data file(s)", quiet)
 
     # ---- quarantine rows
@@ -323,6 +325,7 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         side_versions[ref.name] = version
         if w.manifest.side_table(ref.name) is None:
             new_refs.append(replace_version(ref, version))
+    failpoint("ingest.before_commit")
     infos, leaves = w.assign_file_ids([_Prepared(f, lv) for f, lv in
                                        zip(prepared_files, leaves_parts)])
     removed = [f.id for f in snap.files.values() if f.seq_min >= f0] if total else []
