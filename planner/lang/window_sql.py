@@ -413,7 +413,8 @@ def to_config(query: WindowQuery, schema: pa.Schema, time_unit: str | None,
     """Validate ``query`` against ``schema`` and build the operator configuration.
 
     Options: ``align`` ('epoch'|'first') and ``empty`` ('skip'|'emit') apply where the text does
-    not say; others are ignored here.
+    not say; ``aliases`` maps source time-column names to ``t`` (DESCRIPTOR may use them); others
+    are ignored here.
     """
     q = query
     names = set(schema.names)
@@ -422,7 +423,9 @@ def to_config(query: WindowQuery, schema: pa.Schema, time_unit: str | None,
     def err(msg: str, pos: int | None, h: str | None = None) -> ParseError:
         return ParseError(msg, text=q.text, pos=pos or 0, hint=h)
 
-    if q.time_column is not None and q.time_column.name != "t":
+    aliases = options.get("aliases") or {}
+    if q.time_column is not None and q.time_column.name != "t" \
+            and aliases.get(q.time_column.name) != "t":
         raise err(f"windows are defined on the stream's time column 't', not "
                   f"{q.time_column.name!r}", q.time_column.pos)
     for c in columns(q.where):
