@@ -163,7 +163,7 @@ class LeafBuffer:
             offs = np.r_[0, np.cumsum(counts)]
             t = tbl.column("t").to_numpy()
             vals = {}
-            for c in self.columns[2:]:
+            for c in self.columns[1:]:
                 arr, valid = values_of(tbl.column(c), self._specs[c])
                 vals[c] = (arr, valid)
             for i, leaf in enumerate(group):
@@ -219,7 +219,7 @@ class TreeAggregator:
         self.n_leaves = len(self.seq_min)
         self.n_events = self.tree.n_events
         self.slot_cols = [s.name for s in layout.slots]  # type: ignore[attr-defined]
-        cols = ["t", "seq", *dict.fromkeys(self.slot_cols)]
+        cols = ["t", *dict.fromkeys(self.slot_cols)]  # positions come from seq_min, not seq
         self.buffer = LeafBuffer(snap, cols, buffer_leaves)
         self.nodes_merged = 0
         self.piece_events = 0
