@@ -270,3 +270,24 @@ def test_string_column_only_countable() -> None:
     op = WindowAggregate(WindowConfig(size=5, aggregates=(AggSpec("SUM", Column("k"), "s"),)))
     with pytest.raises(OperatorError, match="only COUNT"):
         op.push(pa.table({"t": [1], "seq": [0], "k": ["a"]}))
+
+
+def test_replay_gaps_act_like_a_filter() -> None:
+    """end_interval between replay intervals: windows span the gap, nothing is reported twice."""
+    rng = np.random.default_rng(21)
+    table = make_stream(rng, 400, keys=2)
+    t = table.column("t").to_numpy()
+    cut1, cut2 = int(t[120]), int(t[260])
+    first = table.filter(pa.array(t < cut1))
+    second = table.filter(pa.array(t >= cut2))
+    kept = pa.concat_tables([first, second])
+    for cfg in (WindowConfig(size=300, slide=70, group_by=("k",), aggregates=RICH_AGGS),
+                WindowConfig(size=25, slide=10, kind="count", aggregates=RICH_AGGS)):
+        op = WindowAggregate(cfg)
+        op.push(first)
+        op.end_interval()
+        op.push(second)
+        op.flush()
+        assert op.counters.intervals == 1
+        assert_same_rows(op.results().to_pylist(), oracle(kept, cfg), cfg.group_by,
+                         approx=APPROX)

@@ -30,7 +30,8 @@ Semantics (documented decisions):
   the other aggregates; it is available without GROUP BY only. With GROUP BY, a row ``(window, key)`` exists exactly when the window holds an
   event of that key.
 * **where**: a predicate over event attributes, applied before windowing (σ then α); events it
-  rejects still advance time (they close windows).
+  rejects still advance time (they close windows). Gaps between replay intervals
+  (:meth:`end_interval`) are treated the same way: windows continue across them.
 * **Aggregates**: see :mod:`~replaydb.operators.window.aggregates` (COUNT, SUM, AVG, MIN, MAX,
   FIRST, LAST, VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP; nulls ignored).
 
@@ -263,6 +264,16 @@ class WindowAggregate(Operator):
         """Invariants of every group's slide state (seeded stress tests call this)."""
         for s in self.groups.values():
             s._check()
+
+    def end_interval(self) -> None:
+        """A gap in the input (the next replay interval): windows simply continue.
+
+        Windows are defined on time (or on the count of events that reach the operator), so a
+        window spanning the gap aggregates the events on both sides; the gap's events are absent
+        exactly as if ``where`` had rejected them. (The base class would flush and reset, which
+        for windows would report a window that spans the gap twice, once per side.)
+        """
+        self.counters.intervals += 1
 
     # ------------------------------------------------------------------ input
     def _values(self, batch: pa.RecordBatch) -> list[tuple[np.ndarray | None, np.ndarray | None]]:
