@@ -78,13 +78,13 @@ def test_paper_streams_break_even() -> None:
     assert c_index(be16 - 1, PAPER_16) >= c_replay(be16 - 1, PAPER_16)
 
 
-@settings(max_examples=40)
+@settings(max_examples=20)
 @given(r=st.floats(0.01, 50), h=st.integers(2, 7), B=st.integers(2, 600),  # noqa: N803
        D=st.integers(2, 200))
 def test_break_even_matches_a_linear_scan(r: float, h: int, B: int, D: int) -> None:  # noqa: N803
     """Brute force: the smallest slide after which the index path always wins (up to a limit)."""
     st_ = TreeStats(r=r, h=h, B=B, D=D)
-    limit = 20_000
+    limit = 12_000
     losing = [s for s in range(1, limit + 1) if not c_index(s, st_) < c_replay(s, st_)]
     expected = None if losing and losing[-1] == limit else (losing[-1] + 1 if losing else 1)
     assert break_even_slide(st_, max_slide=limit) == expected

@@ -53,7 +53,7 @@ def configs(draw: st.DrawFn) -> WindowConfig:
                         aggregates=RICH_AGGS)
 
 
-@settings(max_examples=250)
+@settings(max_examples=120)
 @given(cfg=configs(), seed=st.integers(0, 2**32 - 1), n=st.integers(0, 90))
 def test_operator_matches_oracle(cfg: WindowConfig, seed: int, n: int) -> None:
     rng = np.random.default_rng(seed)
@@ -76,10 +76,10 @@ def test_operator_matches_oracle_many(cfg: WindowConfig, seed: int, n: int) -> N
 @pytest.mark.parametrize("kind", ["time", "count"])
 def test_batching_does_not_change_results(size: int, slide: int, kind: str) -> None:
     rng = np.random.default_rng(size * 100 + slide)
-    table = make_stream(rng, 400, keys=1)
+    table = make_stream(rng, 200, keys=1)
     cfg = WindowConfig(size=size, slide=slide, kind=kind, aggregates=RICH_AGGS)
     whole = run(cfg, table)
-    for max_len in (1, 3, 17):
+    for max_len in (1, 17):
         assert_same_rows(run(cfg, table, rng, max_len), whole, approx=APPROX)
     assert_same_rows(whole, oracle(table, cfg), approx=APPROX)
 
@@ -87,11 +87,11 @@ def test_batching_does_not_change_results(size: int, slide: int, kind: str) -> N
 def test_large_window_paths_match_oracle() -> None:
     """W = 200 slices: batches smaller than W (prefix/suffix + tree) and larger (block scans)."""
     rng = np.random.default_rng(7)
-    table = make_stream(rng, 1500, max_step=2, gap_p=0.002, gap=900, keys=1)
-    for size, slide in [(200, 1), (203, 2), (401, 4)]:
+    table = make_stream(rng, 1000, max_step=2, gap_p=0.002, gap=900, keys=1)
+    for size, slide in [(200, 1), (203, 2)]:
         cfg = WindowConfig(size=size, slide=slide, aggregates=RICH_AGGS)
         exp = oracle(table, cfg)
-        for max_len in (9, 60, 700, 1500):
+        for max_len in (23, 700):
             assert_same_rows(run(cfg, table, rng, max_len, check=True), exp, approx=APPROX)
 
 

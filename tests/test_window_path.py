@@ -84,7 +84,7 @@ def window_cases(draw: st.DrawFn) -> tuple[WindowConfig, str, int | None, int | 
     return cfg, stream, t0, t1
 
 
-@settings(max_examples=120)
+@settings(max_examples=45)
 @given(case=window_cases())
 def test_index_and_naive_equal_replay(store, case) -> None:
     cfg, stream, t0, t1 = case

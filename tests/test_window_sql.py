@@ -80,7 +80,7 @@ def test_options_apply_where_text_is_silent() -> None:
     assert (op.cfg.align, op.cfg.empty, op.state_cap, op.cfg.size) == ("first", "emit", 123, 10)
 
 
-@settings(max_examples=60)
+@settings(max_examples=30)
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 20), slide=st.integers(1, 25),
        grouped=st.booleans(), tumble=st.booleans())
 def test_sql_results_match_oracle_and_duckdb(seed: int, size: int, slide: int, grouped: bool,
