@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from replaydb.operators.expr import Column
 from replaydb.operators.window.aggregates import (
     INT_MAX,

@@ -7,6 +7,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from replaydb.errors import DataError, OperatorError, StateCapExceeded
 from replaydb.operators.expr import Binary, Column, Literal
 from replaydb.operators.window import AggSpec, WindowAggregate, WindowConfig
 from replaydb.operators.window.oracle import (
@@ -16,8 +18,6 @@ from replaydb.operators.window.oracle import (
     oracle,
     split_batches,
 )
-
-from replaydb.errors import DataError, OperatorError, StateCapExceeded
 
 APPROX = frozenset({"vx", "dy"})
 

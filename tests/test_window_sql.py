@@ -8,12 +8,12 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from replaydb.errors import ParseError
 from replaydb.operators.window import WindowAggregate
 from replaydb.operators.window.oracle import assert_same_rows, make_stream, oracle
 from replaydb.planner.lang import window_sql
 from replaydb.planner.lang.window_sql import bind, detect, parse, to_config
-
-from replaydb.errors import ParseError
 
 SCHEMA = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("x", pa.float64()),
                     ("y", pa.int64()), ("k", pa.string())])
