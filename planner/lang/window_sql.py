@@ -20,9 +20,11 @@ DESCRIPTOR(t), SLIDE => INTERVAL '5' SECOND, SIZE => INTERVAL '1' DAY)``.
 
 Documented decisions:
 
-* **HOP takes the slide before the size**, exactly as Flink's ``HOP(data, timecol, slide, size
-  [, offset])`` (Spark's ``window(t, size, slide)`` uses the opposite order; named arguments
-  avoid the question). ``HOP_ROWS`` follows HOP: slide, then size.
+* **HOP takes the slide before the size**, exactly as Flink's (and Calcite's) ``HOP(data,
+  timecol, slide, size [, offset])`` (Spark's ``window(t, size, slide)`` uses the opposite order;
+  named arguments avoid the question). ``HOP_ROWS`` follows HOP: slide, then size. As in Flink,
+  a slide larger than the size leaves gaps between windows; unlike Flink's window aggregation,
+  the size need not be a multiple of the slide (the slide1/slide2 split handles it).
 * Durations: ``INTERVAL '5' SECOND``, ``INTERVAL '5 seconds'``, ``5s``, ``5 SECONDS``, or a bare
   number in stream time units; converted with :func:`replaydb.timeunits.to_units` at bind time.
   Count-window sizes are event counts (a positive integer, optionally followed by ``ROWS``).
