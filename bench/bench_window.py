@@ -192,6 +192,7 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
     rows: list[list[Any]] = []
     series: dict[str, dict[int, float]] = {k: {} for k in
                                           ("replay", "optimized", "naive", "duckdb", "spark")}
+    cpu: dict[str, dict[int, float]] = {k: {} for k in ("replay", "optimized", "naive")}
     last: dict[str, tuple[int, float]] = {}
 
     def work(kind: str, slide: int) -> float:
@@ -208,17 +209,18 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
             projected = prev[1] * work(kind, slide) / work(kind, prev[0])
             if projected > budget:
                 return None, f"skipped (projected {projected:,.0f} s)"
-        t0 = time.perf_counter()
-        cs = fn()
-        t = time.perf_counter() - t0
-        for _ in range(repeat - 1):  # short runs: best of several (the machine is shared)
-            if t > REPEAT_BELOW_S:
+        t, c = float("inf"), float("inf")
+        for i in range(repeat):  # short runs: best of several (the machine is shared)
+            if i and t > REPEAT_BELOW_S:
                 break
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             cs = fn()
             t = min(t, time.perf_counter() - t0)
+            c = min(c, time.process_time() - c0)
         last[kind] = (slide, t)
         series[kind][slide] = t
+        if kind in cpu:
+            cpu[kind][slide] = c
         return t, cs
 
     for slide in sorted(slides, reverse=True):
@@ -244,27 +246,29 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
             if t is not None:
                 ok &= out.matches(ref)
         chosen = {"replay": "replay", "index": "optimized"}[choice.path]
-        best = min(v for k, v in cells.items() if k in ("replay", "optimized")
-                   and isinstance(v, float))
-        chosen_t = cells[chosen] if isinstance(cells[chosen], float) else float("nan")
-        rows.append([slide, cells["replay"], cells["optimized"], cells["naive"],
+        best = min(cpu["replay"][slide], cpu["optimized"][slide])
+        rows.append([slide, cells["replay"], cpu["replay"][slide], cells["optimized"],
+                     cpu["optimized"][slide], cells["naive"],
                      cells.get("duckdb", "-"), cells.get("spark", "-"),
                      round(c_replay(slide, stats), 1), round(choice.c_index, 1), choice.path,
-                     round(chosen_t / best, 3), ref.rows, "yes" if ok else "NO"])
+                     round(cpu[chosen][slide] / best, 3), ref.rows, "yes" if ok else "NO"])
         print(f"  {name} slide {slide:>11,} ms: replay {cells['replay']:.3f} s, optimized "
               f"{cells['optimized'] if not isinstance(cells['optimized'], float) else round(cells['optimized'], 3)}"
               f", naive {cells['naive'] if not isinstance(cells['naive'], float) else round(cells['naive'], 3)}"
               f", duckdb {cells.get('duckdb')}, spark {cells.get('spark')}, ok={ok}", flush=True)
     rows.sort(key=lambda r: r[0])
     res.table(f"{name} events ({n:,} events, h={stats.h}, B={stats.B}, D={stats.D}; seconds)",
-              ["slide (ms)", "replay", "optimized", "naive", "DuckDB", "Spark SQL",
-               "est. merges replay", "est. merges index", "chosen", "chosen / best",
-               "windows", "results agree"], rows)
-    rep, opt = series["replay"], series["optimized"]
-    common = sorted(set(rep) & set(opt))
-    measured, bracket = measured_break_even(common, rep, opt)
+              ["slide (ms)", "replay wall", "replay cpu", "optimized wall", "optimized cpu",
+               "naive wall", "DuckDB wall", "Spark SQL wall", "est. merges replay",
+               "est. merges index", "chosen", "chosen / best (cpu)", "windows",
+               "results agree"], rows)
+    rep_c, opt_c = cpu["replay"], cpu["optimized"]
+    common = sorted(set(rep_c) & set(opt_c))
+    measured, bracket = measured_break_even(common, rep_c, opt_c)
+    measured_wall, _ = measured_break_even(common, series["replay"], series["optimized"])
     return {"name": name, "events": n, "stats": stats, "estimated": est, "measured": measured,
-            "bracket": bracket, "rows": rows, "series": series, "slides": sorted(slides)}
+            "measured_wall": measured_wall, "bracket": bracket, "rows": rows, "series": series,
+            "cpu": cpu, "slides": sorted(slides)}
 
 
 def measured_break_even(slides: list[int], rep: dict[int, float], opt: dict[int, float]
@@ -358,7 +362,11 @@ def plot(res: Results, streams: list[dict[str, Any]], size: int) -> None:
             pts = sorted(s["series"][key].items())
             if pts:
                 ax.plot([p[0] / 1000 for p in pts], [p[1] for p in pts], ls, color=color,
-                        marker="o", ms=3, label=label)
+                        marker="o", ms=3, label=f"{label} (wall)")
+            cpts = sorted(s["cpu"].get(key, {}).items())
+            if cpts and key != "naive":
+                ax.plot([p[0] / 1000 for p in cpts], [p[1] for p in cpts], "-.", color=color,
+                        lw=0.9, alpha=0.6, label=f"{label} (cpu)")
         if s["estimated"] is not None:
             ax.axvline(s["estimated"] / 1000, color="black", lw=1,
                        label=f"estimated break-even {s['estimated'] / 1000:.2f} s")
@@ -421,39 +429,45 @@ def main() -> None:
     for s in streams:
         est, meas = s["estimated"], s["measured"]
         ratio = (max(est, meas) / min(est, meas)) if est and meas else None
-        res.goal(f"{s['name']}: estimated break-even within 2x of measured",
+        res.goal(f"{s['name']}: estimated break-even within 2x of measured (cpu)",
                  "<= 2x", f"est {est} ms, measured {meas} ms (between grid slides "
-                 f"{s['bracket']})" + (f", ratio {ratio:.2f}" if ratio else ""),
-                 ratio is not None and ratio <= 2)
-        within = [r[9] for r in s["rows"] if isinstance(r[9], float) and not math.isnan(r[9])]
+                 f"{s['bracket']}; wall clock: {s['measured_wall']} ms)"
+                 + (f", ratio {ratio:.2f}" if ratio else ""), ratio is not None and ratio <= 2)
+        within = [r[11] for r in s["rows"] if isinstance(r[11], float) and not math.isnan(r[11])]
         frac = sum(1 for v in within if v <= 1.1) / max(1, len(within))
-        res.goal(f"{s['name']}: cost-chosen path within 10% of the faster path",
+        res.goal(f"{s['name']}: cost-chosen path within 10% of the faster path (cpu)",
                  ">= 90% of slides", f"{frac:.0%} of {len(within)}", frac >= 0.9)
         rep, opt = s["series"]["replay"], s["series"]["optimized"]
+        rc, oc = s["cpu"]["replay"], s["cpu"]["optimized"]
         if 3_600_000 in rep and 3_600_000 in opt:
-            sp = rep[3_600_000] / opt[3_600_000]
+            sp, sp_c = rep[3_600_000] / opt[3_600_000], rc[3_600_000] / oc[3_600_000]
             res.goal(f"{s['name']}: index path vs replay at slide = 1 h", ">= 50x",
-                     round(sp, 1), sp >= 50)
+                     f"{sp:.0f}x wall, {sp_c:.0f}x cpu", min(sp, sp_c) >= 50)
         for peer in ("duckdb", "spark"):
             pts = s["series"][peer]
             if not pts or meas is None:
                 continue
             cmp = [(x, opt[x], pts[x]) for x in pts if x >= meas and x in opt]
             wins = sum(1 for _, a, b in cmp if a < b)
-            res.goal(f"{s['name']}: faster than {peer} from the measured break-even on",
+            res.goal(f"{s['name']}: faster than {peer} from the measured break-even on (wall)",
                      "all measured slides", f"{wins} of {len(cmp)}", bool(cmp) and wins == len(cmp))
     plot(res, streams, size)
     res.notes += [
-        f"Times are wall seconds (best of {REPEAT[scale]} for runs under 2 s, else one run), "
-        "reading the "
-        "stream's files from the local disk (page cache warm); the machine is shared with other "
-        "work, so small times are noisy.",
+        "The machine is shared with other work, so wall-clock times of the in-process paths "
+        "(replay, optimized, naive) carry waiting for the CPU; their CPU seconds "
+        "(time.process_time) are reported too, and the goals that test the cost model "
+        "(break-even, chosen path, 1 h speedup) use them. Peers are compared by wall clock "
+        "(DuckDB uses 2 threads, Spark runs in its own JVM). "
+        f"Times are the best of {REPEAT[scale]} runs for runs under 2 s, else one run, "
+        "reading the stream's files from the local disk (page cache warm after replay).",
         "Estimated merges per slide are the cost model of 3.3.2 with the stream's h, B, D and r; "
         "'chosen' is the model's path, 'chosen / best' its time over the faster of replay and "
         "optimized.",
-        "Replay reads only the columns the query needs (t, seq, x) from the columnar store; every "
-        "leaf is one Parquet row group, so replay cost is dominated by row groups touched "
-        "(~120 us each here) - the index path reads only the two boundary leaves of a slide.",
+        "Replay reads the columns the query needs (t, seq, x) of every leaf; each leaf is one "
+        "Parquet row group, so replay cost is dominated by row groups decoded. The index path "
+        "reads t and x of the boundary leaves only (at most one per slide) and merges the rest "
+        "from inner nodes; below about one leaf per slide it reads every leaf and does more "
+        "work per event than replay.",
         "Spark SQL's sliding window frame recomputes each frame, so its cost grows with "
         "size/slide; DuckDB uses a segment tree. Skipped cells were projected over the budget "
         "from the previous (larger) slide.",
