@@ -623,12 +623,8 @@ def run_replay(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int |
     t_start = time.perf_counter()
     io0 = snap.counters.as_dict()
     cfg = _config_for(cfg, snap)
-    needed = {"t", "seq", *cfg.group_by}
-    for a in cfg.aggregates:
-        needed.update(col.name for col in columns(a.arg))
-    needed.update(col.name for col in columns(cfg.where))
-    cols = [n for n in snap.arrow_schema.names if n in needed]
     op = WindowAggregate(cfg, state_cap=None)
+    cols = op.input_columns  # the replay layer adds seq
     intervals = None if t0 is None and t1 is None else [
         (t0 if t0 is not None else np.iinfo(np.int64).min,
          t1 if t1 is not None else np.iinfo(np.int64).max)]

@@ -175,8 +175,19 @@ class WindowAggregate(Operator):
         self.cfg = config
         self.geom = config.geometry
         self._where = config.where
+        # seq orders FIRST/LAST only; without them a batch may come without it
+        self.requires_seq = any(a.func in ("FIRST", "LAST") for a in config.aggregates)
         self._arg_fns: dict[Expr, Any] = {}
         self._reset_state()
+
+    @property
+    def input_columns(self) -> list[str]:
+        """The input columns this query reads (for replay: read nothing else)."""
+        cols = ["t", "seq"] if self.requires_seq else ["t"]
+        for a in self.cfg.aggregates:
+            cols += [c.name for c in columns(a.arg)]
+        cols += [c.name for c in columns(self.cfg.where)] + list(self.cfg.group_by)
+        return list(dict.fromkeys(cols))
 
     # ------------------------------------------------------------------ schema
     def _input_schema(self) -> pa.Schema | None:
