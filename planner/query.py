@@ -80,6 +80,7 @@ class QueryContext:
     snapshots: list[Any]
     type_column: str | None
     options: QueryOptions
+    bind_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def schema(self) -> pa.Schema:
@@ -110,6 +111,8 @@ class QueryContext:
             opts["state_cap"] = self.options.state_cap
         if self.type_column:
             opts["type_column"] = self.type_column
+        opts.update(self.bind_options)
+        opts.update(self.options.extra)
         opts.update(overrides)
         return call_accepting(self.module.bind, self.query, self.schema, self.time_unit, **opts)
 
@@ -223,11 +226,19 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
                 f"the query refers to event types ({', '.join(types)}) but stream "
                 f"{snapshots[0].name!r} has no type column {tc!r}",
                 hint="ingest with --type-column COL, or store one stream per event type")
-    if snapshots[0].schema.lower_column and language == "sase":
+    bind_options: dict[str, Any] = {}
+    sch = snapshots[0].schema
+    if sch.upper_column and language == "sase":
+        # a stream with uncertainty intervals: SASE+ queries run with imprecise-timestamp
+        # semantics (signatures, tightest time ranges, confidences)
         mod = importlib.import_module(IMPRECISE)
         language = "imprecise"
         query = mod.parse(text)
-    return QueryContext(store, text, language, mod, query, snapshots, type_column, options)
+        lower = "t" if sch.lower_column in (None, sch.time_column) else sch.lower_column
+        bind_options = {"lower_col": lower, "upper_col": sch.upper_column,
+                        "pmf_col": sch.pmf_column}
+    return QueryContext(store, text, language, mod, query, snapshots, type_column, options,
+                        bind_options)
 
 
 # --------------------------------------------------------------------------- plan + execute

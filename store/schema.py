@@ -112,7 +112,9 @@ class StreamSchema:
     event by more than ``lateness`` is rejected (or quarantined on request).
     ``type_column`` names the string column holding event types (for SASE+, GRETA, TPStream
     symbols), if any. ``lower_column``/``upper_column`` declare an imprecise stream's uncertainty
-    interval columns.
+    interval (the lower bound is normally the time column itself, so events are stored ordered by
+    it, which satisfies the arrival assumption of the imprecise-timestamp paper); ``pmf_column``
+    optionally holds per-event probability weights over the interval (uniform without one).
     """
 
     attributes: tuple[Attribute, ...]
@@ -124,6 +126,7 @@ class StreamSchema:
     type_column: str | None = None
     lower_column: str | None = None
     upper_column: str | None = None
+    pmf_column: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -135,9 +138,11 @@ class StreamSchema:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise UsageError(f"duplicate column names: {sorted(dup)}")
-        for col in (self.type_column, self.lower_column, self.upper_column):
-            if col is not None and col not in names:
+        for col in (self.type_column, self.lower_column, self.upper_column, self.pmf_column):
+            if col is not None and col not in names and col != self.time_column:
                 raise UsageError(f"column {col!r} is not an attribute of the stream")
+        if self.upper_column is not None and self.lower_column is None:
+            object.__setattr__(self, "lower_column", self.time_column)
         if self.type_column is not None and self.attr(self.type_column).kind != "string":
             raise UsageError(f"type column {self.type_column!r} must be a string column")
         if self.leaf_capacity == 0 or self.fanout == 0:

@@ -379,9 +379,18 @@ class StreamSnapshot:
             "data_files": len(self.files),
             "data_bytes": size,
             "tree_segments_chain": self.manifest.chain,
-            "side_tables": {s.name: {"kind": s.kind, "version": s.version, **s.options}
+            "side_tables": {s.name: {"kind": s.kind, "version": s.version, **s.options,
+                                     **self._side_summary(s.name)}
                             for s in self.manifest.side},
         }
+
+    def _side_summary(self, name: str) -> dict[str, Any]:
+        """Size figures of a side table that reports them (indexes do)."""
+        try:
+            st = self.side(name).stats()
+        except AttributeError:
+            return {}
+        return {k: st[k] for k in ("entries", "runs", "size_bytes", "pages") if k in st}
 
 
 def _values(col: pa.ChunkedArray | pa.Array, spec: AggSpec) -> tuple[np.ndarray, np.ndarray | None]:

@@ -227,12 +227,13 @@ class Store:
 
                 tbl = _to_table(data)
                 data = tbl
-            create_opts = {k: options.pop(k) for k in ("time_unit", "lateness", "type_column")
+            create_opts = {k: options.pop(k) for k in ("time_unit", "lateness", "type_column",
+                                                       "upper_column", "pmf_column")
                            if k in options}
             self.create_stream(name, tbl.schema, time_column=options.get("time_column") or "t",
                                **create_opts)
         else:
-            for k in ("time_unit", "lateness", "type_column"):
+            for k in ("time_unit", "lateness", "type_column", "upper_column", "pmf_column"):
                 options.pop(k, None)
         with self.writer(name) as w:
             return w.append(data, **options)

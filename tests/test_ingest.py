@@ -163,3 +163,30 @@ def test_delta_spark_path(spark):
     if not delta_spark_available(spark):
         pytest.skip("delta-spark's JVM jars are not on Spark's classpath "
                     "(set REPLAYDB_SPARK_CONF=spark.jars=... to enable this test)")
+
+
+def test_ingest_builds_and_maintains_indexes(tmp_path, spark):
+    store = replaydb.open(tmp_path / "store", create=True)
+    first = _frame(np.arange(0, 3000) * 10, 7)
+    pq.write_table(first, tmp_path / "one.parquet")
+    res = ingest(store, "ev", [str(tmp_path / "one.parquet")], time_column="ts", lateness=100,
+                 index=["x", "name"], spark=spark, quiet=True, rows_per_partition=1000)
+    assert res.indexes == ["x", "name"]
+    snap = store.stream("ev")
+    assert sorted(snap.indexes()) == ["name", "x"]
+    assert store.check("ev") == {"ev": []}  # compares every index with the data
+    # a second batch with late events rewrites the tail: no --index needed, both are maintained
+    second = _frame(np.array([29950, 29955, 29990, 30000, 30010]), 8)
+    pq.write_table(second, tmp_path / "two.parquet")
+    res2 = ingest(store, "ev", [str(tmp_path / "two.parquet")], time_column="ts", spark=spark,
+                  quiet=True)
+    assert res2.late == 2 and res2.rewritten > 0  # 29950 and 29955 precede the end 29990
+    snap = store.stream("ev")
+    assert store.check("ev") == {"ev": []}
+    data = snap.read()
+    x, seq = data.column("x").to_numpy(), data.column("seq").to_numpy()
+    got = snap.side("index/x").range(0.25, 0.5, order="seq")
+    want = seq[(x >= 0.25) & (x <= 0.5)]
+    assert np.array_equal(got.seq, want)
+    names = snap.side("index/name").point("n3", order="seq")
+    assert np.array_equal(names.seq, seq[np.array(data.column("name").to_pylist()) == "n3"])

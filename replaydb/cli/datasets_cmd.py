@@ -6,17 +6,9 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from replaydb.cli import common
+    from replaydb.datasets.cli import add_arguments, run
 
-    p = sub.add_parser("datasets", help="list and make datasets (generators, real data)")
-    try:
-        from replaydb.datasets.cli import add_arguments, run
-    except ImportError:
-        return
-    dsub = p.add_subparsers(dest="datasets_command", metavar="ACTION")
-    dsub.required = True
-    add_arguments(dsub)
-    for action in dsub.choices.values():
-        if not any(a.dest == "json" for a in action._actions):
-            common(action)
+    p = add_arguments(sub)
+    if not any(a.dest == "debug" for a in p._actions):
+        p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     p.set_defaults(handler=run)

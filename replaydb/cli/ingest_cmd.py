@@ -47,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lateness", type=int, default=0,
                    help="out-of-order bound of a new stream, in time units (default 0)")
     p.add_argument("--type-column", default=None, help="string column holding event types")
+    p.add_argument("--upper", default=None, metavar="COL",
+                   help="declare an imprecise stream: COL is the upper bound of each event's "
+                        "time interval (the --time column is the lower bound)")
+    p.add_argument("--pmf", default=None, metavar="COL",
+                   help="imprecise streams: list column of probability weights over the interval")
     p.add_argument("--schema", default=None, metavar="COL:KIND,...",
                    help=f"explicit attribute schema of a new stream (kinds: {', '.join(KINDS)})")
     p.add_argument("--extra", default="error", choices=["error", "ignore"],
@@ -75,7 +80,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     schema = None
     if args.schema:
         schema = parse_schema_arg(args.schema, time_unit=unit, time_column=args.time_column,
-                                  lateness=args.lateness, type_column=args.type_column)
+                                  lateness=args.lateness, type_column=args.type_column,
+                                  upper_column=args.upper, pmf_column=args.pmf)
     source_unit = args.source_unit
     if source_unit is None and args.time_unit and store.has_stream(args.stream):
         stream_unit = store.stream(args.stream).schema.time_unit
@@ -85,7 +91,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         store, args.stream, args.sources, time_column=args.time_column, time_unit=unit,
         source_unit=source_unit, time_format=args.time_format, fmt=args.fmt, schema=schema,
         index=args.index, strict=args.strict, batch_id=args.batch_id, lateness=args.lateness,
-        type_column=args.type_column, master=args.master, extra=args.extra,
+        type_column=args.type_column, upper_column=args.upper, pmf_column=args.pmf,
+        master=args.master, extra=args.extra,
         duplicates=args.duplicates, rows_per_partition=args.rows_per_partition,
         quiet=args.json,
     )

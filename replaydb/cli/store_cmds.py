@@ -23,6 +23,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skip reading the data files (structure and Delta consistency only)")
     p.set_defaults(handler=cmd_check)
 
+    p = common(sub.add_parser("index", help="create a secondary index on a column "
+                                            "(back-filled with a Spark job)"))
+    p.add_argument("store", help="store directory")
+    p.add_argument("stream")
+    p.add_argument("column")
+    p.add_argument("--local", action="store_true",
+                   help="build in this process instead of with Spark (small streams)")
+    p.add_argument("--master", default=None, help="Spark master (default local[*])")
+    p.set_defaults(handler=cmd_index)
+
+    p = common(sub.add_parser("compact", help="merge secondary index runs (level policy, or "
+                                              "--full into one run per index)"))
+    p.add_argument("store", help="store directory")
+    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    p.add_argument("--full", action="store_true", help="merge all runs of each index into one")
+    p.set_defaults(handler=cmd_compact)
+
     p = common(sub.add_parser("vacuum", help="remove files no committed version references "
                                              "(leftovers of interrupted writes)"))
     p.add_argument("store", help="store directory")
@@ -102,4 +119,37 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     for r in out:
         verb = "would remove" if r["dry_run"] else "removed"
         print(f"stream {r['stream']}: {verb} {len(r['files'])} file(s), {_human_bytes(r['bytes'])}")
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from replaydb.indexes.manage import create_index
+
+    store = replaydb.open(args.store)
+    out = create_index(store, args.stream, args.column,
+                       engine="local" if args.local else "spark", master=args.master)
+    if args.json:
+        print_json(out)
+    else:
+        print(f"index on {args.stream}.{args.column}: {out['entries']:,} entries in "
+              f"{out['runs']} run(s), {_human_bytes(out['bytes'])} (stream version "
+              f"{out['stream_version']})")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from replaydb.indexes.manage import compact
+
+    store = replaydb.open(args.store)
+    names = [args.stream] if args.stream else store.streams()
+    out = [compact(store, n, full=args.full) for n in names]
+    if args.json:
+        print_json(out)
+        return 0
+    for r in out:
+        if not r["indexes"]:
+            print(f"stream {r['stream']}: no indexes")
+        for col, d in r["indexes"].items():
+            print(f"stream {r['stream']}: index {col}: {d['runs_before']} -> {d['runs_after']} "
+                  f"run(s)")
     return 0

@@ -102,6 +102,8 @@ def ingest(
     batch_id: str | None = None,
     lateness: int = 0,
     type_column: str | None = None,
+    upper_column: str | None = None,
+    pmf_column: str | None = None,
     master: str | None = None,
     extra: str = "error",
     duplicates: str = "keep",
@@ -143,7 +145,8 @@ def ingest(
             else:
                 arrow_src = infer_schema(files)
             schema = StreamSchema.infer(arrow_src, time_column=time_column, time_unit=time_unit,
-                                        lateness=lateness, type_column=type_column)
+                                        lateness=lateness, type_column=type_column,
+                                        upper_column=upper_column, pmf_column=pmf_column)
         store.create_stream(stream, schema)
         created = True
     spark = spark or get_spark(master, app_name=f"replaydb ingest {stream}", quiet=quiet)
@@ -177,7 +180,9 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         _say(f"batch {batch_id} is already in the stream; nothing to do", quiet)
         return result
     schema_json = json.dumps(schema.to_json())
-    index = list(dict.fromkeys(index))
+    from replaydb.ingest import indexing
+
+    index = indexing.columns_to_index(snap, list(index))
     for col in index:
         if not schema.has(col) or col in ("t", "seq"):
             raise UsageError(f"cannot index {col!r}: not an attribute of stream {stream!r}")
@@ -272,6 +277,7 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
     leaves_parts: list[dict[str, np.ndarray]] = []
     stats: list[str] = []
     index_runs: dict[str, list[dict]] = {c: [] for c in index}
+    index_jobs: list[dict] = []
     if total:
         sorted_df = rows.repartitionByRange(P, "t", "_o1", "_o2") \
             .sortWithinPartitions("t", "_o1", "_o2").persist(StorageLevel.MEMORY_AND_DISK)
@@ -285,7 +291,8 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
 
         # ---- 4. write
         t0 = time.perf_counter()
-        index_jobs = [_index_job(w, c) for c in index]
+        index_jobs = [indexing.prepare(spark, w, c, f0 if f0 < n_stored else None)
+                      for c in index]
         meta = sorted_df.mapInArrow(functools.partial(
             T.write_partition, schema_json=schema_json, events_dir=str(w.events_dir),
             offsets=offsets, first_seq=f0, index_jobs=index_jobs),
@@ -294,10 +301,13 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         meta = meta.sort_by([("pid", "ascending"), ("kind", "ascending"), ("idx", "ascending")])
         for r in meta.to_pylist():
             if r["kind"] == "data":
+                file_stats = json.loads(r["stats"])
+                gaps = file_stats.pop("replaydbGaps", None) or [None, None]
                 prepared_files.append(FileInfo(-1, r["path"], r["rows"], r["size"], r["seq_min"],
-                                               r["t_min"], r["t_max"], r["row_groups"]))
+                                               r["t_min"], r["t_max"], r["row_groups"],
+                                               gaps[0], gaps[1]))
                 leaves_parts.append(T.from_ipc(r["payload"]))
-                stats.append(r["stats"])
+                stats.append(json.dumps(file_stats))
             elif r["kind"].startswith("index:"):
                 index_runs[r["kind"][6:]].append(json.loads(r["stats"]))
         stages["write"] = time.perf_counter() - t0
@@ -320,11 +330,11 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
 
     # ---- 5. commit
     t0 = time.perf_counter()
-    for col in index:
-        ref, version = _commit_index(w, col, index_runs[col])
-        side_versions[ref.name] = version
+    for job in index_jobs if total else []:
+        ref = indexing.commit(job, index_runs[job["column"]])
+        side_versions[ref.name] = ref.version
         if w.manifest.side_table(ref.name) is None:
-            new_refs.append(replace_version(ref, version))
+            new_refs.append(ref)
     failpoint("ingest.before_commit")
     infos, leaves = w.assign_file_ids([_Prepared(f, lv) for f, lv in
                                        zip(prepared_files, leaves_parts)])
@@ -348,12 +358,6 @@ class _Prepared:
     leaves: dict[str, np.ndarray]
 
 
-def replace_version(ref: SideTableRef, version: int) -> SideTableRef:
-    from dataclasses import replace
-
-    return replace(ref, version=version)
-
-
 def _commit_quarantine(q: Quarantine, metas: list[dict]) -> int:
     from deltalake import DeltaTable
     from deltalake import Schema as DSchema
@@ -370,18 +374,3 @@ def _commit_quarantine(q: Quarantine, metas: list[dict]) -> int:
     dt.create_write_transaction(adds, mode="append", schema=SCHEMA)
     dt.update_incremental()
     return dt.version()
-
-
-def _index_job(w: Any, col: str) -> dict:
-    """Parameters Spark tasks need to write runs of the index on ``col``."""
-    from replaydb.indexes.spark_build import index_job
-
-    return index_job(w.dir, w.snap, col)
-
-
-def _commit_index(w: Any, col: str, runs: list[dict]) -> tuple[SideTableRef, int]:
-    """Commit the runs written by the tasks (back-filling a new index first)."""
-    from replaydb.indexes.spark_build import commit_ingest_runs
-
-    return commit_ingest_runs(w.dir, w.snap, col, runs)
-

@@ -134,21 +134,25 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
     rows = []
     for i, p in enumerate(prepared):
         f = p.info
+        stats = json.loads(p.stats)
+        stats["replaydbGaps"] = [f.gap_min, f.gap_max]
         rows.append({"pid": pid, "idx": i, "kind": "data", "path": f.path, "rows": f.rows,
                      "size": f.size, "seq_min": f.seq_min, "t_min": f.t_min, "t_max": f.t_max,
-                     "row_groups": f.row_groups, "stats": p.stats, "payload": _ipc(p.leaves)})
+                     "row_groups": f.row_groups, "stats": json.dumps(stats),
+                     "payload": _ipc(p.leaves)})
     if index_jobs:
+        from replaydb.ingest.indexing import write_task_run
+
         seq = np.arange(seq0, seq0 + table.num_rows, dtype=np.int64)
         t = table.column("t").to_numpy()
         for k, job in enumerate(index_jobs):
-            from replaydb.indexes.spark_build import write_run_for_task
-
-            meta = write_run_for_task(job, table.column(job["column"]), seq, t)
-            if meta is not None:
+            add = write_task_run(job, table.column(job["column"]), seq, t, pid)
+            if add is not None:
                 rows.append({"pid": pid, "idx": k, "kind": "index:" + job["column"],
-                             "path": meta["path"], "rows": meta["rows"], "size": meta["size"],
+                             "path": add["path"], "rows": 0, "size": int(add["size"]),
                              "seq_min": int(seq0), "t_min": int(t[0]), "t_max": int(t[-1]),
-                             "row_groups": 0, "stats": json.dumps(meta), "payload": b""})
+                             "row_groups": 0, "stats": json.dumps(add, default=str),
+                             "payload": b""})
     yield pa.RecordBatch.from_pylist(rows, schema=META_SCHEMA)
 
 
