@@ -46,7 +46,9 @@ LANGUAGES: list[tuple[str, str]] = [
 
 IMPRECISE = "replaydb.planner.lang.imprecise"
 
-PLANNERS: dict[str, str] = {}
+PLANNERS: dict[str, str] = {
+    "window_sql": "replaydb.planner.window_path:plan_query",
+}
 """language -> ``module:function`` of its planner (``plan(ctx) -> Plan``); absent = full replay."""
 
 PLAN_CHOICES = ("auto", "replay")
