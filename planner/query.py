@@ -46,7 +46,10 @@ LANGUAGES: list[tuple[str, str]] = [
 
 IMPRECISE = "replaydb.planner.lang.imprecise"
 
-PLANNERS: dict[str, str] = {}
+PLANNERS: dict[str, str] = {
+    "match_recognize": "replaydb.planner.pattern.planner:plan",
+    "sase": "replaydb.planner.pattern.planner:plan",
+}
 """language -> ``module:function`` of its planner (``plan(ctx) -> Plan``); absent = full replay."""
 
 PLAN_CHOICES = ("auto", "replay")
@@ -129,6 +132,8 @@ class Plan:
     estimates: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    annotate: Callable[[dict[str, Any]], None] | None = None
+    """Called by :func:`explain` with the ``analyze`` dict after executing (planner extras)."""
 
     def describe(self) -> dict[str, Any]:
         c = self.ctx
@@ -339,6 +344,8 @@ def explain(store: Any, text: str, *, analyze: bool = False, **options: Any) -> 
     if analyze:
         res = execute(plan)
         out["analyze"] = {**res.stats, "timings": dict(plan.timings)}
+        if plan.annotate is not None:
+            plan.annotate(out["analyze"])
         out["result_rows"] = res.table.num_rows
     else:
         out["timings"] = dict(plan.timings)
