@@ -9,7 +9,8 @@ query it
 2. builds the coarse pattern map from a TAB+-tree level (:mod:`.cpm`): the regions where a match
    is possible, and the parameters the cost model re-estimates inside them;
 3. gathers per index-supported condition its selectivity, result size and pages from the
-   index statistics, and selects indexes (:mod:`.selection`) with the cost model (:mod:`.cost`)
+   index statistics (the sample-based count, made exact from the boundary row groups when its
+   guaranteed bounds are loose - equalities on keys with many duplicates), and selects indexes (:mod:`.selection`) with the cost model (:mod:`.cost`)
    and the store's calibrated weights (:func:`.cost.load_weights`);
 4. queries the selected indexes, sorts the results by seq and computes the replay intervals
    (:mod:`.intervals`, Algorithm 3.1), intersects them with the CPM's regions, widens them for
@@ -86,6 +87,9 @@ from replaydb.planner.pattern.rewrite import RewrittenPattern, rewrite
 from replaydb.planner.pattern.selection import STRATEGIES, Selection
 
 PLAN_CHOICES = ("auto", "replay", "all", "greedy", "optimal", "budget", "cpm")
+EXACT_SLACK = 256
+"""Count a condition's entries exactly when the index's sample bounds are looser than 10% of
+the estimate and this many entries."""
 
 
 @dataclass
@@ -156,9 +160,15 @@ def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: i
             if lk is None:
                 lk = Lookup(len(lookups), c, idx)
                 for r in c.ranges:
-                    lk.entries += idx.count(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
-                                            hi_inclusive=r.hi_inclusive,
-                                            max_seq=n_events).estimate
+                    est = idx.count(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                                    hi_inclusive=r.hi_inclusive, max_seq=n_events)
+                    if est.high - est.low > max(0.1 * est.estimate, EXACT_SLACK):
+                        # sample-based bounds are loose (typically an equality on a key with
+                        # many duplicates): count exactly from the boundary row groups
+                        est = idx.count(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                                        hi_inclusive=r.hi_inclusive, max_seq=n_events,
+                                        exact=True)
+                    lk.entries += est.estimate
                     lk.pages += idx.read_plan(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
                                               hi_inclusive=r.hi_inclusive)["pages_read"]
                 lookups[c] = lk
