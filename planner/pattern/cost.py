@@ -7,7 +7,14 @@ Units (the paper says "pages" and multiplies by the blocking factor; the public 
 implementation counts bytes and ``n log2 n`` per index result, which its weights 1.13 / 2.53 /
 12.73 were calibrated for - we follow it so those defaults keep their meaning):
 
-* ``C_PIO``: bytes of primary-index leaves replayed (leaves x ``leaf_capacity x event_width``);
+* ``C_PIO``: bytes of primary-index leaves replayed (leaves x ``leaf_capacity x event_width``)
+  plus a navigation cost per replay interval (``interval_events`` events' worth of bytes). The
+  reference implementation adds the inner-node I/O of locating every interval; in replaydb one
+  interval also costs a Parquet read call, an Arrow conversion and the operator's
+  end-of-interval flush - fixed work that calibration measures and expresses as the number of
+  events a replay processes in that time. The planner joins intervals whose gap is shorter than that cost
+  (replaying the gap is cheaper than a new interval; joining is always correct), and the
+  estimate models it by lengthening every interval by the join distance;
 * ``C_SIO``: bytes of secondary-index pages read (8 KiB logical pages of the LSM page model),
   summed over the distinct range lookups of the selected conditions;
 * ``sort``: ``n log2 n`` summed over the lookups' result sizes ``n`` (each result is sorted by
@@ -38,7 +45,7 @@ run metadata) and its count statistics the result size. ``C_PIO`` follows the co
   intervals ``N_I (1 - extend / T)^(N_I - 1)`` (an interval starts a new run when no other starts
   in the ``extend`` before it);
 * pages: covered time over the time one leaf spans, plus one boundary leaf per merged interval
-  (replay reads whole leaves).
+  (replay reads whole leaves); intervals closer than the join distance count as one.
 
 With a coarse pattern map (:mod:`.cpm`) ``N``, ``T``, ``dt`` and the selectivities are those of
 the CPM's regions (the scope), and the candidates are spread over the regions in proportion to
@@ -64,19 +71,28 @@ from replaydb.planner.pattern.rewrite import RewrittenPattern
 
 DEFAULT_WEIGHTS = {"w_pio": 1.13, "w_sio": 2.53, "w_sort": 12.73}
 """The paper's calibrated weights (3.5.3), used until ``replaydb calibrate`` stores others."""
+DEFAULT_INTERVAL_EVENTS = 2048.0
+"""Navigation cost of one replay interval, in events replayed, until calibrated: on the
+development machine one interval (locating its leaves, one Parquet read call, the Arrow
+conversion, the operator's end-of-interval flush) took as long as replaying 1,300 (3 columns)
+to 4,300 (16 columns) events."""
 PAGE_BYTES = 8192
 
 
 @dataclass(frozen=True)
 class Weights:
+    """``w_pio``, ``w_sio``: per byte; ``w_sort``: per ``n log2 n``; ``interval_events``: the
+    navigation cost of one replay interval, in events (their bytes count into C_PIO)."""
+
     w_pio: float = DEFAULT_WEIGHTS["w_pio"]
     w_sio: float = DEFAULT_WEIGHTS["w_sio"]
     w_sort: float = DEFAULT_WEIGHTS["w_sort"]
     source: str = "default"
+    interval_events: float = DEFAULT_INTERVAL_EVENTS
 
     def as_dict(self) -> dict[str, Any]:
         return {"w_pio": self.w_pio, "w_sio": self.w_sio, "w_sort": self.w_sort,
-                "source": self.source}
+                "interval_events": self.interval_events, "source": self.source}
 
 
 def load_weights(store: Any) -> Weights:
@@ -85,8 +101,14 @@ def load_weights(store: Any) -> Weights:
     pat = cal.get("pattern") if isinstance(cal, dict) else None
     if isinstance(pat, dict) and all(k in pat for k in ("w_pio", "w_sio", "w_sort")):
         return Weights(float(pat["w_pio"]), float(pat["w_sio"]), float(pat["w_sort"]),
-                       "calibrated")
+                       "calibrated",
+                       float(pat.get("interval_events", DEFAULT_INTERVAL_EVENTS)))
     return Weights()
+
+
+def join_leaves(weights: Weights, leaf_capacity: float) -> float:
+    """Gaps of at most this many leaves between replay intervals are replayed (joined)."""
+    return max(0.0, weights.interval_events / max(leaf_capacity, 1.0))
 
 
 @dataclass
@@ -134,7 +156,8 @@ class CostModel:
     """Estimates ``C_query`` for index configurations (sets of :class:`CondInfo` ids)."""
 
     def __init__(self, rp: RewrittenPattern, conds: list[CondInfo], geo: Geometry,
-                 scope: Scope, weights: Weights, leaf_bytes: float, *, before: int = 0,
+                 scope: Scope, weights: Weights, leaf_capacity: int, event_width: int, *,
+                 before: int = 0,
                  after: int = 0, lookup_pages: dict[int, float] | None = None,
                  lookup_entries: dict[int, float] | None = None) -> None:
         self.rp = rp
@@ -142,7 +165,10 @@ class CostModel:
         self.geo = geo
         self.scope = scope
         self.weights = weights
-        self.leaf_bytes = float(leaf_bytes)
+        self.leaf_capacity = float(leaf_capacity)
+        self.event_width = float(event_width)
+        self.leaf_bytes = self.leaf_capacity * self.event_width
+        self.interval_bytes = weights.interval_events * self.event_width
         self.nav = before + after
         self.lookup_pages = lookup_pages or {c.lookup: c.pages for c in conds}
         self.lookup_entries = lookup_entries or {c.lookup: c.entries for c in conds}
@@ -160,20 +186,25 @@ class CostModel:
             if scope.regions.size else np.empty(0)
         self.region_leaves = scope.leaves.astype(np.float64)
         self.total_leaves = float(scope.n_leaves)
+        self.join_leaves = join_leaves(weights, self.leaf_capacity)
         self._cache: dict[frozenset[int], Estimate] = {}
 
-    def cost(self, pio_leaves: float, sio_pages: float, sort: float) -> float:
+    def pio_bytes(self, leaves: float, intervals: float) -> float:
+        return leaves * self.leaf_bytes + intervals * self.interval_bytes
+
+    def cost(self, pio_leaves: float, sio_pages: float, sort: float,
+             intervals: float = 0.0) -> float:
         w = self.weights
-        return (w.w_pio * pio_leaves * self.leaf_bytes + w.w_sio * sio_pages * PAGE_BYTES
-                + w.w_sort * sort)
+        return (w.w_pio * self.pio_bytes(pio_leaves, intervals)
+                + w.w_sio * sio_pages * PAGE_BYTES + w.w_sort * sort)
 
     def replay_estimate(self) -> Estimate:
         """No index: replay the scope (the whole stream, or the CPM's regions)."""
         leaves = self.total_leaves
         alpha = self.scope.span / max(self.geo.span, 1)
-        return Estimate(frozenset(), leaves, 0.0, 0.0, self.cost(leaves, 0, 0), alpha,
-                        0.0, float(self.scope.regions.shape[0]), 0.0,
-                        leaves * self.leaf_bytes, 0.0)
+        runs = float(self.scope.regions.shape[0])
+        return Estimate(frozenset(), leaves, 0.0, 0.0, self.cost(leaves, 0, 0, runs), alpha,
+                        0.0, runs, 0.0, self.pio_bytes(leaves, runs), 0.0)
 
     def estimate(self, config: frozenset[int]) -> Estimate:
         got = self._cache.get(config)
@@ -244,27 +275,43 @@ class CostModel:
         ext = b_rel - a_rel + 1.0 + self.nav * dt
         pio, covered, runs = self._urn(n_i, ext)
         alpha = covered / max(self.geo.span, 1)
-        cost = self.cost(pio, sio, sort)
+        cost = self.cost(pio, sio, sort, runs)
         return Estimate(config, pio, sio, sort, cost, alpha, n_i, runs,
                         ext if math.isfinite(ext) else float(self.t_scope),
-                        pio * self.leaf_bytes, sio * PAGE_BYTES,
+                        self.pio_bytes(pio, runs), sio * PAGE_BYTES,
                         {"p_window": prob, "mu_c": mu, "rates": rates})
 
     def _urn(self, n_i: float, ext: float) -> tuple[float, float, float]:
         """(leaves, covered time, merged intervals) of ``n_i`` intervals of length ``ext``
-        spread over the scope's regions in proportion to their length (Cardenas per region)."""
+        spread over the scope's regions in proportion to their length.
+
+        Per region of length ``T`` with ``n`` intervals: the covered time is Cardenas'
+        ``T (1 - (1 - ext/T)^n)``; an interval is followed by a gap longer than ``x`` with
+        probability ``q(x) = exp(-rho x)``, ``rho = (n - 1) / T`` (the next start is uniform), so
+        after joining gaps of up to ``J`` (the join distance in time) there are ``n q(ext + J)``
+        runs, and the joined gaps add ``n ((q(ext) - q(ext + J)) / rho - J q(ext + J))``.
+        Leaves: covered time over one leaf's time span, plus one boundary leaf per run.
+        """
         if n_i <= 0 or self.region_t.size == 0:
             return 0.0, 0.0, 0.0
         tr = self.region_t
-        share = tr / tr.sum()
-        ni = n_i * share
-        pr = np.minimum(1.0, ext / tr) if math.isfinite(ext) else np.ones_like(tr)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            miss = np.where(pr < 1.0, np.power(1.0 - pr, ni), 0.0)
-            alpha = np.where(pr < 1.0, 1.0 - miss, np.minimum(1.0, ni))
-            runs = np.where(pr < 1.0, ni * np.power(1.0 - pr, np.maximum(ni - 1.0, 0.0)),
-                            np.minimum(1.0, ni))
-        covered = alpha * tr
+        ni = n_i * tr / tr.sum()
         per_leaf = tr / np.maximum(self.region_leaves, 1.0)
+        if not math.isfinite(ext):
+            covered = np.where(ni > 0, tr * np.minimum(1.0, ni), 0.0)
+            runs = np.minimum(1.0, ni)
+        else:
+            j = self.join_leaves * per_leaf
+            pr = np.minimum(1.0, ext / tr)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                alpha = np.where(pr < 1.0, 1.0 - np.power(1.0 - pr, ni), np.minimum(1.0, ni))
+                rho = np.maximum(ni - 1.0, 0.0) / tr
+                q_e = np.exp(-rho * ext)
+                q_ej = np.exp(-rho * (ext + j))
+                gaps = np.where(rho > 0, (q_e - q_ej) / np.where(rho > 0, rho, 1.0) - j * q_ej,
+                                0.0)
+                runs = np.where(ni > 1.0, ni * q_ej, np.minimum(1.0, ni))
+            covered = np.minimum(tr, alpha * tr + ni * np.maximum(gaps, 0.0))
+            runs = np.where(pr < 1.0, np.maximum(runs, np.minimum(1.0, ni)), np.minimum(1.0, ni))
         leaves = np.minimum(self.region_leaves, covered / per_leaf + runs)
         return float(leaves.sum()), float(covered.sum()), float(runs.sum())

@@ -335,20 +335,22 @@ def widen_for_navigation(iv: np.ndarray, geo: Geometry, before: int, after: int)
     return merge_halfopen(a, b)
 
 
-def coalesce_by_leaves(iv: np.ndarray, geo: Geometry) -> np.ndarray:
-    """Join consecutive intervals that touch the same TAB+-tree leaf.
+def coalesce_by_leaves(iv: np.ndarray, geo: Geometry, max_gap_leaves: float = 0.0
+                       ) -> np.ndarray:
+    """Join consecutive intervals separated by at most ``max_gap_leaves`` whole leaves.
 
     Replay reads whole leaves, so two intervals ending and starting in one leaf would read it
-    twice; replaying the gap between them instead is cheaper and still correct (a superset of
-    intervals never loses a match, and every match found in the gap is a candidate of some
-    interval - see :mod:`replaydb.planner.pattern.planner`).
+    twice (joined with ``max_gap_leaves = 0``); and every interval costs a fixed navigation
+    overhead, so replaying a short gap is cheaper than starting a new interval. Joining is
+    always correct: a superset of intervals never loses a match, and every match found in the
+    gap is a candidate of some interval (see :mod:`replaydb.planner.pattern.planner`).
     """
     if iv.shape[0] <= 1:
         return iv
     first = geo.first_leaf(iv[:, 0])
     last = geo.last_leaf(iv[:, 1])
     new = np.ones(iv.shape[0], bool)
-    new[1:] = first[1:] > last[:-1]
+    new[1:] = (first[1:] - last[:-1] - 1) > max_gap_leaves
     starts = np.flatnonzero(new)
     ends = np.r_[starts[1:] - 1, iv.shape[0] - 1]
     return np.stack([iv[starts, 0], iv[ends, 1]], axis=1).astype(I64)

@@ -14,7 +14,8 @@ query it
    and the store's calibrated weights (:func:`.cost.load_weights`);
 4. queries the selected indexes, sorts the results by seq and computes the replay intervals
    (:mod:`.intervals`, Algorithm 3.1), intersects them with the CPM's regions, widens them for
-   PREV/NEXT, and joins intervals that share a leaf;
+   PREV/NEXT, and joins intervals whose gap costs less to replay than a new interval's
+   navigation (``Weights.interval_events``);
 5. returns a :class:`~replaydb.planner.query.Plan` whose ``intervals`` the hub replays into the
    operator, with EXPLAIN details (:mod:`.explain`).
 
@@ -120,6 +121,7 @@ class PatternPlanState:
     intervals: np.ndarray | None = None
     interval_counts: dict[str, int] = field(default_factory=dict)
     index_reads: dict[str, int] = field(default_factory=dict)
+    lookup_sizes: dict[int, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     spec_text: str = ""
 
@@ -213,6 +215,7 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     results: dict[int, SymbolResult] = {}
     for lk_id in sorted({by_id[i].lookup for i in config}):
         results[lk_id] = run_lookup(st.lookups[lk_id], n_events, timings, st.index_reads)
+        st.lookup_sizes[lk_id] = len(results[lk_id])
     t0 = time.perf_counter()
     per_bs: dict[int, list[SymbolResult]] = {}
     for i in sorted(config):
@@ -246,7 +249,7 @@ def finish_intervals(st: PatternPlanState, iv: np.ndarray | None, timings: dict[
         st.interval_counts["after_cpm"] = int(iv.shape[0])
     before, after = st.nav
     iv = widen_for_navigation(iv, geo, before, after)
-    iv = coalesce_by_leaves(iv, geo)
+    iv = coalesce_by_leaves(iv, geo, st.model.join_leaves if st.model is not None else 0.0)
     st.interval_counts["final"] = int(iv.shape[0])
     timings["merge"] = timings.get("merge", 0.0) + time.perf_counter() - t0
     return iv
@@ -346,9 +349,10 @@ def plan(ctx: Any) -> Any:
     if isinstance(override, dict):
         weights = Weights(float(override.get("w_pio", weights.w_pio)),
                           float(override.get("w_sio", weights.w_sio)),
-                          float(override.get("w_sort", weights.w_sort)), "option")
-    leaf_bytes = snap.schema.leaf_capacity * snap.schema.event_width
-    model = CostModel(rp, st.conds, geo, st.scope, weights, leaf_bytes, before=nav[0],
+                          float(override.get("w_sort", weights.w_sort)), "option",
+                          float(override.get("interval_events", weights.interval_events)))
+    model = CostModel(rp, st.conds, geo, st.scope, weights, snap.schema.leaf_capacity,
+                      snap.schema.event_width, before=nav[0],
                       after=nav[1])
     st.model = model
     t0 = time.perf_counter()

@@ -90,13 +90,15 @@ def select_budget(model: CostModel, conds: list[CondInfo]) -> Selection:
 def pareto(points: list[Estimate]) -> list[Estimate]:
     """The non-dominated estimates over (C_PIO, C_SIO) (one of equal points kept).
 
+    C_PIO is in bytes including the per-interval navigation (what ``f`` weighs).
+
     The sort term of ``g`` is computed from the lookups' result sizes, not from C_SIO alone, so
     dominance also asks for a sort term at most as large: a point is dropped only when another
     is no worse in C_PIO, C_SIO and sort. Then the cheapest configuration, whatever the weights,
     is never dropped. Sorting by C_PIO makes this a sweep over tiny frontiers.
     """
     out: list[Estimate] = []
-    for e in sorted(points, key=lambda e: (e.pio_leaves, e.sio_pages, e.sort, e.cost)):
+    for e in sorted(points, key=lambda e: (e.pio_bytes, e.sio_pages, e.sort, e.cost)):
         if any(f.sio_pages <= e.sio_pages and f.sort <= e.sort for f in out):
             continue
         out.append(e)
