@@ -382,6 +382,11 @@ def plan(ctx: Any) -> Any:
             strategy = "cpm" if cpm_prunes and use_cpm else "replay"
     st.chosen = chosen if chosen is not None else base
     st.strategy = strategy
+    if not _extra(ctx, "lookups", True):  # estimates only (calibration)
+        plan_ = Plan(ctx, strategy=strategy, intervals=None)
+        plan_.timings.update(timings)
+        _attach(plan_, st)
+        return plan_
     if chosen is not None and chosen.config:
         iv = compute_intervals(st, chosen.config, geo.n_events, timings)
     else:
