@@ -188,6 +188,10 @@ class CostModel:
         self.total_leaves = float(scope.n_leaves)
         self.join_leaves = join_leaves(weights, self.leaf_capacity)
         self._cache: dict[frozenset[int], Estimate] = {}
+        self._info = {c.id: (c.bs, rp.symbols[c.bs].block, self.phi[c.id], c.lookup)
+                      for c in conds}
+        self._nlogn = {lk: (n * math.log2(n) if n > 1 else 0.0)
+                       for lk, n in self.lookup_entries.items()}
 
     def pio_bytes(self, leaves: float, intervals: float) -> float:
         return leaves * self.leaf_bytes + intervals * self.interval_bytes
@@ -218,30 +222,36 @@ class CostModel:
     def _estimate(self, config: frozenset[int]) -> Estimate:
         rp = self.rp
         syms = rp.symbols
-        # SIO: distinct lookups
-        lookups = {self.conds[i].lookup for i in config}
-        sio = sum(self.lookup_pages[lk] for lk in lookups)
+        info = self._info
+        # SIO and sort over the distinct lookups; per block: product of the selected
+        # conditions' selectivities and the first/last selected BS
+        lookups = set()
+        blk: dict[int, list[float]] = {}  # block -> [phi product, first bs, last bs]
+        for i in config:
+            bs, b, ph, lk = info[i]
+            lookups.add(lk)
+            e = blk.get(b)
+            if e is None:
+                blk[b] = [ph, bs, bs]
+            else:
+                e[0] *= ph
+                if bs < e[1]:
+                    e[1] = bs
+                if bs > e[2]:
+                    e[2] = bs
+        sio = 0.0
         sort = 0.0
         for lk in lookups:
-            n = self.lookup_entries[lk]
-            if n > 1:
-                sort += n * math.log2(n)
-        # per selected BS: product of its selected conditions' selectivities
-        bs_phi: dict[int, float] = {}
-        for i in config:
-            c = self.conds[i]
-            bs_phi[c.bs] = bs_phi.get(c.bs, 1.0) * self.phi[i]
-        blocks: dict[int, list[int]] = {}
-        for b in sorted(bs_phi):
-            blocks.setdefault(syms[b].block, []).append(b)
-        order = sorted(blocks)
+            sio += self.lookup_pages[lk]
+            sort += self._nlogn[lk]
+        order = sorted(blk)
         dt = self.dt
-        block_phi = [math.prod(bs_phi[b] for b in blocks[k]) for k in order]
+        block_phi = [blk[k][0] for k in order]
         span = 0
         if rp.tight:
-            span = sum(syms[blocks[k][-1]].offset - syms[blocks[k][0]].offset for k in order)
+            span = sum(syms[int(blk[k][2])].offset - syms[int(blk[k][1])].offset for k in order)
         d = span * dt
-        first_bs, last_bs = blocks[order[0]][0], blocks[order[-1]][-1]
+        first_bs, last_bs = int(blk[order[0]][1]), int(blk[order[-1]][2])
         p, q = first_bs, rp.n - 1 - last_bs
         gmin = self.geo.gap_min
         gmax = self.geo.gap_max
@@ -294,24 +304,37 @@ class CostModel:
         """
         if n_i <= 0 or self.region_t.size == 0:
             return 0.0, 0.0, 0.0
-        tr = self.region_t
-        ni = n_i * tr / tr.sum()
-        per_leaf = tr / np.maximum(self.region_leaves, 1.0)
-        if not math.isfinite(ext):
-            covered = np.where(ni > 0, tr * np.minimum(1.0, ni), 0.0)
-            runs = np.minimum(1.0, ni)
+        if self.region_t.size == 1:
+            return _urn_region(n_i, ext, float(self.region_t[0]), float(self.region_leaves[0]),
+                               self.join_leaves)
+        total = self.region_t.sum()
+        leaves = covered = runs = 0.0
+        for tr, lv in zip(self.region_t.tolist(), self.region_leaves.tolist()):
+            a, b, c = _urn_region(n_i * tr / total, ext, tr, lv, self.join_leaves)
+            leaves, covered, runs = leaves + a, covered + b, runs + c
+        return leaves, covered, runs
+
+
+def _urn_region(ni: float, ext: float, tr: float, region_leaves: float, join: float
+                ) -> tuple[float, float, float]:
+    """:meth:`CostModel._urn` for one region (scalar math)."""
+    if ni <= 0 or tr <= 0:
+        return 0.0, 0.0, 0.0
+    per_leaf = tr / max(region_leaves, 1.0)
+    if not math.isfinite(ext) or ext >= tr:
+        alpha = min(1.0, ni)
+        covered, runs = tr * alpha, min(1.0, ni)
+    else:
+        j = join * per_leaf
+        alpha = 1.0 - (1.0 - ext / tr) ** ni
+        rho = max(ni - 1.0, 0.0) / tr
+        if rho > 0:
+            q_e = math.exp(-rho * ext)
+            q_ej = math.exp(-rho * (ext + j))
+            gaps = max(0.0, (q_e - q_ej) / rho - j * q_ej)
+            runs = max(ni * q_ej, min(1.0, ni)) if ni > 1.0 else min(1.0, ni)
         else:
-            j = self.join_leaves * per_leaf
-            pr = np.minimum(1.0, ext / tr)
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                alpha = np.where(pr < 1.0, 1.0 - np.power(1.0 - pr, ni), np.minimum(1.0, ni))
-                rho = np.maximum(ni - 1.0, 0.0) / tr
-                q_e = np.exp(-rho * ext)
-                q_ej = np.exp(-rho * (ext + j))
-                gaps = np.where(rho > 0, (q_e - q_ej) / np.where(rho > 0, rho, 1.0) - j * q_ej,
-                                0.0)
-                runs = np.where(ni > 1.0, ni * q_ej, np.minimum(1.0, ni))
-            covered = np.minimum(tr, alpha * tr + ni * np.maximum(gaps, 0.0))
-            runs = np.where(pr < 1.0, np.maximum(runs, np.minimum(1.0, ni)), np.minimum(1.0, ni))
-        leaves = np.minimum(self.region_leaves, covered / per_leaf + runs)
-        return float(leaves.sum()), float(covered.sum()), float(runs.sum())
+            gaps, runs = 0.0, min(1.0, ni)
+        covered = min(tr, alpha * tr + ni * gaps)
+    leaves = min(region_leaves, covered / per_leaf + runs)
+    return leaves, covered, runs

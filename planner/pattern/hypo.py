@@ -23,8 +23,8 @@ the integral through the augmented matrix ``[[T, 1], [0, 0]]`` (Van Loan), so no
 needed: SciPy's ``expm`` pays milliseconds of BLAS thread start-up per call on a loaded
 machine. O(k^3 log(max rate * t)) for k phases.
 
-Results are memoized (rates rounded to 12 significant digits): index selection evaluates many
-configurations that share their blocks' rates.
+Results are memoized on the exact rates: index selection evaluates many configurations that
+share their blocks' rates.
 """
 
 from __future__ import annotations
@@ -37,25 +37,36 @@ import numpy as np
 _MAX_COEF = 1e6
 
 
-def _round(x: float) -> float:
-    return float(f"{x:.12g}")
-
-
 def hypo_window(rates: tuple[float, ...] | list[float], x: float) -> tuple[float, float]:
     """``(P(X <= x), E[X | X <= x])`` for ``X ~ Hypo(rates)``; no rates means ``X = 0``.
 
     A zero rate never arrives (probability 0). ``x = inf`` gives ``(1, E[X])``.
     """
+    key = (tuple(rates), x)
+    got = _FAST.get(key)
+    if got is not None:
+        return got
+    out = _hypo_window(rates, x)
+    if len(_FAST) > 65536:
+        _FAST.clear()
+    _FAST[key] = out
+    return out
+
+
+_FAST: dict[tuple[tuple[float, ...], float], tuple[float, float]] = {}
+
+
+def _hypo_window(rates: tuple[float, ...] | list[float], x: float) -> tuple[float, float]:
     if x < 0:
         return 0.0, 0.0
-    rs = tuple(sorted(_round(float(r)) for r in rates))
+    rs = tuple(sorted(float(r) for r in rates))
     if not rs:
         return 1.0, 0.0
     if rs[0] <= 0.0:
         return 0.0, 0.0
     if math.isinf(x):
         return 1.0, sum(1.0 / r for r in rs)
-    return _hypo(rs, _round(float(x)))
+    return _hypo(rs, float(x))
 
 
 @lru_cache(maxsize=65536)

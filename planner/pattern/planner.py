@@ -26,7 +26,8 @@ any is supported), ``cpm`` (histogram only: replay the CPM's regions), ``replay`
 hub: no planner). Options in ``ctx.options.extra``: ``cpm`` (default True: use the coarse
 pattern map; False: uniform estimates over the whole stream, no region pruning),
 ``cpm_buckets`` (default 4096: the lowest tree level with at most that many nodes),
-``cpm_level`` (a level directly), ``weights`` (a dict overriding the weights).
+``cpm_level`` (a level directly), ``weights`` (a dict overriding the weights), ``rivals``
+(default True: also run the other strategies, for EXPLAIN; False: only the chosen one).
 
 **Why replaying only the intervals gives exactly the matches of full replay.** Let R be the
 replayed ranges (disjoint time intervals; between two of them the operator's ``end_interval``
@@ -356,11 +357,11 @@ def plan(ctx: Any) -> Any:
                       after=nav[1])
     st.model = model
     t0 = time.perf_counter()
+    wanted = "optimal" if choice in ("auto", "cpm") else choice
     for name, fn in STRATEGIES.items():
-        st.selections[name] = fn(model, st.conds)
-    timings["select"] = st.selections.get(
-        "optimal" if choice == "auto" else choice,
-        st.selections["optimal"]).seconds
+        if name == wanted or _extra(ctx, "rivals", True):
+            st.selections[name] = fn(model, st.conds)
+    timings["select"] = st.selections[wanted].seconds
     timings["select_all_strategies"] = time.perf_counter() - t0
     cpm_prunes = st.scope is not None and not _covers_all(st.scope, geo)
     base = model.replay_estimate()
