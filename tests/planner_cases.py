@@ -259,6 +259,12 @@ def rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[tuple]:
 
 
 def check_intervals(plan: Any, store: Any) -> None:
+    st = getattr(plan, "pattern_state", None)
+    if st is not None:
+        if st.rp is not None:
+            st.rp._check()
+        if st.scope is not None:
+            st.scope._check()
     iv = plan.intervals
     if iv is None:
         return

@@ -298,3 +298,16 @@ def test_run_query_api_and_unknown_plan(make_store) -> None:
 
     with pytest.raises(UsageError):
         run_query(store, q, plan="bogus")
+
+
+def test_several_streams_merged_by_event_type_plan_full_replay(tmp_path) -> None:
+    store = replaydb.open(tmp_path / "st", create=True)
+    for name, xs in (("A", [1.0, 5.0, 2.0]), ("B", [3.0, 1.0, 4.0])):
+        store.append(name, pa.table({"t": pa.array([0, 2, 4] if name == "A" else [1, 3, 5],
+                                                   pa.int64()), "x": pa.array(xs)}),
+                     time_unit="s")
+        create_index(store, name, "x")
+    q = "PATTERN SEQ(A a, B b) WHERE skip_till_next_match(a, b) { a.x >= 2 } WITHIN 5"
+    p = plan_of(store, q, "auto")
+    assert p.strategy == "replay" and "several streams" in p.details["note"]
+    assert same_as_full_replay(store, q) == 2

@@ -76,6 +76,16 @@ class Scope:
     def n_leaves(self) -> int:
         return int(self.leaves.sum())
 
+    def _check(self) -> None:
+        """Invariants: regions sorted, disjoint, non-empty; one size per region; shares in
+        [0, 1]."""
+        r = self.regions
+        assert r.ndim == 2 and (r.shape[0] == 0 or r.shape[1] == 2)
+        assert np.all(r[:, 1] > r[:, 0]), "empty region"
+        assert np.all(r[1:, 0] > r[:-1, 1]), "regions overlap or touch"
+        assert self.events.shape[0] == r.shape[0] == self.leaves.shape[0]
+        assert all(0.0 <= v <= 1.0 + 1e-9 for v in self.share.values())
+
     def cond_share(self, c: Condition) -> float:
         """Fraction of the condition's events that fall inside the scope."""
         return self.share.get(c, 1.0)

@@ -125,6 +125,20 @@ class RewrittenPattern:
             parts.append("true*")
         return " ".join(parts) if parts else "true*"
 
+    def _check(self) -> None:
+        """Invariants: symbols numbered in order; blocks partition them in order with
+        consecutive offsets; every symbol knows its block; without fixed distances every
+        block holds one symbol."""
+        seen = []
+        for b, blk in enumerate(self.blocks):
+            assert blk, "empty basic block"
+            for o, i in enumerate(blk):
+                s = self.symbols[i]
+                assert s.index == i and s.block == b and s.offset == o, s
+            seen.extend(blk)
+            assert self.tight or len(blk) == 1, "a multi-symbol block without fixed distances"
+        assert seen == list(range(len(self.symbols))), "blocks do not partition the symbols"
+
     def block_texts(self) -> list[str]:
         return [" ".join(self.symbols[i].var or "true" for i in blk) for blk in self.blocks]
 
