@@ -48,6 +48,8 @@ IMPRECISE = "replaydb.planner.lang.imprecise"
 
 PLANNERS: dict[str, str] = {
     "window_sql": "replaydb.planner.window_path:plan_query",
+    "match_recognize": "replaydb.planner.pattern.planner:plan",
+    "sase": "replaydb.planner.pattern.planner:plan",
 }
 """language -> ``module:function`` of its planner (``plan(ctx) -> Plan``); absent = full replay."""
 
@@ -131,6 +133,8 @@ class Plan:
     estimates: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    annotate: Callable[[dict[str, Any]], None] | None = None
+    """Called by :func:`explain` with the ``analyze`` dict after executing (planner extras)."""
 
     def describe(self) -> dict[str, Any]:
         c = self.ctx
@@ -341,6 +345,8 @@ def explain(store: Any, text: str, *, analyze: bool = False, **options: Any) -> 
     if analyze:
         res = execute(plan)
         out["analyze"] = {**res.stats, "timings": dict(plan.timings)}
+        if plan.annotate is not None:
+            plan.annotate(out["analyze"])
         out["result_rows"] = res.table.num_rows
     else:
         out["timings"] = dict(plan.timings)
