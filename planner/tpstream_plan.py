@@ -296,7 +296,8 @@ class IntervalGuard(Operator):
             raise UsageError("interval replay of a partitioned TPStream query needs "
                              "end_policy='drop'")
         self.lookups = 0
-        self.dropped = 0
+        self.dropped_start = 0
+        self.dropped_end = 0
         self.lookup_events = 0
         self._reset_interval()
 
@@ -361,11 +362,13 @@ class IntervalGuard(Operator):
             for s in self.names:
                 te = tbl.column(f"{s}_te").fill_null(np.iinfo(np.int64).min).to_numpy()
                 keep &= te <= self.last_t
+        self.dropped_end += int(n - keep.sum())
+        kept = int(keep.sum())
         if self.a_f is not None and self.a_f > self.t_min:
             ts = np.stack([tbl.column(f"{s}_ts").to_numpy() for s in self.names])
             if not self.pcols:
-                # the padding puts the event before every needed match inside the interval:
-                # a row with a member starting at the first time step is never needed
+                # a safety net: the padding makes the interval's first time step no feasible
+                # start, so no row has a member starting there (tests check it never fires)
                 keep &= ts.min(axis=0) > self.a_f
             else:
                 keys = list(zip(*[tbl.column(c).to_pylist() for c in self.pcols]))
@@ -374,7 +377,7 @@ class IntervalGuard(Operator):
                     for r in np.flatnonzero(keep & (ts[d] == ft)):
                         if self._cut(keys[r], int(ft[r]))[d]:
                             keep[r] = False
-        self.dropped += int(n - keep.sum())
+        self.dropped_start += kept - int(keep.sum())
         if not keep.all():
             tbl = tbl.filter(pa.array(keep))
         self._emit(tbl)
@@ -482,7 +485,8 @@ def _annotate(st: TPStreamPlanState, n_events: int, n_leaves: int) -> Any:
                              "pruned_fraction_bytes": 1.0 - lv / max(n_leaves, 1)}
         g = st.guard
         if g is not None:
-            d["guard_rows_dropped"] = g.dropped
+            d["guard_rows_dropped_cut_start"] = g.dropped_start
+            d["guard_rows_dropped_cut_end"] = g.dropped_end
             d["guard_backward_searches"] = g.lookups
             d["guard_events_read"] = g.lookup_events
         analyze["tpstream_pruning"] = d
