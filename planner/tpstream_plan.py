@@ -35,40 +35,53 @@ OR of ranges on one column; NOT, functions, comparisons between columns widen to
 If every situation can occur anywhere the plan is full replay.
 
 **Padding rule (exact).** A situation is a maximal run: its start is exact only if the event
-*before* its first event (in its partition) is read, its end needs the first event after it.
-For a feasible range ``[f0, f1]`` of ``T0`` the planner replays the half-open interval
-``[prev(f0), f1 + w + 1)`` where ``prev(f0)`` is a lower bound of the time of the last event
-before ``f0`` (``max(t_max of the last leaf ending before f0, f0 - gap_max)``; ``f0`` itself
-when no event precedes it). Intervals are merged (and joined when they share or touch leaves);
-merging never loses or invents a match (see below). Replay resets the operator between intervals
-(``end_interval``), so an interval behaves like a stream of its own, with two artefacts that the
-:class:`IntervalGuard` around the operator removes:
+*before* its first event (in its partition) is read, its end only if the first event after it is
+read. For a feasible range ``[f0, f1]`` of ``T0`` the planner replays the half-open interval
+``[prev(f0), f1 + w + 1)`` (clipped to the stream), where ``prev(f0)`` is a lower bound of the
+time of the last event before ``f0``: ``max(t_max of the last leaf ending before f0,
+f0 - gap_max)``, or ``f0`` when no event precedes it. Intervals are merged, and joined when at
+most ``join_leaves`` whole leaves separate them (always sound: see below). Replay resets the
+operator between intervals (``end_interval``), so each interval behaves like a stream of its
+own; its two artefacts are handled as follows.
 
-* *cut starts*: a run starting at its partition's first event of the interval may continue a run
-  that began before the interval (its true ``ts`` is earlier). A result row with such a member is
-  uncertain; the guard reads that partition's last event before the interval (a backward leaf
-  search, cached per interval and partition) and keeps the row only if the event does not satisfy
-  the member's condition (or none exists). Unpartitioned streams never need the lookup for a
-  match the plan must find (the padding puts the previous event inside the interval), so only
-  false rows are checked there;
-* *cut ends*: with ``end_policy="close"`` ``end_interval`` closes runs still open at the
-  interval's last event ``t_last`` at ``t_last + 1``; unless that event is the stream's last,
-  such a situation is not one of full replay: rows with a member ``te > t_last`` are dropped. A
-  true member ends at an event of the interval (``te <= t_last``), and one closed at the stream's
-  end is closed identically by the final interval (which ends after ``t_max``: ``T0 + w >= te``).
-  With ``end_policy="drop"`` open runs are dropped at interval ends and the needed ones are never
-  open there (``[T0, T0 + w]`` is inside the interval).
+* *Cut starts.* A run starting at the first event of the interval (of its partition) may
+  continue a run that began before the interval. Unpartitioned: the first time step ``a`` of a
+  merged interval is never a feasible start (``a <= prev(f0) < f0`` for the interval's first
+  feasible range; had ``a`` been feasible, its own padded piece would reach further back and
+  have been merged in). A match containing a run cut at ``a`` would have ``T0 = a`` and its
+  members' candidates within ``[a, a + w]`` - i.e. ``a`` feasible. So no cut run takes part in
+  any reported match, and every needed run starts after ``a`` with its previous event read.
+  That is why the padding goes to the previous event: an interval starting at ``f0`` itself
+  can report a cut run as a situation (tested). PARTITION BY: a partition's previous event can
+  lie anywhere before the interval, so the :class:`IntervalGuard` around the operator checks
+  every result row with a member starting at its partition's first time step ``f_p`` in the
+  interval: if every event of the partition at ``f_p`` satisfies the member's condition (else
+  that run is empty and the member follows an event of the interval) and so does the
+  partition's last event before the interval (a backward leaf search, cached per interval and
+  partition), the member is cut and the row is dropped.
+* *Cut ends.* With ``end_policy="drop"`` runs open at an interval's end are dropped, and the
+  needed ones are never open there (their end event lies in ``[T0, T0 + w]``, inside the
+  interval). With ``"close"`` ``end_interval`` closes them at ``t_last + 1`` (``t_last``: the
+  interval's last event time); unless ``t_last`` is the stream's last time such a situation is
+  not one of full replay (the run goes on to a later event), so the guard drops rows with a
+  member ``te > t_last``. A true member ends at an event of the interval (``te <= t_last``), and
+  one closed at the stream's end is closed identically by the final interval (it reaches
+  ``t_max``: ``T0 + w >= te - 1``). PARTITION BY with ``"close"`` plans full replay (whether a
+  partition's run closes at an interval's end depends on that partition's later events).
+* Duration constraints (AT LEAST / AT MOST / BETWEEN) and RETURN aggregates depend only on a
+  run's events and its end event, which an interval holding ``[T0, T0 + w]`` contains whole;
+  a member must last at most ``w`` (normal) or reach its known time within ``w``
+  (low latency), so ``AT LEAST d`` with ``d > w + 1`` means no match.
 
 **Exactness.** Every match of full replay has ``T0`` in ``F`` and its events in one interval
 (intervals contain ``[prev(T0), T0 + w]`` and are disjoint), where all its members are derived
 with their true bounds, known times and aggregates: it is found once, at the same detection time
-and ``detection_seq``. Conversely every row the guard keeps consists of true situations (exact
-start, exact end), and a match is a property of its members alone, so it is a match of full
-replay. Output order: intervals are replayed in time order and a match's detection lies inside
-its interval, so the concatenated rows are in full replay's order (closed-at-end matches come
-last in both). PARTITION BY: the intervals apply to all partitions; run boundaries are per
-partition, which only the guard's cut-start check has to know. Several streams merged by event
-type are planned as full replay.
+and ``detection_seq``. Conversely every row kept consists of true situations (exact start, exact
+end), and a match is a property of its members alone, so it is a match of full replay. Output
+order: intervals are replayed in time order and a match's detection lies inside its interval, so
+the concatenated rows are in full replay's order (closed-at-end matches come last in both).
+PARTITION BY: the intervals apply to all partitions. Several streams merged by event type are
+planned as full replay.
 
 ``--plan``: ``auto`` (index and tree), ``tree`` (tree summaries only, no index lookups),
 ``replay`` (handled by the hub). Options (``ctx.options.extra``): ``index_max_selectivity``,
