@@ -84,10 +84,13 @@ PARTITION BY: the intervals apply to all partitions. Several streams merged by e
 planned as full replay.
 
 ``--plan``: ``auto`` (index and tree), ``tree`` (tree summaries only, no index lookups),
-``replay`` (handled by the hub). Options (``ctx.options.extra``): ``index_max_selectivity``,
-``join_leaves`` (join intervals separated by at most this many whole leaves, default 1),
-``max_fraction`` (plan full replay when the intervals would cover more than this fraction of the
-leaves, default 0.9).
+``replay`` (handled by the hub). Cost: replaying the intervals costs their leaves' events plus
+``interval_events`` per interval (the operator's flush and reset and the first leaf reads of an
+interval; default :data:`DEFAULT_INTERVAL_EVENTS`); intervals separated by fewer than
+``interval_events / leaf_capacity`` leaves are joined, and full replay is planned when the
+pruned cost exceeds ``max_fraction`` (default 0.9) of the stream's events. Options
+(``ctx.options.extra``, taken out before the operator is bound): ``index_max_selectivity``,
+``interval_events``, ``join_leaves`` (overrides the derived one), ``max_fraction``.
 
 Complexity: one index range lookup per situation with a selective indexed condition (its
 entries, sorted by seq), O(leaves) vectorized tree tests per numeric condition, O(k log k)
@@ -121,9 +124,12 @@ from replaydb.planner.pattern.planner import Lookup, _kinds, run_lookup
 
 PLAN_CHOICES = ("auto", "tree", "replay")
 DEFAULT_INDEX_MAX_SELECTIVITY = 0.5
-DEFAULT_JOIN_LEAVES = 1
 DEFAULT_MAX_FRACTION = 0.9
-PLANNER_OPTIONS = ("index_max_selectivity", "join_leaves", "max_fraction")
+DEFAULT_INTERVAL_EVENTS = 30_000.0
+"""Fixed cost of one replay interval, in events replayed (measured on the benchmark: the
+operator's end-of-interval flush and reset plus opening the interval's first leaves cost about
+as much as replaying 20,000-40,000 events at TPStream's 10M events/s)."""
+PLANNER_OPTIONS = ("index_max_selectivity", "join_leaves", "max_fraction", "interval_events")
 
 
 # --------------------------------------------------------------------------- per situation
@@ -461,6 +467,7 @@ class TPStreamPlanState:
     feasible: np.ndarray | None = None
     intervals: np.ndarray | None = None
     leaves: tuple[int, int] = (0, 0)
+    interval_events: float = DEFAULT_INTERVAL_EVENTS
     notes: list[str] = field(default_factory=list)
     index_reads: dict[str, int] = field(default_factory=dict)
     guard: IntervalGuard | None = None
@@ -479,6 +486,9 @@ def _describe(st: TPStreamPlanState, geo: Geometry | None, strategy: str) -> dic
             out["events_to_read_est"] = ev
             out["pruned_fraction_events_est"] = 1.0 - ev / max(geo.n_events, 1)
             out["pruned_fraction_bytes_est"] = 1.0 - lv / max(geo.n_leaves, 1)
+            out["cost_events_est"] = {
+                "pruned": ev + int(st.intervals.shape[0]) * st.interval_events,
+                "full_replay": geo.n_events, "per_interval": st.interval_events}
             out["intervals_head"] = [[int(a), int(b)] for a, b in st.intervals[:8]]
     if st.index_reads:
         out["index_reads"] = dict(st.index_reads)
@@ -581,17 +591,20 @@ def plan(ctx: Any) -> Any:
         return finish("replay", None, geo)
     t0 = time.perf_counter()
     st.feasible = feasible_starts([sc.times for sc in st.scopes], w)
-    iv = replay_intervals(st.feasible, geo, w, float(opts.get("join_leaves",
-                                                         DEFAULT_JOIN_LEAVES)))
+    st.interval_events = float(opts.get("interval_events", DEFAULT_INTERVAL_EVENTS))
+    join = float(opts.get("join_leaves", st.interval_events / max(snap.schema.leaf_capacity, 1)))
+    iv = replay_intervals(st.feasible, geo, w, join)
     st.intervals = iv
     st.leaves = leaves_covered(iv, geo)
     timings["intervals"] = time.perf_counter() - t0
     if iv.shape[0] == 0:
         st.notes.append("no time where every situation stream can occur within the window")
         return finish("pruned", [], geo)
-    if st.leaves[0] > float(opts.get("max_fraction", DEFAULT_MAX_FRACTION)) * geo.n_leaves:
-        st.notes.append(f"intervals cover {st.leaves[0]}/{geo.n_leaves} leaves: full replay is "
-                        "as cheap")
+    cost = st.leaves[1] + iv.shape[0] * st.interval_events
+    if cost > float(opts.get("max_fraction", DEFAULT_MAX_FRACTION)) * geo.n_events:
+        st.notes.append(f"intervals cover {st.leaves[0]}/{geo.n_leaves} leaves in "
+                        f"{iv.shape[0]} intervals (cost {cost:,.0f} events incl. "
+                        f"{st.interval_events:,.0f} per interval): full replay is cheaper")
         return finish("replay", None, geo)
     p = finish("pruned", [(int(a), int(b)) for a, b in iv], geo)
     t_min, t_max = geo.t_min, geo.t_max

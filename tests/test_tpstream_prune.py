@@ -6,7 +6,7 @@ random TPStream queries (2-3 situations with range conditions of every supported
 NOT, OR across columns, IS NULL and column comparisons; AT LEAST / AT MOST / BETWEEN durations;
 random relation sets; PARTITION BY or not; RETURN first/last/count/sum/min/max/avg; normal and
 low-latency mode; end policy drop and close). Each query runs under ``--plan auto`` (forced to
-prune: ``max_fraction=1``) with several join settings and under ``--plan tree``, and is compared
+prune: ``PRUNE``) with several join settings and under ``--plan tree``, and is compared
 row by row - detection time and seq, situation bounds, aggregates, order - with full replay.
 
 Unit tests pin the padding rule's edge cases (a run cut by an interval's start, runs at the
@@ -44,6 +44,8 @@ FAST = settings(max_examples=30, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLOW = settings(max_examples=500, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PRUNE = {"max_fraction": float("inf"), "interval_events": 0}
+"""Options that make the planner prune whenever it can (tiny test streams)."""
 STATS = {"pruned": 0, "pruned_rows": 0, "guard_drops": 0}
 RELATIONS = ["before", "after", "meets", "met-by", "overlaps", "overlapped-by", "starts",
              "started-by", "during", "contains", "finishes", "finished-by", "equals"]
@@ -60,7 +62,7 @@ def assert_same(store: Any, text: str, plans: list[tuple[str, dict]] | None = No
                 **op_opts: Any) -> int:
     _, full = run(store, text, "replay", **op_opts)
     want = rows(full)
-    plans = plans or [("auto", {"max_fraction": 1.0})]
+    plans = plans or [("auto", PRUNE)]
     for name, extra in plans:
         p, got_t = run(store, text, name, **op_opts, **extra)
         check_intervals(p, store)
@@ -158,10 +160,10 @@ def _check_random(data: st.DataObject, queries: int) -> None:
             q = data.draw(tp_queries())
             mode = data.draw(st.sampled_from(["normal", "low_latency"]))
             policy = data.draw(st.sampled_from(["drop", "close"]))
-            assert_same(store, q, [("auto", {"max_fraction": 1.0}),
-                                   ("auto", {"max_fraction": 1.0, "join_leaves": 0}),
-                                   ("tree", {"max_fraction": 1.0, "join_leaves": 3}),
-                                   ("auto", {})],
+            assert_same(store, q, [("auto", PRUNE),
+                                   ("auto", {**PRUNE, "join_leaves": 2}),
+                                   ("tree", {**PRUNE, "join_leaves": 3}),
+                                   ("auto", {"interval_events": 4})],
                         mode=mode, end_policy=policy)
 
 
@@ -218,7 +220,7 @@ def test_run_cut_by_the_interval_start_is_not_reported() -> None:
         assert assert_same(store, q) == 0
         q2 = "FROM s DEFINE A AS x >= 5 AT MOST 8s, B AS x = 1 PATTERN A before B WITHIN 30"
         assert assert_same(store, q2) == 0
-        p, _ = run(store, q2, max_fraction=1.0)
+        p, _ = run(store, q2, **PRUNE)
         assert p.strategy == "pruned"
 
 
@@ -234,7 +236,7 @@ def test_padding_to_the_previous_event_is_needed() -> None:
     with make_store(t, {"x": [float(v) for v in x]}) as store:
         q = "FROM s DEFINE A AS x >= 1, B AS x = 3 PATTERN A equals B WITHIN 1"
         assert assert_same(store, q) == 0
-        p, _ = run(store, q, max_fraction=1.0)
+        p, _ = run(store, q, **PRUNE)
         assert p.strategy == "pruned"
         st_ = p.tpstream_state
         assert [26, 27] in st_.feasible.tolist()
@@ -257,7 +259,7 @@ def test_close_policy_guard_drops_runs_closed_at_an_interval_end() -> None:
         # low latency reports the match at B's end, while A is ongoing (a true match there)
         for mode, n in (("normal", 0), ("low_latency", 1)):
             assert assert_same(store, q, end_policy="close", mode=mode) == n
-        p, _ = run(store, q, max_fraction=1.0, end_policy="close")
+        p, _ = run(store, q, **PRUNE, end_policy="close")
         assert p.strategy == "pruned" and p.intervals[-1][1] <= 30
         assert len(bare_rows(p)) == 1
         assert p.tpstream_state.guard.dropped_end == 1
@@ -287,12 +289,12 @@ def test_close_policy_does_not_report_runs_closed_at_an_interval_end() -> None:
         q = "FROM s DEFINE A AS x >= 5, B AS x = 9 PATTERN B during;finishes A WITHIN 3"
         for mode in ("normal", "low_latency"):
             assert_same(store, q, end_policy="close", mode=mode)
-        p, _ = run(store, q, max_fraction=1.0, end_policy="close")
+        p, _ = run(store, q, **PRUNE, end_policy="close")
         assert p.strategy == "pruned"
         last_end = p.intervals[-1][1]
         assert last_end <= 60  # the interval ends before the stream does
         full = rows(run(store, q, "replay", end_policy="close")[1])
-        assert rows(run(store, q, max_fraction=1.0, end_policy="close")[1]) == full
+        assert rows(run(store, q, **PRUNE, end_policy="close")[1]) == full
 
 
 def test_at_least_above_the_window_plans_nothing() -> None:
@@ -317,8 +319,8 @@ def test_gaps_and_ties() -> None:
             for rel in ("meets", "before", "after", "overlaps", "equals"):
                 q = f"FROM s DEFINE A AS x >= 5, B AS x = 1 PATTERN A {rel} B WITHIN {w}"
                 for policy in ("drop", "close"):
-                    assert_same(store, q, [("auto", {"max_fraction": 1.0}),
-                                           ("tree", {"max_fraction": 1.0})], end_policy=policy)
+                    assert_same(store, q, [("auto", PRUNE), ("tree", PRUNE)],
+                                end_policy=policy)
 
 
 def test_sparse_partition_with_previous_event_far_before_the_interval() -> None:
@@ -345,10 +347,10 @@ def test_sparse_partition_with_previous_event_far_before_the_interval() -> None:
         q = ("FROM s PARTITION BY p DEFINE A AS x > 6, B AS x > 8 PATTERN B equals A WITHIN 5 "
              "RETURN count(A) AS n")
         assert assert_same(store, q) == 0
-        pl, _ = run(store, q, max_fraction=1.0)
+        pl, _ = run(store, q, **PRUNE)
         assert pl.strategy == "pruned"
         assert len(bare_rows(pl)) == 1  # the cut run [101, 102) equals B
-        e = explain(store, q, analyze=True, extra={"max_fraction": 1.0})
+        e = explain(store, q, analyze=True, extra=dict(PRUNE))
         assert e["analyze"]["tpstream_pruning"]["guard_backward_searches"] >= 1
         assert e["analyze"]["tpstream_pruning"]["guard_rows_dropped_cut_start"] == 1
         # same layout, but the previous event does not satisfy A: the run is a true one
@@ -379,7 +381,7 @@ def test_guard_lifecycle_snapshot_restore() -> None:
     x = [float((i * 7) % 10) for i in t]
     with make_store(t, {"x": x}) as store:
         q = "FROM s DEFINE A AS x > 8, B AS x < 1 PATTERN A before B WITHIN 4 RETURN count(B) AS n"
-        p, want = run(store, q, max_fraction=1.0)
+        p, want = run(store, q, **PRUNE)
         g = p.make_operator()
         assert isinstance(g, IntervalGuard)
         tbl = store.stream("s").read()
@@ -404,7 +406,7 @@ def test_explain_shows_situations_indexes_and_pruned_fractions() -> None:
     with make_store(t, {"x": x, "k": k}, leaf=8, indexed=("x",)) as store:
         q = ("FROM s DEFINE A AS x = 7, B AS k = 1 AND x < 9, C AS NOT (x > 3) "
              "PATTERN A before B WITHIN 3")
-        e = explain(store, q, analyze=True, extra={"max_fraction": 1.0})
+        e = explain(store, q, analyze=True, extra=dict(PRUNE))
         tp = e["tpstream"]
         assert e["strategy"] == "pruned"
         a, b, c = tp["situations"]["A"], tp["situations"]["B"], tp["situations"]["C"]
