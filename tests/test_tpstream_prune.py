@@ -44,7 +44,7 @@ FAST = settings(max_examples=30, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLOW = settings(max_examples=500, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-PRUNE = {"max_fraction": float("inf"), "interval_events": 0}
+PRUNE = {"max_fraction": float("inf"), "interval_events": 0, "index_max_selectivity": 1.0}
 """Options that make the planner prune whenever it can (tiny test streams)."""
 STATS = {"pruned": 0, "pruned_rows": 0, "guard_drops": 0}
 RELATIONS = ["before", "after", "meets", "met-by", "overlaps", "overlapped-by", "starts",
