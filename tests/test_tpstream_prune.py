@@ -438,3 +438,31 @@ def test_partitioned_close_policy_plans_full_replay() -> None:
         e = explain(store, q, extra={"end_policy": "close"})
         assert e["strategy"] == "replay" and "end_policy='close'" in e["note"]
         assert_same(store, q, end_policy="close")
+
+
+def test_cli_explain_and_query(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from replaydb.cli import main
+
+    # big enough that 4 intervals (30,000 events' worth of overhead each) beat full replay
+    n = 200_000
+    t = list(range(n))
+    x = [float(i % 50_000) for i in t]
+    with make_store(t, {"x": x}, leaf=0, fanout=0, indexed=("x",)) as store:
+        q = ("FROM s DEFINE A AS x = 10, B AS x BETWEEN 12 AND 13 PATTERN A before B WITHIN 5 "
+             "RETURN count(B) AS nb")
+        path = str(store.path)
+        assert main(["explain", path, q, "--analyze", "--json"]) == 0
+        js = json.loads(capsys.readouterr().out)
+        assert js["strategy"] == "pruned" and js["result_rows"] == 4
+        assert js["tpstream"]["situations"]["A"]["index"] == "x"
+        assert js["analyze"]["tpstream_pruning"]["events_read"] < n / 5
+        assert main(["explain", path, q, "--plan", "tree"]) == 0
+        text = capsys.readouterr().out
+        assert "tree" in text and "situations" in text
+        assert main(["query", path, q, "--json"]) == 0
+        pruned = json.loads(capsys.readouterr().out)
+        assert main(["query", path, q, "--plan", "replay", "--json"]) == 0
+        full = json.loads(capsys.readouterr().out)
+        assert pruned["rows"] == full["rows"] and len(full["rows"]) == 4
