@@ -306,9 +306,11 @@ class IntervalGuard(Operator):
 
     name = "tpstream"
 
-    def __init__(self, inner: Any, snap: Any, t_min: int, t_max: int) -> None:
+    def __init__(self, inner: Any, snap: Any, t_min: int, t_max: int,
+                 aliases: dict[str, str] | None = None) -> None:
         super().__init__(inner.config, state_cap=inner.state_cap)
         self.inner = inner
+        self.aliases = dict(aliases or {})  # query names of the time column -> "t"
         self.snap = snap
         self.t_min = t_min
         self.t_max = t_max
@@ -409,6 +411,9 @@ class IntervalGuard(Operator):
         """Condition values (rows: situations, columns: events) of a table of events."""
         if tbl.num_rows == 0:
             return np.zeros((len(self.names), 0), bool)
+        for alias, target in self.aliases.items():
+            if alias not in tbl.column_names and target in tbl.column_names:
+                tbl = tbl.append_column(alias, tbl.column(target))
         rb = tbl.combine_chunks().to_batches()[0]
         env = ColumnsEnv(self.inner._columns(rb), self.inner.aliases)
         return np.stack([np.broadcast_to(np.asarray(p(env), dtype=bool), (rb.num_rows,))
@@ -432,7 +437,8 @@ class IntervalGuard(Operator):
         if got is not None:
             return got
         self.lookups += 1
-        cols = list(dict.fromkeys([*self.inner._needed_columns(), *self.pcols]))
+        cols = [c for c in dict.fromkeys([*self.inner._needed_columns(), *self.pcols])
+                if c not in self.aliases]
         at = self.snap.read(first, first + 1, cols)
         at = at.filter(self._key_mask(at, key))
         self.lookup_events += at.num_rows
@@ -614,7 +620,7 @@ def plan(ctx: Any) -> Any:
     t_min, t_max = geo.t_min, geo.t_max
 
     def make() -> IntervalGuard:
-        g = IntervalGuard(ctx.bind(), snap, t_min, t_max)
+        g = IntervalGuard(ctx.bind(), snap, t_min, t_max, ctx.aliases)
         st.guard = g
         return g
 

@@ -466,3 +466,35 @@ def test_cli_explain_and_query(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["query", path, q, "--plan", "replay", "--json"]) == 0
         full = json.loads(capsys.readouterr().out)
         assert pruned["rows"] == full["rows"] and len(full["rows"]) == 4
+
+
+def test_condition_on_the_time_column_alias_in_a_partitioned_guard_lookup() -> None:
+    # the stream's time column is called "ts"; a condition uses it, and the guard's backward
+    # search must evaluate it on the stored event (whose time is in "t")
+    t, x, p = [], [], []
+    for i in range(0, 120):
+        t.append(i)
+        x.append(0.0)
+        p.append(0)
+        if i in (1, 101):
+            t.append(i)
+            x.append(7.0 if i == 1 else 9.0)
+            p.append(1)
+    t.append(102)
+    x.append(0.0)
+    p.append(1)
+    with tempfile.TemporaryDirectory() as d:
+        store = replaydb.open(f"{d}/store", create=True)
+        store.create_stream("s", StreamSchema((Attribute("x", "float64"), Attribute("p", "int64")),
+                                              time_unit="s", time_column="ts", leaf_capacity=2,
+                                              fanout=2))
+        order = np.argsort(np.array(t), kind="stable")
+        store.append("s", pa.table({"ts": pa.array(np.array(t)[order], pa.int64()),
+                                    "x": pa.array(np.array(x)[order]),
+                                    "p": pa.array(np.array(p)[order], pa.int64())}))
+        create_index(store, "s", "x")
+        q = ("FROM s PARTITION BY p DEFINE A AS x > 6 AND ts >= 0, B AS x > 8 "
+             "PATTERN B equals A WITHIN 5")
+        assert assert_same(store, q) == 0
+        pl, _ = run(store, q, **PRUNE)
+        assert pl.strategy == "pruned" and pl.tpstream_state.guard.dropped_start == 1
