@@ -23,7 +23,7 @@ OR of ranges on one column; NOT, functions, comparisons between columns widen to
 
 * an *index* lookup (:func:`replaydb.planner.pattern.planner.run_lookup`) on the most selective
   indexed condition (estimated from the index statistics, used when its selectivity is at most
-  ``index_max_selectivity``, default 0.03): the candidate events' times;
+  ``index_max_selectivity``, default 0.01): the candidate events' times;
 * the TAB+-tree's leaf ``[min, max]`` summaries of every numeric condition (the CPM's per-bucket
   test, :func:`replaydb.planner.pattern.cpm._local_selectivity` on level 0): the time ranges of
   the leaves that may hold a satisfying event; intersected with the index candidates;
@@ -123,11 +123,11 @@ from replaydb.planner.pattern.intervals import (
 from replaydb.planner.pattern.planner import Lookup, _kinds, run_lookup
 
 PLAN_CHOICES = ("auto", "tree", "replay")
-DEFAULT_INDEX_MAX_SELECTIVITY = 0.03
+DEFAULT_INDEX_MAX_SELECTIVITY = 0.01
 """Use a situation's index only below this estimated selectivity: reading, sorting and merging
-one index entry costs about as much as replaying 8 events (benchmark), so a lookup over more
-than 3% of the stream costs a quarter of full replay before it has pruned anything - and
-situations that frequent leave little to prune within a window anyway."""
+one index entry costs about as much as replaying 8 events (benchmark), so a lookup over 1% of
+the stream costs 8% of full replay before it has pruned anything, and on the benchmark a
+situation holding 2% of the time already leaves nothing to prune within a 5-minute window."""
 DEFAULT_MAX_FRACTION = 0.9
 DEFAULT_INTERVAL_EVENTS = 30_000.0
 """Fixed cost of one replay interval, in events replayed (measured on the benchmark: the

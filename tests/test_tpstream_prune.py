@@ -426,7 +426,7 @@ def test_explain_shows_situations_indexes_and_pruned_fractions() -> None:
         assert "no indexed attribute among k" in e["tpstream"]["situations"]["A"]["index"]
         # an unselective index is not used
         q = "FROM s DEFINE A AS x >= 1, B AS x = 3 PATTERN A before B WITHIN 3"
-        e = explain(store, q)
+        e = explain(store, q, extra={"index_max_selectivity": 0.05})
         assert "estimated selectivity" in e["tpstream"]["situations"]["A"]["index"]
         assert e["tpstream"]["situations"]["B"]["index"] == "x"
 
