@@ -481,6 +481,36 @@ class TPStreamPlanState:
     notes: list[str] = field(default_factory=list)
     index_reads: dict[str, int] = field(default_factory=dict)
     guard: IntervalGuard | None = None
+    geo: Geometry | None = None
+
+    def _check(self) -> None:
+        """Invariants: situation ranges and intervals sorted, disjoint, non-empty; feasible
+        starts inside the union of the situations' ranges; every feasible range ``[f0, f1)``
+        inside one interval together with its padding ``[prev(f0), f1 + w)`` (clipped)."""
+        def ok(iv: np.ndarray) -> None:
+            assert iv.ndim == 2 and (iv.shape[0] == 0 or iv.shape[1] == 2)
+            assert np.all(iv[:, 1] > iv[:, 0]), "empty range"
+            assert np.all(iv[1:, 0] >= iv[:-1, 1]), "ranges overlap or unsorted"
+
+        for sc in self.scopes:
+            ok(sc.times)
+        if self.feasible is None or self.geo is None:
+            return
+        ok(self.feasible)
+        allc = np.concatenate([sc.times for sc in self.scopes]) if self.scopes else None
+        if allc is not None and self.feasible.shape[0]:
+            u = merge_halfopen(allc[:, 0].copy(), allc[:, 1].copy())
+            assert intersect_intervals(self.feasible, u).tolist() == self.feasible.tolist()
+        if self.intervals is None:
+            return
+        iv, geo = self.intervals, self.geo
+        ok(iv)
+        if self.feasible.shape[0]:
+            a = np.maximum(prev_event_bound(geo, self.feasible[:, 0]), geo.t_min)
+            b = np.minimum(self.feasible[:, 1] + self.window, geo.t_max + 1)
+            k = np.searchsorted(iv[:, 0], a, side="right") - 1
+            assert np.all(k >= 0), "a feasible range before every interval"
+            assert np.all(iv[k, 0] <= a) and np.all(iv[k, 1] >= b), "padding not covered"
 
 
 def _describe(st: TPStreamPlanState, geo: Geometry | None, strategy: str) -> dict[str, Any]:
@@ -562,6 +592,7 @@ def plan(ctx: Any) -> Any:
         return finish("replay", None, None)
     snap = ctx.snapshots[0]
     geo = Geometry.of(snap)
+    st.geo = geo
     if geo.n_events == 0:
         st.notes.append("empty stream: nothing to replay")
         return finish("empty", [], geo)

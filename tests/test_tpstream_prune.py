@@ -68,6 +68,8 @@ def assert_same(store: Any, text: str, plans: list[tuple[str, dict]] | None = No
         check_intervals(p, store)
         got = rows(got_t)
         st_ = getattr(p, "tpstream_state", None)
+        if st_ is not None:
+            st_._check()
         if st_ is not None and st_.guard is not None:
             STATS["pruned"] += 1
             STATS["pruned_rows"] += len(got)
