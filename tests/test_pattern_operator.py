@@ -471,3 +471,30 @@ def test_dead_runs_do_not_pin_old_events() -> None:
         op._check()
         assert op._buffer.size <= (1 << 18) + (1 << 15)
     assert op.counters.extra["peak_live_runs"] <= 2
+
+
+def test_end_interval_keeps_match_numbers_of_many_partitions() -> None:
+    """Regression: with more partitions than the engine's initial per-partition capacity, the
+    match numbers carried across an interval end were copied into smaller arrays (crash)."""
+    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
+                       semantics=Semantics.SQL, partition_by=("temp",))
+    op = _ops(spec)
+    keys = 33
+    n = 2 * keys
+    first = pa.table({"t": list(range(n)), "seq": list(range(n)),
+                      "type": ["a"] * keys + ["b"] * keys,
+                      "temp": [float(k) for k in range(keys)] * 2}, schema=SCH)
+    for i in range(n):  # partitions appear one by one: the capacity grows by doubling
+        op.push(first.slice(i, 1))
+    op.end_interval()
+    second = pa.table({"t": list(range(1000, 1000 + n)), "seq": list(range(n, 2 * n)),
+                       "type": ["a"] * keys + ["b"] * keys,
+                       "temp": [float(k) for k in range(keys)] * 2}, schema=SCH)
+    op.push(second)
+    op.flush()
+    rows = op.results().to_pylist()
+    assert len(rows) == 2 * keys
+    per_key: dict[float, list[int]] = {}
+    for r in rows:
+        per_key.setdefault(r["temp"], []).append(r["match_number"])
+    assert all(sorted(v) == [1, 2] for v in per_key.values()), per_key

@@ -240,8 +240,10 @@ class PatternOperator(Operator):
         self.cp.strings.codes = strings
         self._engine.ensure_parts(pmap.count)
         for k, v in eng_numbers.items():  # SQL match numbers live in the engine
-            if isinstance(v, np.ndarray):
-                self._engine.s[k][: len(v)] = v
+            if isinstance(v, np.ndarray):  # the old arrays may have more capacity than parts
+                dst = self._engine.s[k]
+                n = min(len(v), len(dst))
+                dst[:n] = v[:n]
             else:
                 self._engine.s[k] = v
         self._set_state_size(0)
