@@ -50,6 +50,7 @@ PLANNERS: dict[str, str] = {
     "window_sql": "replaydb.planner.window_path:plan_query",
     "match_recognize": "replaydb.planner.pattern.planner:plan",
     "sase": "replaydb.planner.pattern.planner:plan",
+    "tpstream": "replaydb.planner.tpstream_plan:plan",
 }
 """language -> ``module:function`` of its planner (``plan(ctx) -> Plan``); absent = full replay."""
 

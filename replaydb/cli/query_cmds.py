@@ -28,7 +28,7 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", default="auto",
                    help="plan strategy: auto (cost-based), replay (full replay), or a "
                         "language-specific strategy (patterns: all, greedy, optimal, budget, cpm; "
-                        "windows: index, naive)")
+                        "windows: index, naive; TPStream: tree)")
     p.add_argument("--version", type=int, default=None, help="query the stream as of a version")
     p.add_argument("--state-cap", type=int, default=None,
                    help="cap on operator state entries (partial matches, buffered events)")

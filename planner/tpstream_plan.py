@@ -1,0 +1,659 @@
+"""TPStream planner: replay only where every situation stream can occur (issue 9).
+
+Registered in :data:`replaydb.planner.query.PLANNERS` for the ``tpstream`` language.
+
+**Why pruning is possible.** A match takes one situation of *every* defined situation stream
+(Def. 5.6; pairs without a constraint are free) and satisfies ``t_detect - T0 <= w`` where
+``T0 = min(ts)`` over its members and ``t_detect`` is ``max(te)`` (normal mode) or the earliest
+detection time (low latency; see :mod:`replaydb.operators.tpstream.lowlatency`). A member's
+first event satisfies its condition and lies at ``ts`` in ``[T0, T0 + w]``; every event the
+operator needs for the match - member events, end events, the events at which members become
+known - lies in ``[T0, T0 + w]`` too (RETURN aggregates and duration constraints depend only on a
+run's own events and its end event). So, with ``C_d`` the times at which an event *may* satisfy
+situation ``d``'s condition::
+
+    T0  in  F = (U_d C_d)  intersected with  n_d (C_d - [0, w])
+
+(``T0`` is some member's candidate time, and every stream ``d`` has a candidate in
+``[T0, T0 + w]``).
+
+**Where a condition can hold** (``C_d``, per situation): its single-attribute range conditions
+(:func:`replaydb.planner.pattern.conditions.extract_conditions`: ``attr op const``, BETWEEN, IN,
+OR of ranges on one column; NOT, functions, comparisons between columns widen to TRUE) give
+
+* an *index* lookup (:func:`replaydb.planner.pattern.planner.run_lookup`) on the most selective
+  indexed condition (estimated from the index statistics, used when its selectivity is at most
+  ``index_max_selectivity``, default 0.01): the candidate events' times;
+* the TAB+-tree's leaf ``[min, max]`` summaries of every numeric condition (the CPM's per-bucket
+  test, :func:`replaydb.planner.pattern.cpm._local_selectivity` on level 0): the time ranges of
+  the leaves that may hold a satisfying event; intersected with the index candidates;
+* otherwise *anywhere* (``[t_min, t_max]``), with the reason in EXPLAIN. A condition with an
+  empty range (``x > 5 AND x < 3``), an AT LEAST bound above ``w + 1`` (no member can last that
+  long before its match is detected) or an unsatisfiable PATTERN means no match at all: no
+  interval is replayed.
+
+If every situation can occur anywhere the plan is full replay.
+
+**Padding rule (exact).** A situation is a maximal run: its start is exact only if the event
+*before* its first event (in its partition) is read, its end only if the first event after it is
+read. For a feasible range ``[f0, f1]`` of ``T0`` the planner replays the half-open interval
+``[prev(f0), f1 + w + 1)`` (clipped to the stream), where ``prev(f0)`` is a lower bound of the
+time of the last event before ``f0``: ``max(t_max of the last leaf ending before f0,
+f0 - gap_max)``, or ``f0`` when no event precedes it. Intervals are merged, and joined when at
+most ``join_leaves`` whole leaves separate them (always sound: see below). Replay resets the
+operator between intervals (``end_interval``), so each interval behaves like a stream of its
+own; its two artefacts are handled as follows.
+
+* *Cut starts.* A run starting at the first event of the interval (of its partition) may
+  continue a run that began before the interval. Unpartitioned: the first time step ``a`` of a
+  merged interval is never a feasible start (``a <= prev(f0) < f0`` for the interval's first
+  feasible range; had ``a`` been feasible, its own padded piece would reach further back and
+  have been merged in). A match containing a run cut at ``a`` would have ``T0 = a`` and its
+  members' candidates within ``[a, a + w]`` - i.e. ``a`` feasible. So no cut run takes part in
+  any reported match, and every needed run starts after ``a`` with its previous event read.
+  That is why the padding goes to the previous event: an interval starting at ``f0`` itself
+  can report a cut run as a situation (tested). PARTITION BY: a partition's previous event can
+  lie anywhere before the interval, so the :class:`IntervalGuard` around the operator checks
+  every result row with a member starting at its partition's first time step ``f_p`` in the
+  interval: if every event of the partition at ``f_p`` satisfies the member's condition (else
+  that run is empty and the member follows an event of the interval) and so does the
+  partition's last event before the interval (a backward leaf search, cached per interval and
+  partition), the member is cut and the row is dropped.
+* *Cut ends.* With ``end_policy="drop"`` runs open at an interval's end are dropped, and the
+  needed ones are never open there (their end event lies in ``[T0, T0 + w]``, inside the
+  interval). With ``"close"`` ``end_interval`` closes them at ``t_last + 1`` (``t_last``: the
+  interval's last event time); unless ``t_last`` is the stream's last time such a situation is
+  not one of full replay (the run goes on to a later event), so the guard drops rows with a
+  member ``te > t_last``. A true member ends at an event of the interval (``te <= t_last``), and
+  one closed at the stream's end is closed identically by the final interval (it reaches
+  ``t_max``: ``T0 + w >= te - 1``). PARTITION BY with ``"close"`` plans full replay (whether a
+  partition's run closes at an interval's end depends on that partition's later events).
+* Duration constraints (AT LEAST / AT MOST / BETWEEN) and RETURN aggregates depend only on a
+  run's events and its end event, which an interval holding ``[T0, T0 + w]`` contains whole;
+  a member must last at most ``w`` (normal) or reach its known time within ``w``
+  (low latency), so ``AT LEAST d`` with ``d > w + 1`` means no match.
+
+**Exactness.** Every match of full replay has ``T0`` in ``F`` and its events in one interval
+(intervals contain ``[prev(T0), T0 + w]`` and are disjoint), where all its members are derived
+with their true bounds, known times and aggregates: it is found once, at the same detection time
+and ``detection_seq``. Conversely every row kept consists of true situations (exact start, exact
+end), and a match is a property of its members alone, so it is a match of full replay. Output
+order: intervals are replayed in time order and a match's detection lies inside its interval, so
+the concatenated rows are in full replay's order (closed-at-end matches come last in both).
+PARTITION BY: the intervals apply to all partitions. Several streams merged by event type are
+planned as full replay.
+
+``--plan``: ``auto`` (index and tree), ``tree`` (tree summaries only, no index lookups),
+``replay`` (handled by the hub). Cost: replaying the intervals costs their leaves' events plus
+``interval_events`` per interval (the operator's flush and reset and the first leaf reads of an
+interval; default :data:`DEFAULT_INTERVAL_EVENTS`); intervals separated by fewer than
+``interval_events / leaf_capacity`` leaves are joined, and full replay is planned when the
+pruned cost exceeds ``max_fraction`` (default 0.9) of the stream's events. Options
+(``ctx.options.extra``, taken out before the operator is bound): ``index_max_selectivity``,
+``interval_events``, ``join_leaves`` (overrides the derived one), ``max_fraction``.
+
+Complexity: one index range lookup per situation with a selective indexed condition (its
+entries, sorted by seq), O(leaves) vectorized tree tests per numeric condition, O(k log k)
+interval algebra over the k candidate ranges; the guard costs O(rows) per result batch plus one
+backward search per uncertain (interval, partition).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from replaydb.errors import UsageError
+from replaydb.operators.base import Operator
+from replaydb.operators.expr import ColumnsEnv, to_text
+from replaydb.planner.pattern.conditions import Condition, extract_conditions
+from replaydb.planner.pattern.cpm import _local_selectivity
+from replaydb.planner.pattern.intervals import (
+    I64,
+    Geometry,
+    coalesce_by_leaves,
+    intersect_intervals,
+    merge_halfopen,
+)
+from replaydb.planner.pattern.planner import Lookup, _kinds, run_lookup
+
+PLAN_CHOICES = ("auto", "tree", "replay")
+DEFAULT_INDEX_MAX_SELECTIVITY = 0.01
+"""Use a situation's index only below this estimated selectivity: reading, sorting and merging
+one index entry costs about as much as replaying 8 events (benchmark), so a lookup over 1% of
+the stream costs 8% of full replay before it has pruned anything, and on the benchmark a
+situation holding 2% of the time already leaves nothing to prune within a 5-minute window."""
+DEFAULT_MAX_FRACTION = 0.9
+DEFAULT_INTERVAL_EVENTS = 30_000.0
+"""Fixed cost of one replay interval, in events replayed (measured on the benchmark: the
+operator's end-of-interval flush and reset plus opening the interval's first leaves cost about
+as much as replaying 20,000-40,000 events at TPStream's 10M events/s)."""
+PLANNER_OPTIONS = ("index_max_selectivity", "join_leaves", "max_fraction", "interval_events")
+
+
+# --------------------------------------------------------------------------- per situation
+@dataclass
+class SituationScope:
+    """Where one situation stream can occur (rows ``[a, b)`` of ``times``) and why."""
+
+    name: str
+    condition: str
+    ranges: list[str]
+    dropped: list[str]
+    source: str  # "index", "index+tree", "tree", "anywhere", "never"
+    index: str | None = None
+    why_no_index: str = ""
+    index_entries: int | None = None
+    index_estimate: float | None = None
+    leaves_hit: int | None = None
+    times: np.ndarray = field(default_factory=lambda: np.empty((0, 2), I64))
+
+    def describe(self, geo: Geometry) -> dict[str, Any]:
+        span = int((self.times[:, 1] - self.times[:, 0]).sum()) if self.times.size else 0
+        d: dict[str, Any] = {"condition": self.condition,
+                             "range_conditions": self.ranges or ["none"],
+                             "source": self.source}
+        if self.dropped:
+            d["widened_to_true"] = self.dropped
+        d["index"] = self.index if self.index else f"none ({self.why_no_index})"
+        if self.index_estimate is not None:
+            d["index_entries_est"] = round(self.index_estimate, 1)
+        if self.index_entries is not None:
+            d["qualifying_events"] = self.index_entries
+        if self.leaves_hit is not None:
+            d["leaves_may_hold"] = f"{self.leaves_hit}/{geo.n_leaves}"
+        d["qualifying_ranges"] = int(self.times.shape[0])
+        d["qualifying_time_fraction"] = span / max(geo.span, 1)
+        return d
+
+
+def _leaf_ranges(geo: Geometry, hit: np.ndarray) -> np.ndarray:
+    idx = np.flatnonzero(hit)
+    return merge_halfopen(geo.leaf_t_min[idx], geo.leaf_t_max[idx] + 1)
+
+
+def situation_scope(name: str, cond_expr: Any, var: str, kinds: dict[str, str],
+                    indexes: dict[str, Any], geo: Geometry, leaves: dict[str, np.ndarray],
+                    *, use_index: bool, max_sel: float, timings: dict[str, float],
+                    reads: dict[str, int]) -> SituationScope:
+    """Candidate time ranges of one situation (see the module docstring)."""
+    conds, dropped = extract_conditions(var, cond_expr, kinds)
+    sc = SituationScope(name, to_text(cond_expr), [c.text() for c in conds], dropped,
+                        source="anywhere")
+    everything = np.array([[geo.t_min, geo.t_max + 1]], I64)
+    if any(not c.satisfiable for c in conds):
+        sc.source, sc.times, sc.why_no_index = "never", np.empty((0, 2), I64), "unsatisfiable"
+        return sc
+    if not conds:
+        sc.why_no_index = "no single-attribute range condition"
+        sc.times = everything
+        return sc
+    times: np.ndarray | None = None
+    # index: the most selective indexed condition
+    best: tuple[float, Condition] | None = None
+    for c in conds:
+        idx = indexes.get(c.column)
+        if idx is None:
+            continue
+        est = sum(idx.count(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                            hi_inclusive=r.hi_inclusive, max_seq=geo.n_events).estimate
+                  for r in c.ranges)
+        if best is None or est < best[0]:
+            best = (float(est), c)
+    if best is None:
+        sc.why_no_index = "no indexed attribute among " + ", ".join(c.column for c in conds)
+    elif not use_index:
+        sc.why_no_index = "index lookups disabled (--plan tree)"
+    elif best[0] > max_sel * geo.n_events:
+        sc.why_no_index = (f"{best[1].column}: estimated selectivity "
+                           f"{best[0] / max(geo.n_events, 1):.2f} > {max_sel:g}")
+    else:
+        c = best[1]
+        res = run_lookup(Lookup(0, c, indexes[c.column]), geo.n_events, timings, reads)
+        tt = np.unique(np.asarray(res.t, I64))
+        times = merge_halfopen(tt, tt + 1)
+        sc.source, sc.index, sc.index_entries = "index", c.column, len(res)
+        sc.index_estimate = best[0]
+    # tree summaries of the numeric conditions (leaf level)
+    hit = np.ones(geo.n_leaves, bool)
+    tested = False
+    for c in conds:
+        if c.kind == "numeric" and f"{c.column}.min" in leaves:
+            h, _ = _local_selectivity(c, leaves, leaves["count"].astype(np.float64))
+            hit &= h
+            tested = True
+    if tested:
+        sc.leaves_hit = int(hit.sum())
+    if tested and not hit.all():
+        tr = _leaf_ranges(geo, hit)
+        times = tr if times is None else intersect_intervals(times, tr)
+        sc.source = "index+tree" if sc.source == "index" else "tree"
+    if times is None:
+        times = everything
+        sc.why_no_index += ("; tree min/max prune no leaf" if tested
+                            else "; no numeric attribute for tree summaries")
+    sc.times = times
+    return sc
+
+
+# --------------------------------------------------------------------------- interval algebra
+def feasible_starts(scopes: list[np.ndarray], w: int) -> np.ndarray:
+    """Rows ``[a, b)`` of times ``T0`` where a match can start: ``T0`` in some ``C_d`` and every
+    ``C_d`` meets ``[T0, T0 + w]`` (closed ``[lo, hi]`` becomes ``[lo - w, hi]``)."""
+    if not scopes or any(s.shape[0] == 0 for s in scopes):
+        return np.empty((0, 2), I64)
+    allc = np.concatenate(scopes)
+    out = merge_halfopen(allc[:, 0].copy(), allc[:, 1].copy())
+    for s in scopes:
+        shifted = merge_halfopen(s[:, 0] - w, s[:, 1].copy())
+        out = intersect_intervals(out, shifted)
+        if out.shape[0] == 0:
+            break
+    return out
+
+
+def prev_event_bound(geo: Geometry, f0: np.ndarray) -> np.ndarray:
+    """A time ``<=`` that of the last event before ``f0`` (``f0`` when there is none)."""
+    f0 = np.asarray(f0, I64)
+    i = np.searchsorted(geo.leaf_t_max, f0, side="left")
+    none_before = (i == 0) & (geo.leaf_t_min[0] >= f0) if geo.n_leaves else np.ones(f0.size, bool)
+    lb = np.where(i > 0, geo.leaf_t_max[np.maximum(i - 1, 0)], geo.t_min)
+    if geo.gap_max is not None:
+        lb = np.maximum(lb, f0 - geo.gap_max)
+    return np.where(none_before, f0, np.minimum(lb, f0))
+
+
+def replay_intervals(feasible: np.ndarray, geo: Geometry, w: int, join_leaves: float
+                     ) -> np.ndarray:
+    """Padded, merged replay intervals for feasible starts (see the padding rule)."""
+    if feasible.shape[0] == 0:
+        return np.empty((0, 2), I64)
+    a = np.maximum(prev_event_bound(geo, feasible[:, 0]), geo.t_min)
+    b = np.minimum(feasible[:, 1] + w, geo.t_max + 1)
+    keep = b > a
+    iv = merge_halfopen(a[keep], b[keep])
+    return coalesce_by_leaves(iv, geo, join_leaves) if iv.shape[0] else iv
+
+
+def leaves_covered(iv: np.ndarray, geo: Geometry) -> tuple[int, int]:
+    """(leaves, events) of the leaves overlapping the intervals (what replay reads at most)."""
+    if iv.shape[0] == 0 or geo.n_leaves == 0:
+        return 0, 0
+    first = geo.first_leaf(iv[:, 0])
+    last = geo.last_leaf(iv[:, 1])
+    mark = np.zeros(geo.n_leaves + 1, np.int64)
+    ok = last >= first
+    np.add.at(mark, first[ok], 1)
+    np.add.at(mark, last[ok] + 1, -1)
+    covered = np.cumsum(mark)[:-1] > 0
+    return int(covered.sum()), int(geo.leaf_count[covered].sum())
+
+
+# --------------------------------------------------------------------------- the guard
+class IntervalGuard(Operator):
+    """Wraps the TPStream operator for interval replay: drops result rows whose members were cut
+    by an interval's start or closed by its end (see the module docstring).
+
+    ``snap``: the stream (backward searches of a partition's previous event); ``t_min`` /
+    ``t_max``: the stream's first and last times. State: the wrapped operator's plus, per
+    interval, its first and last event time and (PARTITION BY) every partition's first time.
+    """
+
+    name = "tpstream"
+
+    def __init__(self, inner: Any, snap: Any, t_min: int, t_max: int,
+                 aliases: dict[str, str] | None = None) -> None:
+        super().__init__(inner.config, state_cap=inner.state_cap)
+        self.inner = inner
+        self.aliases = dict(aliases or {})  # query names of the time column -> "t"
+        self.snap = snap
+        self.t_min = t_min
+        self.t_max = t_max
+        self.pcols = list(inner.config.partition_by)
+        self.names = list(inner.names)
+        self.close = inner.config.end_policy == "close"
+        if self.close and self.pcols:
+            raise UsageError("interval replay of a partitioned TPStream query needs "
+                             "end_policy='drop'")
+        self.lookups = 0
+        self.dropped_start = 0
+        self.dropped_end = 0
+        self.lookup_events = 0
+        self._reset_interval()
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return self.inner.output_schema
+
+    def _reset_interval(self) -> None:
+        self.first_t: dict[tuple, int] = {}
+        self.a_f: int | None = None
+        self.last_t: int | None = None
+        self.cut_cache: dict[tuple, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def _push_batch(self, batch: pa.RecordBatch) -> None:
+        t = batch.column("t").to_numpy(zero_copy_only=False)
+        if self.a_f is None:
+            self.a_f = int(t[0])
+        self.last_t = int(t[-1])
+        if self.pcols:
+            g = pa.Table.from_batches([batch]).select([*self.pcols, "t"]).group_by(
+                self.pcols, use_threads=False).aggregate([("t", "min")])
+            keys = zip(*[g.column(c).to_pylist() for c in self.pcols])
+            for k, tm in zip(keys, g.column("t_min").to_pylist()):
+                self.first_t.setdefault(tuple(k), int(tm))
+        self.inner.push(batch)
+        self._drain(False)
+
+    def end_interval(self) -> None:
+        self.inner.end_interval()
+        self._drain(True)
+        self._reset_interval()
+        self.counters.intervals += 1
+
+    def _flush(self) -> None:
+        self.inner.flush()
+        self._drain(True)
+
+    def _reset_state(self) -> None:
+        self.inner.reset()
+        self._reset_interval()
+
+    def _get_state(self) -> Any:
+        return {"inner": self.inner.snapshot(), "first_t": dict(self.first_t), "a_f": self.a_f,
+                "last_t": self.last_t, "cut": dict(self.cut_cache)}
+
+    def _set_state(self, state: Any) -> None:
+        self.inner.restore(state["inner"])
+        self.first_t = dict(state["first_t"])
+        self.a_f, self.last_t = state["a_f"], state["last_t"]
+        self.cut_cache = dict(state["cut"])
+
+    # ------------------------------------------------------------------ filtering
+    def _drain(self, at_end: bool) -> None:
+        if not self.inner.has_results():
+            return
+        tbl = self.inner.results()
+        n = tbl.num_rows
+        keep = np.ones(n, bool)
+        if at_end and self.close and self.last_t is not None and self.last_t < self.t_max:
+            # closed at a cut end: te = t_last + 1, while every true end is an event's time
+            for s in self.names:
+                te = tbl.column(f"{s}_te").fill_null(np.iinfo(np.int64).min).to_numpy()
+                keep &= te <= self.last_t
+        self.dropped_end += int(n - keep.sum())
+        kept = int(keep.sum())
+        if self.a_f is not None and self.a_f > self.t_min:
+            ts = np.stack([tbl.column(f"{s}_ts").to_numpy() for s in self.names])
+            if not self.pcols:
+                # a safety net: the padding makes the interval's first time step no feasible
+                # start, so no row has a member starting there (tests check it never fires)
+                keep &= ts.min(axis=0) > self.a_f
+            else:
+                keys = list(zip(*[tbl.column(c).to_pylist() for c in self.pcols]))
+                ft = np.array([self.first_t.get(k, -1) for k in keys], np.int64)
+                for d in range(len(self.names)):
+                    for r in np.flatnonzero(keep & (ts[d] == ft)):
+                        if self._cut(keys[r], int(ft[r]))[d]:
+                            keep[r] = False
+        self.dropped_start += kept - int(keep.sum())
+        if not keep.all():
+            tbl = tbl.filter(pa.array(keep))
+        self._emit(tbl)
+
+    def _flags(self, tbl: pa.Table) -> np.ndarray:
+        """Condition values (rows: situations, columns: events) of a table of events."""
+        if tbl.num_rows == 0:
+            return np.zeros((len(self.names), 0), bool)
+        for alias, target in self.aliases.items():
+            if alias not in tbl.column_names and target in tbl.column_names:
+                tbl = tbl.append_column(alias, tbl.column(target))
+        rb = tbl.combine_chunks().to_batches()[0]
+        env = ColumnsEnv(self.inner._columns(rb), self.inner.aliases)
+        return np.stack([np.broadcast_to(np.asarray(p(env), dtype=bool), (rb.num_rows,))
+                         for p in self.inner.preds])
+
+    def _key_mask(self, tbl: pa.Table, key: tuple) -> pa.Array:
+        mask = None
+        for c, v in zip(self.pcols, key):
+            col = tbl.column(c)
+            m = pc.is_null(col) if v is None else pc.equal(col, pa.scalar(v, col.type))
+            mask = m if mask is None else pc.and_(mask, m)
+        return mask.fill_null(False)
+
+    def _cut(self, key: tuple, first: int) -> np.ndarray:
+        """Per situation: whether the partition's run starting at its first event of the
+        interval (time ``first``) may have begun before the interval - every event of the
+        partition at ``first`` satisfies the condition (else that run is empty, ``ts = te``, and
+        a run starting at ``first`` follows an event of the interval) and so does the
+        partition's last event before the interval (none: a true start)."""
+        got = self.cut_cache.get(key)
+        if got is not None:
+            return got
+        self.lookups += 1
+        cols = [c for c in dict.fromkeys([*self.inner._needed_columns(), *self.pcols])
+                if c not in self.aliases]
+        at = self.snap.read(first, first + 1, cols)
+        at = at.filter(self._key_mask(at, key))
+        self.lookup_events += at.num_rows
+        cut = self._flags(at).all(axis=1)
+        if cut.any():
+            prev = self._previous(key, cols)
+            cut &= self._flags(prev)[:, 0] if prev.num_rows else False
+        self.cut_cache[key] = cut
+        return cut
+
+    def _previous(self, key: tuple, cols: list[str]) -> pa.Table:
+        """The partition's last event before the interval (empty when none): backward search
+        over the leaves, doubling the number read each step."""
+        assert self.a_f is not None
+        j = int(np.searchsorted(self.snap.tree.leaves.col("t_min"), self.a_f, side="left"))
+        k = 1
+        while j > 0:
+            lo = max(0, j - k)
+            tbl = self.snap.read_leaves(lo, j, cols)
+            self.lookup_events += tbl.num_rows
+            mask = pc.and_(pc.less(tbl.column("t"), self.a_f), self._key_mask(tbl, key))
+            hits = tbl.filter(mask)
+            if hits.num_rows:
+                return hits.slice(hits.num_rows - 1, 1)
+            j, k = lo, 2 * k
+        return self.snap.arrow_schema.empty_table().select(cols)
+
+
+# --------------------------------------------------------------------------- entry point
+@dataclass
+class TPStreamPlanState:
+    """What the planner derived (EXPLAIN, benchmarks)."""
+
+    window: int = 0
+    scopes: list[SituationScope] = field(default_factory=list)
+    feasible: np.ndarray | None = None
+    intervals: np.ndarray | None = None
+    leaves: tuple[int, int] = (0, 0)
+    interval_events: float = DEFAULT_INTERVAL_EVENTS
+    notes: list[str] = field(default_factory=list)
+    index_reads: dict[str, int] = field(default_factory=dict)
+    guard: IntervalGuard | None = None
+    geo: Geometry | None = None
+
+    def _check(self) -> None:
+        """Invariants: situation ranges and intervals sorted, disjoint, non-empty; feasible
+        starts inside the union of the situations' ranges; every feasible range ``[f0, f1)``
+        inside one interval together with its padding ``[prev(f0), f1 + w)`` (clipped)."""
+        def ok(iv: np.ndarray) -> None:
+            assert iv.ndim == 2 and (iv.shape[0] == 0 or iv.shape[1] == 2)
+            assert np.all(iv[:, 1] > iv[:, 0]), "empty range"
+            assert np.all(iv[1:, 0] >= iv[:-1, 1]), "ranges overlap or unsorted"
+
+        for sc in self.scopes:
+            ok(sc.times)
+        if self.feasible is None or self.geo is None:
+            return
+        ok(self.feasible)
+        allc = np.concatenate([sc.times for sc in self.scopes]) if self.scopes else None
+        if allc is not None and self.feasible.shape[0]:
+            u = merge_halfopen(allc[:, 0].copy(), allc[:, 1].copy())
+            assert intersect_intervals(self.feasible, u).tolist() == self.feasible.tolist()
+        if self.intervals is None:
+            return
+        iv, geo = self.intervals, self.geo
+        ok(iv)
+        if self.feasible.shape[0]:
+            a = np.maximum(prev_event_bound(geo, self.feasible[:, 0]), geo.t_min)
+            b = np.minimum(self.feasible[:, 1] + self.window, geo.t_max + 1)
+            k = np.searchsorted(iv[:, 0], a, side="right") - 1
+            assert np.all(k >= 0), "a feasible range before every interval"
+            assert np.all(iv[k, 0] <= a) and np.all(iv[k, 1] >= b), "padding not covered"
+
+
+def _describe(st: TPStreamPlanState, geo: Geometry | None, strategy: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"window": st.window, "strategy": strategy}
+    if geo is not None:
+        out["situations"] = {s.name: s.describe(geo) for s in st.scopes}
+        if st.feasible is not None:
+            out["feasible_start_ranges"] = int(st.feasible.shape[0])
+        if st.intervals is not None:
+            lv, ev = st.leaves
+            out["replay_intervals"] = int(st.intervals.shape[0])
+            out["leaves_to_read"] = f"{lv}/{geo.n_leaves}"
+            out["events_to_read_est"] = ev
+            out["pruned_fraction_events_est"] = 1.0 - ev / max(geo.n_events, 1)
+            out["pruned_fraction_bytes_est"] = 1.0 - lv / max(geo.n_leaves, 1)
+            out["cost_events_est"] = {
+                "pruned": ev + int(st.intervals.shape[0]) * st.interval_events,
+                "full_replay": geo.n_events, "per_interval": st.interval_events}
+            out["intervals_head"] = [[int(a), int(b)] for a, b in st.intervals[:8]]
+    if st.index_reads:
+        out["index_reads"] = dict(st.index_reads)
+    if st.notes:
+        out["notes"] = list(st.notes)
+    return out
+
+
+def _annotate(st: TPStreamPlanState, n_events: int, n_leaves: int) -> Any:
+    def annotate(analyze: dict[str, Any]) -> None:
+        rep = analyze.get("replay", {})
+        ev = int(rep.get("events", 0))
+        lv = int(rep.get("leaves", 0))
+        d: dict[str, Any] = {"events_read": ev, "leaves_read": lv,
+                             "bytes_read": int(rep.get("bytes", 0)),
+                             "pruned_fraction_events": 1.0 - ev / max(n_events, 1),
+                             "pruned_fraction_bytes": 1.0 - lv / max(n_leaves, 1)}
+        g = st.guard
+        if g is not None:
+            d["guard_rows_dropped_cut_start"] = g.dropped_start
+            d["guard_rows_dropped_cut_end"] = g.dropped_end
+            d["guard_backward_searches"] = g.lookups
+            d["guard_events_read"] = g.lookup_events
+        analyze["tpstream_pruning"] = d
+    return annotate
+
+
+def plan(ctx: Any) -> Any:
+    """The planner entry point (``PLANNERS["tpstream"]``)."""
+    from replaydb.planner.query import Plan
+
+    choice = ctx.options.plan or "auto"
+    if choice not in PLAN_CHOICES:
+        raise UsageError(f"unknown --plan {choice!r} for TPStream queries",
+                         hint=f"choose one of {', '.join(PLAN_CHOICES)}")
+    timings: dict[str, float] = {}
+    st = TPStreamPlanState()
+    extra = ctx.options.extra if ctx.options.extra is not None else {}
+    opts = {k: extra.pop(k) for k in PLANNER_OPTIONS if k in extra}  # not operator options
+    t0 = time.perf_counter()
+    op = ctx.bind()
+    cfg = op.config
+    w = int(cfg.window)
+    st.window = w
+    timings["bind"] = time.perf_counter() - t0
+
+    def finish(strategy: str, intervals: list[tuple[int, int]] | None,
+               geo: Geometry | None) -> Any:
+        p = Plan(ctx, strategy=strategy, intervals=intervals)
+        p.details["tpstream"] = _describe(st, geo, strategy)
+        if st.notes:
+            p.details["note"] = "; ".join(st.notes)
+        p.timings.update(timings)
+        if geo is not None:
+            p.annotate = _annotate(st, geo.n_events, geo.n_leaves)
+        p.tpstream_state = st  # type: ignore[attr-defined]
+        return p
+
+    if len(ctx.snapshots) != 1:
+        st.notes.append("several streams merged by event type: full replay")
+        return finish("replay", None, None)
+    snap = ctx.snapshots[0]
+    geo = Geometry.of(snap)
+    st.geo = geo
+    if geo.n_events == 0:
+        st.notes.append("empty stream: nothing to replay")
+        return finish("empty", [], geo)
+    if op.unsatisfiable:
+        st.notes.append("the PATTERN's constraints on one pair exclude each other: no match")
+        return finish("empty", [], geo)
+    if cfg.partition_by and cfg.end_policy == "close":
+        st.notes.append("PARTITION BY with end_policy='close': whether a partition's run open at "
+                        "an interval's end closes there depends on the partition's later events: "
+                        "full replay")
+        return finish("replay", None, geo)
+    for s in cfg.situations:
+        if s.min_duration is not None and s.min_duration > w + 1:
+            st.notes.append(f"situation {s.name}: AT LEAST {s.min_duration} exceeds the window "
+                            f"{w} (+1): no match")
+            return finish("empty", [], geo)
+    t0 = time.perf_counter()
+    kinds = _kinds(snap)
+    indexes = snap.indexes()
+    leaves = snap.tree.histogram(0) if snap.tree.height > 0 else {}
+    use_index = choice != "tree"
+    max_sel = float(opts.get("index_max_selectivity", DEFAULT_INDEX_MAX_SELECTIVITY))
+    var = cfg.stream_alias or ""
+    for s in cfg.situations:
+        st.scopes.append(situation_scope(s.name, s.condition, var, kinds, indexes, geo, leaves,
+                                         use_index=use_index, max_sel=max_sel, timings=timings,
+                                         reads=st.index_reads))
+    timings["scopes"] = time.perf_counter() - t0
+    if any(sc.source == "never" for sc in st.scopes):
+        st.notes.append("a situation's range conditions can never hold: no match")
+        st.feasible = np.empty((0, 2), I64)
+        st.intervals = np.empty((0, 2), I64)
+        return finish("empty", [], geo)
+    if all(sc.source == "anywhere" for sc in st.scopes):
+        st.notes.append("no situation's condition narrows where it can occur (no usable range "
+                        "on an indexed attribute, tree summaries prune nothing): full replay")
+        return finish("replay", None, geo)
+    t0 = time.perf_counter()
+    st.feasible = feasible_starts([sc.times for sc in st.scopes], w)
+    st.interval_events = float(opts.get("interval_events", DEFAULT_INTERVAL_EVENTS))
+    join = float(opts.get("join_leaves", st.interval_events / max(snap.schema.leaf_capacity, 1)))
+    iv = replay_intervals(st.feasible, geo, w, join)
+    st.intervals = iv
+    st.leaves = leaves_covered(iv, geo)
+    timings["intervals"] = time.perf_counter() - t0
+    if iv.shape[0] == 0:
+        st.notes.append("no time where every situation stream can occur within the window")
+        return finish("pruned", [], geo)
+    cost = st.leaves[1] + iv.shape[0] * st.interval_events
+    if cost > float(opts.get("max_fraction", DEFAULT_MAX_FRACTION)) * geo.n_events:
+        st.notes.append(f"intervals cover {st.leaves[0]}/{geo.n_leaves} leaves in "
+                        f"{iv.shape[0]} intervals (cost {cost:,.0f} events incl. "
+                        f"{st.interval_events:,.0f} per interval): full replay is cheaper")
+        return finish("replay", None, geo)
+    p = finish("pruned", [(int(a), int(b)) for a, b in iv], geo)
+    t_min, t_max = geo.t_min, geo.t_max
+
+    def make() -> IntervalGuard:
+        g = IntervalGuard(ctx.bind(), snap, t_min, t_max, ctx.aliases)
+        st.guard = g
+        return g
+
+    p.make_operator = make
+    return p
