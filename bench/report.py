@@ -10,8 +10,9 @@ markdown files alone:
   ``machine``, ``params``, ``goals`` as a list of ``{goal, target, measured, met}``, ``plots``)
   is read as is;
 * older formats are read as far as they go: the machine from ``machine`` (a dict or a sentence)
-  or ``meta``; the date from ``date`` or ``meta.time``; the mode from ``mode``, ``params.mode``,
-  ``params.scale`` or ``meta.mode``; goals from a ``goals`` list, or a ``goals`` dict whose
+  or ``meta``; the date from ``date`` or ``meta.time``; the mode from ``params.mode``,
+  ``params.scale``, ``meta.mode``, or a top-level ``mode`` of ``quick``/``full`` (a peer's result
+  file uses ``mode`` for something else); goals from a ``goals`` list, or a ``goals`` dict whose
   entries carry ``met`` (target from their ``goal``/``target`` field, measured = their other
   scalar fields) or are booleans.
 
@@ -76,9 +77,11 @@ def _date(data: dict[str, Any]) -> str:
 def _mode(data: dict[str, Any]) -> str:
     params = data.get("params") if isinstance(data.get("params"), dict) else {}
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-    for v in (params.get("mode"), params.get("scale"), data.get("mode"), meta.get("mode")):
+    for v in (params.get("mode"), params.get("scale"), meta.get("mode")):
         if isinstance(v, str) and v:
             return v
+    if data.get("mode") in ("quick", "full"):  # other top-level "mode"s mean something else
+        return data["mode"]
     return NOT_RECORDED
 
 
