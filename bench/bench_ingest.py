@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replaydb.bench.common import Results, arguments
+from replaydb.ingest.job import DEFAULT_ROWS_PER_PARTITION
 
 ATTRS = ["a1", "a2", "a3", "a4", "a5", "a6"]
 INDEXED = ["a1", "a5"]
@@ -170,14 +171,16 @@ def plain_job(spark: Any, files: list[str], out: Path) -> None:
     spark.read.parquet(*files).orderBy("t").write.mode("overwrite").parquet(str(out))
 
 
-def ingest_job(spark: Any, files: list[str], store_dir: Path) -> Any:
-    """``replaydb ingest STORE bench FILES --index a1 --index a5`` on the given session."""
+def ingest_job(spark: Any, files: list[str], store_dir: Path,
+               rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION) -> Any:
+    """``replaydb ingest STORE bench FILES --index a1 --index a5 [--rows-per-partition R]`` on
+    the given session."""
     import replaydb
     from replaydb.ingest.job import ingest
 
     store = replaydb.open(store_dir, create=True)
     return ingest(store, "bench", files, time_column="t", time_unit="ms", index=INDEXED,
-                  spark=spark, quiet=True)
+                  spark=spark, quiet=True, rows_per_partition=rows_per_partition)
 
 
 class VerificationError(RuntimeError):
@@ -227,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2,
                     help="timed rounds (plain then ingest, the other way round in even rounds); "
                          "the best time of each job counts")
+    ap.add_argument("--rows-per-partition", type=int, default=DEFAULT_ROWS_PER_PARTITION,
+                    help="the ingest job's sort/write partition size (default: the job's default)")
     ap.add_argument("--master", default=None, help="Spark master (default: replaydb's default)")
     ap.add_argument("--check", choices=["deep", "quick"], default=None,
                     help="store check after the first ingest (default: deep for quick, quick for "
@@ -279,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         def run_ingest(r: int) -> None:
             store_dir = scratch / f"store-{r}"
             sampler.phase(f"ingest #{r + 1}")
-            res = ingest_job(spark, files, store_dir)
+            res = ingest_job(spark, files, store_dir, args.rows_per_partition)
             ph = sampler.end()
             ingest_s.append(ph["wall"])
             stages.append(dict(res.stages))
@@ -301,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         from replaydb.spark import stop_spark
 
         master = spark.sparkContext.master
+        shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
         stop_spark()
     finally:
         sampler.stop()
@@ -318,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         "indexed": ",".join(INDEXED), "input_files": n_files,
         "input_mib": round(input_bytes / 2**20, 1), "repeat": args.repeat,
         "spark_master": master,
+        "rows_per_partition": args.rows_per_partition,
+        "ingest_sort_partitions": -(-n // args.rows_per_partition),
+        "plain_shuffle_partitions": shuffle_partitions,
         "driver_memory": os.environ["REPLAYDB_SPARK_DRIVER_MEMORY"],
         "verification": "every round: event count, indexes "
                         f"{', '.join(checks[0]['indexes'])}, store check "
