@@ -1,0 +1,222 @@
+"""Build ``bench/results/README.md`` from the benchmarks' result files.
+
+Usage: ``python -m replaydb.bench.report [--results DIR] [--out FILE]``.
+
+Every sub-folder of the results folder is one benchmark. Its section comes from
+``results.json`` when there is one, else from the folder's only other JSON file, else from its
+markdown files alone:
+
+* the format of :class:`replaydb.bench.common.Results` (``benchmark``, ``title``, ``date``,
+  ``machine``, ``params``, ``goals`` as a list of ``{goal, target, measured, met}``, ``plots``)
+  is read as is;
+* older formats are read as far as they go: the machine from ``machine`` (a dict or a sentence)
+  or ``meta``; the date from ``date`` or ``meta.time``; the mode from ``params.mode``,
+  ``params.scale``, ``meta.mode``, or a top-level ``mode`` of ``quick``/``full`` (a peer's result
+  file uses ``mode`` for something else); goals from a ``goals`` list, or a ``goals`` dict whose
+  entries carry ``met`` (target from their ``goal``/``target`` field, measured = their other
+  scalar fields) or are booleans.
+
+Nothing is computed or invented: a field the JSON does not hold is shown as "not recorded", and
+every section links the benchmark's own markdown and plots (PNG files listed in the JSON, else
+those in the folder). Complexity: O(size of the result files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from replaydb.bench.common import RESULTS, _fmt
+
+NOT_RECORDED = "not recorded"
+_GOAL_META = {"goal", "target", "met"}
+
+
+def _title_from_markdown(path: Path) -> str | None:
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("#"):
+                return line.lstrip("#").strip() or None
+    except OSError:
+        return None
+    return None
+
+
+def _machine(data: dict[str, Any]) -> str:
+    m = data.get("machine")
+    if isinstance(m, str) and m:
+        return m
+    if isinstance(m, dict) and m:
+        if {"cpu", "cores"} <= set(m):
+            parts = [f"{m['cpu']} ({m['cores']} cores"
+                     + (f", {m['memory_gib']} GiB" if "memory_gib" in m else "") + ")"]
+            parts += [f"Python {m['python']}"] if "python" in m else []
+            parts += [m["os"]] if "os" in m else []
+            return ", ".join(parts)
+        return ", ".join(f"{k} {_fmt(v)}" for k, v in m.items())
+    meta = data.get("meta")
+    if isinstance(meta, dict):
+        parts = [str(meta["machine"])] if "machine" in meta else []
+        parts += [f"{meta['cpus']} cpus"] if "cpus" in meta else []
+        parts += [f"Python {meta['python']}"] if "python" in meta else []
+        if parts:
+            return ", ".join(parts)
+    return NOT_RECORDED
+
+
+def _date(data: dict[str, Any]) -> str:
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    for v in (data.get("date"), meta.get("date"), meta.get("time")):
+        if v:
+            return str(v)
+    return NOT_RECORDED
+
+
+def _mode(data: dict[str, Any]) -> str:
+    params = data.get("params") if isinstance(data.get("params"), dict) else {}
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    for v in (params.get("mode"), params.get("scale"), meta.get("mode")):
+        if isinstance(v, str) and v:
+            return v
+    if data.get("mode") in ("quick", "full"):  # other top-level "mode"s mean something else
+        return data["mode"]
+    return NOT_RECORDED
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, str | int | float | bool) or v is None
+
+
+def goals_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The goal rows ``{goal, target, measured, met}`` the JSON holds (see the module doc)."""
+    goals = data.get("goals")
+    rows: list[dict[str, Any]] = []
+    if isinstance(goals, list):
+        for g in goals:
+            if isinstance(g, dict) and "goal" in g:
+                rows.append({"goal": g["goal"], "target": g.get("target", NOT_RECORDED),
+                             "measured": g.get("measured", NOT_RECORDED), "met": g.get("met")})
+    elif isinstance(goals, dict):
+        for name, g in goals.items():
+            if isinstance(g, bool):
+                rows.append({"goal": name, "target": "true", "measured": g, "met": g})
+            elif isinstance(g, dict) and "met" in g:
+                target = g.get("target", g.get("goal", NOT_RECORDED))
+                measured = [f"{k} {_fmt(v)}" for k, v in g.items()
+                            if k not in _GOAL_META and _scalar(v)]
+                rows.append({"goal": name, "target": target,
+                             "measured": ", ".join(measured) or NOT_RECORDED, "met": g["met"]})
+    return rows
+
+
+def _met(v: Any) -> str:
+    return "yes" if v is True else "no" if v is False else NOT_RECORDED
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        v = int(v)
+    return _fmt(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _load(d: Path) -> tuple[Path | None, dict[str, Any] | None, str | None]:
+    """(json file, its data, error) for folder ``d``."""
+    path = d / "results.json"
+    if not path.is_file():
+        others = sorted(d.glob("*.json"))
+        path = others[0] if len(others) == 1 else None
+    if path is None:
+        return None, None, None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return path, None, f"{path.name} could not be read: {exc}"
+    if not isinstance(data, dict):
+        return path, None, f"{path.name} holds no object"
+    return path, data, None
+
+
+def section(d: Path) -> tuple[str, dict[str, Any]]:
+    """Markdown section for the benchmark folder ``d`` and its summary row."""
+    name = d.name
+    json_path, data, error = _load(d)
+    markdowns = sorted(d.glob("*.md"))
+    data = data or {}
+    title = data.get("title") or next(
+        (t for t in (_title_from_markdown(m) for m in markdowns) if t), None) or name
+    goals = goals_of(data)
+    plots = [p for p in data.get("plots", []) if isinstance(p, str)] \
+        if isinstance(data.get("plots"), list) else []
+    if not plots:
+        plots = sorted(p.name for p in d.glob("*.png"))
+    lines = [f'<a id="{name}"></a>', "", f"## {name}: {title}", ""]
+    if error:
+        lines += [f"**{error}**", ""]
+    lines += [f"- machine: {_machine(data)}", f"- date: {_date(data)}", f"- mode: {_mode(data)}"]
+    params = data.get("params")
+    if isinstance(params, dict):
+        shown = [f"{k}={_cell(v)}" for k, v in params.items()
+                 if _scalar(v) and k != "mode" and len(str(v)) <= 80]
+        if shown:
+            lines.append("- parameters: " + ", ".join(shown))
+    files = [m.name for m in markdowns] + ([json_path.name] if json_path else [])
+    if files:
+        lines.append("- details: " + ", ".join(f"[{f}]({name}/{f})" for f in files))
+    lines.append("")
+    if goals:
+        lines += ["| goal | target | measured | met |", "|---|---|---|---|"]
+        for g in goals:
+            lines.append(f"| {_cell(g['goal'])} | {_cell(g['target'])} | {_cell(g['measured'])} "
+                         f"| {_met(g['met'])} |")
+        lines.append("")
+    elif json_path is not None and not error:
+        lines += [f"No goal table in {json_path.name}; see the details above.", ""]
+    else:
+        lines += ["No JSON results; see the details above.", ""]
+    for p in plots:
+        lines += [f"![{name}: {p}]({name}/{p})", ""]
+    met = sum(1 for g in goals if g["met"] is True)
+    row = {"name": name, "mode": _mode(data), "date": _date(data),
+           "goals": f"{met} of {len(goals)} met" if goals else "-"}
+    return "\n".join(lines), row
+
+
+def build(results: Path = RESULTS) -> str:
+    """The README text for every benchmark folder under ``results``."""
+    dirs = sorted(d for d in results.iterdir()
+                  if d.is_dir() and not d.name.startswith(".")
+                  and (any(d.glob("*.json")) or any(d.glob("*.md"))))
+    sections, rows = [], []
+    for d in dirs:
+        text, row = section(d)
+        sections.append(text)
+        rows.append(row)
+    head = ["# Benchmark results", "",
+            "Generated by `python -m replaydb.bench.report` (run by `make bench`) from each "
+            "benchmark's result files; do not edit by hand. Numbers are those the benchmarks "
+            "recorded, on the machine and date given in each section.", ""]
+    if rows:
+        head += ["| benchmark | mode | date | goals |", "|---|---|---|---|"]
+        head += [f"| [{r['name']}](#{r['name']}) | {r['mode']} | {r['date']} | {r['goals']} |"
+                 for r in rows]
+        head.append("")
+    else:
+        head += ["No results yet.", ""]
+    return "\n".join(head + sections).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> Path:
+    ap = argparse.ArgumentParser(description="Build the benchmark results README.")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="results folder")
+    ap.add_argument("--out", type=Path, default=None, help="README path (default: RESULTS/README.md)")
+    args = ap.parse_args(argv)
+    out = args.out or args.results / "README.md"
+    out.write_text(build(args.results), encoding="utf-8")
+    print(f"wrote {out}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
