@@ -81,16 +81,6 @@ def parse_frame(batches: Iterator[pa.RecordBatch], *, schema_json: str,
         yield from _emit(norm.good, norm.good_rows, norm.bad, -1, schema)
 
 
-def count_partitions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One row per partition: its id and row count."""
-    from pyspark import TaskContext
-
-    n = sum(b.num_rows for b in batches)
-    pid = TaskContext.get().partitionId()
-    yield pa.RecordBatch.from_pydict({"pid": pa.array([pid], pa.int32()),
-                                      "n": pa.array([n], pa.int64())})
-
-
 META_SCHEMA = pa.schema([
     ("pid", pa.int32()), ("idx", pa.int32()), ("kind", pa.string()), ("path", pa.string()),
     ("rows", pa.int64()), ("size", pa.int64()), ("seq_min", pa.int64()), ("t_min", pa.int64()),
