@@ -300,6 +300,17 @@ class Staging:
         out = dev[:n]
         return out.reshape(a.shape) if a.ndim > 1 else out
 
+    def upload_into(self, name: str, array: np.ndarray, dev_view: Any) -> None:
+        """Copy ``array`` into an existing device array (view) through the pinned buffer."""
+        a = np.ascontiguousarray(array)
+        n = a.shape[0]
+        if n == 0:
+            return
+        host = self._host_buf(name, n, a.dtype)
+        host[:n] = a
+        dev_view.copy_to_device(host[:n])
+        self.bytes_to_device += a.nbytes
+
     def fetch(self, dev: Any, n: int | None = None) -> np.ndarray:
         """Copy (the first ``n`` entries of) a device array back to a new host array."""
         if n is not None:
