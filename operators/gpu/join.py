@@ -56,6 +56,9 @@ from replaydb.operators.gpu.scan import exclusive_sum
 from replaydb.operators.join import JoinConfig, JoinOperator, _np
 
 MAX_GRID = 1 << 15
+"""Most blocks of one launch (grid-stride loops cover the rest)."""
+MIN_OUT_CAP = 1 << 16
+"""Smallest output buffer of a launch; too small a buffer costs one rerun with the exact size."""
 
 
 @cuda.jit
@@ -156,7 +159,7 @@ def device_pairs(prog: Program, strc: np.ndarray, mats: list[tuple[np.ndarray, n
     s_base = dev.get("j_sbase", n_slices, np.int64)
     s_cnt = dev.get("j_scnt", n_slices, np.int64)
     pairs = int(cnt.sum())
-    cap = max(1 << 16, min(pairs, max(1 << 20, pairs // 16)))
+    cap = max(1, min(pairs, max(MIN_OUT_CAP, pairs // 16)))
     grid = min(n_slices, MAX_GRID)
     while True:
         gcount = cuda.to_device(np.zeros(1, dtype=np.int64))

@@ -220,6 +220,13 @@ class GpuAllRunsEngine:
     :class:`~replaydb.operators.pattern.engine.AllRunsEngine`."""
 
     columnar = False
+    INITIAL_STATE = 256
+    """Initial capacity of every NFA state's PM array (doubled on overflow)."""
+    INITIAL_HIST = 1 << 12
+    INITIAL_MATCHES = 1 << 10
+    INITIAL_WORK = 1 << 10
+    GC_MIN = GC_MIN
+    """The history arena is collected once it holds more than max(GC_MIN, 2 x live) nodes."""
 
     def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
         check_supported(cp)
@@ -240,20 +247,20 @@ class GpuAllRunsEngine:
         for k in ("ci_kind", "ci_var", "cf_kind", "cf_var", "cf_col", "init_f"):
             if not len(d[k]):
                 self.auto[k] = cuda.to_device(np.zeros(0, d[k].dtype))
-        self.gc_at = GC_MIN
         self.reset()
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
-        caps = np.full(self.P, 256, np.int64)
+        caps = np.full(self.P, self.INITIAL_STATE, np.int64)
         self.pool = _Pool(caps, self.CI, self.CF)
-        self.h_cap = 1 << 12
+        self.h_cap = self.INITIAL_HIST
         self.h_ev = cuda.device_array(self.h_cap, np.int64)
         self.h_pos = cuda.device_array(self.h_cap, np.int64)
         self.h_par = cuda.device_array(self.h_cap, np.int64)
         self.n_hist = 0
-        self.m_cap = 1 << 10
-        self.w_cap = 1 << 10
+        self.gc_at = self.GC_MIN
+        self.m_cap = self.INITIAL_MATCHES
+        self.w_cap = self.INITIAL_WORK
         self.dbuf = None
         self.dbase = 0
         self.dend = 0
@@ -267,7 +274,7 @@ class GpuAllRunsEngine:
     def s(self, st: dict[str, Any]) -> None:
         self.pool = _Pool.from_host(st["pool"], self.CI, self.CF)
         n = int(st["n_hist"])
-        self.h_cap = max(1 << 12, 2 * n)
+        self.h_cap = max(self.INITIAL_HIST, 2 * n)
         self.h_ev = cuda.device_array(self.h_cap, np.int64)
         self.h_pos = cuda.device_array(self.h_cap, np.int64)
         self.h_par = cuda.device_array(self.h_cap, np.int64)
@@ -345,7 +352,7 @@ class GpuAllRunsEngine:
         self.m_hist = cuda.device_array(self.m_cap, np.int64)
         self.m_end = cuda.device_array(self.m_cap, np.int64)
         self.n_match = 0
-        caps = np.maximum(256, 2 * self.pool.cnt)
+        caps = np.maximum(self.INITIAL_STATE, 2 * self.pool.cnt)
         out = _Pool(caps, self.CI, self.CF)
         s_cnt = cuda.to_device(np.zeros(self.P, np.int64))
         work_in = _Work(self.w_cap, self.CI, self.CF)
@@ -491,7 +498,7 @@ class GpuAllRunsEngine:
                 o = int(p.off[q])
                 pk.gc_mark_kernel[blocks_for(c), TPB](p.hist[o:o + c], c, self.h_par, mark)
         newid, k = exclusive_sum(mark, n)
-        cap = max(1 << 12, 2 * k)
+        cap = max(self.INITIAL_HIST, 2 * k)
         n_ev = cuda.device_array(cap, np.int64)
         n_pos = cuda.device_array(cap, np.int64)
         n_par = cuda.device_array(cap, np.int64)
@@ -505,7 +512,7 @@ class GpuAllRunsEngine:
         self.h_ev, self.h_pos, self.h_par = n_ev, n_pos, n_par
         self.h_cap = cap
         self.n_hist = k
-        self.gc_at = max(GC_MIN, 2 * k)
+        self.gc_at = max(self.GC_MIN, 2 * k)
 
     def _compute_min_ref(self) -> int | None:
         p = self.pool

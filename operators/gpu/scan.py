@@ -169,33 +169,45 @@ def _make_tile_scan(kt: Any, vt: Any) -> Any:
     return tile_scan
 
 
-def _make_tile_merge() -> Any:
-    @cuda.jit
-    def tile_merge(k, v, n, L, reverse, op, has_v, tiles, tk, tv):  # pragma: no cover
-        tid = cuda.threadIdx.x
-        b = cuda.blockIdx.x
-        seg = b // tiles
-        j = b - seg * tiles
-        if j == 0:
-            return
-        s0 = seg * L
-        slen = L if s0 + L <= n else n - s0
-        p = j * TPB + tid
-        if p >= slen:
-            return
-        phys = s0 + (slen - 1 - p if reverse else p)
-        vv = v[phys] if has_v else tv[b - 1]
-        rk, rv = combine(op, tk[b - 1], tv[b - 1], k[phys], vv)
-        k[phys] = rk
-        if has_v:
-            v[phys] = rv
-
-    return tile_merge
+@cuda.jit
+def tile_merge(k, v, n, L, reverse, op, has_v, tiles, tk, tv):  # pragma: no cover
+    """Merge each tile's exclusive prefix (the previous tile's inclusive total) into it."""
+    tid = cuda.threadIdx.x
+    b = cuda.blockIdx.x
+    seg = b // tiles
+    j = b - seg * tiles
+    if j == 0:
+        return
+    s0 = seg * L
+    slen = L if s0 + L <= n else n - s0
+    p = j * TPB + tid
+    if p >= slen:
+        return
+    phys = s0 + (slen - 1 - p if reverse else p)
+    vv = v[phys] if has_v else tv[b - 1]
+    rk, rv = combine(op, tk[b - 1], tv[b - 1], k[phys], vv)
+    k[phys] = rk
+    if has_v:
+        v[phys] = rv
 
 
 _TILE_SCAN: dict[tuple[str, str], Any] = {}
-_TILE_MERGE = _make_tile_merge()
 _NB = {"int64": int64, "float64": float64}
+
+
+def tile_scan_kernel(kd: str, vd: str) -> Any:
+    """The tile-scan kernel for key dtype ``kd`` and value dtype ``vd`` (cached)."""
+    kern = _TILE_SCAN.get((kd, vd))
+    if kern is None:
+        kern = _TILE_SCAN[(kd, vd)] = _make_tile_scan(_NB[kd], _NB[vd])
+    return kern
+
+
+def kernel_by_name(name: str, sig: tuple[Any, ...]) -> Any:
+    """Factory-built kernels by name and recorded signature (for the PTX compile check)."""
+    if name == "tile_scan":
+        return tile_scan_kernel(np.dtype(sig[0][1]).name, np.dtype(sig[1][1]).name)
+    raise KeyError(name)
 
 
 def identity(op: int, dtype: np.dtype) -> Any:
@@ -220,10 +232,7 @@ def segmented_scan(k: Any, n: int, L: int, op: int, *, reverse: bool = False,
     kd = np.dtype(k.dtype)
     has_v = v is not None
     vd = np.dtype(v.dtype) if has_v else kd
-    key = (kd.name, vd.name)
-    kern = _TILE_SCAN.get(key)
-    if kern is None:
-        kern = _TILE_SCAN[key] = _make_tile_scan(_NB[kd.name], _NB[vd.name])
+    kern = tile_scan_kernel(kd.name, vd.name)
     nseg = (n + L - 1) // L
     tiles = (min(L, n) + TPB - 1) // TPB
     grid = nseg * tiles
@@ -237,4 +246,4 @@ def segmented_scan(k: Any, n: int, L: int, op: int, *, reverse: bool = False,
         return
     # scan the tile totals of every segment (forward: tiles are already in scan order)
     segmented_scan(tk, grid, tiles, op, v=tv if has_v else None)
-    _TILE_MERGE[grid, TPB](k, vv, n, L, reverse, op, has_v, tiles, tk, tv)
+    tile_merge[grid, TPB](k, vv, n, L, reverse, op, has_v, tiles, tk, tv)
