@@ -77,9 +77,8 @@ class ColumnSet:
         self._strings = strings
 
     def string_nulls(self) -> bool:
-        return any(self.sources[si].nulls.get(n, False) or
-                   any(v is None for v in self.sources[si].values[n].tolist())
-                   for si, n in self._strings)
+        """Whether a string column holds NULLs (from the Arrow null counts)."""
+        return any(self.sources[si].nulls.get(n, False) for si, n in self._strings)
 
     def finish(self, literals: list[str]) -> np.ndarray:
         """Encode string columns (one sorted dictionary) and return the literals' codes."""

@@ -190,6 +190,8 @@ class Program:
     fc: np.ndarray
     ic: np.ndarray
     str_literals: list[str] = field(default_factory=list)
+    orders_strings: bool = False
+    """Whether the program orders strings (``<`` on codes): NumPy raises there on NULL."""
     device: tuple[Any, ...] | None = None
 
     @property
@@ -223,6 +225,7 @@ class _Gen:
         self.ops: list[tuple[int, int, int, float, int]] = []
         self.si = self.sf = self.max_i = self.max_f = 0
         self.strs: dict[str, int] = {}
+        self.orders_strings = False
 
     # stack bookkeeping
     def emit(self, op: int, a: int = 0, b: int = 0, fc: float = 0.0, ic: int = 0,
@@ -351,6 +354,8 @@ class _Gen:
         if kl == "s" or kr == "s":
             if kl != kr:
                 raise NotCompilable("a string compared with a non-string")
+            if c not in (EQ, NE):
+                self.orders_strings = True
             self.emit(CMPS, a=c, di=-1)
             return
         if kl in INTISH and kr in INTISH:
@@ -480,6 +485,7 @@ def compile_predicate(expr: Expr | None, resolve: Any) -> Program:
         fc=np.array([o[3] for o in ops], dtype=np.float64),
         ic=np.array(out_ic, dtype=np.int64),
         str_literals=sorted(g.strs, key=g.strs.__getitem__),
+        orders_strings=g.orders_strings,
     )
     return prog
 
@@ -490,31 +496,24 @@ def encode_strings(columns: list[np.ndarray], literals: list[str]) -> tuple[list
     """Codes of one sorted dictionary over string columns and literals (NULL: -1).
 
     Returns the code arrays (int64) and the literals' codes. Sorting makes code order equal to
-    Python's string order, so ``<`` on codes is ``<`` on strings.
+    Python's string order, so ``<`` on codes is ``<`` on strings. Vectorized with Arrow: the
+    Python work is O(distinct strings log distinct strings).
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = [pa.array(c, type=pa.large_string(), from_pandas=False) for c in columns]
     uniq: set[str] = set(literals)
-    for c in columns:
-        uniq.update(v for v in c.tolist() if v is not None)
-    ordered = sorted(uniq)
-    pos = {s: i for i, s in enumerate(ordered)}
+    for a in arrays:
+        uniq.update(x for x in pc.unique(a).to_pylist() if x is not None)
+    ordered = pa.array(sorted(uniq), type=pa.large_string())
     out = []
-    for c in columns:
-        out.append(np.fromiter((-1 if v is None else pos[v] for v in c.tolist()), dtype=np.int64,
-                               count=len(c)))
-    lit = np.array([pos[s] for s in literals], dtype=np.int64)
+    for a in arrays:
+        idx = pc.index_in(a, value_set=ordered)
+        out.append(idx.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64))
+    pos = {v: i for i, v in enumerate(ordered.to_pylist())}
+    lit = np.array([pos[v] for v in literals], dtype=np.int64)
     return out, lit
-
-
-def has_string_order(expr: Expr | None) -> bool:
-    """Whether the tree orders values (``<``, BETWEEN): CPU raises on NULL strings there."""
-    if expr is None:
-        return False
-    for n in expr.walk():
-        if isinstance(n, Binary) and n.op in ("<", "<=", ">", ">="):
-            return True
-        if isinstance(n, Between):
-            return True
-    return False
 
 
 # --------------------------------------------------------------------------- device math

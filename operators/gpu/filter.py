@@ -41,7 +41,6 @@ from replaydb.operators.gpu.exprvm import (
     Program,
     check_expr,
     compile_predicate,
-    has_string_order,
     run,
 )
 from replaydb.operators.gpu.scan import exclusive_sum
@@ -138,8 +137,7 @@ class GpuFilterOperator(FilterOperator):
         cs = ColumnSet([src])
         try:
             prog = self._program(cs)
-            if cs.has_strings() and cs.string_nulls() and has_string_order(
-                    self.config.predicate):
+            if prog.orders_strings and cs.string_nulls():
                 raise NotCompilable("ordering strings with NULLs")
         except NotCompilable:
             self.counters.extra["cpu_fallback_batches"] = \

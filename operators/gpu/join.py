@@ -49,7 +49,6 @@ from replaydb.operators.gpu.exprvm import (
     Program,
     check_expr,
     compile_predicate,
-    has_string_order,
     run,
 )
 from replaydb.operators.gpu.scan import exclusive_sum
@@ -230,7 +229,7 @@ class GpuJoinOperator(JoinOperator):
         cs = ColumnSet([psrc, osrc] if probe_left else [osrc, psrc])
         try:
             prog = self._program(cs)
-            if cs.has_strings() and cs.string_nulls() and has_string_order(cfg.predicate):
+            if prog.orders_strings and cs.string_nulls():
                 raise NotCompilable("ordering strings with NULLs")
         except NotCompilable:
             self.counters.extra["cpu_fallback_batches"] = \

@@ -199,3 +199,34 @@ def exercise_kernels() -> None:
         a = cuda.to_device(np.arange(300).astype(dt))
         scan.segmented_scan(a, 300, 250, scan.ADD)
     scan.exclusive_sum(cuda.to_device(np.ones(300, np.int64)), 300)
+
+
+@contextmanager
+def fast_thread_switching(interval: float = 1e-5) -> Iterator[None]:
+    """Switch Python threads more often while simulated kernels run.
+
+    The simulator runs every CUDA thread as a Python thread and a busy-polling manager thread;
+    with the default 5 ms switch interval each barrier waits for several interval expiries.
+    """
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(interval)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
+def same_table(a: Any, b: Any) -> bool:
+    """Equal schemas and values, NaN equal to NaN (Arrow's ``equals`` says NaN != NaN), NULL
+    equal only to NULL."""
+    import math
+
+    if a.schema != b.schema or a.num_rows != b.num_rows:
+        return False
+    for name in a.schema.names:
+        for x, y in zip(a.column(name).to_pylist(), b.column(name).to_pylist()):
+            if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
+                continue
+            if x != y or (x is None) != (y is None):
+                return False
+    return True
