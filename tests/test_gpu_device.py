@@ -167,3 +167,29 @@ def test_block_size_override(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLAYDB_GPU_TPB", "64")
     assert device.block_size() == 64
     assert device.blocks_for(130, 64) == 3 and device.blocks_for(0, 64) == 1
+
+
+@pytest.mark.skipif(BACKEND != "simulator", reason="a fix of the CUDA simulator only")
+def test_simulator_shared_arrays_are_one_per_block_under_contention() -> None:
+    """All threads of a block get the same shared array, even when they all ask at once (the
+    unpatched simulator could hand racing threads private arrays)."""
+    import threading
+
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    assert device.SIMULATOR_SHARED_FIX
+    for _ in range(20):
+        shared = FakeCUDAShared(0)
+        start = threading.Barrier(16)
+        got: list[object] = []
+
+        def ask(shared: FakeCUDAShared, start: threading.Barrier, got: list[object]) -> None:
+            start.wait()
+            got.append(shared.array(8, np.int64))
+
+        threads = [threading.Thread(target=ask, args=(shared, start, got)) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 16 and all(a is got[0] for a in got)

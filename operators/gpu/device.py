@@ -123,6 +123,55 @@ def block_size() -> int:
     return 8 if simulator_active() else 256
 
 
+def _make_simulator_shared_arrays_thread_safe() -> bool:
+    """Under the simulator: make ``cuda.shared.array`` allocate once per block, whatever the
+    thread interleaving. Returns whether the fix is installed.
+
+    Numba's simulator (``FakeCUDAShared.array``, numba 0.5x-0.6x) looks the allocation up in a
+    dict keyed by source line and creates it on a miss - without a lock. The CUDA threads of a
+    block are Python threads, so two threads can both miss and each get a *private* array: the
+    block then computes with two "shared" arrays and a scan returns wrong, run-dependent values
+    (seen as rare, non-reproducible mismatches in the window tests). This wraps the lookup in a
+    lock; kernels and results are unchanged, only the simulator's allocation is made atomic.
+    On a real GPU nothing is patched.
+    """
+    if not simulator_active():
+        return False
+    import threading
+
+    from numba.cuda.simulator import kernelapi
+
+    cls = kernelapi.FakeCUDAShared
+    if getattr(cls, "_replaydb_locked", False):
+        return True
+    orig = cls.array
+    lock = threading.Lock()
+
+    def array(self: Any, shape: Any, dtype: Any) -> Any:
+        if shape == 0:  # dynamic shared memory: one buffer made in __init__, no race
+            return orig(self, shape, dtype)
+        import sys
+        import traceback
+
+        caller = tuple(traceback.extract_stack(sys._getframe())[-2][0:2])
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                from numba.core import types
+                from numba.np import numpy_support
+
+                dt = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype
+                res = np.empty(shape, dt)
+                self._allocations[caller] = res
+        return res
+
+    cls.array = array
+    cls._replaydb_locked = True
+    return True
+
+
+SIMULATOR_SHARED_FIX = _make_simulator_shared_arrays_thread_safe()
+
 TPB = block_size()
 """Threads per block of every kernel in this package (a power of two, fixed at import)."""
 
