@@ -1,8 +1,8 @@
 """Windowed aggregation: replay vs the TAB+-tree index path (dissertation Fig. 3.8), with peers.
 
-Side by side in one run, for a stream at 100 events/s with 16-byte events (one float64 attribute;
-paper layout B = 458 events per leaf, fan-out D = 152) and 80-byte events (nine float64
-attributes; B = 90, D = 23), computing ``SUM(x), AVG(x), COUNT(*)`` over hopping windows of one
+Side by side in one run, over the project's ``window-agg`` dataset (dissertation 3.5.2: 100
+events/s, uniform values) with 16-byte events (one float64 attribute; paper layout B = 458 events
+per leaf, fan-out D = 152) and 80-byte events (nine float64 attributes; B = 90, D = 23), computing ``SUM(A1), AVG(A1), COUNT(*)`` over hopping windows of one
 day (``--full``: one week = 60.48M events) for slides from 10 ms to the window size:
 
 * **replay** - read every event from the store and run the online operator;
@@ -63,7 +63,8 @@ SCALES = {
     "quick": {"events": 1_260_000, "window": 1_800_000},
     "full": {"events": 60_480_000, "window": DAY},
 }
-AGGS = (AggSpec("SUM", Column("x"), "sum_x"), AggSpec("AVG", Column("x"), "avg_x"),
+ATTR = "A1"
+AGGS = (AggSpec("SUM", Column(ATTR), "sum_x"), AggSpec("AVG", Column(ATTR), "avg_x"),
         AggSpec("COUNT", None, "cnt"))
 CHUNK_EVENTS = 4_000_000
 REPEAT_BELOW_S = 2.0
@@ -71,17 +72,11 @@ REPEAT = {"quick": 5, "full": 3}
 
 
 # --------------------------------------------------------------------------- data
-def _chunk(start: int, n: int, attrs: int, seed: int) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    cols: dict[str, Any] = {"t": (np.arange(start, start + n, dtype=np.int64) * RATE_MS)}
-    cols["x"] = rng.uniform(0, 100, n)
-    for i in range(2, attrs + 1):
-        cols[f"a{i}"] = rng.uniform(0, 100, n)
-    return pa.table(cols)
-
-
 def build_store(root: Path, events: int) -> replaydb.Store:
-    """The two streams (reused when ``root`` already holds them complete)."""
+    """The two streams of the ``window-agg`` dataset (dissertation 3.5.2), reused when ``root``
+    already holds them complete."""
+    from replaydb import datasets
+
     store = replaydb.open(root, create=not (root / "replaydb.json").exists())
     for name, (attrs, B, D) in STREAMS.items():  # noqa: N806
         sname = "e" + name.split("-")[0]
@@ -89,13 +84,14 @@ def build_store(root: Path, events: int) -> replaydb.Store:
             continue
         if store.has_stream(sname):
             store.drop_stream(sname)
-        first = _chunk(0, 1, attrs, 0)
-        sch = StreamSchema.infer(first.schema, time_unit="ms", leaf_capacity=B, fanout=D)
+        sch = StreamSchema.infer(datasets.schema("window-agg", attributes=attrs), time_unit="ms",
+                                 leaf_capacity=B, fanout=D)
         store.create_stream(sname, sch)
         t0 = time.perf_counter()
         with store.writer(sname) as w:
-            for k, start in enumerate(range(0, events, CHUNK_EVENTS)):
-                w.append(_chunk(start, min(CHUNK_EVENTS, events - start), attrs, k + 1))
+            for batch in datasets.generate("window-agg", events, seed=1, attributes=attrs,
+                                           batch_size=CHUNK_EVENTS):
+                w.append(pa.Table.from_batches([batch]))
         print(f"  built {sname}: {events:,} events in {time.perf_counter() - t0:.1f} s")
     return store
 
@@ -135,8 +131,8 @@ def _pane_sql(source: str, slide: int, W: int, k0: int, k1: int, cast: str) -> s
     """Aggregate per slide, then a sliding SUM over W slides (all slides, empty ones included)."""
     return f"""
         WITH s AS (
-            SELECT CAST(floor(t / {slide}) AS BIGINT) AS k, count(*) AS c, sum(x) AS sx,
-                   count(x) AS nx
+            SELECT CAST(floor(t / {slide}) AS BIGINT) AS k, count(*) AS c, sum({ATTR}) AS sx,
+                   count({ATTR}) AS nx
             FROM {source} GROUP BY 1),
         g AS (SELECT {cast} AS k FROM range({k0}, {k1 + W})),
         j AS (SELECT g.k, coalesce(s.c, 0) AS c, coalesce(s.sx, 0) AS sx,
@@ -279,7 +275,7 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
               f", duckdb {cells.get('duckdb')}, spark {cells.get('spark')}, ok={ok}", flush=True)
     rows.sort(key=lambda r: r[0])
     res.table(f"{name} events ({n:,} events, h={stats.h}, B={stats.B}, D={stats.D}; seconds)",
-              ["slide (ms)", "replay wall", "replay cpu", "replay (t,x) cpu", "optimized wall",
+              ["slide (ms)", "replay wall", "replay cpu", "replay (t,A1) cpu", "optimized wall",
                "optimized cpu",
                "naive wall", "DuckDB wall", "Spark SQL wall", "est. merges replay",
                "est. merges index", "chosen", "chosen / best (cpu)", "windows",
@@ -319,7 +315,9 @@ def operator_throughput(res: Results, n: int) -> None:
     """The online operator on in-memory batches vs DuckDB on the same in-memory table."""
     import duckdb
 
-    tbl = _chunk(0, n, 1, 7)
+    from replaydb import datasets
+
+    tbl = pa.Table.from_batches(list(datasets.generate("window-agg", n, seed=7, attributes=1)))
     tbl = tbl.append_column("seq", pa.array(np.arange(n, dtype=np.int64)))
     tbl = tbl.append_column("k", pa.array(np.arange(n) % 100, pa.int64()))
     batches = tbl.to_batches(max_chunksize=65_536)
@@ -353,7 +351,7 @@ def operator_throughput(res: Results, n: int) -> None:
             part = f"PARTITION BY {keys} " if gb else ""
             sel_k = f"{keys}, " if gb else ""
             q = f"""WITH s AS (SELECT {sel_k}CAST(floor(t / {slide}) AS BIGINT) AS sk,
-                                  count(*) AS c, sum(x) AS sx FROM ev GROUP BY ALL)
+                                  count(*) AS c, sum({ATTR}) AS sx FROM ev GROUP BY ALL)
                     SELECT count(*), sum(cnt), sum(sum_x) FROM (
                         SELECT sum(c) OVER win AS cnt, sum(sx) OVER win AS sum_x FROM s
                         WINDOW win AS ({part}ORDER BY sk RANGE BETWEEN {W - 1} PRECEDING
@@ -378,7 +376,7 @@ def plot(res: Results, streams: list[dict[str, Any]], size: int) -> None:
 
     fig, axes = plt.subplots(1, len(streams), figsize=(6.2 * len(streams), 4.4), squeeze=False)
     style = {"replay": ("Replay", "#444444", "-"),
-             "replay_tx": ("Replay, t and x only", "#999999", "-"),
+             "replay_tx": ("Replay, t and A1 only", "#999999", "-"),
              "optimized": ("Optimized (index)", "#1f77b4", "-"),
              "naive": ("Naive (index)", "#ff7f0e", "--"), "duckdb": ("DuckDB", "#2ca02c", ":"),
              "spark": ("Spark SQL", "#d62728", ":")}
@@ -426,7 +424,7 @@ def main() -> None:
     root = Path(args.data) if args.data else Path(tempfile.gettempdir()) / f"replaydb-bench-window-{scale}"
     res = Results("window", "Windowed aggregation: replay vs TAB+-tree index path (Fig. 3.8)",
                   params={"scale": scale, "events": events, "rate": "100 events/s",
-                          "window_ms": size, "aggregates": "SUM(x), AVG(x), COUNT(*)",
+                          "window_ms": size, "aggregates": "SUM(A1), AVG(A1), COUNT(*)",
                           "budget_s": budget, "cores": os.cpu_count()})
     print(f"building the store in {root} ...", flush=True)
     store = build_store(root, events)
@@ -442,7 +440,7 @@ def main() -> None:
             spark = get_spark(quiet=True)
             snap = store.stream(sname)
             files = [str(snap.events_dir / f.path) for f in snap.files.values()]
-            spark.read.parquet(*files).select("t", "x").createOrReplaceTempView("ev")
+            spark.read.parquet(*files).select("t", ATTR).createOrReplaceTempView("ev")
             peers["spark"] = spark
         print(f"measuring {name} ...", flush=True)
         streams.append(measure_stream(res, store, sname, size, slides, budget, peers,
@@ -495,9 +493,9 @@ def main() -> None:
         "Estimated merges per slide are the cost model of 3.3.2 with the stream's h, B, D and r; "
         "'chosen' is the model's path, 'chosen / best' its time over the faster of replay and "
         "optimized.",
-        "Replay reads the columns the query needs (t, seq, x) of every leaf; each leaf is one "
+        "Replay reads the columns the query needs (t, seq, A1) of every leaf; each leaf is one "
         "Parquet row group, so replay cost is dominated by row groups decoded. The index path "
-        "reads t and x of the boundary leaves only (at most one per slide) and merges the rest "
+        "reads t and A1 of the boundary leaves only (at most one per slide) and merges the rest "
         "from inner nodes; below about one leaf per slide it reads every leaf and does more "
         "work per event than replay.",
         "Spark SQL's sliding window frame recomputes each frame, so its cost grows with "
