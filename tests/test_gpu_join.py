@@ -69,7 +69,7 @@ def join_inputs(draw):  # type: ignore[no-untyped-def]
     return evs, win(), win(), draw(st.sampled_from(["<=", ">"])), draw(st.integers(1, 12))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(join_inputs())
 def test_gpu_join_matches_oracle_and_cpu(inp) -> None:  # type: ignore[no-untyped-def]
     evs, lw, rw, cmp, chunk = inp
@@ -114,12 +114,12 @@ PREDS: list[Expr | None] = [
 
 @pytest.mark.parametrize("k", range(len(PREDS)))
 def test_predicates_over_both_sides_equal_the_cpu(k: int) -> None:
-    tab = rich_stream(60, k)
+    tab = rich_stream(36, k)
     for lw, rw in ((Window("count", 7, 2), Window("time", 9, 3, "epoch")),
                    (Window("time", 5), Window("count", 4))):
         cfg = JoinConfig(RICH, "A", "B", lw, rw, PREDS[k])
-        gpu, op = run(GpuJoinOperator, cfg, tab, 17)
-        cpu, _ = run(JoinOperator, cfg, tab, 17)
+        gpu, op = run(GpuJoinOperator, cfg, tab, 13)
+        cpu, _ = run(JoinOperator, cfg, tab, 13)
         assert gpu.num_rows > 0 and same_table(gpu, cpu)
         assert op.counters.extra.get("cpu_fallback_batches", 0) == 0
 

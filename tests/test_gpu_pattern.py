@@ -78,7 +78,7 @@ def test_fig_2_6_all_strategies(strategy: Strategy, chunk: int | None) -> None:
     assert gpu.num_rows > 0 and gpu.equals(cpu)
 
 
-@settings(max_examples=12, deadline=None,
+@settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(specs(Semantics.ALL_RUNS), streams(), st.integers(1, 4))
 def test_gpu_matches_cpu_and_oracle(spec: PatternSpec, table: pa.Table, batch: int) -> None:
@@ -104,20 +104,21 @@ def test_gpu_matches_cpu_and_oracle(spec: PatternSpec, table: pa.Table, batch: i
 @pytest.mark.parametrize("name", ["any", "next"])
 def test_batch_sizes_and_invariants(name: str) -> None:
     spec = SPECS[name]
-    tab = random_stream(60, 3)
+    tab = random_stream(30, 3)
     ref, _ = run(PatternOperator, spec, tab)
     assert ref.num_rows > 0
-    for chunk in (7, 60):
+    for chunk in (7, 30):
         got, _ = run(GpuPatternOperator, spec, tab, chunk, check=True)
         assert got.equals(ref), chunk
 
 
 def test_snapshot_restore_equivalence() -> None:
     spec = SPECS["any"]
-    tab = random_stream(60, 7)
+    tab = random_stream(36, 7)
     ref, _ = run(PatternOperator, spec, tab)
+    assert ref.num_rows > 0
     op = GpuPatternOperator(PatternConfig(spec, SCH))
-    batches = tab.to_batches(max_chunksize=13)
+    batches = tab.to_batches(max_chunksize=9)
     for b in batches[:2]:
         op.push(b)
     snap = op.snapshot()
@@ -135,7 +136,7 @@ def test_device_arrays_grow_and_history_is_collected(monkeypatch: pytest.MonkeyP
                         ("INITIAL_WORK", 1), ("GC_MIN", 4)):
         monkeypatch.setattr(GpuAllRunsEngine, name, value)
     spec = SPECS["any"]
-    tab = random_stream(50, 11)
+    tab = random_stream(30, 11)
     ref, _ = run(PatternOperator, spec, tab, 10)
     got, op = run(GpuPatternOperator, spec, tab, 10, check=True)
     assert got.equals(ref) and ref.num_rows > 0

@@ -96,16 +96,19 @@ def test_bad_device_is_a_usage_error(store) -> None:  # type: ignore[no-untyped-
 
 @pytest.mark.skipif(probe_cuda_driver(), reason="a CUDA driver is present")
 def test_cli_without_cuda(store) -> None:  # type: ignore[no-untyped-def]
-    """No driver and no simulator: ``--device gpu`` fails clearly, ``auto`` runs on the CPU."""
+    """No driver and no simulator: ``--device gpu`` fails clearly, ``auto`` runs on the CPU.
+
+    One child process (the simulator choice is fixed per process) runs both CLI commands."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    path = str(store.path)
-    gpu = subprocess.run([sys.executable, "-m", "replaydb", "query", path, SASE,
-                          "--device", "gpu"], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert gpu.returncode != 0
-    assert "--device gpu: no CUDA GPU is available" in gpu.stderr
-    auto = subprocess.run([sys.executable, "-m", "replaydb", "explain", path, SASE,
-                           "--device", "auto"], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert auto.returncode == 0, auto.stderr
-    assert "device: cpu" in auto.stdout and "no CUDA GPU available" in auto.stdout
+    code = ("import sys\n"
+            "from replaydb.cli import main\n"
+            "p, q = sys.argv[1], sys.argv[2]\n"
+            "rc = main(['query', p, q, '--device', 'gpu'])\n"
+            "print('RC', rc, flush=True)\n"
+            "sys.exit(main(['explain', p, q, '--device', 'auto']))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(store.path), SASE],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "RC 0" not in proc.stdout and "RC " in proc.stdout
+    assert "--device gpu: no CUDA GPU is available" in proc.stderr
+    assert "device: cpu" in proc.stdout and "no CUDA GPU available" in proc.stdout
