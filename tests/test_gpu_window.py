@@ -110,7 +110,7 @@ def _windows_vs_batches(size: int, slide: int, kind: str, n: int, small: int,
 
 def test_windows_larger_and_smaller_than_batches() -> None:
     """Batches smaller than the window (ring mostly reused) and larger (several blocks)."""
-    _windows_vs_batches(12, 1, "count", 24, 10, FAST_AGGS)
+    _windows_vs_batches(8, 1, "count", 18, 6, FAST_AGGS)
 
 
 @pytest.mark.slow
