@@ -68,10 +68,14 @@ def apply_device(plan: Any) -> None:
         info.update(device="cpu", reason="no CUDA GPU available (no NVIDIA driver or device "
                                           "found); running on the CPU")
         return
-    from replaydb.operators.gpu.device import recommended_batch_rows, select_device
+    from replaydb.operators.gpu.device import kernel_backend, recommended_batch_rows, select_device
 
     if requested == "gpu":
         select_device("gpu")  # raises UsageError naming why no GPU is usable
+    elif kernel_backend() != "cuda":  # auto under the simulator: never chosen automatically
+        info.update(device="cpu", reason="no CUDA GPU available (only the CUDA simulator); "
+                                          "running on the CPU")
+        return
     if plan.execute is not None:
         info.update(device="cpu", reason=f"plan {plan.strategy!r} computes without replaying "
                                          "into an operator (CPU); --plan replay runs the "
