@@ -103,6 +103,7 @@ class Bench:
         self.res, self.size, self.repeat, self.gpu = res, size, repeat, gpu
         self.series: dict[str, list[tuple[Any, float, float | None]]] = {}
         self.mismatches: list[str] = []
+        self.calib: list[tuple[str, float, float, float | None]] = []
 
     def pick(self, smoke: Any, quick: Any, full: Any) -> Any:
         return {"smoke": smoke, "quick": quick, "full": full}[self.size]
@@ -119,7 +120,8 @@ class Bench:
         return cpu_s, gpu_s, cpu_rows
 
     def row(self, series: str, x: Any, n: int, cpu_s: float, gpu_s: float | None,
-            rows: int, *extra: Any) -> list[Any]:
+            rows: int, *extra: Any, kind: str, work: float = 1.0) -> list[Any]:
+        self.calib.append((kind, n * work, cpu_s, gpu_s))
         self.series.setdefault(series, []).append((x, n / cpu_s, None if gpu_s is None
                                                    else n / gpu_s))
         nm = "not measured"
@@ -149,7 +151,8 @@ def run_filter(b: Bench) -> None:
             c, g, r = b.pair(f"filter s={sel} batch={batch}", lambda cfg=cfg: FilterOperator(cfg),
                              lambda cfg=cfg: GpuFilterOperator(cfg, backend="cuda"),
                              _batches(tab, batch))
-            rows.append(b.row(f"filter batch {batch}", sel, n, c, g, r, sel, batch))
+            rows.append(b.row(f"filter batch {batch}", sel, n, c, g, r, sel, batch,
+                              kind="filter"))
     b.res.table("Filter v1 < s", ["selectivity", "batch", *COLS], rows)
 
 
@@ -169,7 +172,7 @@ def run_aggregation(b: Bench) -> None:
         c, g, r = b.pair(f"aggregation W=2^{e}", lambda cfg=cfg: WindowAggregate(cfg),
                          lambda cfg=cfg: GpuWindowAggregate(cfg, backend="cuda"),
                          _batches(tab, b.pick(1 << 12, 1 << 18, 1 << 20)))
-        rows.append(b.row("aggregation", w, n, c, g, r, f"2^{e}"))
+        rows.append(b.row("aggregation", w, n, c, g, r, f"2^{e}", kind="window"))
     b.res.table("Sliding-window aggregation (count windows, slide 1, SUM + MAX)",
                 ["window", *COLS], rows)
 
@@ -198,7 +201,7 @@ def run_join(b: Bench) -> None:
             c, g, r = b.pair(f"join W={w} s={sel}", lambda cfg=cfg: JoinOperator(cfg),
                              lambda cfg=cfg: GpuJoinOperator(cfg, backend="cuda"),
                              _batches(tab, b.pick(1 << 11, 1 << 16, 1 << 20)))
-            rows.append(b.row(f"join s={sel:g}", w, n, c, g, r, w, sel))
+            rows.append(b.row(f"join s={sel:g}", w, n, c, g, r, w, sel, kind="join", work=w))
     b.res.table("Windowed band join abs(L.v1 - R.v1) < s/2", ["window", "selectivity", *COLS],
                 rows)
     if skipped:
@@ -231,7 +234,7 @@ def run_patterns(b: Bench) -> None:
             tab = stream(n, seed=1)
             cpu, gpu = ops(_sase_e(kind, 2, w, 0.0), tab.schema)
             c, g, r = b.pair(f"{kind} W={w}", cpu, gpu, _batches(tab, batch))
-            rows.append(b.row(kind, w, n, c, g, r, kind, w, 2))
+            rows.append(b.row(kind, w, n, c, g, r, kind, w, 2, kind="pattern", work=w))
     for kind in ("E2", "E3"):
         for k in symbols:
             n = max(4 * wfix, b.pick(1 << 12, 1 << 15, 1 << 18))
@@ -239,9 +242,28 @@ def run_patterns(b: Bench) -> None:
             delta = 1e-5 if kind == "E2" else k / (2 * wfix)
             cpu, gpu = ops(_sase_e(kind, k, wfix, delta), tab.schema)
             c, g, r = b.pair(f"{kind} k={k}", cpu, gpu, _batches(tab, batch))
-            rows.append(b.row(kind, k, n, c, g, r, kind, wfix, k))
+            rows.append(b.row(kind, k, n, c, g, r, kind, wfix, k, kind="pattern",
+                              work=wfix))
     b.res.table("Pattern matching E1-E4 (SASE+, skip-till-any / skip-till-next, Kleene plus)",
                 ["workload", "window", "symbols", *COLS], rows)
+
+
+def calibration(b: Bench) -> None:
+    """Median measured ns per event per unit of work, next to the device-choice constants
+    (:data:`replaydb.operators.gpu.device.COST`) that ``--device auto`` uses."""
+    from replaydb.operators.gpu.device import COST
+
+    rows = []
+    for kind in sorted({k for k, *_ in b.calib}):
+        pts = [(u, c, g) for k, u, c, g in b.calib if k == kind]
+        cpu_ns = float(np.median([c * 1e9 / u for u, c, _ in pts]))
+        gpu = [g * 1e9 / u for u, _, g in pts if g is not None]
+        rows.append([kind, cpu_ns, float(np.median(gpu)) if gpu else "not measured",
+                     COST[kind].cpu_ns, COST[kind].gpu_ns])
+    b.res.table("Cost-model calibration: ns per event per unit of work (median over cells; "
+                "GPU incl. transfers) vs the constants of --device auto",
+                ["operator", "CPU measured", "GPU measured", "CPU constant", "GPU constant"],
+                rows)
 
 
 def goals(b: Bench) -> None:
@@ -321,6 +343,7 @@ def main(argv: list[str] | None = None) -> Path:
         print(f"[bench_gpu] {name} ({size}) ...", flush=True)
         todo[name](b)
     goals(b)
+    calibration(b)
     if gpu is None:
         res.notes.append("No CUDA GPU was available to this run: only the CPU operators were "
                          "timed. Every GPU column and goal reads 'not measured'; no GPU number "

@@ -22,6 +22,11 @@ def test_smoke_run_writes_tables_goals_and_plot(tmp_path) -> None:  # type: igno
         assert "GPU NOT MEASURED" in data["params"]["gpu"]
         assert all(g["measured"] == "not measured (no GPU)" and not g["met"]
                    for g in data["goals"])
-        assert all(r[COL] == "not measured" for t in data["tables"] for r in t["rows"]
-                   for COL in (-3, -2))
+        timed = [t for t in data["tables"] if "speedup" in t["columns"]]
+        assert len(timed) == 2
+        assert all(r[col] == "not measured" for t in timed for r in t["rows"]
+                   for col in (-3, -2))
+        calib = next(t for t in data["tables"] if "calibration" in t["title"])
+        assert {r[0] for r in calib["rows"]} == {"filter", "window"}
+        assert all(r[2] == "not measured" and r[1] > 0 for r in calib["rows"])
         assert "not measured" in (out / "results.md").read_text()
