@@ -12,6 +12,7 @@ Every language module in :mod:`replaydb.planner.lang` exposes ``detect``, ``pars
 3. **plan** - a language-specific planner (index-assisted pattern planning, the window-aggregate
    path choice, ...) registered in ``PLANNERS`` decides which intervals to replay and how; the
    default plan replays everything (full replay, the baseline every index path must match);
+   ``--device`` then picks the CPU operator or its GPU variant (:mod:`replaydb.planner.device`);
 4. **execute** - replay feeds the planned intervals into the bound operator; results are one
    Arrow table. Limits: ``timeout`` (seconds) and ``max_memory`` (bytes of resident memory) are
    checked between batches and raise :class:`~replaydb.errors.ResourceLimitExceeded`; operators'
@@ -136,6 +137,8 @@ class Plan:
     timings: dict[str, float] = field(default_factory=dict)
     annotate: Callable[[dict[str, Any]], None] | None = None
     """Called by :func:`explain` with the ``analyze`` dict after executing (planner extras)."""
+    batch_rows: int | None = None
+    """Replay batch size for the operator (None: replay's default; large for a GPU operator)."""
 
     def describe(self) -> dict[str, Any]:
         c = self.ctx
@@ -266,6 +269,9 @@ def plan_query(store: Any, text: str, options: QueryOptions | None = None) -> Pl
         plan.details["note"] = "full replay of the streams"
     if plan.make_operator is None:
         plan.make_operator = ctx.bind
+    from replaydb.planner.device import apply_device
+
+    apply_device(plan)  # --device: may swap in the GPU variant of the operator
     plan.timings["parse"] = parse_s
     plan.timings["plan"] = time.perf_counter() - t0 - parse_s
     return plan
@@ -301,8 +307,9 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
     ctx = plan.ctx
     op = plan.make_operator()
     columns = getattr(op, "input_columns", None)
+    extra = {} if plan.batch_rows is None else {"batch_rows": plan.batch_rows}
     rep = Replay(ctx.snapshots, plan.intervals, columns=columns, type_column=ctx.type_column,
-                 aliases=ctx.aliases)
+                 aliases=ctx.aliases, **extra)
     parts = []
     for tbl in rep.results(op):
         parts.append(tbl)
