@@ -37,9 +37,8 @@ import pyarrow as pa
 from replaydb.replay.spark.keys import key_codes
 
 TAGS = ("__k", "__ph", "__r", "__l", "__i")
-POS = ("__r", "__l")
-"""Columns of event batches in partition tasks: global position (read task, index in it)."""
-KCOL = "__k"
+EVENT_TAGS = ("__k", "__b", "__r", "__l")
+"""Columns the read stage adds to events: interval, local batch, global position."""
 RESULT_ROWS = 65_536
 
 
@@ -148,7 +147,7 @@ class ExactOrder:
 
 def _strip(batch: pa.RecordBatch | pa.Table) -> pa.Table:
     tbl = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-    drop = [c for c in tbl.column_names if c.startswith("__")]
+    drop = [c for c in tbl.column_names if c in EVENT_TAGS]
     return tbl.drop_columns(drop) if drop else tbl
 
 

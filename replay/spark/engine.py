@@ -203,6 +203,7 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
                 rows.append((i, pickle.dumps(T.ReadTask(i, tuple(rg), shipped, tuple(slots_)))))
             info["read_tasks"] = len(rows)
             info["tasks"] = n_tasks
+            info["exact_order"] = q.exact_order
             label = (f"partition replay by {', '.join(tr.partition_keys)}: {len(rows)} read "
                      f"tasks, {n_tasks} key groups")
             _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")

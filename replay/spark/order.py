@@ -52,6 +52,7 @@ def interval_order(rows: pa.Table, keys_tables: list[pa.Table], tr: Traits) -> n
     fl = np.zeros(n, np.int64)
     keys = tr.numbering.keys if tr.numbering is not None else ()
     end = np.flatnonzero(ph == 1)
+    keys_tables = [t for t in keys_tables if t.num_rows]
     if keys and len(end) and keys_tables:
         ends = rows.take(pa.array(end)).select(list(keys))
         kt = pa.concat_tables([t.select([*keys, "__r", "__l"]) for t in keys_tables],

@@ -7,9 +7,9 @@ a range are counted whole, an over-estimate of less than two leaves per range an
 * :func:`interval_events` - estimated events of every planned interval (all streams);
 * :func:`group_intervals` - consecutive runs of intervals with balanced event counts (one
   interval is never split: no match spans two intervals, but one may span any point inside one);
-* :func:`read_ranges` - time cuts at leaf boundaries that split the replayed ranges into read
-  tasks of balanced size (any cut is fine for reading: partition tasks put the pieces back in
-  order).
+* :func:`read_ranges` - cuts of the replayed ranges into read tasks of balanced size, placed
+  where the local replay starts a batch (partition tasks then push the local replay's batches,
+  restricted to their keys).
 
 Complexity: O(I log L + L) for I intervals and L leaves per stream.
 """
@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from replaydb.replay.replay import DEFAULT_BATCH_ROWS
 
 Range = tuple[int, int | None, int | None]
 
@@ -79,38 +81,47 @@ def group_intervals(counts: np.ndarray, n_tasks: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in groups if b > a]
 
 
+def chunk_starts(snap: Any, a: int | None, b: int | None,
+                 batch_rows: int = DEFAULT_BATCH_ROWS) -> np.ndarray:
+    """Leaves inside ``[a, b)`` where the local replay of a single stream starts a new batch
+    *and* no event time is shared with the previous leaf: a read that starts there yields the
+    same batches from there on as the local replay (it reads runs of leaves of one data file,
+    ``batch_rows // leaf_capacity`` leaves at a time, from the range's first leaf)."""
+    i, j = snap.tree.leaf_range_for_time(a, b)
+    if j - i < 2:
+        return np.zeros(0, np.int64)
+    lv = snap.tree.leaves
+    m = max(1, batch_rows // max(1, snap.schema.leaf_capacity))
+    fid = lv.col("file_id")[i:j]
+    run_start = np.concatenate([[0], np.flatnonzero(fid[1:] != fid[:-1]) + 1])
+    starts = []
+    for r0, r1 in zip(run_start.tolist(), [*run_start[1:].tolist(), j - i]):
+        starts.extend(range(r0, r1, m))
+    s = np.array(starts[1:], np.int64) + i
+    tmin, tmax = lv.col("t_min"), lv.col("t_max")
+    return s[tmax[s - 1] < tmin[s]]
+
+
 def read_ranges(snapshots: Sequence[Any], intervals: Sequence[tuple[int | None, int | None]],
-                n_tasks: int) -> list[list[Range]]:
-    """Split the intervals (``(k, t0, t1)`` pieces; ``k`` = interval index) into ``n_tasks`` read
-    tasks of about equal event counts, cutting at leaf start times."""
-    counts = interval_events(snapshots, intervals)
-    total = int(counts.sum())
-    if total == 0:
-        return [[(k, a, b) for k, (a, b) in enumerate(intervals)]]
-    n_tasks = max(1, n_tasks)
-    # leaf starts and counts of all streams, in time order
-    starts, cnt = [], []
-    for snap in snapshots:
-        lv = snap.tree.leaves
-        starts.append(lv.col("t_min"))
-        cnt.append(lv.col("count"))
-    t = np.concatenate(starts)
-    c = np.concatenate(cnt)
-    o = np.argsort(t, kind="stable")
-    t, c = t[o], c[o]
-    lo, hi = _bounds(intervals)
-    inside = np.zeros(len(t), bool)
-    for a, b in zip(lo.tolist(), hi.tolist()):
-        inside |= (t >= a) & (t < b)
-    cum = np.cumsum(np.where(inside, c, 0))
-    targets = total * np.arange(1, n_tasks) / n_tasks
-    cut_idx = np.searchsorted(cum, targets, side="left") + 1
-    cuts = sorted({int(t[i]) for i in cut_idx.tolist() if i < len(t)})
-    tasks: list[list[Range]] = [[] for _ in range(len(cuts) + 1)]
+                n_tasks: int, batch_rows: int = DEFAULT_BATCH_ROWS) -> list[list[Range]]:
+    """Split the intervals into ``(k, t0, t1)`` pieces (``k`` = interval index) and group them
+    into at most ``n_tasks`` read tasks of about equal event counts.
+
+    A single stream is cut only where the local replay starts a batch (:func:`chunk_starts`),
+    so every read task replays exactly the local replay's batches; several streams are merged
+    in chunks that depend on the whole interval, so their intervals are not cut. Operators then
+    see the local batch boundaries (their floating-point sums do not depend on where a batch
+    was cut)."""
+    pieces: list[Range] = []
     for k, (a, b) in enumerate(intervals):
-        pieces = [a, *[x for x in cuts if (a is None or x > a) and (b is None or x < b)], b]
-        for p0, p1 in zip(pieces[:-1], pieces[1:]):
-            # the task that owns the piece: number of cuts at or before its start
-            owner = 0 if p0 is None else int(np.searchsorted(cuts, p0, side="right"))
-            tasks[owner].append((k, p0, p1))
-    return [tk for tk in tasks if tk]
+        cuts: list[int] = []
+        if len(snapshots) == 1:
+            snap = snapshots[0]
+            s = chunk_starts(snap, a, b, batch_rows)
+            cuts = sorted({int(x) for x in snap.tree.leaves.col("t_min")[s].tolist()
+                           if (a is None or x > a) and (b is None or x < b)})
+        bounds = [a, *cuts, b]
+        pieces.extend((k, x, y) for x, y in zip(bounds[:-1], bounds[1:]))
+    counts = interval_events(snapshots, [(a, b) for _, a, b in pieces])
+    groups = group_intervals(counts, max(1, n_tasks))
+    return [pieces[g0:g1] for g0, g1 in groups]

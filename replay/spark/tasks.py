@@ -16,7 +16,8 @@ Stages:
   one operator (``end_interval`` between them) and return its tagged results;
 * :func:`read_stage` - partition-parallel, step 1: replay a time range of the streams and split
   the events by the hash of their partition key into one group per target partition (Arrow IPC
-  chunks, each event tagged with its interval and global position);
+  chunks, each event tagged with its interval, its batch of the local replay and its global
+  position; chunks end at batch ends);
 * :func:`partition_stage` - partition-parallel, step 2: after Spark repartitioned the chunks by
   target and sorted them by (read task, chunk), replay the partition's events - all events of its
   keys, in the order of the local replay - into one operator.
@@ -257,6 +258,7 @@ def run_read_task(q: QueryShipment, task: ReadTask) -> Iterator[pa.RecordBatch]:
              pa.array([chunk_no[target] - 1], pa.int32()), pa.array([to_ipc(tbl)], pa.binary())],
             schema=BLOB_SCHEMA)
 
+    n_batches = 0
     for k, a, b in task.ranges:
         rep = _replay(streams, q, a, b)
         for _, batch in rep.batches():
@@ -264,6 +266,8 @@ def run_read_task(q: QueryShipment, task: ReadTask) -> Iterator[pa.RecordBatch]:
             n = tbl.num_rows
             tgt = key_targets(tbl, q.partition_keys, n_t)
             tbl = tbl.append_column("__k", pa.array(np.full(n, k, np.int64)))
+            tbl = tbl.append_column("__b", pa.array(np.full(n, n_batches, np.int64)))
+            n_batches += 1
             tbl = tbl.append_column("__r", pa.array(np.full(n, task.index, np.int64)))
             tbl = tbl.append_column("__l", pa.array(np.arange(pos, pos + n, dtype=np.int64)))
             pos += n
@@ -327,7 +331,9 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
                 continue
             tbl = from_ipc(payload)
             ks = tbl.column("__k").to_numpy()
-            cut = np.flatnonzero(ks[1:] != ks[:-1]) + 1
+            bs = tbl.column("__b").to_numpy()
+            # one push per batch of the local replay (restricted to this partition's keys)
+            cut = np.flatnonzero(bs[1:] != bs[:-1]) + 1
             bounds = [0, *cut.tolist(), tbl.num_rows]
             for s, e in zip(bounds[:-1], bounds[1:]):
                 yield int(ks[s]), tbl.slice(s, e - s)
