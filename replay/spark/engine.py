@@ -317,7 +317,8 @@ def _sum_stats(per_task: list[dict[str, Any]]) -> dict[str, Any]:
                 operator[k] = max(operator.get(k, 0), v)
             elif isinstance(v, (int, float)):
                 operator[k] = operator.get(k, 0) + v
-        tasks.append({"task": d["task"], "stage": d["kind"], "events": d["events"],
+        tasks.append({"task": d["task"], "stage": d["kind"], "pid": d.get("pid"),
+                      "host": d.get("host"), "events": d["events"],
                       "seconds": round(d["seconds"], 4),
                       "bind_seconds": round(d.get("bind_seconds", 0.0), 4)})
     return {"replay": replay, "operator": operator, "spark": {"per_task": tasks}}

@@ -32,7 +32,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import pickle
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -119,7 +121,8 @@ class TaskStats:
     operator: dict[str, Any] = field(default_factory=dict)
 
     def payload(self, index: int, kind: str) -> dict[str, Any]:
-        return {"task": index, "kind": kind, "events": self.events, "seconds": self.seconds,
+        return {"task": index, "kind": kind, "pid": os.getpid(), "host": socket.gethostname(),
+                "events": self.events, "seconds": self.seconds,
                 "bind_seconds": self.bind_seconds, "replay": self.replay,
                 "operator": self.operator}
 
