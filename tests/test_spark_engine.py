@@ -110,6 +110,12 @@ QUERIES = {
                  "WITHIN 30 RETURN sum(U.x) AS su",
     "imprecise": "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) "
                  "{ b.v > a.v } WITHIN 6 RETURN a, b",
+    "win_group": "SELECT window_start, window_end, k, SUM(x) AS sx, COUNT(*) AS n, MIN(x) AS mn "
+                 "FROM TABLE(HOP(TABLE ev, DESCRIPTOR(t), INTERVAL '10' SECOND, "
+                 "INTERVAL '30' SECOND)) GROUP BY window_start, window_end, k",
+    "win_plain": "SELECT window_start, window_end, AVG(x) AS ax, COUNT(*) AS n, MAX(x) AS mx "
+                 "FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(t), INTERVAL '25' SECOND)) "
+                 "WHERE t >= 100 AND t < 1200 AND x > 0.1 GROUP BY window_start, window_end",
 }
 STREAM = {"imprecise": "imp"}
 """Queries that name no stream run on this one."""
@@ -126,13 +132,18 @@ def sort_all(t: pa.Table) -> pa.Table:
 
 
 def local_and_spark(store: replaydb.Store, text: str, intervals: list | None, mode: str,
-                    tasks: int = 3) -> tuple[pa.Table, pa.Table, dict]:
+                    tasks: int = 3, plan: str = "replay") -> tuple[pa.Table, pa.Table, dict]:
+    """Local and (in-process) Spark execution of one plan; ``intervals`` replace the planned
+    ones unless ``plan`` is not ``replay`` (the planner's own intervals then)."""
     stream = next((STREAM[k] for k, v in QUERIES.items() if v == text and k in STREAM), None)
-    plan = plan_query(store, text, QueryOptions(plan="replay", stream=stream))
-    plan.intervals = intervals
-    local = execute(plan).table
-    plan2 = plan_query(store, text, QueryOptions(plan="replay", engine="spark", stream=stream))
-    plan2.intervals = intervals
+    p1 = plan_query(store, text, QueryOptions(plan=plan, stream=stream))
+    if plan == "replay":
+        p1.intervals = intervals
+    local = execute(p1).table
+    plan2 = plan_query(store, text, QueryOptions(plan=plan, engine="spark", stream=stream))
+    assert plan2.intervals == p1.intervals or plan == "replay"
+    if plan == "replay":
+        plan2.intervals = intervals
     got, stats = run_plan(plan2, mode=mode, executor=InlineExecutor(2), tasks=tasks,
                           read_tasks=3)
     return local, got, stats
@@ -266,6 +277,34 @@ def test_traits_of_each_operator(store: replaydb.Store) -> None:
     assert tr("sase_plain").partition_keys == ()   # strict contiguity: [attr] is a condition
     assert tr("tps_part").partition_keys == ("k",)
     assert tr("imprecise").partition_keys == () and tr("imprecise").interval_safe
+    w = tr("win_group")
+    assert w.partitionable and w.time_carrier and not w.interval_safe
+    assert tr("win_plain").partition_keys == ()
+
+
+def test_window_plans_ship_their_own_operator(store: replaydb.Store) -> None:
+    """The window planner builds its operator itself (time bounds out of WHERE): tasks rebuild
+    it from a recipe; a variance aggregate keeps its key groups in one task."""
+    from replaydb.replay.spark.tasks import recipe_of
+
+    plan = plan_query(store, QUERIES["win_plain"], QueryOptions(plan="auto"))
+    assert plan.strategy == "window-replay" and plan.intervals == [(100, 1200)]
+    op = plan.make_operator()
+    assert op.config.where != plan.ctx.bind().config.where  # t bounds became the interval
+    rec = pickle.loads(pickle.dumps(recipe_of(op)))
+    assert rec.build().config == op.config
+    local, got, stats = local_and_spark(store, QUERIES["win_plain"], None, "auto", plan="auto")
+    assert stats["spark"]["mode"] == "single" and local.num_rows > 0
+    check_equal(local, got, stats)
+    local, got, stats = local_and_spark(store, QUERIES["win_group"], None, "auto", plan="auto")
+    assert stats["spark"]["mode"] == "partition" and local.num_rows > 0
+    check_equal(local, got, stats)
+    q = QUERIES["win_group"].replace("MIN(x) AS mn", "STDDEV_POP(x) AS sd")
+    plan = plan_query(store, q, QueryOptions(plan="replay"))
+    assert "variance" in traits(plan.make_operator()).partition_blocker
+    local, got, stats = local_and_spark(store, q, None, "auto")
+    assert stats["spark"]["mode"] == "single"
+    check_equal(local, got, stats)
 
 
 def test_choose_mode_prefers_partitions_for_one_big_interval() -> None:

@@ -58,7 +58,8 @@ SLOW = pytest.mark.slow
     pytest.param("mr_select", "partition", False, marks=SLOW),  # select list on the driver
     ("sase_equiv", "partition", True),      # exact order of match_id across key groups
     pytest.param("sase_types", "single", False, marks=SLOW),  # streams merged by type
-    ("tps_part", "partition", True),        # TPStream key groups, float aggregates
+    pytest.param("tps_part", "partition", True, marks=SLOW),  # TPStream, float aggregates
+    ("win_group", "partition", True),       # planner-built operator, time carriers
     pytest.param("imprecise", "interval", True, marks=SLOW),
 ])
 def test_real_spark_equals_local(spark, store: replaydb.Store, name: str, mode: str,

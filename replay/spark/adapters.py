@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from replaydb.operators.base import Operator
-from replaydb.operators.expr import Call, Column, Expr, Star
+from replaydb.operators.expr import Binary, Call, Column, Expr, Literal, Star
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,13 @@ class Traits:
     ``match_id`` is reproduced exactly; see :mod:`.drive`)."""
     partition_blocker: str | None = None
     """Why the key groups cannot run apart although there are keys (None: they can)."""
+    time_carrier: bool = False
+    """Partition tasks must see time advance exactly as the local replay does: the operator's
+    state for one key evolves with the *whole* batch's last time (the windowed aggregation closes
+    every group's windows at each batch's end, and its slide tree combines float partials in an
+    order that depends on how many slices each call closes). Each partition task then receives,
+    after its share of every local batch, that batch's last event as a *time carrier* that the
+    operator's WHERE rejects (:func:`with_time_carrier`) - rejected events still advance time."""
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -170,11 +177,30 @@ def _window_traits(op: Any) -> Traits:
     if cfg.kind == "time" and cfg.align == "first":
         keys = ()  # windows are anchored at the first event of the whole stream
         notes.append("windows anchored at the first event: one task")
+    blocker = None
+    if keys and any(a.func.startswith(("VAR", "STDDEV")) for a in cfg.aggregates):
+        # the variance shift is the first value the operator sees (of any group): a key group
+        # alone would start from another value and round differently
+        blocker = "variance aggregates shift by the stream's first value: one task"
     cols = getattr(op, "input_columns", None)
-    return Traits("window", partition_keys=keys, interval_safe=False,
+    return Traits("window", partition_keys=keys, interval_safe=False, time_carrier=True,
+                  partition_blocker=blocker,
                   input_columns=tuple(cols) if cols else None,
                   sort_columns=("window_end", "window_start", *cfg.group_by),
                   notes=tuple(notes))
+
+
+CARRIER = "__c"
+"""Column marking time carriers (1) among events (0) in partition tasks."""
+
+
+def with_time_carrier(op: Any) -> Any:
+    """A fresh copy of the windowed aggregation ``op`` whose WHERE also rejects time carriers
+    (``__c = 1``); everything else - and so every result - stays the same."""
+    cfg = op.config
+    test = Binary("=", Column(CARRIER), Literal(0))
+    where = test if cfg.where is None else Binary("and", test, cfg.where)
+    return type(op)(replace(cfg, where=where), state_cap=op.state_cap)
 
 
 def traits(op: Any) -> Traits:

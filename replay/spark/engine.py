@@ -23,9 +23,13 @@ usual) and returns ``(table, stats)`` equal to local execution. The mode (``stat
 Several streams (SASE+ event types stored one stream per type) are merged inside the tasks by
 the same :class:`~replaydb.replay.Replay` as locally: ``(t, stream position, seq)``.
 
-Not shipped: plans that execute themselves on the driver (``plan.execute``: the windowed
-aggregation's index path reads only tree aggregates) run there, and so do plans whose operator
-comes from a custom factory the tasks cannot rebuild (``stats["spark"]["mode"] == "driver"``).
+Operators a planner builds itself (the window planner's ``WindowAggregate``, whose WHERE lost the
+conjuncts that became its time range) travel as a recipe - class and frozen config - and tasks
+rebuild them (:class:`~replaydb.replay.spark.tasks.OperatorRecipe`). Not shipped: plans that
+execute themselves on the driver (``plan.execute``: the windowed aggregation's index paths read
+only tree aggregates, no events, so there is nothing to distribute) run there, and so do plans
+whose operator comes from a factory no recipe rebuilds (``stats["spark"]["mode"] ==
+"driver"``).
 
 Limits: ``timeout`` cancels the query's Spark job group and raises
 :class:`~replaydb.errors.ResourceLimitExceeded`; ``max_memory`` is checked on the driver after the
@@ -132,9 +136,12 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
         table = plan.execute(plan)
         return table, {"engine": "spark", "spark": {
             "mode": "driver", "note": f"the {plan.strategy} plan executes on the driver"}}
-    if not _rebuildable(plan):
-        return _driver_replay(plan)
     op = plan.make_operator()
+    recipe = None
+    if not _rebuildable(plan):
+        recipe = T.recipe_of(op)
+        if recipe is None:
+            return _driver_replay(plan)
     tr = traits(op)
     if tr.exact_partition_order and len(ctx.snapshots) > 1:
         tr = replace(tr, exact_partition_order=False, partition_blocker=(
@@ -150,18 +157,20 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
     chosen = choose_mode(mode, tr, counts, slots)
     opts = bind_options(ctx)
     task_schema_op = op
-    if tr.strip_select:
+    if tr.strip_select and recipe is None:
         task_schema_op = T.accepting(ctx.module.bind, strip_select(ctx.query), ctx.schema,
                                      ctx.time_unit, **opts)
     columns = getattr(op, "input_columns", None)
     q = T.QueryShipment(
         text=ctx.text, module=ctx.module.__name__, schema=ctx.schema, time_unit=ctx.time_unit,
-        bind_options=opts, strip_select=tr.strip_select, type_column=ctx.type_column,
+        bind_options=opts, strip_select=tr.strip_select and recipe is None,
+        type_column=ctx.type_column,
         aliases=dict(ctx.aliases), columns=tuple(columns) if columns is not None else None,
         partition_keys=tuple(tr.partition_keys),
         exact_order=chosen == "partition" and tr.exact_partition_order,
         key_report=chosen != "partition" and tr.numbering is not None
-        and bool(tr.numbering.keys))
+        and bool(tr.numbering.keys), time_carrier=chosen == "partition" and tr.time_carrier,
+        recipe=recipe)
     n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS") or TASKS_PER_CORE * slots
     info: dict[str, Any] = {"mode": chosen, "executor": ex.name, "slots": slots,
                             "intervals": len(intervals), "estimated_events": int(counts.sum()),

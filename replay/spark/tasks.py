@@ -42,10 +42,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from replaydb.errors import ReplayDBError
 from replaydb.replay.replay import Replay
-from replaydb.replay.spark.adapters import strip_select
+from replaydb.replay.spark.adapters import CARRIER, strip_select, with_time_carrier
 from replaydb.replay.spark.drive import (
     Collector,
     ExactOrder,
@@ -87,6 +88,55 @@ class QueryShipment:
     partition_keys: tuple[str, ...] = ()
     exact_order: bool = False
     key_report: bool = False
+    time_carrier: bool = False
+    """Partition mode: send every target each local batch's last event as a time carrier
+    (:attr:`~replaydb.replay.spark.adapters.Traits.time_carrier`)."""
+    recipe: OperatorRecipe | None = None
+    """Set when the planner built the operator itself (not the language's ``bind``)."""
+
+
+@dataclass(frozen=True)
+class OperatorRecipe:
+    """An operator the planner built itself (e.g. the window planner's ``WindowAggregate`` with
+    its time bounds taken out of WHERE), rebuilt in tasks as ``cls(config, state_cap=...)``.
+
+    Only operators whose constructor is exactly the base lifecycle's ``(config, *, state_cap)``
+    and whose frozen config pickles qualify (:func:`recipe_of`); the config is plain data
+    (expression ASTs, Arrow schemas), never compiled code."""
+
+    cls: str
+    config: Any
+    state_cap: int | None
+
+    def build(self) -> Any:
+        mod, _, name = self.cls.partition(":")
+        return getattr(importlib.import_module(mod), name)(self.config,
+                                                           state_cap=self.state_cap)
+
+
+def recipe_of(op: Any) -> OperatorRecipe | None:
+    """The :class:`OperatorRecipe` of a fresh operator, or None when tasks cannot rebuild it
+    (checked by rebuilding it from the pickled recipe: same class and output schema)."""
+    import dataclasses
+
+    cfg = getattr(op, "config", None)
+    if cfg is None or not dataclasses.is_dataclass(cfg):
+        return None
+    cls = type(op)
+    params = [p for n, p in inspect.signature(cls.__init__).parameters.items() if n != "self"]
+    if [(p.name, p.kind) for p in params] != [
+            ("config", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            ("state_cap", inspect.Parameter.KEYWORD_ONLY)]:
+        return None
+    recipe = OperatorRecipe(f"{cls.__module__}:{cls.__qualname__}", cfg,
+                            getattr(op, "state_cap", None))
+    try:
+        again = pickle.loads(pickle.dumps(recipe)).build()
+    except Exception:  # noqa: BLE001 - anything unpicklable or unbuildable: not shippable
+        return None
+    if type(again) is not cls or again.output_schema != op.output_schema:
+        return None
+    return recipe
 
 
 @dataclass(frozen=True)
@@ -137,7 +187,10 @@ def accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def bind_query(q: QueryShipment) -> Any:
-    """Parse and bind the query as the driver did (select list left out when asked)."""
+    """Parse and bind the query as the driver did (select list left out when asked), or
+    rebuild the planner's own operator from its recipe."""
+    if q.recipe is not None:
+        return q.recipe.build()
     mod = importlib.import_module(q.module)
     query = mod.parse(q.text)
     if q.strip_select:
@@ -274,20 +327,28 @@ def run_read_task(q: QueryShipment, task: ReadTask) -> Iterator[pa.RecordBatch]:
             tbl = tbl.append_column("__r", pa.array(np.full(n, task.index, np.int64)))
             tbl = tbl.append_column("__l", pa.array(np.arange(pos, pos + n, dtype=np.int64)))
             pos += n
+            carrier = None
+            if q.time_carrier:
+                tbl = tbl.append_column(CARRIER, pa.array(np.zeros(n, np.int8)))
+                carrier = tbl.slice(n - 1, 1).set_column(
+                    tbl.num_columns - 1, CARRIER, pa.array(np.ones(1, np.int8)))
             order = np.argsort(tgt, kind="stable")
             counts = np.bincount(tgt, minlength=n_t)
             part = tbl.take(pa.array(order))
             start = 0
             for target, c in enumerate(counts.tolist()):
-                if c:
-                    buffers[target].append(part.slice(start, c))
+                if c or carrier is not None:
+                    piece = part.slice(start, c)
+                    if carrier is not None:  # one record batch: one push, as locally
+                        piece = pa.concat_tables([piece, carrier]).combine_chunks()
+                    buffers[target].append(piece)
                     sizes[target] += c
                     start += c
                     if sizes[target] >= task.chunk_events:
                         yield blob(target)
         _merge_stats(st.replay, rep.stats.as_dict())
     for target in range(n_t):
-        if sizes[target]:
+        if buffers[target]:
             yield blob(target)
     st.events = pos
     st.seconds = time.perf_counter() - t0
@@ -319,10 +380,13 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
     """Replay one target partition's events (rows sorted by read task and chunk)."""
     t0 = time.perf_counter()
     op = bind_query(q)
+    if q.time_carrier:
+        op = with_time_carrier(op)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
     out = Collector()
     passthrough: list[tuple[str, bytes]] = []
     exact = ExactOrder() if q.exact_order else None
+    carriers = [0]
 
     def source() -> Iterator[tuple[int, pa.Table]]:
         for _r, j, payload in rows:
@@ -333,15 +397,21 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
                 passthrough.append(("error", payload))
                 continue
             tbl = from_ipc(payload)
+            if q.time_carrier:
+                carriers[0] += int(pc.sum(tbl.column(CARRIER)).as_py() or 0)
             ks = tbl.column("__k").to_numpy()
             bs = tbl.column("__b").to_numpy()
             # one push per batch of the local replay (restricted to this partition's keys)
             cut = np.flatnonzero(bs[1:] != bs[:-1]) + 1
             bounds = [0, *cut.tolist(), tbl.num_rows]
             for s, e in zip(bounds[:-1], bounds[1:]):
-                yield int(ks[s]), tbl.slice(s, e - s)
+                piece = tbl.slice(s, e - s)
+                if piece.column(0).num_chunks > 1:  # push the local batch in one piece
+                    piece = piece.combine_chunks()
+                yield int(ks[s]), piece
 
     st.events = drive(op, source(), out, task_index=index, exact=exact, positions=True)
+    st.events -= carriers[0]
     st.operator = op.counters.as_dict()
     st.seconds = time.perf_counter() - t0
     yield _rows(index, "rows", out.take())
