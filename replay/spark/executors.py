@@ -1,7 +1,8 @@
 """Where the stages run: Spark (``mapInArrow`` over a real session) or in-process.
 
-:class:`SparkExecutor` is the engine: the tasks of a stage are rows ``(index, payload)`` of a
-DataFrame parallelized with one row per partition (one Spark task each); partition-parallel runs
+:class:`SparkExecutor` is the engine: the tasks of a stage are the ids of ``spark.range(n)`` with
+one id per partition (one Spark task each), each picking its ``(index, payload)`` row
+(:func:`~replaydb.replay.spark.tasks.by_id`); partition-parallel runs
 read with one stage, then ``repartition(n, slot)`` (Spark's hash partitioning; the driver picks
 slot values that land one per partition, :func:`~replaydb.replay.spark.keys.bijective_slots`),
 ``sortWithinPartitions(r, j)`` (chunks back in replay order) and run the operators in a second
@@ -40,25 +41,25 @@ class InlineExecutor:
         self.parallelism = parallelism
 
     @staticmethod
-    def _batch(rows: list[tuple[int, bytes]]) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays([pa.array([r[0] for r in rows], pa.int32()),
-                                           pa.array([r[1] for r in rows], pa.binary())],
-                                          schema=T.TASK_SCHEMA)
+    def _ids(ids: list[int]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([pa.array(ids, pa.int64())], names=["id"])
 
     def interval(self, q: T.QueryShipment, rows: list[tuple[int, bytes]],
                  on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
         q = pickle.loads(pickle.dumps(q))
         out: list[pa.RecordBatch] = []
-        for row in rows:
-            out.extend(T.interval_stage(iter([self._batch([row])]), query=q))
+        for i, _ in rows:  # as Spark runs them: one id of a range per task
+            out.extend(T.by_id(iter([self._ids([i])]), stage=T.interval_stage, query=q,
+                               rows=tuple(rows)))
         return pa.Table.from_batches(out, schema=T.RESULT_SCHEMA)
 
     def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
                   on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
         q = pickle.loads(pickle.dumps(q))
         blobs: list[pa.RecordBatch] = []
-        for row in rows:
-            blobs.extend(T.read_stage(iter([self._batch([row])]), query=q))
+        for i, _ in rows:
+            blobs.extend(T.by_id(iter([self._ids([i])]), stage=T.read_stage, query=q,
+                                 rows=tuple(rows)))
         table = pa.Table.from_batches(blobs, schema=T.BLOB_SCHEMA)
         slots = table.column("slot").to_pylist()
         parts: dict[int, list[int]] = {}
@@ -87,26 +88,25 @@ class SparkExecutor:
     def parallelism(self) -> int:
         return max(1, int(self.sc.defaultParallelism))
 
-    def _tasks_df(self, rows: list[tuple[int, bytes]]) -> Any:
-        from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
-
-        schema = StructType([StructField("index", IntegerType(), False),
-                             StructField("payload", BinaryType(), False)])
-        rdd = self.sc.parallelize([(int(i), bytearray(p)) for i, p in rows], len(rows))
-        return self.spark.createDataFrame(rdd, schema)
+    def _tasks_df(self, stage: Callable[..., Any], q: T.QueryShipment,
+                  rows: list[tuple[int, bytes]], ddl: str) -> Any:
+        """One Spark task per row: ``spark.range`` with one id per partition, mapped to the
+        task rows by :func:`~replaydb.replay.spark.tasks.by_id`."""
+        n = len(rows)
+        fn = partial(T.by_id, stage=stage, query=q, rows=tuple((int(i), p) for i, p in rows))
+        return self.spark.range(0, n, numPartitions=n).mapInArrow(fn, ddl)
 
     def interval(self, q: T.QueryShipment, rows: list[tuple[int, bytes]],
                  on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
         if on_start is not None:
             on_start(label)
-        df = self._tasks_df(rows).mapInArrow(partial(T.interval_stage, query=q), RESULT_DDL)
-        return df.toArrow()
+        return self._tasks_df(T.interval_stage, q, rows, RESULT_DDL).toArrow()
 
     def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
                   on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
         if on_start is not None:
             on_start(label)
-        blobs = self._tasks_df(rows).mapInArrow(partial(T.read_stage, query=q), BLOB_DDL)
+        blobs = self._tasks_df(T.read_stage, q, rows, BLOB_DDL)
         shuffled = blobs.repartition(n_partitions, "slot").sortWithinPartitions("r", "j")
         df = shuffled.mapInArrow(partial(T.partition_stage, query=q), RESULT_DDL)
         key = "spark.sql.execution.arrow.maxRecordsPerBatch"

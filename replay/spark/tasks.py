@@ -256,6 +256,24 @@ def _task_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, bytes]]
         yield from zip(idx, pay)
 
 
+def by_id(batches: Iterator[pa.RecordBatch], *, stage: Callable[..., Iterator[pa.RecordBatch]],
+          query: QueryShipment, rows: tuple[tuple[int, bytes], ...]
+          ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function over ``spark.range(len(rows))``: each id picks its task row from
+    ``rows`` (shipped with the function) and runs ``stage`` on it. The task list starts in the
+    JVM (no Python rows to convert), which saves a Python round trip per task."""
+    table = dict(rows)
+
+    def tasks() -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            ids = [int(i) for i in b.column(0).to_pylist()]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(ids, pa.int32()), pa.array([table[i] for i in ids], pa.binary())],
+                schema=TASK_SCHEMA)
+
+    yield from stage(tasks(), query=query)
+
+
 # --------------------------------------------------------------------------- interval stage
 def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.RecordBatch]:
     t0 = time.perf_counter()
