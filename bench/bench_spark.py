@@ -313,8 +313,11 @@ def design_note(res: Results, summary: dict[str, dict[str, float]],
                      f"{est:.1f} | {one:,.0f} |")
     lines += [
         "", f"An empty Spark job of the same shape took {floor['local[1]']:.2f} s (1 core) and "
-        f"{floor['local[2]']:.2f} s (2 cores) here: most of ``T_fixed`` is Spark's own per-job "
-        "latency on this machine, not the engine's work (planning, shipping, gathering).",
+        f"{floor['local[2]']:.2f} s (2 cores) here: that part of ``T_fixed`` is Spark's own "
+        "per-job latency on this machine. The rest is the engine's: for interval mode "
+        "shipping the plan and starting the operators; for partition mode also Spark's shuffle "
+        "and sort of the event chunks between the read and the replay stage (JVM time, not in "
+        "the tasks' seconds).",
         "", "Reading the table:",
         "- At this machine's sizes ``T_fixed`` (seconds: job scheduling, shipping the plan, "
         "Python worker round trips) is of the order of the work itself, which is why two local "
