@@ -325,7 +325,11 @@ def execute(plan: Plan) -> QueryResult:
     limits = _Limits(plan.ctx.options)
     t0 = time.perf_counter()
     stats: dict[str, Any] = {}
-    if plan.execute is not None:
+    if plan.ctx.options.engine == "spark":
+        from replaydb.replay.spark import run_plan
+
+        table, stats = run_plan(plan, limits)
+    elif plan.execute is not None:
         table = plan.execute(plan)
     else:
         table, rep, op = replay_plan(plan, limits)

@@ -1,0 +1,346 @@
+"""Run a planned query on Spark executors: choose the mode, ship the work, gather the results.
+
+:func:`run_plan` takes the planner's :class:`~replaydb.planner.query.Plan` (the driver plans as
+usual) and returns ``(table, stats)`` equal to local execution. The mode (``stats["spark"]``):
+
+* ``interval`` - **interval-parallel**: the planned replay intervals are independent (no result
+  spans two: the operator's ``end_interval`` forgets everything between them), so consecutive
+  intervals are grouped into tasks with balanced event counts (from the TAB+-tree's leaf counts,
+  no data read; :mod:`.split`), each task reads its intervals' row groups and replays them into
+  its own operator. Chosen when there are several intervals, the operator is interval-safe and
+  no single interval holds much more than a task's share (else partitioning, when possible, does
+  better).
+* ``partition`` - **partition-parallel**: the operator's partition keys (PARTITION BY, SASE+
+  ``[attr]``, TPStream PARTITION BY, GRETA GROUP-BY, windowed GROUP BY) split its work into
+  independent key groups. Read tasks replay balanced time ranges and split the events by key hash;
+  Spark repartitions them by target and sorts the chunks back into replay order; one task per
+  target replays all events of its keys, in the local replay's order, across every planned
+  interval (``end_interval`` at each boundary, as locally).
+* ``single`` - the **full-replay fallback** for queries that are neither: one task replays
+  everything (the whole stream, or the planned intervals, in order) into one operator. Reading
+  and matching then run on one executor core; Spark adds its start-up and transfer costs only.
+
+Several streams (SASE+ event types stored one stream per type) are merged inside the tasks by
+the same :class:`~replaydb.replay.Replay` as locally: ``(t, stream position, seq)``.
+
+Operators a planner builds itself (the window planner's ``WindowAggregate``, whose WHERE lost the
+conjuncts that became its time range) travel as a recipe - class and frozen config - and tasks
+rebuild them (:class:`~replaydb.replay.spark.tasks.OperatorRecipe`). Not shipped: plans that
+execute themselves on the driver (``plan.execute``: the windowed aggregation's index paths read
+only tree aggregates, no events, so there is nothing to distribute) run there, and so do plans
+whose operator comes from a factory no recipe rebuilds (``stats["spark"]["mode"] ==
+"driver"``).
+
+Limits: ``timeout`` cancels the query's Spark job group and raises
+:class:`~replaydb.errors.ResourceLimitExceeded`; ``max_memory`` is checked on the driver after the
+results are gathered (executors are governed by Spark's own memory settings); state caps apply
+inside every task (a task's operator state, not the whole query's).
+
+Options (keyword arguments or environment): ``mode`` (``REPLAYDB_SPARK_MODE``: auto | interval |
+partition | single), ``tasks`` (``REPLAYDB_SPARK_TASKS``: interval tasks / key targets; default
+two per executor core), ``read_tasks`` (partition mode's read tasks; default two per core).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from replaydb.errors import ReplayDBError, ResourceLimitExceeded, UsageError
+from replaydb.replay.replay import Replay, normalize_intervals
+from replaydb.replay.spark import order as O
+from replaydb.replay.spark import tasks as T
+from replaydb.replay.spark.adapters import Traits, strip_select, traits
+from replaydb.replay.spark.drive import from_ipc
+from replaydb.replay.spark.keys import bijective_slots
+from replaydb.replay.spark.progress import Progress, job_group
+from replaydb.replay.spark.reader import ship
+from replaydb.replay.spark.split import group_intervals, interval_events, read_ranges
+
+MODES = ("auto", "interval", "partition", "single")
+TASKS_PER_CORE = 2
+IMBALANCE = 1.25
+"""Interval mode is chosen over partition mode while the largest interval holds at most this
+many times a task's share of the events."""
+
+
+def bind_options(ctx: Any) -> dict[str, Any]:
+    """The keyword options :meth:`QueryContext.bind` passes to the language's ``bind``
+    (mirrored here so that tasks bind exactly the driver's operator)."""
+    opts: dict[str, Any] = {}
+    if ctx.options.state_cap is not None:
+        opts["state_cap"] = ctx.options.state_cap
+    if ctx.type_column:
+        opts["type_column"] = ctx.type_column
+    opts.update(ctx.bind_options)
+    opts.update(ctx.options.extra)
+    return opts
+
+
+def _rebuildable(plan: Any) -> bool:
+    f = plan.make_operator
+    return getattr(f, "__self__", None) is plan.ctx and getattr(f, "__name__", "") == "bind"
+
+
+def choose_mode(mode: str, tr: Traits, counts: np.ndarray, slots: int) -> str:
+    """The execution mode (see the module docstring); a forced mode that cannot apply raises."""
+    if mode not in MODES:
+        raise UsageError(f"unknown Spark mode {mode!r}", hint=f"use one of {', '.join(MODES)}")
+    n = len(counts)
+    if mode == "interval" and not tr.interval_safe:
+        raise UsageError(f"{tr.kind} queries cannot run interval-parallel"
+                         + (f" ({'; '.join(tr.notes)})" if tr.notes else ""))
+    if mode == "partition" and not tr.partitionable:
+        raise UsageError(f"this {tr.kind} query cannot run partition-parallel: "
+                         + (tr.partition_blocker or "it has no partition keys"))
+    if mode != "auto":
+        return mode
+    total = int(counts.sum())
+    if n > 1 and tr.interval_safe:
+        share = total / max(1, min(slots, n))
+        if not tr.partitionable or int(counts.max()) <= IMBALANCE * share:
+            return "interval"
+    if tr.partitionable:
+        return "partition"
+    return "single"
+
+
+def _env_int(name: str) -> int | None:
+    v = os.environ.get(name)
+    return int(v) if v else None
+
+
+def _executor(master: str | None, executor: Any) -> Any:
+    if executor is not None:
+        return executor
+    from replaydb.replay.spark.executors import SparkExecutor
+    from replaydb.spark import get_spark
+
+    return SparkExecutor(get_spark(master))
+
+
+def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: str | None = None,
+             tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
+             progress: bool | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    """Execute ``plan`` on Spark; returns ``(result table, stats)`` (see the module docstring)."""
+    ctx = plan.ctx
+    t_start = time.perf_counter()
+    if plan.execute is not None:
+        table = plan.execute(plan)
+        return table, {"engine": "spark", "spark": {
+            "mode": "driver", "note": f"the {plan.strategy} plan executes on the driver"}}
+    op = plan.make_operator()
+    recipe = None
+    if not _rebuildable(plan):
+        recipe = T.recipe_of(op)
+        if recipe is None:
+            return _driver_replay(plan)
+    tr = traits(op)
+    if tr.exact_partition_order and len(ctx.snapshots) > 1:
+        tr = replace(tr, exact_partition_order=False, partition_blocker=(
+            "match_id of merged streams: a match's last event is not named by its seq alone"))
+    mode = mode or os.environ.get("REPLAYDB_SPARK_MODE") or "auto"
+    intervals = normalize_intervals(plan.intervals)
+    if plan.intervals is not None and not intervals:
+        return op.output_schema.empty_table(), {"engine": "spark", "spark": {
+            "mode": "none", "note": "the plan replays nothing"}}
+    counts = interval_events(ctx.snapshots, intervals)
+    ex = _executor(master or ctx.options.master, executor)
+    slots = ex.parallelism
+    chosen = choose_mode(mode, tr, counts, slots)
+    opts = bind_options(ctx)
+    task_schema_op = op
+    if tr.strip_select and recipe is None:
+        task_schema_op = T.accepting(ctx.module.bind, strip_select(ctx.query), ctx.schema,
+                                     ctx.time_unit, **opts)
+    columns = getattr(op, "input_columns", None)
+    q = T.QueryShipment(
+        text=ctx.text, module=ctx.module.__name__, schema=ctx.schema, time_unit=ctx.time_unit,
+        bind_options=opts, strip_select=tr.strip_select and recipe is None,
+        type_column=ctx.type_column,
+        aliases=dict(ctx.aliases), columns=tuple(columns) if columns is not None else None,
+        partition_keys=tuple(tr.partition_keys),
+        exact_order=chosen == "partition" and tr.exact_partition_order,
+        key_report=chosen != "partition" and tr.numbering is not None
+        and bool(tr.numbering.keys), time_carrier=chosen == "partition" and tr.time_carrier,
+        recipe=recipe)
+    n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS") or TASKS_PER_CORE * slots
+    info: dict[str, Any] = {"mode": chosen, "executor": ex.name, "slots": slots,
+                            "intervals": len(intervals), "estimated_events": int(counts.sum()),
+                            "operator": tr.kind}
+    if tr.partition_keys:
+        info["partition_keys"] = list(tr.partition_keys)
+    notes = list(tr.notes) + ([tr.partition_blocker] if tr.partition_blocker else [])
+    if notes:
+        info["notes"] = notes
+    group, desc = job_group(ctx.language, ctx.text)
+    sc = getattr(ex, "sc", None)
+    prog = Progress(sc, group, progress) if sc is not None else None
+    if sc is not None:
+        sc.setJobGroup(group, desc, interruptOnCancel=True)
+        info["job_group"] = group
+    timer, fired = _arm_timeout(limits, sc, group)
+    t_ship = time.perf_counter()
+    try:
+        if chosen in ("interval", "single"):
+            groups = [(0, len(intervals))] if chosen == "single" else \
+                group_intervals(counts, n_tasks)
+            rows = []
+            for i, (a, b) in enumerate(groups):
+                ivs = tuple((k, intervals[k][0], intervals[k][1]) for k in range(a, b))
+                shipped = tuple(ship(s, [(x, y) for _, x, y in ivs]) for s in ctx.snapshots)
+                rows.append((i, pickle.dumps(T.IntervalTask(i, ivs, shipped))))
+            info["tasks"] = len(rows)
+            label = (f"interval replay: {len(intervals):,} intervals in {len(rows)} tasks"
+                     if chosen == "interval" else "full replay in one task")
+            _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
+            result = _run(ex.interval, prog, label, q, rows)
+        else:
+            n_read = read_tasks or TASKS_PER_CORE * slots
+            ranges = read_ranges(ctx.snapshots, intervals, n_read)
+            slots_ = bijective_slots(n_tasks)
+            rows = []
+            for i, rg in enumerate(ranges):
+                shipped = tuple(ship(s, [(a, b) for _, a, b in rg]) for s in ctx.snapshots)
+                rows.append((i, pickle.dumps(T.ReadTask(i, tuple(rg), shipped, tuple(slots_)))))
+            info["read_tasks"] = len(rows)
+            info["tasks"] = n_tasks
+            info["exact_order"] = q.exact_order
+            label = (f"partition replay by {', '.join(tr.partition_keys)}: {len(rows)} read "
+                     f"tasks, {n_tasks} key groups")
+            _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
+            result = _run(ex.partition, prog, label, q, rows, n_tasks)
+    except ReplayDBError:
+        raise
+    except Exception:
+        if fired.is_set():
+            raise ResourceLimitExceeded(
+                f"query exceeded its time limit of {limits.timeout:g} s",
+                hint="raise --timeout, or narrow the query (time range, window, predicates)"
+            ) from None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    t_gather = time.perf_counter()
+    table, stats = _gather(result, tr, chosen, op, task_schema_op)
+    info["seconds"] = {"prepare": t_ship - t_start, "spark": t_gather - t_ship,
+                       "gather": time.perf_counter() - t_gather}
+    info.update(stats.pop("spark", {}))
+    stats["engine"] = "spark"
+    stats["spark"] = info
+    if limits is not None:
+        limits.check()
+    return table, stats
+
+
+def _describe(sc: Any, text: str) -> None:
+    if sc is not None:
+        sc.setJobDescription(text)
+
+
+def _run(fn: Any, prog: Progress | None, label: str, *args: Any) -> pa.Table:
+    if prog is not None:
+        prog.start(label)
+    try:
+        return fn(*args)
+    finally:
+        if prog is not None:
+            prog.stop()
+
+
+def _arm_timeout(limits: Any, sc: Any, group: str) -> tuple[Any, threading.Event]:
+    fired = threading.Event()
+    if limits is None or getattr(limits, "deadline", None) is None or sc is None:
+        return None, fired
+    left = max(0.0, limits.deadline - time.monotonic())
+
+    def cancel() -> None:
+        fired.set()
+        sc.cancelJobGroup(group)
+
+    timer = threading.Timer(left, cancel)
+    timer.daemon = True
+    timer.start()
+    return timer, fired
+
+
+def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any
+            ) -> tuple[pa.Table, dict[str, Any]]:
+    """Decode the task rows, raise task errors, order, renumber, select; sum the stats."""
+    kinds = result.column("kind").to_pylist()
+    task_ids = result.column("task").to_pylist()
+    payloads = result.column("payload").to_pylist()
+    parts: list[pa.Table] = []
+    keys: list[pa.Table] = []
+    per_task: list[dict[str, Any]] = []
+    for kind, task, payload in zip(kinds, task_ids, payloads):
+        if kind == "error":
+            T.raise_error(payload)
+        elif kind == "rows":
+            t = from_ipc(payload)
+            parts.append(t.append_column("__task", pa.array(np.full(t.num_rows, task,
+                                                                    np.int64))))
+        elif kind == "keys":
+            keys.append(from_ipc(payload))
+        elif kind in ("stats", "readstats"):
+            import json
+
+            per_task.append(json.loads(payload))
+    stats = _sum_stats(per_task)
+    if not parts:
+        return op.output_schema.empty_table(), stats
+    rows = pa.concat_tables(parts)
+    if mode == "partition":
+        order = O.exact_order(rows) if tr.exact_partition_order else O.sorted_order(rows, tr)
+    else:
+        order = O.interval_order(rows, keys, tr)
+    select = None
+    if tr.strip_select:
+        def select(t: pa.Table) -> pa.Table:
+            # the operator's own select list, applied to its full-schema output
+            out = [op._apply_select(b) for b in t.to_batches()]
+            return pa.Table.from_batches(out, schema=op.output_schema)
+    renumbered = mode != "partition" or tr.exact_partition_order
+    table = O.finish(rows, order, tr, select, renumbered)
+    if table.schema != op.output_schema:
+        table = table.cast(op.output_schema)
+    return table, stats
+
+
+def _sum_stats(per_task: list[dict[str, Any]]) -> dict[str, Any]:
+    replay: dict[str, Any] = {}
+    operator: dict[str, Any] = {}
+    tasks = []
+    for d in per_task:
+        T._merge_stats(replay, d.get("replay", {}))
+        for k, v in d.get("operator", {}).items():
+            if k in ("peak_state", "state_size") or k.startswith("peak"):
+                operator[k] = max(operator.get(k, 0), v)
+            elif isinstance(v, (int, float)):
+                operator[k] = operator.get(k, 0) + v
+        tasks.append({"task": d["task"], "stage": d["kind"], "pid": d.get("pid"),
+                      "host": d.get("host"), "events": d["events"],
+                      "seconds": round(d["seconds"], 4),
+                      "bind_seconds": round(d.get("bind_seconds", 0.0), 4)})
+    return {"replay": replay, "operator": operator, "spark": {"per_task": tasks}}
+
+
+def _driver_replay(plan: Any) -> tuple[pa.Table, dict[str, Any]]:
+    """Replay on the driver (a plan whose operator factory tasks cannot rebuild)."""
+    ctx = plan.ctx
+    op = plan.make_operator()
+    rep = Replay(ctx.snapshots, plan.intervals, columns=getattr(op, "input_columns", None),
+                 type_column=ctx.type_column, aliases=ctx.aliases)
+    table = rep.run(op)
+    return table, {"engine": "spark", "replay": rep.stats.as_dict(),
+                   "operator": op.counters.as_dict(),
+                   "spark": {"mode": "driver",
+                             "note": "the plan's operator factory cannot be rebuilt in tasks"}}

@@ -1,0 +1,121 @@
+"""Where the stages run: Spark (``mapInArrow`` over a real session) or in-process.
+
+:class:`SparkExecutor` is the engine: the tasks of a stage are the ids of ``spark.range(n)`` with
+one id per partition (one Spark task each), each picking its ``(index, payload)`` row
+(:func:`~replaydb.replay.spark.tasks.by_id`); partition-parallel runs
+read with one stage, then ``repartition(n, slot)`` (Spark's hash partitioning; the driver picks
+slot values that land one per partition, :func:`~replaydb.replay.spark.keys.bijective_slots`),
+``sortWithinPartitions(r, j)`` (chunks back in replay order) and run the operators in a second
+``mapInArrow``. Results come back with ``toArrow()``.
+
+:class:`InlineExecutor` runs the very same stage functions in this process, one task after the
+other, with the same payloads (pickled and unpickled, as Spark would ship them) and a shuffle that
+groups and sorts the read stage's rows exactly as Spark's does. Tests use it to check the ordering
+and renumbering logic on many random queries quickly; it is not an execution engine for users.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from replaydb.replay.spark import tasks as T
+from replaydb.replay.spark.keys import spark_partition_of
+
+RESULT_DDL = "task int, chunk int, kind string, payload binary"
+BLOB_DDL = "slot int, r int, j int, payload binary"
+PARTITION_BATCH_ROWS = 4
+"""Arrow batch size (rows of event chunks) fed to partition tasks: chunks are large."""
+
+
+class InlineExecutor:
+    """Runs the stages in this process (see the module docstring)."""
+
+    name = "inline"
+
+    def __init__(self, parallelism: int = 2) -> None:
+        self.parallelism = parallelism
+
+    @staticmethod
+    def _ids(ids: list[int]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([pa.array(ids, pa.int64())], names=["id"])
+
+    def interval(self, q: T.QueryShipment, rows: list[tuple[int, bytes]],
+                 on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
+        q = pickle.loads(pickle.dumps(q))
+        out: list[pa.RecordBatch] = []
+        for i, _ in rows:  # as Spark runs them: one id of a range per task
+            out.extend(T.by_id(iter([self._ids([i])]), stage=T.interval_stage, query=q,
+                               rows=tuple(rows)))
+        return pa.Table.from_batches(out, schema=T.RESULT_SCHEMA)
+
+    def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
+                  on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
+        q = pickle.loads(pickle.dumps(q))
+        blobs: list[pa.RecordBatch] = []
+        for i, _ in rows:
+            blobs.extend(T.by_id(iter([self._ids([i])]), stage=T.read_stage, query=q,
+                                 rows=tuple(rows)))
+        table = pa.Table.from_batches(blobs, schema=T.BLOB_SCHEMA)
+        slots = table.column("slot").to_pylist()
+        parts: dict[int, list[int]] = {}
+        for i, s in enumerate(slots):
+            parts.setdefault(spark_partition_of(s, n_partitions), []).append(i)
+        out: list[pa.RecordBatch] = []
+        for p in range(n_partitions):
+            idx = parts.get(p, [])
+            sub = table.take(pa.array(idx, pa.int64())).sort_by([("r", "ascending"),
+                                                                 ("j", "ascending")])
+            batches: Iterator[pa.RecordBatch] = iter(sub.to_batches(max_chunksize=2))
+            out.extend(T.partition_rows(batches, query=q, index=p))
+        return pa.Table.from_batches(out, schema=T.RESULT_SCHEMA)
+
+
+class SparkExecutor:
+    """Runs the stages as Spark jobs (see the module docstring)."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.sc = spark.sparkContext
+
+    @property
+    def parallelism(self) -> int:
+        return max(1, int(self.sc.defaultParallelism))
+
+    def _tasks_df(self, stage: Callable[..., Any], q: T.QueryShipment,
+                  rows: list[tuple[int, bytes]], ddl: str) -> Any:
+        """One Spark task per row: ``spark.range`` with one id per partition, mapped to the
+        task rows by :func:`~replaydb.replay.spark.tasks.by_id`."""
+        n = len(rows)
+        fn = partial(T.by_id, stage=stage, query=q, rows=tuple((int(i), p) for i, p in rows))
+        return self.spark.range(0, n, numPartitions=n).mapInArrow(fn, ddl)
+
+    def interval(self, q: T.QueryShipment, rows: list[tuple[int, bytes]],
+                 on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
+        if on_start is not None:
+            on_start(label)
+        return self._tasks_df(T.interval_stage, q, rows, RESULT_DDL).toArrow()
+
+    def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
+                  on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
+        if on_start is not None:
+            on_start(label)
+        blobs = self._tasks_df(T.read_stage, q, rows, BLOB_DDL)
+        shuffled = blobs.repartition(n_partitions, "slot").sortWithinPartitions("r", "j")
+        df = shuffled.mapInArrow(partial(T.partition_stage, query=q), RESULT_DDL)
+        key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+        old = self.spark.conf.get(key, None)
+        self.spark.conf.set(key, str(PARTITION_BATCH_ROWS))
+        try:
+            return df.toArrow()
+        finally:
+            if old is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, old)

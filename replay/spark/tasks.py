@@ -1,0 +1,461 @@
+"""Functions that run inside Spark tasks (``mapInArrow``) to answer a query.
+
+They are module-level so executors can import them; the driver binds their parameters with
+:func:`functools.partial` (a :class:`QueryShipment`) and sends each task its own work as a row
+``(index, payload)`` where the payload is a pickled :class:`IntervalTask` or :class:`ReadTask`.
+
+Every task **binds the query itself**: it parses the query text with the language module the
+driver named and binds it to the pinned replay schema (no operator object, compiled code or Numba
+state crosses the wire). Results travel back as Arrow IPC payloads in rows of
+:data:`RESULT_SCHEMA` - Arrow types survive untouched (decimals, lists, dictionaries), so the
+gathered tables are byte for byte what the operator produced.
+
+Stages:
+
+* :func:`interval_stage` - interval-parallel: replay a run of consecutive planned intervals into
+  one operator (``end_interval`` between them) and return its tagged results;
+* :func:`read_stage` - partition-parallel, step 1: replay a time range of the streams and split
+  the events by the hash of their partition key into one group per target partition (Arrow IPC
+  chunks, each event tagged with its interval, its batch of the local replay and its global
+  position; chunks end at batch ends);
+* :func:`partition_stage` - partition-parallel, step 2: after Spark repartitioned the chunks by
+  target and sorted them by (read task, chunk), replay the partition's events - all events of its
+  keys, in the order of the local replay - into one operator.
+
+Errors the project raises on purpose (:class:`~replaydb.errors.ReplayDBError`) are returned as
+rows of kind ``error`` and raised again on the driver with their type and fields, instead of
+failing (and retrying) the Spark task.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import pickle
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from replaydb.errors import ReplayDBError
+from replaydb.replay.replay import Replay
+from replaydb.replay.spark.adapters import CARRIER, strip_select, with_time_carrier
+from replaydb.replay.spark.drive import (
+    Collector,
+    ExactOrder,
+    KeyBook,
+    drive,
+    from_ipc,
+    to_ipc,
+)
+from replaydb.replay.spark.keys import key_targets
+from replaydb.replay.spark.reader import ShippedStream, StreamShipment
+from replaydb.store.snapshot import ParquetCache
+
+RESULT_SCHEMA = pa.schema([("task", pa.int32()), ("chunk", pa.int32()), ("kind", pa.string()),
+                           ("payload", pa.binary())])
+"""Rows every stage returns: ``kind`` is rows | keys | stats | readstats | error."""
+TASK_SCHEMA = pa.schema([("index", pa.int32()), ("payload", pa.binary())])
+BLOB_SCHEMA = pa.schema([("slot", pa.int32()), ("r", pa.int32()), ("j", pa.int32()),
+                         ("payload", pa.binary())])
+"""Rows of the read stage: events for target ``slot`` from read task ``r``, chunk ``j``
+(``j = -1``: the read task's statistics, passed through by whichever partition gets them)."""
+CHUNK_EVENTS = 131_072
+I64_MIN = int(np.iinfo(np.int64).min)
+I64_MAX = int(np.iinfo(np.int64).max)
+
+
+@dataclass(frozen=True)
+class QueryShipment:
+    """The query as every task rebuilds it (picklable; see the module docstring)."""
+
+    text: str
+    module: str
+    schema: pa.Schema
+    time_unit: str | None
+    bind_options: dict[str, Any]
+    strip_select: bool
+    type_column: str | None
+    aliases: dict[str, str]
+    columns: tuple[str, ...] | None
+    partition_keys: tuple[str, ...] = ()
+    exact_order: bool = False
+    key_report: bool = False
+    time_carrier: bool = False
+    """Partition mode: send every target each local batch's last event as a time carrier
+    (:attr:`~replaydb.replay.spark.adapters.Traits.time_carrier`)."""
+    recipe: OperatorRecipe | None = None
+    """Set when the planner built the operator itself (not the language's ``bind``)."""
+
+
+@dataclass(frozen=True)
+class OperatorRecipe:
+    """An operator the planner built itself (e.g. the window planner's ``WindowAggregate`` with
+    its time bounds taken out of WHERE), rebuilt in tasks as ``cls(config, state_cap=...)``.
+
+    Only operators whose constructor is exactly the base lifecycle's ``(config, *, state_cap)``
+    and whose frozen config pickles qualify (:func:`recipe_of`); the config is plain data
+    (expression ASTs, Arrow schemas), never compiled code."""
+
+    cls: str
+    config: Any
+    state_cap: int | None
+
+    def build(self) -> Any:
+        mod, _, name = self.cls.partition(":")
+        return getattr(importlib.import_module(mod), name)(self.config,
+                                                           state_cap=self.state_cap)
+
+
+def recipe_of(op: Any) -> OperatorRecipe | None:
+    """The :class:`OperatorRecipe` of a fresh operator, or None when tasks cannot rebuild it
+    (checked by rebuilding it from the pickled recipe: same class and output schema)."""
+    import dataclasses
+
+    cfg = getattr(op, "config", None)
+    if cfg is None or not dataclasses.is_dataclass(cfg):
+        return None
+    cls = type(op)
+    params = [p for n, p in inspect.signature(cls.__init__).parameters.items() if n != "self"]
+    if [(p.name, p.kind) for p in params] != [
+            ("config", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            ("state_cap", inspect.Parameter.KEYWORD_ONLY)]:
+        return None
+    recipe = OperatorRecipe(f"{cls.__module__}:{cls.__qualname__}", cfg,
+                            getattr(op, "state_cap", None))
+    try:
+        again = pickle.loads(pickle.dumps(recipe)).build()
+    except Exception:  # noqa: BLE001 - anything unpicklable or unbuildable: not shippable
+        return None
+    if type(again) is not cls or again.output_schema != op.output_schema:
+        return None
+    return recipe
+
+
+@dataclass(frozen=True)
+class IntervalTask:
+    """Consecutive planned intervals ``(k, t0, t1)`` (``(0, None, None)``: everything)."""
+
+    index: int
+    intervals: tuple[tuple[int, int | None, int | None], ...]
+    streams: tuple[StreamShipment, ...]
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """A time range of the replay (sub-ranges of planned intervals, ``(k, t0, t1)``) to read
+    and split by key into ``len(slots)`` targets."""
+
+    index: int
+    ranges: tuple[tuple[int, int | None, int | None], ...]
+    streams: tuple[StreamShipment, ...]
+    slots: tuple[int, ...]
+    chunk_events: int = CHUNK_EVENTS
+
+
+@dataclass
+class TaskStats:
+    """What one task did (summed on the driver)."""
+
+    events: int = 0
+    seconds: float = 0.0
+    bind_seconds: float = 0.0
+    replay: dict[str, Any] = field(default_factory=dict)
+    operator: dict[str, Any] = field(default_factory=dict)
+
+    def payload(self, index: int, kind: str) -> dict[str, Any]:
+        return {"task": index, "kind": kind, "pid": os.getpid(), "host": socket.gethostname(),
+                "events": self.events, "seconds": self.seconds,
+                "bind_seconds": self.bind_seconds, "replay": self.replay,
+                "operator": self.operator}
+
+
+# --------------------------------------------------------------------------- binding
+def accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with only the keyword arguments it accepts (as the query hub does)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return fn(*args, **kwargs)
+    return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
+
+
+def bind_query(q: QueryShipment) -> Any:
+    """Parse and bind the query as the driver did (select list left out when asked), or
+    rebuild the planner's own operator from its recipe."""
+    if q.recipe is not None:
+        return q.recipe.build()
+    mod = importlib.import_module(q.module)
+    query = mod.parse(q.text)
+    if q.strip_select:
+        query = strip_select(query)
+    return accepting(mod.bind, query, q.schema, q.time_unit, **dict(q.bind_options))
+
+
+def _replay(streams: list[ShippedStream], q: QueryShipment, a: int | None,
+            b: int | None) -> Replay:
+    if a is None and b is None:
+        iv = None
+    else:  # a piece of an unbounded interval: Replay takes None only for "everything"
+        iv = [(I64_MIN if a is None else a, I64_MAX if b is None else b)]
+    return Replay(streams, iv, columns=list(q.columns) if q.columns is not None else None,
+                  type_column=q.type_column, aliases=q.aliases)
+
+
+def _merge_stats(acc: dict[str, Any], d: dict[str, Any]) -> None:
+    for k, v in d.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            acc[k] = acc.get(k, 0) + v
+
+
+# --------------------------------------------------------------------------- error transport
+def error_payload(exc: ReplayDBError) -> bytes:
+    state = {k: v for k, v in vars(exc).items()}
+    return pickle.dumps({"module": type(exc).__module__, "name": type(exc).__qualname__,
+                         "message": exc.message, "state": state})
+
+
+def raise_error(payload: bytes) -> None:
+    """Raise on the driver the error a task reported (same type, message, hint, fields)."""
+    d = pickle.loads(payload)
+    cls = getattr(importlib.import_module(d["module"]), d["name"], None)
+    if not (isinstance(cls, type) and issubclass(cls, ReplayDBError)):
+        raise ReplayDBError(d["message"])
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, d["message"])
+    exc.__dict__.update(d["state"])
+    raise exc
+
+
+def _rows(index: int, kind: str, payloads: list[bytes]) -> pa.RecordBatch:
+    n = len(payloads)
+    return pa.RecordBatch.from_arrays(
+        [pa.array([index] * n, pa.int32()), pa.array(range(n), pa.int32()),
+         pa.array([kind] * n, pa.string()), pa.array(payloads, pa.binary())],
+        schema=RESULT_SCHEMA)
+
+
+def _guarded(index: int, work: Callable[[], Iterator[pa.RecordBatch]]
+             ) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from work()
+    except ReplayDBError as exc:
+        yield _rows(index, "error", [error_payload(exc)])
+
+
+def _task_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, bytes]]:
+    for b in batches:
+        idx = b.column(0).to_pylist()
+        pay = b.column(1).to_pylist()
+        yield from zip(idx, pay)
+
+
+def by_id(batches: Iterator[pa.RecordBatch], *, stage: Callable[..., Iterator[pa.RecordBatch]],
+          query: QueryShipment, rows: tuple[tuple[int, bytes], ...]
+          ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function over ``spark.range(len(rows))``: each id picks its task row from
+    ``rows`` (shipped with the function) and runs ``stage`` on it. The task list starts in the
+    JVM (no Python rows to convert), which saves a Python round trip per task."""
+    table = dict(rows)
+
+    def tasks() -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            ids = [int(i) for i in b.column(0).to_pylist()]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(ids, pa.int32()), pa.array([table[i] for i in ids], pa.binary())],
+                schema=TASK_SCHEMA)
+
+    yield from stage(tasks(), query=query)
+
+
+# --------------------------------------------------------------------------- interval stage
+def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.RecordBatch]:
+    t0 = time.perf_counter()
+    op = bind_query(q)
+    st = TaskStats(bind_seconds=time.perf_counter() - t0)
+    cache = ParquetCache()
+    streams = [ShippedStream(s, cache) for s in task.streams]
+    out = Collector()
+    book = KeyBook(q.partition_keys) if q.key_report else None
+    reps: list[Replay] = []
+
+    def source() -> Iterator[tuple[int, pa.Table]]:
+        for k, a, b in task.intervals:
+            rep = _replay(streams, q, a, b)
+            reps.append(rep)
+            for _, batch in rep.batches():
+                yield k, pa.Table.from_batches([batch])
+
+    st.events = drive(op, source(), out, task_index=task.index, book=book)
+    for rep in reps:
+        _merge_stats(st.replay, rep.stats.as_dict())
+    st.operator = op.counters.as_dict()
+    st.seconds = time.perf_counter() - t0
+    yield _rows(task.index, "rows", out.take())
+    if book is not None:
+        yield _rows(task.index, "keys", [to_ipc(book.first_table(task.index))])
+    yield _rows(task.index, "stats", [json.dumps(st.payload(task.index, "interval")).encode()])
+
+
+def interval_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
+                   ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: one :class:`IntervalTask` per input row."""
+    for index, payload in _task_rows(batches):
+        task: IntervalTask = pickle.loads(payload)
+        yield from _guarded(index, lambda t=task: run_interval_task(query, t))
+
+
+# --------------------------------------------------------------------------- read stage
+def run_read_task(q: QueryShipment, task: ReadTask) -> Iterator[pa.RecordBatch]:
+    t0 = time.perf_counter()
+    cache = ParquetCache()
+    streams = [ShippedStream(s, cache) for s in task.streams]
+    n_t = len(task.slots)
+    buffers: list[list[pa.Table]] = [[] for _ in range(n_t)]
+    sizes = [0] * n_t
+    chunk_no = [0] * n_t
+    st = TaskStats()
+    pos = 0
+
+    def blob(target: int) -> pa.RecordBatch:
+        tbl = pa.concat_tables(buffers[target])
+        buffers[target], sizes[target] = [], 0
+        chunk_no[target] += 1
+        return pa.RecordBatch.from_arrays(
+            [pa.array([task.slots[target]], pa.int32()), pa.array([task.index], pa.int32()),
+             pa.array([chunk_no[target] - 1], pa.int32()), pa.array([to_ipc(tbl)], pa.binary())],
+            schema=BLOB_SCHEMA)
+
+    n_batches = 0
+    for k, a, b in task.ranges:
+        rep = _replay(streams, q, a, b)
+        for _, batch in rep.batches():
+            tbl = pa.Table.from_batches([batch])
+            n = tbl.num_rows
+            tgt = key_targets(tbl, q.partition_keys, n_t)
+            tbl = tbl.append_column("__k", pa.array(np.full(n, k, np.int64)))
+            tbl = tbl.append_column("__b", pa.array(np.full(n, n_batches, np.int64)))
+            n_batches += 1
+            tbl = tbl.append_column("__r", pa.array(np.full(n, task.index, np.int64)))
+            tbl = tbl.append_column("__l", pa.array(np.arange(pos, pos + n, dtype=np.int64)))
+            pos += n
+            carrier = None
+            if q.time_carrier:
+                tbl = tbl.append_column(CARRIER, pa.array(np.zeros(n, np.int8)))
+                carrier = tbl.slice(n - 1, 1).set_column(
+                    tbl.num_columns - 1, CARRIER, pa.array(np.ones(1, np.int8)))
+            order = np.argsort(tgt, kind="stable")
+            counts = np.bincount(tgt, minlength=n_t)
+            part = tbl.take(pa.array(order))
+            start = 0
+            for target, c in enumerate(counts.tolist()):
+                if c or carrier is not None:
+                    piece = part.slice(start, c)
+                    if carrier is not None:  # one record batch: one push, as locally
+                        piece = pa.concat_tables([piece, carrier]).combine_chunks()
+                    buffers[target].append(piece)
+                    sizes[target] += c
+                    start += c
+                    if sizes[target] >= task.chunk_events:
+                        yield blob(target)
+        _merge_stats(st.replay, rep.stats.as_dict())
+    for target in range(n_t):
+        if buffers[target]:
+            yield blob(target)
+    st.events = pos
+    st.seconds = time.perf_counter() - t0
+    stats = json.dumps(st.payload(task.index, "read")).encode()
+    yield pa.RecordBatch.from_arrays(
+        [pa.array([task.slots[0]], pa.int32()), pa.array([task.index], pa.int32()),
+         pa.array([-1], pa.int32()), pa.array([stats], pa.binary())], schema=BLOB_SCHEMA)
+
+
+def read_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
+               ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: one :class:`ReadTask` per input row; yields :data:`BLOB_SCHEMA`.
+
+    A ReplayDBError while reading travels as a statistics row carrying the error."""
+    for index, payload in _task_rows(batches):
+        task: ReadTask = pickle.loads(payload)
+        try:
+            yield from run_read_task(query, task)
+        except ReplayDBError as exc:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([task.slots[0]], pa.int32()), pa.array([index], pa.int32()),
+                 pa.array([-2], pa.int32()), pa.array([error_payload(exc)], pa.binary())],
+                schema=BLOB_SCHEMA)
+
+
+# --------------------------------------------------------------------------- partition stage
+def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, int, bytes]]
+                       ) -> Iterator[pa.RecordBatch]:
+    """Replay one target partition's events (rows sorted by read task and chunk)."""
+    t0 = time.perf_counter()
+    op = bind_query(q)
+    if q.time_carrier:
+        op = with_time_carrier(op)
+    st = TaskStats(bind_seconds=time.perf_counter() - t0)
+    out = Collector()
+    passthrough: list[tuple[str, bytes]] = []
+    exact = ExactOrder() if q.exact_order else None
+    carriers = [0]
+
+    def source() -> Iterator[tuple[int, pa.Table]]:
+        for _r, j, payload in rows:
+            if j == -1:
+                passthrough.append(("readstats", payload))
+                continue
+            if j == -2:
+                passthrough.append(("error", payload))
+                continue
+            tbl = from_ipc(payload)
+            if q.time_carrier:
+                carriers[0] += int(pc.sum(tbl.column(CARRIER)).as_py() or 0)
+            ks = tbl.column("__k").to_numpy()
+            bs = tbl.column("__b").to_numpy()
+            # one push per batch of the local replay (restricted to this partition's keys)
+            cut = np.flatnonzero(bs[1:] != bs[:-1]) + 1
+            bounds = [0, *cut.tolist(), tbl.num_rows]
+            for s, e in zip(bounds[:-1], bounds[1:]):
+                piece = tbl.slice(s, e - s)
+                if piece.column(0).num_chunks > 1:  # push the local batch in one piece
+                    piece = piece.combine_chunks()
+                yield int(ks[s]), piece
+
+    st.events = drive(op, source(), out, task_index=index, exact=exact, positions=True)
+    st.events -= carriers[0]
+    st.operator = op.counters.as_dict()
+    st.seconds = time.perf_counter() - t0
+    yield _rows(index, "rows", out.take())
+    for kind, payload in passthrough:
+        yield _rows(index, kind, [payload])
+    if st.events:
+        yield _rows(index, "stats", [json.dumps(st.payload(index, "partition")).encode()])
+
+
+def partition_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
+                    ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function over one shuffled, sorted partition of :data:`BLOB_SCHEMA` rows."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    index = ctx.partitionId() if ctx is not None else 0
+    yield from partition_rows(batches, query=query, index=index)
+
+
+def partition_rows(batches: Iterator[pa.RecordBatch], *, query: QueryShipment, index: int
+                   ) -> Iterator[pa.RecordBatch]:
+    def rows() -> Iterator[tuple[int, int, bytes]]:
+        for b in batches:
+            r = b.column(1).to_pylist()
+            j = b.column(2).to_pylist()
+            p = b.column(3).to_pylist()
+            yield from zip(r, j, p)
+
+    yield from _guarded(index, lambda: run_partition_task(query, index, rows()))

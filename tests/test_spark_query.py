@@ -1,0 +1,93 @@
+"""Planned queries on the Spark engine equal local execution: random stores with real indexes,
+random MATCH_RECOGNIZE and SASE+ queries, the pattern planner's own replay intervals (every
+selection strategy), every execution mode that applies.
+
+The stages run in-process (:class:`~replaydb.replay.spark.executors.InlineExecutor`: the very
+functions and pickled payloads Spark runs), so hundreds of cases take seconds; the same path
+through a real Spark session is in ``test_spark_engine_spark.py``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from replaydb.errors import OperatorError, QueryError, UsageError
+from replaydb.planner.query import QueryOptions, execute, plan_query
+from replaydb.replay.spark import run_plan
+from replaydb.replay.spark.executors import InlineExecutor
+from tests.planner_cases import mr_queries, sase_queries, stream_store, streams
+from tests.test_spark_engine import check_equal
+
+PLANS = ["auto", "all", "greedy", "optimal", "cpm"]
+
+
+def compare(store, text: str, plan: str, tasks: int, **extra) -> set[str]:  # noqa: ANN001, ANN003
+    """Local vs Spark for every mode that applies; returns the modes that ran."""
+    opts = {"plan": plan, "state_cap": 200_000, "extra": extra}
+    try:
+        local_plan = plan_query(store, text, QueryOptions(**opts))
+        local = execute(local_plan).table
+    except (QueryError, OperatorError):
+        assume(False)  # the query is invalid for local execution as well
+    ran = set()
+    for mode in ("auto", "interval", "partition", "single"):
+        p = plan_query(store, text, QueryOptions(**opts, engine="spark"))
+        assert p.intervals == local_plan.intervals and p.strategy == local_plan.strategy
+        try:
+            got, stats = run_plan(p, mode=mode, executor=InlineExecutor(2), tasks=tasks,
+                                  read_tasks=tasks)
+        except UsageError as exc:
+            assert mode in ("interval", "partition") and "cannot run" in str(exc)
+            continue
+        ran.add(stats["spark"]["mode"])
+        if stats["spark"]["mode"] == "none":
+            assert local.num_rows == 0 and got.schema.equals(local.schema)
+            continue
+        check_equal(local, got, stats)
+    return ran
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(s=streams(max_len=60), q=st.one_of(mr_queries(), sase_queries()),
+       plan=st.sampled_from(PLANS), tasks=st.integers(1, 4))
+def test_planned_queries_equal_local(s: dict, q: str, plan: str, tasks: int) -> None:
+    with stream_store(s) as store:
+        compare(store, q, plan, tasks)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(s=streams(max_len=80), q=st.one_of(mr_queries(), sase_queries()),
+       plan=st.sampled_from(PLANS), tasks=st.integers(1, 5))
+def test_planned_queries_equal_local_slow(s: dict, q: str, plan: str, tasks: int) -> None:
+    with stream_store(s) as store:
+        compare(store, q, plan, tasks)
+
+
+def test_planner_intervals_run_interval_parallel() -> None:
+    """A selective indexed condition: the planner replays several short intervals, and the
+    Spark engine runs them as interval-parallel tasks with local execution's result."""
+    import numpy as np
+
+    n = 3000
+    rng = np.random.default_rng(1)
+    t = np.cumsum(rng.integers(1, 4, n))
+    x = np.where(rng.random(n) < 0.1, 9.0, rng.integers(0, 5, n).astype(float))
+    s = {"table": pa.table({"t": t, "x": x, "k": rng.integers(0, 2, n),
+                            "type": np.array(list("abc"))[rng.integers(0, 3, n)]}),
+         "indexed": ["x"], "leaf": 16, "fanout": 4}
+    free = {"weights": {"interval_events": 0.0}}  # no cost per interval: nothing is joined
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.x AS ax, LAST(B.x) AS bx "
+         "PATTERN (A B+) WITHIN 6 DEFINE A AS x = 9, B AS x < 3)")
+    with stream_store(s) as store:
+        p = plan_query(store, q, QueryOptions(plan="all", extra=free))
+        assert p.intervals is not None and len(p.intervals) > 5
+        ran = compare(store, q, "all", 3, **free)
+        assert "interval" in ran and "single" in ran
+        p = plan_query(store, q, QueryOptions(plan="all", engine="spark", extra=free))
+        _, stats = run_plan(p, executor=InlineExecutor(2))
+        assert stats["spark"]["mode"] == "interval"
+        assert stats["spark"]["intervals"] == len(p.intervals)
