@@ -22,7 +22,6 @@ import math
 
 import numba as nb
 import numpy as np
-
 from replaydb.operators.expr import (
     Between,
     Binary,

@@ -42,7 +42,6 @@ import math
 
 import numba as nb
 import numpy as np
-
 from replaydb.operators.greta.edgecode import eval_edge
 
 LIMB = 30
@@ -127,21 +126,21 @@ def _mul_small(src, sr, sbase, L, attr, dst, dr, dbase):
 
 # ---------------------------------------------------------------------------- value rows
 @nb.njit(cache=True)
-def _reset_row(I, F, r, G):
+def _reset_row(vi, vf, r, G):
     K, L, Cb = G.K, G.L, G.Cb
     nb_ = Cb * K * L
     for j in range(nb_):
-        I[r, j] = 0
+        vi[r, j] = 0
     for c in range(G.Cmi):
         s = I64_MIN if G.cmi_max[c] else I64_MAX
         for k in range(K):
-            I[r, nb_ + c * K + k] = s
+            vi[r, nb_ + c * K + k] = s
     for j in range(G.Cf * K):
-        F[r, j] = 0.0
+        vf[r, j] = 0.0
     for c in range(G.Cmf):
         s = -np.inf if G.cmf_max[c] else np.inf
         for k in range(K):
-            F[r, G.Cf * K + c * K + k] = s
+            vf[r, G.Cf * K + c * K + k] = s
 
 
 @nb.njit(cache=True)
@@ -219,14 +218,14 @@ def build_all_fenwicks(fwI, fwF, ptI, ptF, offs, szs, G):
 
 
 @nb.njit(cache=True)
-def max_bits(I, nrows, G):
+def max_bits(vi, nrows, G):
     """Largest bit length among the exact values of the first ``nrows`` rows."""
     K, L = G.K, G.L
     best = 1
     for r in range(nrows):
         for c in range(G.Cb):
             for k in range(K):
-                b = _bits(I, r, (c * K + k) * L, L)
+                b = _bits(vi, r, (c * K + k) * L, L)
                 if b > best:
                     best = b
     return best
@@ -234,33 +233,33 @@ def max_bits(I, nrows, G):
 
 # ---------------------------------------------------------------------------- negation helpers
 @nb.njit(cache=True)
-def _rebuild_range(IX, RC, I, p, G):
-    """Recompute point values and Fenwick tree of index I, partition p, from its records."""
-    off = IX.off[I, p]
-    sz = IX.sz[I, p]
+def _rebuild_range(IX, RC, ii, p, G):
+    """Recompute point values and Fenwick tree of index ii, partition p, from its records."""
+    off = IX.off[ii, p]
+    sz = IX.sz[ii, p]
     for i in range(sz):
         _reset_row(IX.ptI, IX.ptF, off + i, G)
-    rec = RC.head[I, p]
+    rec = RC.head[ii, p]
     while rec >= 0:
         r = RC.rank[rec]
         if RC.alive[rec] and r >= 0:
             _acc(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G, 0, G.K - 1, True)
         rec = RC.nxt[rec]
-    if G.ix_kind[I] == K_FENWICK:
+    if G.ix_kind[ii] == K_FENWICK:
         build_fenwick(IX.fwI, IX.fwF, IX.ptI, IX.ptF, off, sz, G)
 
 
 @nb.njit(cache=True)
-def _apply_removal(IX, RC, NG, I, p, c, G):
-    """Case 1: drop the source vertices of index I older than the child's latest trend start."""
+def _apply_removal(IX, RC, NG, ii, p, c, G):
+    """Case 1: drop the source vertices of index ii older than the child's latest trend start."""
     M = NG.bM[c, NG.p_bucket[p, c]]
-    if M <= IX.appM[I, p]:
+    if M <= IX.appM[ii, p]:
         return
-    kind = G.ix_kind[I]
-    off = IX.off[I, p]
-    sz = IX.sz[I, p]
+    kind = G.ix_kind[ii]
+    off = IX.off[ii, p]
+    sz = IX.sz[ii, p]
     dirty = False
-    rec = RC.head[I, p]
+    rec = RC.head[ii, p]
     while rec >= 0 and RC.t[rec] < M:
         r = RC.rank[rec]
         if RC.alive[rec] and kind != K_SCAN and r >= 0:
@@ -275,12 +274,12 @@ def _apply_removal(IX, RC, NG, I, p, c, G):
                         i2 += i2 & (-i2)
         RC.alive[rec] = False
         rec = RC.nxt[rec]
-    RC.head[I, p] = rec
+    RC.head[ii, p] = rec
     if rec < 0:
-        RC.tail[I, p] = -1
-    IX.appM[I, p] = M
+        RC.tail[ii, p] = -1
+    IX.appM[ii, p] = M
     if dirty:
-        _rebuild_range(IX, RC, I, p, G)
+        _rebuild_range(IX, RC, ii, p, G)
 
 
 @nb.njit(cache=True)
@@ -309,10 +308,10 @@ def _apply_completion(NG, q, G):
 
 # ---------------------------------------------------------------------------- the kernel
 @nb.njit(cache=True, error_model="numpy")
-def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
-    """Process occurrences O[CNT[4]:] of one graph. Returns the position reached: ``len(O.t)``
+def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
+    """Process occurrences OC[CNT[4]:] of one graph. Returns the position reached: ``len(OC.t)``
     when done, or the start of the first group that needs wider integers (then widen, resume)."""
-    n = O.t.shape[0]
+    n = OC.t.shape[0]
     K, L, Cb = G.K, G.L, G.Cb
     nb_ = Cb * K * L
     maxg = G.max_group
@@ -324,9 +323,9 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
     ncc = NG.cc_t.shape[0]
     i = CNT[4]
     while i < n:
-        t = O.t[i]
+        t = OC.t[i]
         j = i
-        while j < n and O.t[j] == t:
+        while j < n and OC.t[j] == t:
             j += 1
         if Cb > 0 and Z[0] + G.slack >= cap_bits:
             CNT[4] = i
@@ -338,22 +337,22 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
         # ---- compute
         for a in range(i, j):
             sr = a - i
-            x = O.x[a]
-            p = O.pid[a]
-            wa = O.wa[a]
-            wb = O.wb[a]
+            x = OC.x[a]
+            p = OC.pid[a]
+            wa = OC.wa[a]
+            wb = OC.wb[a]
             _reset_row(scI, scF, sr, G)
             for q in range(G.in_ptr[x], G.in_ptr[x + 1]):
                 T = G.in_list[q]
-                I = G.tr_ix[T]
+                ii = G.tr_ix[T]
                 jj = q - G.in_ptr[x]
                 c = G.tr_neg[T]
                 if c >= 0:
-                    _apply_removal(IX, RC, NG, I, p, c, G)
-                kind = G.ix_kind[I]
-                off = IX.off[I, p]
-                sz = IX.sz[I, p]
-                b = O.bound[a, jj]
+                    _apply_removal(IX, RC, NG, ii, p, c, G)
+                kind = G.ix_kind[ii]
+                off = IX.off[ii, p]
+                sz = IX.sz[ii, p]
+                b = OC.bound[a, jj]
                 if kind == K_NONE or kind == K_POINT:
                     if b >= 0 and b < sz:
                         _acc(scI, scF, sr, IX.ptI, IX.ptF, off + b, G, wa, wb, False)
@@ -363,12 +362,12 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
                         _acc(scI, scF, sr, IX.fwI, IX.fwF, off + i2 - 1, G, wa, wb, False)
                         i2 -= i2 & (-i2)
                 else:
-                    rec = RC.head[I, p]
+                    rec = RC.head[ii, p]
                     bs = G.tr_bc_start[T]
                     bl = G.tr_bc_len[T]
                     while rec >= 0:
                         if RC.alive[rec] and eval_edge(G.bc_code, G.bc_arg, bs, bl, RC.g, rec,
-                                                       O.g, a, stack):
+                                                       OC.g, a, stack):
                             _acc(scI, scF, sr, RC.I, RC.F, rec, G, wa, wb, False)
                         rec = RC.nxt[rec]
             any_alive = False
@@ -393,12 +392,12 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
                                 for li in range(L):
                                     scI[sr, base + li] += scI[sr, k * L + li]
                             else:
-                                _mul_small(scI, sr, k * L, L, O.ai[a, G.cb_attr[c]], scI, sr,
+                                _mul_small(scI, sr, k * L, L, OC.ai[a, G.cb_attr[c]], scI, sr,
                                            base)
                         _norm(scI, sr, base, L)
                 for c in range(G.Cf):
                     if G.cf_state[c] == x and alive_k:
-                        scF[sr, c * K + k] += O.af[a, G.cf_attr[c]] * _to_float(scI, sr, k * L, L)
+                        scF[sr, c * K + k] += OC.af[a, G.cf_attr[c]] * _to_float(scI, sr, k * L, L)
                 for c in range(G.Cmi):
                     col = nb_ + c * K + k
                     st = G.cmi_state[c]
@@ -406,7 +405,7 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
                         if x == G.start and t > scI[sr, col]:
                             scI[sr, col] = t
                     elif st == x and alive_k:
-                        v = O.ai[a, G.cmi_attr[c]]
+                        v = OC.ai[a, G.cmi_attr[c]]
                         if G.cmi_max[c]:
                             if v > scI[sr, col]:
                                 scI[sr, col] = v
@@ -418,7 +417,7 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
                     col = G.Cf * K + c * K + k
                     st = G.cmf_state[c]
                     if st == x and alive_k:
-                        v = O.af[a, G.cmf_attr[c]]
+                        v = OC.af[a, G.cmf_attr[c]]
                         if G.cmf_max[c]:
                             if v > scF[sr, col]:
                                 scF[sr, col] = v
@@ -435,24 +434,24 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
             sr = a - i
             if not alive[sr]:
                 continue
-            x = O.x[a]
-            p = O.pid[a]
-            wa = O.wa[a]
-            wb = O.wb[a]
+            x = OC.x[a]
+            p = OC.pid[a]
+            wa = OC.wa[a]
+            wb = OC.wb[a]
             for q in range(G.out_ptr[x], G.out_ptr[x + 1]):
-                I = G.out_list[q]
-                r = O.rank[a, q - G.out_ptr[x]]
-                kind = G.ix_kind[I]
+                ii = G.out_list[q]
+                r = OC.rank[a, q - G.out_ptr[x]]
+                kind = G.ix_kind[ii]
                 if kind != K_SCAN and r >= 0:
-                    off = IX.off[I, p]
-                    sz = IX.sz[I, p]
+                    off = IX.off[ii, p]
+                    sz = IX.sz[ii, p]
                     _acc(IX.ptI, IX.ptF, off + r, scI, scF, sr, G, wa, wb, True)
                     if kind == K_FENWICK:
                         i2 = r + 1
                         while i2 <= sz:
                             _acc(IX.fwI, IX.fwF, off + i2 - 1, scI, scF, sr, G, wa, wb, True)
                             i2 += i2 & (-i2)
-                if G.ix_rec[I]:
+                if G.ix_rec[ii]:
                     rec = CNT[0]
                     CNT[0] += 1
                     _copy_row(RC.I, RC.F, rec, scI, scF, sr)
@@ -461,16 +460,16 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
                     RC.alive[rec] = True
                     RC.nxt[rec] = -1
                     RC.pid[rec] = p
-                    RC.ix[rec] = I
+                    RC.ix[rec] = ii
                     RC.occ[rec] = a
                     for gc in range(RC.g.shape[1]):
-                        RC.g[rec, gc] = O.g[a, gc]
-                    tl = RC.tail[I, p]
+                        RC.g[rec, gc] = OC.g[a, gc]
+                    tl = RC.tail[ii, p]
                     if tl >= 0:
                         RC.nxt[tl] = rec
                     else:
-                        RC.head[I, p] = rec
-                    RC.tail[I, p] = rec
+                        RC.head[ii, p] = rec
+                    RC.tail[ii, p] = rec
             if x == G.end:
                 if G.is_pos:
                     if G.case2 >= 0:
@@ -478,7 +477,7 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
                         CNT[1] += 1
                         _copy_row(OUT.qI, OUT.qF, qn, scI, scF, sr)
                         OUT.q_t[qn] = t
-                        OUT.q_seq[qn] = O.seq[a]
+                        OUT.q_seq[qn] = OC.seq[a]
                         OUT.q_pid[qn] = p
                         OUT.q_alive[qn] = True
                         OUT.q_nxt[qn] = -1
@@ -494,8 +493,8 @@ def run_graph(G, O, IX, RC, NG, OUT, CNT, Z):
                         _acc(OUT.finI, OUT.finF, gid, scI, scF, sr, G, wa, wb, True)
                         for w in range(wa, wb + 1):
                             k = w % K
-                            if not _is_zero(scI, sr, k * L, L) and O.seq[a] > OUT.fin_seq[gid, k]:
-                                OUT.fin_seq[gid, k] = O.seq[a]
+                            if not _is_zero(scI, sr, k * L, L) and OC.seq[a] > OUT.fin_seq[gid, k]:
+                                OUT.fin_seq[gid, k] = OC.seq[a]
                 else:
                     cn = CNT[2]
                     CNT[2] += 1

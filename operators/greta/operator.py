@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-
-from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.plan import CompiledPlan, compile_plan
@@ -27,6 +25,8 @@ from replaydb.operators.greta.runtime import (
     GraphState,
     Runtime,
 )
+
+from replaydb.errors import DataError, OperatorError
 
 MIN_PROCESS_ROWS = 1 << 16
 _DEC_LIMIT = 10**38
@@ -80,6 +80,17 @@ class GretaOperator(Operator):
     @property
     def output_schema(self) -> pa.Schema:
         return self.plan.output_schema
+
+    def _check(self) -> None:
+        """Verify the runtime's invariants (tests call this after every step)."""
+        if self._rt is not None:
+            for gs in self._rt.graphs:
+                gs._check()
+        if self._buf:
+            t = np.concatenate([b.column("t").to_numpy() for b in self._buf])
+            assert np.all(np.diff(t) >= 0)
+            if self._t_last is not None:
+                assert t[-1] == self._t_last
 
     def explain(self) -> str:
         """The split pattern, its templates, indexes and windows (for EXPLAIN)."""
@@ -198,7 +209,6 @@ class GretaOperator(Operator):
         self._w_next = max(self._w_next, wid + 1)
 
     def _close_window(self, w: int) -> None:
-        plan = self.plan
         gs = self._rt.graphs[0]
         k = w % gs.K
         big, mmi, fs, mmf = gs.slot_columns(k)

@@ -30,9 +30,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-
 from replaydb.operators.base import column_np
-from replaydb.operators.expr import Column, Expr, compile_predicate
+from replaydb.operators.expr import Column, compile_predicate
 from replaydb.operators.greta.plan import CompiledPlan, compile_plan
 from replaydb.operators.greta.query import GretaConfig, Pattern, PNot, PPlus, PSeq, PType
 
@@ -276,8 +275,6 @@ class GretaOracle:
             vals = [self.py[attr][i] for i in tr if self.state[i] == alias]
             k = (alias, attr)
             if kind in ("sum", "avg"):
-                if kind == "avg" and ("sum" in [kk for _, _, kk in pairs if _ == alias]):
-                    pass
                 acc["sum"].setdefault(("tmp", k, kind), 0)
                 acc["sum"][("tmp", k, kind)] += sum(vals)
             else:
@@ -325,6 +322,3 @@ def oracle_rows(cfg: GretaConfig, table: pa.Table, **kw: Any) -> list[dict[str, 
     """Convenience: :meth:`GretaOracle.run` on ``table``."""
     return GretaOracle(cfg, table, **kw).run()
 
-
-def _unused(e: Expr) -> None:  # pragma: no cover
-    pass

@@ -39,7 +39,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-
 from replaydb.operators.expr import (
     Binary,
     Call,

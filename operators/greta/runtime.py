@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import column_np
 from replaydb.operators.expr import Column, Expr, compile_expr
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.plan import FENWICK, NONE, POINT, SCAN, CompiledPlan, GraphPlan
+
+from replaydb.errors import DataError, OperatorError
 
 GC = namedtuple("GC", [
     "K", "L", "Cb", "Cf", "Cmi", "Cmf", "Wi", "Wf", "is_pos", "start", "end", "d", "s",
@@ -308,15 +308,15 @@ class GraphState:
     def fresh_rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """``n`` empty value rows (zero sums, min/max sentinels)."""
         Wi, Wf = self.widths()
-        I = np.zeros((n, Wi), np.int64)
-        F = np.zeros((n, Wf), np.float64)
+        vi = np.zeros((n, Wi), np.int64)
+        vf = np.zeros((n, Wf), np.float64)
         nb_ = self.Cb * self.K * self.L
         for c, (_, _, is_max) in enumerate(self.g.mmi):
-            I[:, nb_ + c * self.K: nb_ + (c + 1) * self.K] = I64_MIN if is_max else I64_MAX
+            vi[:, nb_ + c * self.K: nb_ + (c + 1) * self.K] = I64_MIN if is_max else I64_MAX
         for c, (_, _, is_max) in enumerate(self.g.mmf):
             lo = self.Cf * self.K + c * self.K
-            F[:, lo: lo + self.K] = -np.inf if is_max else np.inf
-        return I, F
+            vf[:, lo: lo + self.K] = -np.inf if is_max else np.inf
+        return vi, vf
 
     def static(self) -> dict[str, Any]:
         """Config arrays of the kernel that do not change between calls."""
@@ -399,17 +399,14 @@ class GraphState:
         self.L = L_new
 
     # ------------------------------------------------------------------ partitions
-    def _alive_rows(self, I: np.ndarray, W0: int) -> np.ndarray:
-        if I.shape[0] == 0:
+    def _alive_rows(self, vi: np.ndarray, W0: int) -> np.ndarray:
+        if vi.shape[0] == 0:
             return np.zeros(0, bool)
         if self.is_main:
-            return np.any(I[:, : self.K * self.L] != 0, axis=1)
-        return I[:, 0] >= W0
+            return np.any(vi[:, : self.K * self.L] != 0, axis=1)
+        return vi[:, 0] >= W0
 
     def ensure_parts(self, P: int) -> None:
-        old = len(self.p_gid)
-        if P <= old:
-            return
         self.p_gid = _grow(self.p_gid, P, 0)
         self.p_bucket = _grow(self.p_bucket, P, 0)
         self.p_cb = _grow(self.p_cb, P, 0)
@@ -420,13 +417,12 @@ class GraphState:
         self.r_tail = _grow_cols(self.r_tail, P, -1)
         self.qh = _grow(self.qh, P, -1)
         self.qt = _grow(self.qt, P, -1)
-        Wi, Wf = self.widths()
         n0 = self.qtotI.shape[0]
-        if n0 < P:
+        if n0 < len(self.qh):
             cap = len(self.qh)
-            I, F = self.fresh_rows(cap - n0)
-            self.qtotI = np.concatenate([self.qtotI, I])
-            self.qtotF = np.concatenate([self.qtotF, F])
+            vi, vf = self.fresh_rows(cap - n0)
+            self.qtotI = np.concatenate([self.qtotI, vi])
+            self.qtotF = np.concatenate([self.qtotF, vf])
 
     def new_partition(self, key: tuple, runtime: Runtime) -> None:
         """Record the group and negation buckets of a partition just created."""
@@ -466,8 +462,8 @@ class GraphState:
         if P < 4096:
             return
         alive = np.zeros(P, bool)
-        for I in range(self.nI):
-            alive[self.u_pid[I][keep_rows[I]]] = True
+        for ii in range(self.nI):
+            alive[self.u_pid[ii][keep_rows[ii]]] = True
         if self.r_n:
             live = self.r_alive[: self.r_n] & self._alive_rows(self.rI[: self.r_n], W0)
             alive[self.r_pid[: self.r_n][live]] = True
@@ -490,11 +486,11 @@ class GraphState:
         self.qt = self.qt[kept].copy()
         self.qtotI = self.qtotI[kept].copy()
         self.qtotF = self.qtotF[kept].copy()
-        for I in range(self.nI):
-            m = keep_rows[I]
-            newp = remap[self.u_pid[I]]
-            keep_rows[I] = m & (newp >= 0)
-            self.u_pid[I] = np.where(newp >= 0, newp, 0)
+        for ii in range(self.nI):
+            m = keep_rows[ii]
+            newp = remap[self.u_pid[ii]]
+            keep_rows[ii] = m & (newp >= 0)
+            self.u_pid[ii] = np.where(newp >= 0, newp, 0)
         if self.r_n:
             newp = remap[self.r_pid[: self.r_n]]
             self.r_alive[: self.r_n] &= newp >= 0
@@ -541,9 +537,9 @@ class GraphState:
             wb = wa
         n = len(rows)
         # --- live state, compaction
-        keep_rows = [self._alive_rows(self.ptI[self.ubase[I]: self.ubase[I + 1]], W0)
-                     if self.g.indexes[I].kind != SCAN else np.zeros(0, bool)
-                     for I in range(self.nI)]
+        keep_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
+                     if self.g.indexes[ii].kind != SCAN else np.zeros(0, bool)
+                     for ii in range(self.nI)]
         self.compact_partitions(runtime, keep_rows, W0)
         # --- partitions of the new occurrences
         inv, tuples = encode_keys(ev, rows, g.part_attrs)
@@ -625,10 +621,9 @@ class GraphState:
         new_sz: list[np.ndarray] = []
         comps: list[tuple[np.ndarray, np.ndarray, int]] = []
         old_off = self.off.copy()
-        old_sz = self.sz.copy()
         # record ranks refer to the old universes: translate them to keys first
         rec_keys: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for I, ix in enumerate(g.indexes):
+        for ii, ix in enumerate(g.indexes):
             if ix.kind == SCAN:
                 new_u_pid.append(_EMPTY_I)
                 new_u_key.append(np.zeros(0, np.int64))
@@ -637,10 +632,10 @@ class GraphState:
                 moves.append((_EMPTY_I, _EMPTY_I))
                 comps.append((np.zeros(0, np.int64), np.zeros(0), 0))
                 continue
-            keep = keep_rows[I]
+            keep = keep_rows[ii]
             old_rows = np.flatnonzero(keep)
-            o_pid = self.u_pid[I][keep]
-            o_key = self.u_key[I][keep]
+            o_pid = self.u_pid[ii][keep]
+            o_key = self.u_key[ii][keep]
             src_sel = np.flatnonzero(xs == ix.src)
             if ix.kind == NONE:
                 n_key = np.zeros(len(src_sel), np.int64)
@@ -649,13 +644,12 @@ class GraphState:
                 n_key = ev.eval(ix.key, rows[src_sel])
                 valid = ~_null_mask(n_key)
             if ix.has_records and self.r_n:
-                sel = np.flatnonzero((self.r_ix[: self.r_n] == I) & self.r_alive[: self.r_n]
+                sel = np.flatnonzero((self.r_ix[: self.r_n] == ii) & self.r_alive[: self.r_n]
                                      & (self.r_rank[: self.r_n] >= 0))
                 rp = self.r_pid[sel]
                 rr = self.r_rank[sel]
-                asc = np.where(ix.desc, old_sz[I, rp] - 1 - rr, rr) if len(sel) else rr
-                base = old_off[I, rp] - self.ubase[I]
-                rec_keys[I] = (sel, self.u_key[I][base + asc] if len(sel) else np.zeros(0))
+                base = old_off[ii, rp] - self.ubase[ii]
+                rec_keys[ii] = (sel, self.u_key[ii][base + rr] if len(sel) else np.zeros(0))
             all_keys = np.concatenate([np.asarray(o_key), np.asarray(n_key[valid])]) \
                 if len(o_key) or valid.any() else np.zeros(0, np.int64)
             if all_keys.dtype == object:
@@ -677,6 +671,13 @@ class GraphState:
             lo = np.searchsorted(u_pid, parts, "left").astype(np.int64)
             hi = np.searchsorted(u_pid, parts, "right").astype(np.int64)
             szp = hi - lo
+            if ix.desc and len(uc):
+                # universes are kept in row order: descending keys within a partition
+                j = np.arange(len(uc))
+                perm = lo[u_pid] + szp[u_pid] - 1 - (j - lo[u_pid])
+                u_row = np.empty_like(u_key)
+                u_row[perm] = u_key
+                u_key = u_row
             new_u_pid.append(u_pid)
             new_u_key.append(u_key)
             new_lo.append(lo)
@@ -693,7 +694,7 @@ class GraphState:
                 moves.append((_EMPTY_I, _EMPTY_I))
             # ranks of the new source occurrences
             if len(src_sel):
-                slot = g.out_ix[ix.src].index(I)
+                slot = g.out_ix[ix.src].index(ii)
                 r = np.full(len(src_sel), -1, np.int64)
                 if valid.any():
                     pv = pid[src_sel][valid]
@@ -708,12 +709,12 @@ class GraphState:
         ubase[1:] = np.cumsum(sizes)
         total = int(ubase[-1])
         ptI, ptF = self.fresh_rows(total)
-        for I in range(self.nI):
-            old_rows, new_local = moves[I]
+        for ii in range(self.nI):
+            old_rows, new_local = moves[ii]
             if len(old_rows):
-                src_rows = self.ubase[I] + old_rows
-                ptI[ubase[I] + new_local] = self.ptI[src_rows]
-                ptF[ubase[I] + new_local] = self.ptF[src_rows]
+                src_rows = self.ubase[ii] + old_rows
+                ptI[ubase[ii] + new_local] = self.ptI[src_rows]
+                ptF[ubase[ii] + new_local] = self.ptF[src_rows]
         self.ptI, self.ptF = ptI, ptF
         need_fw = any(ix.kind == FENWICK for ix in g.indexes)
         if need_fw:
@@ -721,26 +722,26 @@ class GraphState:
         else:
             self.fwI, self.fwF = self.fresh_rows(0)
         self.u_pid, self.u_key, self.ubase = new_u_pid, new_u_key, ubase
-        for I in range(self.nI):
-            self.off[I, :P] = ubase[I] + new_lo[I]
-            self.sz[I, :P] = new_sz[I]
+        for ii in range(self.nI):
+            self.off[ii, :P] = ubase[ii] + new_lo[ii]
+            self.sz[ii, :P] = new_sz[ii]
         if need_fw:
-            offs = np.concatenate([self.off[I, :P] for I in range(self.nI)
-                                   if g.indexes[I].kind == FENWICK])
-            szs = np.concatenate([self.sz[I, :P] for I in range(self.nI)
-                                  if g.indexes[I].kind == FENWICK])
+            offs = np.concatenate([self.off[ii, :P] for ii in range(self.nI)
+                                   if g.indexes[ii].kind == FENWICK])
+            szs = np.concatenate([self.sz[ii, :P] for ii in range(self.nI)
+                                  if g.indexes[ii].kind == FENWICK])
             kn.build_all_fenwicks(self.fwI, self.fwF, self.ptI, self.ptF, offs, szs,
                                   self.gc(0.0, 1))
         # record ranks in the new universes
-        for I, (sel, keys) in rec_keys.items():
+        for ii, (sel, keys) in rec_keys.items():
             if not len(sel):
                 continue
-            uc, gk, mult = comps[I]
+            uc, gk, mult = comps[ii]
             rp = self.r_pid[sel]
             comp = rp * mult + np.searchsorted(gk, keys).astype(np.int64)
-            loc = np.searchsorted(uc, comp) - new_lo[I][rp]
-            if g.indexes[I].desc:
-                loc = new_sz[I][rp] - 1 - loc
+            loc = np.searchsorted(uc, comp) - new_lo[ii][rp]
+            if g.indexes[ii].desc:
+                loc = new_sz[ii][rp] - 1 - loc
             self.r_rank[sel] = loc
         # probe bounds of the target occurrences
         for T in g.transitions:
@@ -850,9 +851,9 @@ class GraphState:
         if self.rI.shape[0] >= n:
             return
         cap = max(n, 2 * self.rI.shape[0], 64)
-        I, F = self.fresh_rows(cap - self.rI.shape[0])
-        self.rI = np.concatenate([self.rI, I])
-        self.rF = np.concatenate([self.rF, F])
+        vi, vf = self.fresh_rows(cap - self.rI.shape[0])
+        self.rI = np.concatenate([self.rI, vi])
+        self.rF = np.concatenate([self.rF, vf])
         for name, fill in (("r_t", 0), ("r_rank", -1), ("r_nxt", -1), ("r_pid", 0), ("r_ix", 0),
                            ("r_occ", 0), ("r_alive", False), ("r_g", 0.0)):
             setattr(self, name, _grow(getattr(self, name), cap, fill))
@@ -861,9 +862,9 @@ class GraphState:
         if self.qI.shape[0] >= n:
             return
         cap = max(n, 2 * self.qI.shape[0], 64)
-        I, F = self.fresh_rows(cap - self.qI.shape[0])
-        self.qI = np.concatenate([self.qI, I])
-        self.qF = np.concatenate([self.qF, F])
+        vi, vf = self.fresh_rows(cap - self.qI.shape[0])
+        self.qI = np.concatenate([self.qI, vi])
+        self.qF = np.concatenate([self.qF, vf])
         for name, fill in (("q_t", 0), ("q_seq", 0), ("q_pid", 0), ("q_alive", False),
                            ("q_nxt", -1)):
             setattr(self, name, _grow(getattr(self, name), cap, fill))
@@ -874,11 +875,11 @@ class GraphState:
         gc = self.gc(0.0, 1)
         rows = 0
         best = 1
-        for I, n in ((self.ptI, self.ptI.shape[0]), (self.rI, self.r_n), (self.qI, self.q_n),
+        for vi, n in ((self.ptI, self.ptI.shape[0]), (self.rI, self.r_n), (self.qI, self.q_n),
                      (self.qtotI, len(self.parts)), (self.finI, len(self.groups))):
-            n = min(n, I.shape[0])
+            n = min(n, vi.shape[0])
             if n:
-                best = max(best, int(kn.max_bits(I, n, gc)))
+                best = max(best, int(kn.max_bits(vi, n, gc)))
                 rows += n
         self.Z = best + math.log2(rows + 2) + 1
 
@@ -971,22 +972,78 @@ class GraphState:
         big, mmi, fs, mmf = self.slot_columns(k)
         mmi_fill = np.array([I64_MIN if m else I64_MAX for _, _, m in self.g.mmi], np.int64)
         mmf_fill = np.array([-np.inf if m else np.inf for _, _, m in self.g.mmf])
-        for I, F in ((self.ptI, self.ptF), (self.fwI, self.fwF), (self.rI, self.rF),
+        for vi, vf in ((self.ptI, self.ptF), (self.fwI, self.fwF), (self.rI, self.rF),
                      (self.qI, self.qF), (self.qtotI, self.qtotF), (self.finI, self.finF)):
-            if I.shape[0] == 0:
+            if vi.shape[0] == 0:
                 continue
             if len(big):
-                I[:, big] = 0
+                vi[:, big] = 0
             if len(mmi):
-                I[:, mmi] = mmi_fill
+                vi[:, mmi] = mmi_fill
             if len(fs):
-                F[:, fs] = 0.0
+                vf[:, fs] = 0.0
             if len(mmf):
-                F[:, mmf] = mmf_fill
+                vf[:, mmf] = mmf_fill
         if self.fin_seq.shape[0]:
             self.fin_seq[:, k] = -1
         if self.blk.shape[1]:
             self.blk[:, :, k] = 0
+
+    def _check(self) -> None:
+        """Verify the structural invariants (for tests; O(state))."""
+        g = self.g
+        P = len(self.parts)
+        assert len(self.parts.index) == P
+        for key, pid in self.parts.index.items():
+            assert self.parts.keys[pid] == key
+        assert self.ptI.shape[0] == self.ubase[-1] == self.ptF.shape[0]
+        gc = self.gc(0.0, 1)
+        for ii, ix in enumerate(g.indexes):
+            if ix.kind == SCAN:
+                continue
+            u_pid, u_key = self.u_pid[ii], self.u_key[ii]
+            assert len(u_pid) == len(u_key) == self.ubase[ii + 1] - self.ubase[ii]
+            assert np.all(np.diff(u_pid) >= 0), "universe not grouped by partition"
+            for p in range(P):
+                off, sz = int(self.off[ii, p]), int(self.sz[ii, p])
+                if sz == 0:
+                    continue
+                lo = off - self.ubase[ii]
+                assert np.all(u_pid[lo: lo + sz] == p)
+                keys = u_key[lo: lo + sz]
+                if len(keys) > 1:
+                    order = keys[1:] < keys[:-1] if ix.desc else keys[1:] > keys[:-1]
+                    assert np.all(order), "keys not strictly ordered within a partition"
+                if ix.kind == FENWICK:
+                    fwI, fwF = self.fresh_rows(sz)
+                    ptI = self.ptI[off: off + sz].copy()
+                    ptF = self.ptF[off: off + sz].copy()
+                    kn.build_fenwick(fwI, fwF, ptI, ptF, 0, sz, gc)
+                    assert np.array_equal(fwI, self.fwI[off: off + sz]), "Fenwick out of date"
+                    assert np.allclose(fwF, self.fwF[off: off + sz], equal_nan=True)
+            if self.Cb:  # limbs are normalized
+                nbo = self.Cb * self.K * self.L
+                assert np.all((self.ptI[:, :nbo] >= 0) & (self.ptI[:, :nbo] <= kn.MASK))
+        # record lists: per (index, partition), in time order, reaching exactly the live records
+        seen = np.zeros(self.r_n, bool)
+        for ii in range(self.nI):
+            for p in range(min(P, self.r_head.shape[1])):
+                rec, last_t, prev = int(self.r_head[ii, p]), None, -1
+                while rec >= 0:
+                    assert self.r_ix[rec] == ii and self.r_pid[rec] == p
+                    assert last_t is None or self.r_t[rec] >= last_t
+                    last_t, prev = self.r_t[rec], rec
+                    seen[rec] = True
+                    rec = int(self.r_nxt[rec])
+                assert prev == self.r_tail[ii, p]
+        assert np.all(seen | ~self.r_alive[: self.r_n])
+        if g.case2 is not None and self.Cb:
+            tot = np.zeros((P, self.K * self.L), np.int64)
+            live = np.flatnonzero(self.q_alive[: self.q_n])
+            np.add.at(tot, self.q_pid[live], self.qI[live, : self.K * self.L])
+            from replaydb.operators.greta.operator import _normalize_limbs
+            assert np.array_equal(_normalize_limbs(tot, self.L),
+                                  self.qtotI[:P, : self.K * self.L]), "queue totals"
 
     def state_entries(self) -> int:
         live_rec = int(self.r_alive[: self.r_n].sum()) if self.r_n else 0
@@ -1013,9 +1070,9 @@ class Runtime:
         if gs.finI.shape[0] >= n:
             return
         cap = max(n, 2 * gs.finI.shape[0], 16)
-        I, F = gs.fresh_rows(cap - gs.finI.shape[0])
-        gs.finI = np.concatenate([gs.finI, I])
-        gs.finF = np.concatenate([gs.finF, F])
+        vi, vf = gs.fresh_rows(cap - gs.finI.shape[0])
+        gs.finI = np.concatenate([gs.finI, vi])
+        gs.finF = np.concatenate([gs.finF, vf])
         gs.fin_seq = np.concatenate([gs.fin_seq, np.full((cap - gs.fin_seq.shape[0], gs.K), -1,
                                                          np.int64)])
 

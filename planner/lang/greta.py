@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import pyarrow as pa
-
-from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Call, Column, Expr, ExprError
 from replaydb.operators.greta.query import (
@@ -47,6 +45,8 @@ from replaydb.operators.greta.query import (
 )
 from replaydb.planner.lang.lexer import tokenize
 from replaydb.planner.lang.parser_base import ParserBase
+
+from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.timeunits import to_units
 
 LANGUAGE = "greta"
@@ -118,6 +118,9 @@ class _Parser(ParserBase):
             else:
                 self.expect_kw("BY")
             while True:
+                if self.tok.is_kw(*_CLAUSE_WORDS):
+                    self._expected.append("an attribute")
+                    raise self.error(f"unexpected {self.tok.describe()}")
                 tok = self.expect_ident("an attribute")
                 name = str(tok.value)
                 if self.accept_op("."):
@@ -144,7 +147,7 @@ class _Parser(ParserBase):
     def _return_item(self) -> ReturnItem:
         tok = self.tok
         if tok.kind == "ident" and tok.is_kw(*_AGGS) and self.peek().is_op("("):
-            kind = tok.text.upper().lower()
+            kind = tok.text.lower()
             self.advance()
             self.expect_op("(")
             if kind == "count":
@@ -160,6 +163,9 @@ class _Parser(ParserBase):
                 item = ReturnItem(kind, var=str(var.value), attr=str(attr.value), pos=tok.pos)
             self.expect_op(")")
         else:
+            if self.tok.is_kw(*_CLAUSE_WORDS):
+                self._expected.append("an aggregate or a grouping attribute")
+                raise self.error(f"unexpected {self.tok.describe()}")
             name_tok = self.expect_ident("an aggregate or a grouping attribute")
             name = str(name_tok.value)
             if self.accept_op("."):
@@ -294,6 +300,3 @@ def bind(query: GretaQuery, schema: pa.Schema, time_unit: str | None, *,
 
 __all__ = ["LANGUAGE", "GretaQuery", "bind", "detect", "parse", "to_config"]
 
-
-def _pattern_nodes() -> tuple[type, ...]:  # pragma: no cover - re-export for users
-    return (PType, PPlus, PNot, PSeq)
