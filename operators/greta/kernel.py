@@ -71,8 +71,15 @@ def _bits(a, r, base, L):
     neg = a[r, base + L - 1] >= HALF
     fill = MASK if neg else 0
     for i in range(L - 1, -1, -1):
-        if a[r, base + i] != fill:
-            return LIMB * (i + 1) + 1
+        v = a[r, base + i]
+        if v != fill:
+            if neg:
+                v = MASK - v
+            b = 0
+            while v > 0:
+                v >>= 1
+                b += 1
+            return LIMB * i + b + 1
     return 1
 
 
@@ -218,17 +225,45 @@ def build_all_fenwicks(fwI, fwF, ptI, ptF, offs, szs, G):
 
 
 @nb.njit(cache=True)
-def max_bits(vi, nrows, G):
-    """Largest bit length among the exact values of the first ``nrows`` rows."""
+def fenwicks_to_points(vI, vF, offs, szs, G):
+    """Invert :func:`build_fenwick` in place (sums only): trees become point values."""
     K, L = G.K, G.L
-    best = 1
+    for q in range(offs.shape[0]):
+        off, sz = offs[q], szs[q]
+        for i in range(sz, 0, -1):
+            j = i + (i & (-i))
+            if j <= sz:
+                for c in range(G.Cb):
+                    for k in range(K):
+                        base = (c * K + k) * L
+                        for li in range(L):
+                            vI[off + j - 1, base + li] -= vI[off + i - 1, base + li]
+                        _norm(vI, off + j - 1, base, L)
+                for col in range(G.Cf * K):
+                    vF[off + j - 1, col] -= vF[off + i - 1, col]
+
+
+@nb.njit(cache=True)
+def log2_total(vi, nrows, G):
+    """log2 of an upper bound on the sum of the magnitudes of the exact values in the first
+    ``nrows`` rows (-1 when there are none)."""
+    K, L = G.K, G.L
+    best = -1.0
+    acc = 0.0
     for r in range(nrows):
         for c in range(G.Cb):
             for k in range(K):
-                b = _bits(vi, r, (c * K + k) * L, L)
+                if _is_zero(vi, r, (c * K + k) * L, L):
+                    continue
+                b = float(_bits(vi, r, (c * K + k) * L, L))
                 if b > best:
+                    acc = acc * 2.0 ** (best - b) + 1.0
                     best = b
-    return best
+                else:
+                    acc += 2.0 ** (b - best)
+    if best < 0:
+        return -1.0
+    return best + math.log2(acc)
 
 
 # ---------------------------------------------------------------------------- negation helpers
@@ -266,7 +301,8 @@ def _apply_removal(IX, RC, NG, ii, p, c, G):
             if G.Cmi > 0 or G.Cmf > 0:
                 dirty = True
             else:
-                _sub(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G)
+                if kind != K_FENWICK or not G.fw_in_pt:
+                    _sub(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G)
                 if kind == K_FENWICK:
                     i2 = r + 1
                     while i2 <= sz:
@@ -445,7 +481,8 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                 if kind != K_SCAN and r >= 0:
                     off = IX.off[ii, p]
                     sz = IX.sz[ii, p]
-                    _acc(IX.ptI, IX.ptF, off + r, scI, scF, sr, G, wa, wb, True)
+                    if kind != K_FENWICK or not G.fw_in_pt:
+                        _acc(IX.ptI, IX.ptF, off + r, scI, scF, sr, G, wa, wb, True)
                     if kind == K_FENWICK:
                         i2 = r + 1
                         while i2 <= sz:

@@ -42,7 +42,7 @@ GC = namedtuple("GC", [
     "cb_kind", "cb_state", "cb_attr", "cf_state", "cf_attr", "cmi_state", "cmi_attr", "cmi_max",
     "cmf_state", "cmf_attr", "cmf_max", "in_ptr", "in_list", "out_ptr", "out_list", "tr_ix",
     "tr_neg", "tr_bc_start", "tr_bc_len", "ix_kind", "ix_rec", "bc_code", "bc_arg", "case2",
-    "case3", "child_case", "slack", "max_group"])
+    "case3", "child_case", "slack", "max_group", "fw_in_pt"])
 OCC = namedtuple("OCC", ["t", "seq", "x", "pid", "wa", "wb", "ai", "af", "rank", "bound", "g"])
 IXT = namedtuple("IXT", ["off", "sz", "ptI", "ptF", "fwI", "fwF", "appM"])
 RCT = namedtuple("RCT", ["I", "F", "t", "rank", "alive", "nxt", "pid", "ix", "occ", "g", "head",
@@ -214,8 +214,8 @@ def encode_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]) -> tup
     inv = inv.reshape(-1)
     first = np.zeros(len(uniq), np.int64)
     first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
-    tuples = [tuple(dicts[j][codes[j][f]] for j in range(len(attrs))) for f in first]
-    return inv.astype(np.int64), tuples
+    cols = [[dct[c] for c in code[first].tolist()] for code, dct in zip(codes, dicts)]
+    return inv.astype(np.int64), list(zip(*cols))
 
 
 class NegState:
@@ -229,6 +229,10 @@ class NegState:
 class GraphState:
     """Runtime state of one graph (see the module docstring)."""
 
+    COMPACT_MIN_PARTITIONS = 4096
+    """Partitions without live state are forgotten once there are this many and they are the
+    majority."""
+
     def __init__(self, plan: CompiledPlan, g: GraphPlan) -> None:
         self.cp = plan
         self.g = g
@@ -236,6 +240,9 @@ class GraphState:
         self.K = plan.K if self.is_main else 1
         self.L = 2 if self.is_main else 1
         self.Cb, self.Cf, self.Cmi, self.Cmf = len(g.big), len(g.fsum), len(g.mmi), len(g.mmf)
+        # without min/max channels a Fenwick tree's point values can be recovered from the tree,
+        # so the tree is kept in the point rows themselves (half the memory)
+        self.fw_in_pt = self.Cmi == 0 and self.Cmf == 0
         self.nI = len(g.indexes)
         self.nchild = len(g.children)
         self.parts = Keyspace()
@@ -378,7 +385,7 @@ class GraphState:
         return GC(K=self.K, L=self.L, Cb=self.Cb, Cf=self.Cf, Cmi=self.Cmi, Cmf=self.Cmf,
                   Wi=Wi, Wf=Wf, is_pos=self.is_main, start=self.g.start, end=self.g.end,
                   d=self.cp.within, s=self.cp.slide, slack=float(slack),
-                  max_group=max(max_group, 1), **self.static())
+                  max_group=max(max_group, 1), fw_in_pt=self.fw_in_pt, **self.static())
 
     # ------------------------------------------------------------------ widening
     def _widen_I(self, a: np.ndarray, L_new: int) -> np.ndarray:
@@ -418,35 +425,36 @@ class GraphState:
         self.qh = _grow(self.qh, P, -1)
         self.qt = _grow(self.qt, P, -1)
         n0 = self.qtotI.shape[0]
-        if n0 < len(self.qh):
+        if self.g.case2 is not None and n0 < len(self.qh):
             cap = len(self.qh)
             vi, vf = self.fresh_rows(cap - n0)
             self.qtotI = np.concatenate([self.qtotI, vi])
             self.qtotF = np.concatenate([self.qtotF, vf])
 
-    def new_partition(self, key: tuple, runtime: Runtime) -> None:
-        """Record the group and negation buckets of a partition just created."""
-        pid = len(self.parts) - 1
-        self.ensure_parts(pid + 1)
+    def new_partitions(self, first: int, keys: list[tuple], runtime: Runtime) -> None:
+        """Record the groups and negation buckets of the partitions ``first, first+1, ...``
+        just created for ``keys``."""
+        n = len(keys)
+        pids = np.arange(first, first + n)
+        self.ensure_parts(first + n)
         attrs = self.g.part_attrs
         if self.is_main:
             ng = len(self.cp.group_by)
-            gid = self.groups.get(key[:ng])
-            self.p_gid[pid] = gid
+            get = self.groups.get
+            self.p_gid[pids] = [get(k[:ng]) for k in keys]
             runtime.ensure_groups(self)
         for c, nid in enumerate(self.g.children):
-            common = self.cp.negations[nid].common
-            bkey = tuple(key[attrs.index(a)] for a in common)
-            b = self.negs[c].buckets.get(bkey)
-            self.p_bucket[pid, c] = b
-            self.ensure_buckets()
+            pos = [attrs.index(a) for a in self.cp.negations[nid].common]
+            get = self.negs[c].buckets.get
+            self.p_bucket[pids, c] = [get(tuple(k[j] for j in pos)) for k in keys]
+        self.ensure_buckets()
         if self.g.template.negation is not None:
             nid = self.g.template.negation
-            common = self.cp.negations[nid].common
+            pos = [attrs.index(a) for a in self.cp.negations[nid].common]
             parent = runtime.graphs[self.cp.negations[nid].negation.parent]
             c = parent.g.children.index(nid)
-            bkey = tuple(key[attrs.index(a)] for a in common)
-            self.p_cb[pid] = parent.negs[c].buckets.get(bkey)
+            get = parent.negs[c].buckets.get
+            self.p_cb[pids] = [get(tuple(k[j] for j in pos)) for k in keys]
             parent.ensure_buckets()
 
     def ensure_buckets(self) -> None:
@@ -459,7 +467,7 @@ class GraphState:
     def compact_partitions(self, runtime: Runtime, keep_rows: list[np.ndarray], W0: int) -> None:
         """Forget partitions without any live state when they are the majority."""
         P = len(self.parts)
-        if P < 4096:
+        if P < self.COMPACT_MIN_PARTITIONS:
             return
         alive = np.zeros(P, bool)
         for ii in range(self.nI):
@@ -473,7 +481,6 @@ class GraphState:
             return
         remap = self.parts.remap(alive)
         kept = np.flatnonzero(alive)
-        n = len(kept)
         self.p_gid = self.p_gid[kept].copy()
         self.p_bucket = self.p_bucket[kept].copy()
         self.p_cb = self.p_cb[kept].copy()
@@ -484,8 +491,9 @@ class GraphState:
         self.r_tail = self.r_tail[:, kept].copy()
         self.qh = self.qh[kept].copy()
         self.qt = self.qt[kept].copy()
-        self.qtotI = self.qtotI[kept].copy()
-        self.qtotF = self.qtotF[kept].copy()
+        if self.qtotI.shape[0]:
+            self.qtotI = self.qtotI[kept].copy()
+            self.qtotF = self.qtotF[kept].copy()
         for ii in range(self.nI):
             m = keep_rows[ii]
             newp = remap[self.u_pid[ii]]
@@ -499,7 +507,6 @@ class GraphState:
             newp = remap[self.q_pid[: self.q_n]]
             self.q_alive[: self.q_n] &= newp >= 0
             self.q_pid[: self.q_n] = np.where(newp >= 0, newp, 0)
-        del n
 
     # ------------------------------------------------------------------ sub-chunk preparation
     def occurrences(self, ev: EventChunk) -> tuple[np.ndarray, np.ndarray]:
@@ -537,18 +544,25 @@ class GraphState:
             wb = wa
         n = len(rows)
         # --- live state, compaction
+        if self.fw_in_pt:
+            self._trees_to_points()
         keep_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
                      if self.g.indexes[ii].kind != SCAN else np.zeros(0, bool)
                      for ii in range(self.nI)]
         self.compact_partitions(runtime, keep_rows, W0)
         # --- partitions of the new occurrences
         inv, tuples = encode_keys(ev, rows, g.part_attrs)
-        mapping = np.empty(len(tuples), np.int64)
-        for j, key in enumerate(tuples):
-            before = len(self.parts)
-            mapping[j] = self.parts.get(key)
-            if len(self.parts) > before:
-                self.new_partition(key, runtime)
+        index = self.parts.index
+        mapping = np.fromiter((index.get(k, -1) for k in tuples), np.int64, len(tuples))
+        fresh = np.flatnonzero(mapping < 0)
+        if len(fresh):
+            first = len(self.parts)
+            new_keys = [tuples[j] for j in fresh]
+            for j, key in enumerate(new_keys):
+                index[key] = first + j
+            self.parts.keys.extend(new_keys)
+            mapping[fresh] = np.arange(first, first + len(fresh))
+            self.new_partitions(first, new_keys, runtime)
         pid = mapping[inv] if n else _EMPTY_I
         P = len(self.parts)
         self.ensure_parts(P)
@@ -717,7 +731,7 @@ class GraphState:
                 ptF[ubase[ii] + new_local] = self.ptF[src_rows]
         self.ptI, self.ptF = ptI, ptF
         need_fw = any(ix.kind == FENWICK for ix in g.indexes)
-        if need_fw:
+        if need_fw and not self.fw_in_pt:
             self.fwI, self.fwF = self.fresh_rows(total)
         else:
             self.fwI, self.fwF = self.fresh_rows(0)
@@ -730,8 +744,12 @@ class GraphState:
                                    if g.indexes[ii].kind == FENWICK])
             szs = np.concatenate([self.sz[ii, :P] for ii in range(self.nI)
                                   if g.indexes[ii].kind == FENWICK])
-            kn.build_all_fenwicks(self.fwI, self.fwF, self.ptI, self.ptF, offs, szs,
-                                  self.gc(0.0, 1))
+            if self.fw_in_pt:
+                kn.build_all_fenwicks(self.ptI, self.ptF, self.ptI, self.ptF, offs, szs,
+                                      self.gc(0.0, 1))
+            else:
+                kn.build_all_fenwicks(self.fwI, self.fwF, self.ptI, self.ptF, offs, szs,
+                                      self.gc(0.0, 1))
         # record ranks in the new universes
         for ii, (sel, keys) in rec_keys.items():
             if not len(sel):
@@ -789,6 +807,19 @@ class GraphState:
                 b[ok] = bb
             bound[tgt, slot] = b
         assert POINT == 2  # documented kinds: NONE, FENWICK, POINT, SCAN
+
+    def _fenwick_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        P = len(self.parts)
+        sel = [ii for ii, ix in enumerate(self.g.indexes) if ix.kind == FENWICK]
+        if not sel or P == 0:
+            return _EMPTY_I, _EMPTY_I
+        return (np.concatenate([self.off[ii, :P] for ii in sel]),
+                np.concatenate([self.sz[ii, :P] for ii in sel]))
+
+    def _trees_to_points(self) -> None:
+        offs, szs = self._fenwick_ranges()
+        if len(offs) and self.ptI.shape[0]:
+            kn.fenwicks_to_points(self.ptI, self.ptF, offs, szs, self.gc(0.0, 1))
 
     def _compact_records(self, W0: int) -> None:
         n = self.r_n
@@ -870,18 +901,21 @@ class GraphState:
             setattr(self, name, _grow(getattr(self, name), cap, fill))
 
     def _init_z(self) -> None:
+        """Z := a bound on the sum of the magnitudes of every stored exact value (log2)."""
         if self.Cb == 0:
             return
         gc = self.gc(0.0, 1)
-        rows = 0
-        best = 1
-        for vi, n in ((self.ptI, self.ptI.shape[0]), (self.rI, self.r_n), (self.qI, self.q_n),
-                     (self.qtotI, len(self.parts)), (self.finI, len(self.groups))):
+        z = 0.0  # log2(1): the bound counts one extra unit
+        for vi, n in ((self.ptI, self.ptI.shape[0]), (self.fwI, self.fwI.shape[0]),
+                      (self.rI, self.r_n), (self.qI, self.q_n),
+                      (self.qtotI, len(self.parts)), (self.finI, len(self.groups))):
             n = min(n, vi.shape[0])
             if n:
-                best = max(best, int(kn.max_bits(vi, n, gc)))
-                rows += n
-        self.Z = best + math.log2(rows + 2) + 1
+                b = float(kn.log2_total(vi, n, gc))
+                if b >= 0:
+                    hi, lo = max(z, b), min(z, b)
+                    z = hi + math.log2(1.0 + 2.0 ** (lo - hi))
+        self.Z = z + 1e-6
 
     # ------------------------------------------------------------------ run
     def run(self, occ: OCC, cc: tuple[np.ndarray, ...], runtime: Runtime) -> None:
@@ -899,9 +933,9 @@ class GraphState:
             abits = int(math.ceil(math.log2(m + 2))) + 1
         fan_in = max((len(x) for x in self.g.in_tr), default=0)
         slack = (abits + math.ceil(math.log2(fan_in + 2)) + math.ceil(math.log2(self.Cb + 2))
-                 + math.ceil(math.log2(max_group + 1)) + 8)
+                 + math.ceil(math.log2(max_group + 1)) + 4)
         if self.Cb:
-            need = int(math.ceil((self.Z + slack + 2) / kn.LIMB)) + 1
+            need = int(math.ceil((self.Z + slack + 2) / kn.LIMB))
             if need > self.L:
                 self.widen(need)
         CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
@@ -910,8 +944,7 @@ class GraphState:
                   cc_t=cc[0], cc_ls=cc[1], cc_slot=cc[2], cc_bucket=cc[3])
         while True:
             gc = self.gc(slack, max_group)
-            ixt = IXT(off=self.off, sz=self.sz, ptI=self.ptI, ptF=self.ptF, fwI=self.fwI,
-                      fwF=self.fwF, appM=self.appM)
+            ixt = self._ixt()
             rct = RCT(I=self.rI, F=self.rF, t=self.r_t, rank=self.r_rank, alive=self.r_alive,
                       nxt=self.r_nxt, pid=self.r_pid, ix=self.r_ix, occ=self.r_occ, g=self.r_g,
                       head=self.r_head, tail=self.r_tail)
@@ -923,13 +956,18 @@ class GraphState:
             pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr)
             if pos >= n:
                 break
-            new_L = int(math.ceil((Zarr[0] + slack) * 1.5 / kn.LIMB)) + 2
+            new_L = int(math.ceil((Zarr[0] + slack + 2) / kn.LIMB)) + max(1, self.L // 4)
             self.widen(max(new_L, self.L + 1))
         self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
         co_n = int(CNT[2])
         self.co_t, self.co_ls, self.co_pid = self.co_t[:co_n], self.co_ls[:co_n], \
             self.co_pid[:co_n]
         self.Z = float(Zarr[0])
+
+    def _ixt(self) -> IXT:
+        fwI, fwF = (self.ptI, self.ptF) if self.fw_in_pt else (self.fwI, self.fwF)
+        return IXT(off=self.off, sz=self.sz, ptI=self.ptI, ptF=self.ptF, fwI=fwI, fwF=fwF,
+                   appM=self.appM)
 
     def _apply_completions_only(self, cc: tuple[np.ndarray, ...]) -> None:
         """No occurrence in this sub-chunk: still fold the children's completions in."""
@@ -944,8 +982,7 @@ class GraphState:
                   cc_t=cc[0], cc_ls=cc[1], cc_slot=cc[2], cc_bucket=cc[3])
         CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
         gc = self.gc(0.0, 1)
-        ixt = IXT(off=self.off, sz=self.sz, ptI=self.ptI, ptF=self.ptF, fwI=self.fwI,
-                  fwF=self.fwF, appM=self.appM)
+        ixt = self._ixt()
         rct = RCT(I=self.rI, F=self.rF, t=self.r_t, rank=self.r_rank, alive=self.r_alive,
                   nxt=self.r_nxt, pid=self.r_pid, ix=self.r_ix, occ=self.r_occ, g=self.r_g,
                   head=self.r_head, tail=self.r_tail)
@@ -957,6 +994,13 @@ class GraphState:
         kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, np.array([self.Z]))
 
     # ------------------------------------------------------------------ windows
+    def _slot_slices(self, k: int) -> tuple[list[slice], list[int], list[int], list[int]]:
+        K, L = self.K, self.L
+        nb_ = self.Cb * K * L
+        return ([slice((c * K + k) * L, (c * K + k + 1) * L) for c in range(self.Cb)],
+                [nb_ + c * K + k for c in range(self.Cmi)], [c * K + k for c in range(self.Cf)],
+                [self.Cf * K + c * K + k for c in range(self.Cmf)])
+
     def slot_columns(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Columns of slot k: (big int cols, mmi cols, fsum cols, mmf cols)."""
         K, L = self.K, self.L
@@ -969,21 +1013,24 @@ class GraphState:
         return big, mmi, fs, mmf
 
     def clear_slot(self, k: int) -> None:
-        big, mmi, fs, mmf = self.slot_columns(k)
-        mmi_fill = np.array([I64_MIN if m else I64_MAX for _, _, m in self.g.mmi], np.int64)
-        mmf_fill = np.array([-np.inf if m else np.inf for _, _, m in self.g.mmf])
-        for vi, vf in ((self.ptI, self.ptF), (self.fwI, self.fwF), (self.rI, self.rF),
-                     (self.qI, self.qF), (self.qtotI, self.qtotF), (self.finI, self.finF)):
-            if vi.shape[0] == 0:
+        big, mmi, fs, mmf = self._slot_slices(k)
+        mmi_fill = [I64_MIN if m else I64_MAX for _, _, m in self.g.mmi]
+        mmf_fill = [-np.inf if m else np.inf for _, _, m in self.g.mmf]
+        for vi, vf, n in ((self.ptI, self.ptF, self.ptI.shape[0]),
+                          (self.fwI, self.fwF, self.fwI.shape[0]),
+                          (self.rI, self.rF, self.r_n), (self.qI, self.qF, self.q_n),
+                          (self.qtotI, self.qtotF, len(self.parts)),
+                          (self.finI, self.finF, len(self.groups))):
+            if n == 0:
                 continue
-            if len(big):
-                vi[:, big] = 0
-            if len(mmi):
-                vi[:, mmi] = mmi_fill
-            if len(fs):
-                vf[:, fs] = 0.0
-            if len(mmf):
-                vf[:, mmf] = mmf_fill
+            for sl in big:
+                vi[:n, sl] = 0
+            for col, fill in zip(mmi, mmi_fill):
+                vi[:n, col] = fill
+            for col in fs:
+                vf[:n, col] = 0.0
+            for col, fill in zip(mmf, mmf_fill):
+                vf[:n, col] = fill
         if self.fin_seq.shape[0]:
             self.fin_seq[:, k] = -1
         if self.blk.shape[1]:
@@ -1014,7 +1061,7 @@ class GraphState:
                 if len(keys) > 1:
                     order = keys[1:] < keys[:-1] if ix.desc else keys[1:] > keys[:-1]
                     assert np.all(order), "keys not strictly ordered within a partition"
-                if ix.kind == FENWICK:
+                if ix.kind == FENWICK and not self.fw_in_pt:
                     fwI, fwF = self.fresh_rows(sz)
                     ptI = self.ptI[off: off + sz].copy()
                     ptF = self.ptF[off: off + sz].copy()
