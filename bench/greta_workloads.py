@@ -10,6 +10,9 @@ window on average, spanning ``windows`` window lengths.
   mph drifting, position advancing with the speed, so slow vehicles stay in a segment for many
   reports) plus rare accidents per segment; query Q3 (slowing-down trends without an accident
   before them).
+* linear road, segment trends: the same stream and Q3 without the vehicle in the equivalence
+  predicate (a variation in the spirit of the paper's nine variations of each query): slowing
+  trends across the vehicles of a segment, exponentially many.
 * cluster: job start / measurement / end events, job and mapper ids uniform 0-10, cpu and memory
   uniform 0-1000, load Poisson(100); query Q2 (cpu of increasing-load trends per mapper).
 """
@@ -27,9 +30,23 @@ class Workload:
     name: str
     query: str
     within_s: int
+    base: str | None = None  # generator, when the name differs
 
-    def generate(self, events_per_window: int, windows: float = 2.0, seed: int = 0) -> pa.Table:
-        return GENERATORS[self.name](events_per_window, self.within_s, windows, seed)
+    def generate(self, events_per_window: int, windows: float = 2.0, seed: int = 0,
+                 reference: int | None = None) -> pa.Table:
+        """A stream with ``events_per_window`` events per window on average. With
+        ``reference`` (>= events_per_window) the stream is a uniform random subset of the
+        stream generated for ``reference``, so streams of different sizes are nested and the
+        number of trends grows monotonically with the size."""
+        gen = GENERATORS[self.base or self.name]
+        if reference is None or reference <= events_per_window:
+            return gen(events_per_window, self.within_s, windows, seed)
+        full = gen(reference, self.within_s, windows, seed)
+        u = np.random.default_rng(seed + 7919).random(full.num_rows)
+        keep = np.flatnonzero(u < events_per_window / reference)
+        out = full.take(pa.array(keep))
+        return out.set_column(out.schema.get_field_index("seq"), "seq",
+                              pa.array(np.arange(len(keep), dtype=np.int64)))
 
 
 def _times(n: int, duration_s: int, rng: np.random.Generator) -> np.ndarray:
@@ -123,6 +140,12 @@ WORKLOADS = {
         "WHERE [P.vehicle, segment] AND P.speed > NEXT(P).speed GROUP-BY segment "
         "WITHIN 5 minutes SLIDE 1 minute",
         300),
+    "linear_road_segment": Workload(
+        "linear_road_segment",
+        "RETURN segment, COUNT(*), AVG(P.speed) PATTERN SEQ(NOT Accident A, Position P+) "
+        "WHERE [segment] AND P.speed > NEXT(P).speed GROUP-BY segment "
+        "WITHIN 5 minutes SLIDE 1 minute",
+        300, base="linear_road"),
     "cluster": Workload(
         "cluster",
         "RETURN mapper, SUM(M.cpu) PATTERN SEQ(Start S, Measurement M+, End E) "

@@ -75,10 +75,7 @@ def _bits(a, r, base, L):
         if v != fill:
             if neg:
                 v = MASK - v
-            b = 0
-            while v > 0:
-                v >>= 1
-                b += 1
+            b = int(math.log2(v)) + 1 if v > 0 else 0
             return LIMB * i + b + 1
     return 1
 
@@ -539,14 +536,19 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                     OUT.co_ls[cn] = scI[sr, nb_]
                     OUT.co_pid[cn] = p
             if Cb > 0:
+                # Z += the magnitudes of the new values (bounded by count x 2**max bits)
+                bmax = 0
                 for w in range(wa, wb + 1):
                     k = w % K
                     for c in range(Cb):
                         bits = _bits(scI, sr, (c * K + k) * L, L)
-                        z = Z[0]
-                        hi = z if z > bits else bits
-                        lo = bits if z > bits else z
-                        Z[0] = hi + math.log2(1.0 + 2.0 ** (lo - hi)) + 1e-9
+                        if bits > bmax:
+                            bmax = bits
+                b = bmax + math.log2(Cb * (wb - wa + 1))
+                z = Z[0]
+                hi = z if z > b else b
+                lo = b if z > b else z
+                Z[0] = hi + math.log2(1.0 + 2.0 ** (lo - hi)) + 1e-9
         i = j
     while CNT[3] < ncc:
         _apply_completion(NG, CNT[3], G)

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from replaydb.operators.base import column_np
 from replaydb.operators.expr import Column, Expr, compile_expr
 from replaydb.operators.greta import kernel as kn
-from replaydb.operators.greta.plan import FENWICK, NONE, POINT, SCAN, CompiledPlan, GraphPlan
+from replaydb.operators.greta.plan import FENWICK, NONE, SCAN, CompiledPlan, GraphPlan
 
 from replaydb.errors import DataError, OperatorError
 
@@ -252,6 +252,9 @@ class GraphState:
         # index universes
         self.u_pid = [_EMPTY_I.copy() for _ in range(self.nI)]
         self.u_key: list[np.ndarray] = [np.zeros(0, np.int64) for _ in range(self.nI)]
+        self.u_gk: list[np.ndarray | None] = [None] * self.nI  # distinct keys (ranks)
+        self.u_uc: list[np.ndarray] = [_EMPTY_I] * self.nI  # sorted (partition, key rank)
+        self.ix_age = [0] * self.nI  # sub-chunks since the index was last rebuilt
         self.ubase = np.zeros(self.nI + 1, np.int64)
         Wi, Wf = self.widths()
         self.ptI = np.zeros((0, Wi), np.int64)
@@ -464,11 +467,12 @@ class GraphState:
             self.bL = _grow_cols(self.bL, nb_, I64_MIN)
             self.blk = _grow_cols(self.blk, nb_, 0)
 
-    def compact_partitions(self, runtime: Runtime, keep_rows: list[np.ndarray], W0: int) -> None:
-        """Forget partitions without any live state when they are the majority."""
+    def compact_partitions(self, runtime: Runtime, keep_rows: list[np.ndarray], W0: int) -> bool:
+        """Forget partitions without any live state when they are the majority (``keep_rows``:
+        live rows per index; only which partitions have one matters). True when it did."""
         P = len(self.parts)
         if P < self.COMPACT_MIN_PARTITIONS:
-            return
+            return False
         alive = np.zeros(P, bool)
         for ii in range(self.nI):
             alive[self.u_pid[ii][keep_rows[ii]]] = True
@@ -478,7 +482,7 @@ class GraphState:
         if self.q_n:
             alive[self.q_pid[: self.q_n][self.q_alive[: self.q_n]]] = True
         if alive.sum() * 2 > P:
-            return
+            return False
         remap = self.parts.remap(alive)
         kept = np.flatnonzero(alive)
         self.p_gid = self.p_gid[kept].copy()
@@ -495,10 +499,9 @@ class GraphState:
             self.qtotI = self.qtotI[kept].copy()
             self.qtotF = self.qtotF[kept].copy()
         for ii in range(self.nI):
-            m = keep_rows[ii]
-            newp = remap[self.u_pid[ii]]
-            keep_rows[ii] = m & (newp >= 0)
-            self.u_pid[ii] = np.where(newp >= 0, newp, 0)
+            # universe entries of forgotten partitions (all zero) go; the pool rows of the kept
+            # partitions keep their offsets (off/sz columns moved with their partitions)
+            self.u_pid[ii] = remap[self.u_pid[ii]]  # -1: dropped at the coming rebuild
         if self.r_n:
             newp = remap[self.r_pid[: self.r_n]]
             self.r_alive[: self.r_n] &= newp >= 0
@@ -507,6 +510,7 @@ class GraphState:
             newp = remap[self.q_pid[: self.q_n]]
             self.q_alive[: self.q_n] &= newp >= 0
             self.q_pid[: self.q_n] = np.where(newp >= 0, newp, 0)
+        return True
 
     # ------------------------------------------------------------------ sub-chunk preparation
     def occurrences(self, ev: EventChunk) -> tuple[np.ndarray, np.ndarray]:
@@ -543,13 +547,11 @@ class GraphState:
             wa = np.zeros(len(rows), np.int64)
             wb = wa
         n = len(rows)
-        # --- live state, compaction
-        if self.fw_in_pt:
-            self._trees_to_points()
-        keep_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
+        # --- compaction (a partition is live when some row of it is: tree or point rows alike)
+        live_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
                      if self.g.indexes[ii].kind != SCAN else np.zeros(0, bool)
                      for ii in range(self.nI)]
-        self.compact_partitions(runtime, keep_rows, W0)
+        compacted = self.compact_partitions(runtime, live_rows, W0)
         # --- partitions of the new occurrences
         inv, tuples = encode_keys(ev, rows, g.part_attrs)
         index = self.parts.index
@@ -608,7 +610,7 @@ class GraphState:
         max_in = max((len(i) for i in g.in_tr), default=0)
         rank = np.full((n, max(max_out, 1)), -1, np.int64)
         bound = np.zeros((n, max(max_in, 1)), np.int64)
-        self._rebuild_indexes(ev, rows, xs, pid, keep_rows, rank, bound)
+        self._rebuild_indexes(ev, rows, xs, pid, compacted, W0, rank, bound)
         self._compact_records(W0)
         self._compact_queue()
         # --- capacities
@@ -624,32 +626,46 @@ class GraphState:
                    pid=pid, wa=np.ascontiguousarray(wa), wb=np.ascontiguousarray(wb), ai=ai, af=af,
                    rank=rank, bound=bound, g=gcols)
 
+    def _row_of_asc(self, ii: int, desc: bool) -> np.ndarray:
+        """Local row of every universe entry (entries are stored in ascending key order per
+        partition; rows of a descending index hold them in reverse order)."""
+        n = len(self.u_pid[ii])
+        j = np.arange(n, dtype=np.int64)
+        if not desc or n == 0:
+            return j
+        p = self.u_pid[ii]
+        dead = p < 0  # entries of partitions forgotten by compaction
+        if dead.all():
+            return j
+        pp = np.where(dead, p[~dead][0], p)
+        lo = self.off[ii, pp] - self.ubase[ii]
+        return np.where(dead, j, 2 * lo + self.sz[ii, pp] - 1 - j)
+
+    def _set_ranges(self, ii: int, base: int, P: int) -> None:
+        """off/sz of every partition of index ii from its universe (an empty partition gets the
+        position where its keys would be, so that probe bounds computed on the universe are
+        0)."""
+        parts = np.arange(P, dtype=np.int64)
+        lo = np.searchsorted(self.u_pid[ii], parts, "left").astype(np.int64)
+        hi = np.searchsorted(self.u_pid[ii], parts, "right").astype(np.int64)
+        self.off[ii, :P] = base + lo
+        self.sz[ii, :P] = hi - lo
+
     def _rebuild_indexes(self, ev: EventChunk, rows: np.ndarray, xs: np.ndarray, pid: np.ndarray,
-                         keep_rows: list[np.ndarray], rank: np.ndarray, bound: np.ndarray) -> None:
+                         compacted: bool, W0: int, rank: np.ndarray, bound: np.ndarray) -> None:
+        """Give every new source occurrence a rank and every target occurrence a probe bound.
+
+        An index keeps its universe (no copy, no Fenwick rebuild) when all keys of the
+        sub-chunk's new vertices are already in it; otherwise, or once every entry present at its
+        last rebuild may have expired (K+1 sub-chunks), it is rebuilt from its live entries."""
         g = self.g
         P = len(self.parts)
-        new_u_pid: list[np.ndarray] = []
-        new_u_key: list[np.ndarray] = []
-        moves: list[tuple[np.ndarray, np.ndarray]] = []  # (old pool rows, new local rows)
-        new_lo: list[np.ndarray] = []
-        new_sz: list[np.ndarray] = []
-        comps: list[tuple[np.ndarray, np.ndarray, int]] = []
-        old_off = self.off.copy()
-        # record ranks refer to the old universes: translate them to keys first
-        rec_keys: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        nI = self.nI
+        need = [False] * nI
+        new_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * nI
         for ii, ix in enumerate(g.indexes):
             if ix.kind == SCAN:
-                new_u_pid.append(_EMPTY_I)
-                new_u_key.append(np.zeros(0, np.int64))
-                new_lo.append(np.zeros(P, np.int64))
-                new_sz.append(np.zeros(P, np.int64))
-                moves.append((_EMPTY_I, _EMPTY_I))
-                comps.append((np.zeros(0, np.int64), np.zeros(0), 0))
                 continue
-            keep = keep_rows[ii]
-            old_rows = np.flatnonzero(keep)
-            o_pid = self.u_pid[ii][keep]
-            o_key = self.u_key[ii][keep]
             src_sel = np.flatnonzero(xs == ix.src)
             if ix.kind == NONE:
                 n_key = np.zeros(len(src_sel), np.int64)
@@ -657,129 +673,182 @@ class GraphState:
             else:
                 n_key = ev.eval(ix.key, rows[src_sel])
                 valid = ~_null_mask(n_key)
-            if ix.has_records and self.r_n:
-                sel = np.flatnonzero((self.r_ix[: self.r_n] == ii) & self.r_alive[: self.r_n]
-                                     & (self.r_rank[: self.r_n] >= 0))
-                rp = self.r_pid[sel]
-                rr = self.r_rank[sel]
-                base = old_off[ii, rp] - self.ubase[ii]
-                rec_keys[ii] = (sel, self.u_key[ii][base + rr] if len(sel) else np.zeros(0))
-            all_keys = np.concatenate([np.asarray(o_key), np.asarray(n_key[valid])]) \
-                if len(o_key) or valid.any() else np.zeros(0, np.int64)
-            if all_keys.dtype == object:
+            new_keys[ii] = (src_sel, n_key, valid)
+            gk, uc = self.u_gk[ii], self.u_uc[ii]
+            nd = compacted or gk is None or self.ix_age[ii] >= self.K + 1
+            if not nd and valid.any():
+                nk = n_key[valid]
                 try:
-                    gk = np.unique(all_keys)
+                    r = np.searchsorted(gk, nk).astype(np.int64)
                 except TypeError as e:
                     raise DataError(f"edge-predicate key values cannot be ordered: {e}") from None
-            else:
+                inside = r < len(gk)
+                inside[inside] = gk[r[inside]] == nk[inside]
+                if not inside.all():
+                    nd = True
+                else:
+                    nc = pid[src_sel][valid] * (len(gk) + 1) + r
+                    pos = np.searchsorted(uc, nc)
+                    there = pos < len(uc)
+                    there[there] = uc[pos[there]] == nc[there]
+                    nd = not there.all()
+            need[ii] = nd
+        # ---- rebuild the indexes that need it (on the old pools), compute new layouts
+        old_off = self.off.copy()
+        old_sz = self.sz.copy()
+        old_ubase = self.ubase.copy()
+        lay: list[dict[str, Any]] = [{} for _ in range(nI)]
+        gc0 = self.gc(0.0, 1)
+        for ii, ix in enumerate(g.indexes):
+            if ix.kind == SCAN:
+                lay[ii] = {"size": 0, "keep": False}
+                continue
+            if not need[ii]:
+                lay[ii] = {"size": len(self.u_pid[ii]), "keep": True}
+                self.ix_age[ii] += 1
+                continue
+            if ix.kind == FENWICK and self.fw_in_pt and P:
+                kn.fenwicks_to_points(self.ptI, self.ptF, np.ascontiguousarray(self.off[ii, :P]),
+                                      np.ascontiguousarray(self.sz[ii, :P]), gc0)
+            row_of = self._row_of_asc(ii, ix.desc)
+            live = self._alive_rows(self.ptI[old_ubase[ii]: old_ubase[ii + 1]], W0)
+            keep_asc = live[row_of] & (self.u_pid[ii] >= 0) if len(row_of) else \
+                np.zeros(0, bool)
+            o_pid = self.u_pid[ii][keep_asc]
+            o_key = self.u_key[ii][keep_asc]
+            src_sel, n_key, valid = new_keys[ii]
+            nk = n_key[valid]
+            all_keys = np.concatenate([np.asarray(o_key), np.asarray(nk)]) \
+                if len(o_key) or len(nk) else np.zeros(0, np.int64)
+            try:
                 gk = np.unique(all_keys)
+            except TypeError as e:
+                raise DataError(f"edge-predicate key values cannot be ordered: {e}") from None
             mult = len(gk) + 1
             o_comp = o_pid * mult + np.searchsorted(gk, o_key).astype(np.int64) \
                 if len(o_key) else _EMPTY_I
-            n_comp = pid[src_sel][valid] * mult + np.searchsorted(gk, n_key[valid]).astype(
-                np.int64) if valid.any() else _EMPTY_I
-            uc = np.unique(np.concatenate([o_comp, n_comp]))
+            n_comp = pid[src_sel][valid] * mult + np.searchsorted(gk, nk).astype(np.int64) \
+                if len(nk) else _EMPTY_I
+            nu = np.unique(n_comp)
+            if len(o_comp):
+                pos = np.searchsorted(o_comp, nu)
+                there = pos < len(o_comp)
+                there[there] = o_comp[pos[there]] == nu[there]
+                uc = np.insert(o_comp, pos[~there], nu[~there])
+            else:
+                uc = nu
             u_pid = uc // mult
             u_key = gk[uc % mult] if len(uc) else np.zeros(0, gk.dtype)
             parts = np.arange(P, dtype=np.int64)
             lo = np.searchsorted(u_pid, parts, "left").astype(np.int64)
-            hi = np.searchsorted(u_pid, parts, "right").astype(np.int64)
-            szp = hi - lo
-            if ix.desc and len(uc):
-                # universes are kept in row order: descending keys within a partition
-                j = np.arange(len(uc))
-                perm = lo[u_pid] + szp[u_pid] - 1 - (j - lo[u_pid])
-                u_row = np.empty_like(u_key)
-                u_row[perm] = u_key
-                u_key = u_row
-            new_u_pid.append(u_pid)
-            new_u_key.append(u_key)
-            new_lo.append(lo)
-            new_sz.append(szp)
-            comps.append((uc, gk, mult))
-            # old rows -> new local rows
-            if len(o_comp):
-                pos = np.searchsorted(uc, o_comp)
-                loc = pos - lo[o_pid]
-                if ix.desc:
-                    loc = szp[o_pid] - 1 - loc
-                moves.append((old_rows, lo[o_pid] + loc))
-            else:
-                moves.append((_EMPTY_I, _EMPTY_I))
-            # ranks of the new source occurrences
-            if len(src_sel):
-                slot = g.out_ix[ix.src].index(ii)
-                r = np.full(len(src_sel), -1, np.int64)
-                if valid.any():
-                    pv = pid[src_sel][valid]
-                    loc = np.searchsorted(uc, n_comp) - lo[pv]
-                    if ix.desc:
-                        loc = szp[pv] - 1 - loc
-                    r[valid] = loc
-                rank[src_sel, slot] = r
-        # allocate the new pools
-        sizes = np.array([len(u) for u in new_u_pid], np.int64)
-        ubase = np.zeros(self.nI + 1, np.int64)
+            szp = np.searchsorted(u_pid, parts, "right").astype(np.int64) - lo
+            lay[ii] = {"size": len(uc), "keep": False, "u_pid": u_pid, "u_key": u_key, "gk": gk,
+                       "uc": uc, "lo": lo, "sz": szp,
+                       "old_rows": row_of[keep_asc],
+                       "new_asc": np.searchsorted(uc, o_comp) if len(o_comp) else _EMPTY_I,
+                       "o_pid": o_pid}
+            self.ix_age[ii] = 0
+        # ---- new pools
+        sizes = np.array([lay[ii]["size"] for ii in range(nI)], np.int64)
+        ubase = np.zeros(nI + 1, np.int64)
         ubase[1:] = np.cumsum(sizes)
-        total = int(ubase[-1])
-        ptI, ptF = self.fresh_rows(total)
-        for ii in range(self.nI):
-            old_rows, new_local = moves[ii]
-            if len(old_rows):
-                src_rows = self.ubase[ii] + old_rows
-                ptI[ubase[ii] + new_local] = self.ptI[src_rows]
-                ptF[ubase[ii] + new_local] = self.ptF[src_rows]
-        self.ptI, self.ptF = ptI, ptF
-        need_fw = any(ix.kind == FENWICK for ix in g.indexes)
-        if need_fw and not self.fw_in_pt:
-            self.fwI, self.fwF = self.fresh_rows(total)
+        rebuilt = [ii for ii in range(nI) if need[ii]]
+        if rebuilt or not np.array_equal(ubase, old_ubase):
+            total = int(ubase[-1])
+            ptI, ptF = self.fresh_rows(total)
+            sep_fw = not self.fw_in_pt and any(ix.kind == FENWICK for ix in g.indexes)
+            fwI, fwF = self.fresh_rows(total if sep_fw else 0)
+            for ii, ix in enumerate(g.indexes):
+                L_ = lay[ii]
+                if L_["keep"]:
+                    a, b = old_ubase[ii], old_ubase[ii + 1]
+                    ptI[ubase[ii]: ubase[ii + 1]] = self.ptI[a:b]
+                    ptF[ubase[ii]: ubase[ii + 1]] = self.ptF[a:b]
+                    if sep_fw and ix.kind == FENWICK:
+                        fwI[ubase[ii]: ubase[ii + 1]] = self.fwI[a:b]
+                        fwF[ubase[ii]: ubase[ii + 1]] = self.fwF[a:b]
+                    self._set_ranges(ii, ubase[ii], P)
+                elif ix.kind != SCAN:
+                    lo, szp, o_pid = L_["lo"], L_["sz"], L_["o_pid"]
+                    if len(L_["old_rows"]):
+                        loc = L_["new_asc"] - lo[o_pid]
+                        if ix.desc:
+                            loc = szp[o_pid] - 1 - loc
+                        src_rows = old_ubase[ii] + L_["old_rows"]
+                        ptI[ubase[ii] + lo[o_pid] + loc] = self.ptI[src_rows]
+                        ptF[ubase[ii] + lo[o_pid] + loc] = self.ptF[src_rows]
+                    self.off[ii, :P] = ubase[ii] + lo
+                    self.sz[ii, :P] = szp
+            self.ptI, self.ptF, self.fwI, self.fwF = ptI, ptF, fwI, fwF
+            self.ubase = ubase
         else:
-            self.fwI, self.fwF = self.fresh_rows(0)
-        self.u_pid, self.u_key, self.ubase = new_u_pid, new_u_key, ubase
-        for ii in range(self.nI):
-            self.off[ii, :P] = ubase[ii] + new_lo[ii]
-            self.sz[ii, :P] = new_sz[ii]
-        if need_fw:
-            offs = np.concatenate([self.off[ii, :P] for ii in range(self.nI)
-                                   if g.indexes[ii].kind == FENWICK])
-            szs = np.concatenate([self.sz[ii, :P] for ii in range(self.nI)
-                                  if g.indexes[ii].kind == FENWICK])
-            if self.fw_in_pt:
-                kn.build_all_fenwicks(self.ptI, self.ptF, self.ptI, self.ptF, offs, szs,
-                                      self.gc(0.0, 1))
-            else:
-                kn.build_all_fenwicks(self.fwI, self.fwF, self.ptI, self.ptF, offs, szs,
-                                      self.gc(0.0, 1))
-        # record ranks in the new universes
-        for ii, (sel, keys) in rec_keys.items():
-            if not len(sel):
+            for ii in range(nI):  # partitions created by this sub-chunk get their (empty) range
+                if g.indexes[ii].kind != SCAN:
+                    self._set_ranges(ii, ubase[ii], P)
+        for ii in rebuilt:
+            if g.indexes[ii].kind == FENWICK and P:
+                offs = np.ascontiguousarray(self.off[ii, :P])
+                szs = np.ascontiguousarray(self.sz[ii, :P])
+                if self.fw_in_pt:
+                    kn.build_all_fenwicks(self.ptI, self.ptF, self.ptI, self.ptF, offs, szs, gc0)
+                else:
+                    kn.build_all_fenwicks(self.fwI, self.fwF, self.ptI, self.ptF, offs, szs, gc0)
+        # ---- universes, record ranks
+        for ii in rebuilt:
+            L_ = lay[ii]
+            ix = g.indexes[ii]
+            if ix.has_records and self.r_n:
+                sel = np.flatnonzero((self.r_ix[: self.r_n] == ii) & self.r_alive[: self.r_n]
+                                     & (self.r_rank[: self.r_n] >= 0))
+                if len(sel):
+                    rp = self.r_pid[sel]
+                    rr = self.r_rank[sel]
+                    asc = old_sz[ii, rp] - 1 - rr if ix.desc else rr
+                    keys = self.u_key[ii][old_off[ii, rp] - old_ubase[ii] + asc]
+                    comp = rp * (len(L_["gk"]) + 1) + np.searchsorted(L_["gk"], keys).astype(
+                        np.int64)
+                    loc = np.searchsorted(L_["uc"], comp) - L_["lo"][rp]
+                    if ix.desc:
+                        loc = L_["sz"][rp] - 1 - loc
+                    self.r_rank[sel] = loc
+            self.u_pid[ii], self.u_key[ii] = L_["u_pid"], L_["u_key"]
+            self.u_gk[ii], self.u_uc[ii] = L_["gk"], L_["uc"]
+        # ---- ranks of the new source occurrences
+        for ii, ix in enumerate(g.indexes):
+            if ix.kind == SCAN or new_keys[ii] is None:
                 continue
-            uc, gk, mult = comps[ii]
-            rp = self.r_pid[sel]
-            comp = rp * mult + np.searchsorted(gk, keys).astype(np.int64)
-            loc = np.searchsorted(uc, comp) - new_lo[ii][rp]
-            if g.indexes[ii].desc:
-                loc = new_sz[ii][rp] - 1 - loc
-            self.r_rank[sel] = loc
-        # probe bounds of the target occurrences
+            src_sel, n_key, valid = new_keys[ii]
+            if not len(src_sel):
+                continue
+            gk, uc = self.u_gk[ii], self.u_uc[ii]
+            slot = g.out_ix[ix.src].index(ii)
+            r = np.full(len(src_sel), -1, np.int64)
+            if valid.any():
+                pv = pid[src_sel][valid]
+                comp = pv * (len(gk) + 1) + np.searchsorted(gk, n_key[valid]).astype(np.int64)
+                lo = self.off[ii, pv] - self.ubase[ii]
+                loc = np.searchsorted(uc, comp) - lo
+                if ix.desc:
+                    loc = self.sz[ii, pv] - 1 - loc
+                r[valid] = loc
+            rank[src_sel, slot] = r
+        # ---- probe bounds of the target occurrences
         for T in g.transitions:
             ix = g.indexes[T.index]
             tgt = np.flatnonzero(xs == T.dst)
-            if not len(tgt):
+            if not len(tgt) or ix.kind == SCAN:
                 continue
             slot = g.in_tr[T.dst].index(T.id)
-            if ix.kind == SCAN:
-                continue
             if ix.kind == NONE:
                 bound[tgt, slot] = 0
                 continue
-            uc, gk, mult = comps[T.index]
+            gk, uc = self.u_gk[T.index], self.u_uc[T.index]
+            mult = len(gk) + 1
             pv = pid[tgt]
             v = ev.eval(T.probe, rows[tgt])
-            nulls = _null_mask(v)
-            b = np.zeros(len(tgt), np.int64) if ix.kind == FENWICK else np.full(len(tgt), -1,
-                                                                                 np.int64)
-            ok = ~nulls
+            ok = ~_null_mask(v)
+            b = np.zeros(len(tgt), np.int64) if ix.kind == FENWICK else \
+                np.full(len(tgt), -1, np.int64)
             if ok.any() and len(gk):
                 vv = v[ok]
                 pp = pv[ok]
@@ -789,8 +858,8 @@ class GraphState:
                 except TypeError as e:
                     raise DataError(f"edge predicate compares values that cannot be ordered: "
                                     f"{e}") from None
-                lo = new_lo[T.index][pp]
-                szp = new_sz[T.index][pp]
+                lo = self.off[T.index, pp] - self.ubase[T.index]
+                szp = self.sz[T.index, pp]
                 cl = np.searchsorted(uc, pp * mult + rl) - lo
                 cr = np.searchsorted(uc, pp * mult + rr) - lo
                 op = T.op
@@ -806,20 +875,6 @@ class GraphState:
                     bb = np.where(cr - cl == 1, cl, -1)
                 b[ok] = bb
             bound[tgt, slot] = b
-        assert POINT == 2  # documented kinds: NONE, FENWICK, POINT, SCAN
-
-    def _fenwick_ranges(self) -> tuple[np.ndarray, np.ndarray]:
-        P = len(self.parts)
-        sel = [ii for ii, ix in enumerate(self.g.indexes) if ix.kind == FENWICK]
-        if not sel or P == 0:
-            return _EMPTY_I, _EMPTY_I
-        return (np.concatenate([self.off[ii, :P] for ii in sel]),
-                np.concatenate([self.sz[ii, :P] for ii in sel]))
-
-    def _trees_to_points(self) -> None:
-        offs, szs = self._fenwick_ranges()
-        if len(offs) and self.ptI.shape[0]:
-            kn.fenwicks_to_points(self.ptI, self.ptF, offs, szs, self.gc(0.0, 1))
 
     def _compact_records(self, W0: int) -> None:
         n = self.r_n
@@ -1059,8 +1114,9 @@ class GraphState:
                 assert np.all(u_pid[lo: lo + sz] == p)
                 keys = u_key[lo: lo + sz]
                 if len(keys) > 1:
-                    order = keys[1:] < keys[:-1] if ix.desc else keys[1:] > keys[:-1]
-                    assert np.all(order), "keys not strictly ordered within a partition"
+                    assert np.all(keys[1:] > keys[:-1]), "keys not ascending within a partition"
+                gk = self.u_gk[ii]
+                assert gk is not None and np.all(np.isin(keys, gk))
                 if ix.kind == FENWICK and not self.fw_in_pt:
                     fwI, fwF = self.fresh_rows(sz)
                     ptI = self.ptI[off: off + sz].copy()
