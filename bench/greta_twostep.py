@@ -39,7 +39,6 @@ class TwoStepResult:
     rows: list[dict[str, Any]]
     status: str  # "ok" | "trend cap" | "timeout"
     trends: int
-    peak_trend_events: int
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -396,5 +395,5 @@ class TwoStepBaseline:
                         r[out.name] = int(acc["agg"][q])
                         q += 1
                 rows_out.append(r)
-        return TwoStepResult(rows_out, status, total_trends, 0, time.perf_counter() - t0,
+        return TwoStepResult(rows_out, status, total_trends, time.perf_counter() - t0,
                              {"log10_trends": math.log10(max(total_trends, 1))})
