@@ -105,6 +105,8 @@ class GretaOperator(Operator):
         self._w_next: int | None = None
         self._w_hi: int | None = None
         self._peak_bytes = 0
+        self._entries = 0
+        self._bytes = 0
 
     def _get_state(self) -> Any:
         graphs = None
@@ -113,7 +115,7 @@ class GretaOperator(Operator):
                       for g in self._rt.graphs]
         return {"graphs": graphs, "buf": list(self._buf), "buf_rows": self._buf_rows,
                 "t_last": self._t_last, "w_next": self._w_next, "w_hi": self._w_hi,
-                "peak_bytes": self._peak_bytes}
+                "peak_bytes": self._peak_bytes, "entries": self._entries, "bytes": self._bytes}
 
     def _set_state(self, state: Any) -> None:
         self._reset_state()
@@ -128,6 +130,8 @@ class GretaOperator(Operator):
         self._w_next = state["w_next"]
         self._w_hi = state["w_hi"]
         self._peak_bytes = state["peak_bytes"]
+        self._entries = state["entries"]
+        self._bytes = state["bytes"]
 
     def _push_batch(self, batch: pa.RecordBatch) -> None:
         if self._plan is None:
@@ -157,9 +161,9 @@ class GretaOperator(Operator):
         if self._w_next is None:
             self._w_next = (int(t[0]) - plan.within) // plan.slide + 1
         closable = self._w_next * plan.slide + plan.within <= self._t_last
-        if closable or self._buf_rows >= max(MIN_PROCESS_ROWS, self._rt.state_entries()):
+        if closable or self._buf_rows >= max(MIN_PROCESS_ROWS, self._entries):
             self._process(final=False)
-        self._update_state_size()
+        self._update_state_size(measure=False)
 
     def _flush(self) -> None:
         if self._plan is None:
@@ -322,13 +326,18 @@ class GretaOperator(Operator):
             return pa.array([Decimal(v) for v in vals], ftype)
         return pa.array(vals, pa.int64())
 
-    def _update_state_size(self) -> None:
+    def _update_state_size(self, measure: bool = True) -> None:
+        """Record the state size (vertices, records, buffered events) and bytes; ``measure``
+        recounts the runtime's state (after processing), otherwise the last count is reused."""
         if self._rt is None:
             return
-        b = self._rt.state_bytes()
+        if measure:
+            self._entries = self._rt.state_entries()
+            self._bytes = self._rt.state_bytes()
+        b = self._bytes + sum(t.nbytes for t in self._buf)
         if b > self._peak_bytes:
             self._peak_bytes = b
         self.counters.extra["state_bytes"] = b
         self.counters.extra["peak_state_bytes"] = self._peak_bytes
-        self._set_state_size(self._rt.state_entries() + self._buf_rows,
+        self._set_state_size(self._entries + self._buf_rows,
                              "GRETA vertices, records and buffered events")

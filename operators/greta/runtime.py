@@ -8,17 +8,26 @@ with vectorized NumPy/Arrow work, then handed to :func:`~replaydb.operators.gret
    (the main graph drops events that lie in no window);
 2. partitions: the values of the graph's partition attributes are dictionary-encoded and mapped to
    dense partition ids (paper Sec. 6: grouping and equivalence predicates partition the stream);
-3. index universes: for each index the sorted distinct keys per partition of its live vertices and
-   of the sub-chunk's new vertices; point values are moved to their new rows and Fenwick trees
-   rebuilt, so that every key of the sub-chunk has a rank and every probe a prefix bound, computed
-   here with ``searchsorted`` once for the whole sub-chunk;
+3. index universes: an index holds, per partition, the sorted distinct keys of its vertices
+   (the edge predicate's attribute) with one aggregate row per key; a Fenwick index keeps the
+   prefix tree over these rows. When the sub-chunk's new vertices bring keys the universe lacks
+   (or after K+1 sub-chunks, when every older entry may have expired), the index is rebuilt from
+   its live rows: dead rows dropped, rows moved to their new ranks, trees rebuilt; otherwise it is
+   used as is. Every new vertex then has a rank and every probe a prefix bound, computed here with
+   ``searchsorted`` once for the whole sub-chunk;
 4. live state is compacted: vertices whose windows all closed (all slots zero) and, in negative
    graphs, vertices whose trends all start before the oldest open window are dropped; partitions
    without state are forgotten when they dominate.
 
-Cost per sub-chunk: O(live state + sub-chunk size) for the rebuild, plus the kernel's O(log n) per
-event and index. Sub-chunks end at window closes, so the rebuild is amortized over a slide's worth
-of events.
+Relation to the paper's structures (Sec. 7): instead of one vertex tree per *pane* and type, an
+index per (partition, source state, edge-predicate key) holds one aggregate per open window in
+K slots (window id mod K); closing a window clears its slot everywhere, which purges the expired
+pane's contribution at once, and the rebuild drops vertices none of whose windows is open. A
+query is one prefix lookup instead of one range search per pane.
+
+Cost per sub-chunk: O(sub-chunk size) plus O(live state) for the indexes that are rebuilt, plus
+the kernel's O(log n) per event and index. Sub-chunks end at window closes, so rebuilds are
+amortized over a slide's worth of events.
 """
 
 from __future__ import annotations
