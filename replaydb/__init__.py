@@ -1,1 +1,60 @@
-"""replaydb.replaydb"""
+"""replaydb: an offline event store with an index-assisted query planner.
+
+Quick start::
+
+    import replaydb
+    store = replaydb.open("my-store", create=True)
+    store.append("sensors", table, time_column="ts", time_unit="ms")
+    snap = store.stream("sensors")
+    snap.aggregate(t0, t1)              # from the TAB+-tree's inner nodes
+    replaydb.query(store, "SELECT ... MATCH_RECOGNIZE (...)").table   # planned, index-assisted
+
+Imports are lazy: ``import replaydb`` is cheap, and the shared base modules
+(:mod:`replaydb.errors`, :mod:`replaydb.timeunits`) import nothing else of the project.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from replaydb.store.store import Store
+
+
+def open(path: Any, *, create: bool = False, read_only: bool = False) -> Store:  # noqa: A001
+    """Open the store at ``path`` (``create=True`` makes a new one if none exists there)."""
+    from replaydb.store.store import Store
+
+    return Store(path, create=create, read_only=read_only)
+
+
+def query(store: Any, text: str, **options: Any) -> Any:
+    """Run a query; returns a result with ``.table`` (Arrow; ``.to_pandas()``) and ``.stats``.
+
+    ``store`` is a :class:`Store` or a path. Options: ``plan``, ``stream``, ``version``,
+    ``state_cap``, ``timeout``, ``max_memory``, ``device``, ``engine``, ``master``.
+    """
+    from replaydb.planner.query import run_query
+
+    if not hasattr(store, "stream"):
+        store = open(store, read_only=True)
+    return run_query(store, text, **options)
+
+
+def explain(store: Any, text: str, *, analyze: bool = False, **options: Any) -> dict[str, Any]:
+    """The plan of a query as a dict (``analyze=True`` executes it and adds what was read)."""
+    from replaydb.planner.query import explain as _explain
+
+    if not hasattr(store, "stream"):
+        store = open(store, read_only=True)
+    return _explain(store, text, analyze=analyze, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Store":
+        from replaydb.store.store import Store
+
+        return Store
+    raise AttributeError(f"module 'replaydb' has no attribute {name!r}")

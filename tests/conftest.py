@@ -20,3 +20,16 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 def store_path(tmp_path):
     """A fresh, not yet created store directory."""
     return tmp_path / "store"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every test that needs it (start-up costs seconds)."""
+    from replaydb.spark import get_spark, stop_spark
+
+    session = get_spark("local[2]", app_name="replaydb-tests", quiet=True,
+                        config={"spark.sql.shuffle.partitions": "4",
+                                "spark.default.parallelism": "2",
+                                "spark.driver.memory": "2g"})
+    yield session
+    stop_spark()

@@ -1,0 +1,255 @@
+"""Compiled kernels of the LSM index: sorting and merging of (key, seq) entries.
+
+Everything here works on NumPy arrays of numeric keys (int64 or float64) and int64 seqs; string
+keys are sorted with Arrow instead (see :mod:`replaydb.indexes.sorting`).
+
+* :func:`sortable_u64` maps int64/float64 keys to uint64 so that unsigned order equals key order
+  (int64: flip the sign bit; float64: IEEE total order, with ``-0.0`` normalized to ``+0.0``
+  beforehand by the caller). O(n).
+* :func:`radix_argsort_u64` is a stable LSD radix argsort with 11-bit digits that skips digits
+  which are equal in every key. O(n * d) for d varying digits (d <= 6), one scatter pass per
+  digit (11 bits measured about 40% faster than 8 bits on 10M floats).
+* :func:`merge_sorted_perm` merges k runs, each sorted by (key, seq), given concatenated; returns
+  the permutation of the concatenation that is sorted by (key, seq). Pairwise merge tree:
+  O(n log k).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+_SMALL_SORT = 1 << 15
+"""Below this many entries NumPy's stable sort beats the radix sort's fixed costs."""
+
+
+@nb.njit(cache=True, nogil=True)
+def _f64_to_u64(bits: np.ndarray) -> np.ndarray:
+    out = np.empty(bits.size, np.uint64)
+    top = np.uint64(0x8000000000000000)
+    for i in range(bits.size):
+        v = bits[i]
+        if v & top:
+            out[i] = ~v
+        else:
+            out[i] = v | top
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _i64_to_u64(bits: np.ndarray) -> np.ndarray:
+    out = np.empty(bits.size, np.uint64)
+    top = np.uint64(0x8000000000000000)
+    for i in range(bits.size):
+        out[i] = bits[i] ^ top
+    return out
+
+
+def sortable_u64(keys: np.ndarray) -> np.ndarray:
+    """Order-preserving map of int64/float64 keys to uint64 (no NaN allowed for floats)."""
+    if keys.dtype == np.float64:
+        return _f64_to_u64(np.ascontiguousarray(keys).view(np.uint64))
+    if keys.dtype == np.int64:
+        return _i64_to_u64(np.ascontiguousarray(keys).view(np.uint64))
+    raise TypeError(f"sortable_u64: unsupported dtype {keys.dtype}")
+
+
+_RADIX_BITS = 11
+_RADIX_DIGITS = 6  # 6 * 11 = 66 >= 64 bits
+_RADIX_BUCKETS = 1 << _RADIX_BITS
+
+
+@nb.njit(cache=True, nogil=True)
+def _radix_argsort(keys: np.ndarray, idx_in: np.ndarray) -> np.ndarray:
+    n = keys.size
+    mask = np.uint64(_RADIX_BUCKETS - 1)
+    hist = np.zeros((_RADIX_DIGITS, _RADIX_BUCKETS), np.int64)
+    for i in range(n):
+        k = keys[i]
+        for d in range(_RADIX_DIGITS):
+            hist[d, (k >> np.uint64(_RADIX_BITS * d)) & mask] += 1
+    idx = idx_in.copy()
+    idx_tmp = np.empty(n, np.int64)
+    k_cur = keys.copy()
+    k_tmp = np.empty(n, np.uint64)
+    offs = np.empty(_RADIX_BUCKETS, np.int64)
+    for d in range(_RADIX_DIGITS):
+        h = hist[d]
+        constant = False
+        for b in range(_RADIX_BUCKETS):
+            if h[b] == n:
+                constant = True
+                break
+        if constant:
+            continue
+        s = 0
+        for b in range(_RADIX_BUCKETS):
+            offs[b] = s
+            s += h[b]
+        sh = np.uint64(_RADIX_BITS * d)
+        for i in range(n):
+            k = k_cur[i]
+            b = (k >> sh) & mask
+            p = offs[b]
+            offs[b] = p + 1
+            k_tmp[p] = k
+            idx_tmp[p] = idx[i]
+        k_cur, k_tmp = k_tmp, k_cur
+        idx, idx_tmp = idx_tmp, idx
+    return idx, k_cur
+
+
+def radix_sort_u64(
+    keys: np.ndarray, idx: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stable sort of uint64 keys carrying ``idx`` (default 0..n-1) along.
+
+    Returns (idx permuted, keys sorted): ``keys[p]`` ascending for the returned positions p
+    (ties keep input order). Releases the GIL (callers may sort chunks in threads).
+    """
+    n = keys.size
+    if idx is None:
+        idx = np.arange(n, dtype=np.int64)
+    if n < _SMALL_SORT:
+        order = np.argsort(keys, kind="stable")
+        return idx[order], keys[order]
+    return _radix_argsort(np.ascontiguousarray(keys, dtype=np.uint64), idx.astype(np.int64))
+
+
+def radix_argsort_u64(keys: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+    """Stable argsort of uint64 keys (see :func:`radix_sort_u64`)."""
+    return radix_sort_u64(keys, idx)[0]
+
+
+@nb.njit(cache=True, nogil=True)
+def _u64_to_f64(u: np.ndarray) -> np.ndarray:
+    out = np.empty(u.size, np.uint64)
+    top = np.uint64(0x8000000000000000)
+    for i in range(u.size):
+        v = u[i]
+        if v & top:
+            out[i] = v ^ top
+        else:
+            out[i] = ~v
+    return out.view(np.float64)
+
+
+def from_sortable_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Inverse of :func:`sortable_u64`."""
+    if dtype == np.float64:
+        return _u64_to_f64(u)
+    return (u ^ np.uint64(0x8000000000000000)).view(np.int64)
+
+
+@nb.njit(cache=True, nogil=True)
+def _merge2(ka, sa, ia, kb, sb, ib):
+    na = ka.size
+    nb_ = kb.size
+    n = na + nb_
+    ko = np.empty(n, ka.dtype)
+    so = np.empty(n, np.int64)
+    io = np.empty(n, np.int64)
+    i = 0
+    j = 0
+    o = 0
+    while i < na and j < nb_:
+        if ka[i] < kb[j] or (ka[i] == kb[j] and sa[i] <= sb[j]):
+            ko[o] = ka[i]
+            so[o] = sa[i]
+            io[o] = ia[i]
+            i += 1
+        else:
+            ko[o] = kb[j]
+            so[o] = sb[j]
+            io[o] = ib[j]
+            j += 1
+        o += 1
+    while i < na:
+        ko[o] = ka[i]
+        so[o] = sa[i]
+        io[o] = ia[i]
+        i += 1
+        o += 1
+    while j < nb_:
+        ko[o] = kb[j]
+        so[o] = sb[j]
+        io[o] = ib[j]
+        j += 1
+        o += 1
+    return ko, so, io
+
+
+def merge_sorted_perm(keys: np.ndarray, seqs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Permutation that merges k (key, seq)-sorted runs stored back to back.
+
+    ``offsets`` has k + 1 entries: run i is ``keys[offsets[i]:offsets[i+1]]``. Returns int64
+    positions into the concatenation, in (key, seq) order. O(n log k), pairwise merge tree.
+    """
+    parts = []
+    for i in range(len(offsets) - 1):
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        if b > a:
+            parts.append((keys[a:b], seqs[a:b], np.arange(a, b, dtype=np.int64)))
+    if not parts:
+        return np.empty(0, np.int64)
+    while len(parts) > 1:
+        nxt = []
+        for i in range(0, len(parts) - 1, 2):
+            nxt.append(_merge2(*parts[i], *parts[i + 1]))
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return parts[0][2]
+
+
+@nb.njit(cache=True, nogil=True)
+def is_sorted_by_key_seq(keys: np.ndarray, seqs: np.ndarray) -> bool:
+    """True iff (keys[i], seqs[i]) is strictly increasing lexicographically."""
+    for i in range(1, keys.size):
+        if keys[i] < keys[i - 1]:
+            return False
+        if keys[i] == keys[i - 1] and seqs[i] <= seqs[i - 1]:
+            return False
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def seq_histogram(seqs: np.ndarray, lo: int, shift: int, nbins: int) -> np.ndarray:
+    """Equi-width histogram: bin b counts seqs in [lo + b * 2**shift, lo + (b+1) * 2**shift).
+
+    Seqs past the last bin are counted in the last bin (the caller sizes bins to cover them).
+    """
+    out = np.zeros(nbins, np.int64)
+    for i in range(seqs.size):
+        b = (seqs[i] - lo) >> shift
+        if b >= nbins:
+            b = nbins - 1
+        out[b] += 1
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def partition_scatter(part_ids, nparts, key, seq, t):
+    """Stable scatter of (key, seq, t) into ``nparts`` contiguous partitions by ``part_ids``.
+
+    Returns (key, seq, t, offsets): partition p is ``[offsets[p], offsets[p+1])``, entries keep
+    their input order inside it. O(n).
+    """
+    n = key.size
+    offsets = np.zeros(nparts + 1, np.int64)
+    for i in range(n):
+        offsets[part_ids[i] + 1] += 1
+    for p in range(nparts):
+        offsets[p + 1] += offsets[p]
+    pos = offsets[:-1].copy()
+    ok = np.empty_like(key)
+    os_ = np.empty_like(seq)
+    ot = np.empty_like(t)
+    for i in range(n):
+        p = part_ids[i]
+        j = pos[p]
+        pos[p] = j + 1
+        ok[j] = key[i]
+        os_[j] = seq[i]
+        ot[j] = t[i]
+    return ok, os_, ot, offsets

@@ -1,0 +1,353 @@
+"""Query entry point: detect the language, resolve streams, plan, execute, explain.
+
+Every language module in :mod:`replaydb.planner.lang` exposes ``detect``, ``parse`` and ``bind``
+(see ``LANGUAGES``). A query runs in four steps:
+
+1. **parse** - the first language whose ``detect`` accepts the text parses it into its logical
+   query (``sources``: the streams it names; ``event_types``: the types it refers to);
+2. **resolve** - the streams to read, pinned at one version each (``version`` time-travels):
+   the query's FROM clause, else ``stream=``, else the store's only stream; when the query names
+   event types and the store has one stream per type, those streams are merged by (t, seq) and
+   the type column is synthesized from the stream names;
+3. **plan** - a language-specific planner (index-assisted pattern planning, the window-aggregate
+   path choice, ...) registered in ``PLANNERS`` decides which intervals to replay and how; the
+   default plan replays everything (full replay, the baseline every index path must match);
+4. **execute** - replay feeds the planned intervals into the bound operator; results are one
+   Arrow table. Limits: ``timeout`` (seconds) and ``max_memory`` (bytes of resident memory) are
+   checked between batches and raise :class:`~replaydb.errors.ResourceLimitExceeded`; operators'
+   state caps raise :class:`~replaydb.errors.StateCapExceeded`.
+
+EXPLAIN (:func:`explain`) returns the plan as a dict; with ``analyze`` it also executes and adds
+what was actually read and the time per phase.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from replaydb.errors import QueryError, ResourceLimitExceeded, StreamNotFound, UsageError
+from replaydb.replay import Replay
+
+LANGUAGES: list[tuple[str, str]] = [
+    ("window_sql", "replaydb.planner.lang.window_sql"),
+    ("match_recognize", "replaydb.planner.lang.match_recognize"),
+    ("tpstream", "replaydb.planner.lang.tpstream"),
+    ("greta", "replaydb.planner.lang.greta"),
+    ("sase", "replaydb.planner.lang.sase"),
+]
+"""Languages in detection order (the first whose ``detect`` accepts the text wins)."""
+
+IMPRECISE = "replaydb.planner.lang.imprecise"
+
+PLANNERS: dict[str, str] = {
+    "window_sql": "replaydb.planner.window_path:plan_query",
+    "match_recognize": "replaydb.planner.pattern.planner:plan",
+    "sase": "replaydb.planner.pattern.planner:plan",
+}
+"""language -> ``module:function`` of its planner (``plan(ctx) -> Plan``); absent = full replay."""
+
+PLAN_CHOICES = ("auto", "replay")
+
+
+@dataclass
+class QueryOptions:
+    """What the caller may choose (CLI flags map one to one)."""
+
+    plan: str = "auto"
+    stream: str | None = None
+    version: int | None = None
+    state_cap: int | None = None
+    timeout: float | None = None
+    max_memory: int | None = None
+    device: str = "auto"
+    engine: str = "local"
+    master: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class QueryContext:
+    """Everything a planner needs: the parsed query, its language module, the pinned streams."""
+
+    store: Any
+    text: str
+    language: str
+    module: Any
+    query: Any
+    snapshots: list[Any]
+    type_column: str | None
+    options: QueryOptions
+    bind_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.replay_schema()
+
+    def replay_schema(self, columns: list[str] | None = None) -> pa.Schema:
+        return Replay(self.snapshots, None, columns=columns, type_column=self.type_column,
+                      aliases=self.aliases).schema
+
+    @property
+    def time_unit(self) -> str | None:
+        return self.snapshots[0].schema.time_unit
+
+    @property
+    def aliases(self) -> dict[str, str]:
+        """Source time-column names usable in queries as aliases of ``t``."""
+        out = {}
+        for s in self.snapshots:
+            tc = s.schema.time_column
+            if tc and tc != "t":
+                out[tc] = "t"
+        return out
+
+    def bind(self, **overrides: Any) -> Any:
+        """Bind the query to the replayed schema (the operator it runs in)."""
+        opts: dict[str, Any] = {}
+        if self.options.state_cap is not None:
+            opts["state_cap"] = self.options.state_cap
+        if self.type_column:
+            opts["type_column"] = self.type_column
+        opts.update(self.bind_options)
+        opts.update(self.options.extra)
+        opts.update(overrides)
+        return call_accepting(self.module.bind, self.query, self.schema, self.time_unit, **opts)
+
+
+@dataclass
+class Plan:
+    """A physical plan: which intervals of which streams to replay into which operator."""
+
+    ctx: QueryContext
+    strategy: str = "replay"
+    intervals: list[tuple[int, int]] | None = None
+    make_operator: Callable[[], Any] | None = None
+    execute: Callable[[Plan], pa.Table] | None = None
+    estimates: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    annotate: Callable[[dict[str, Any]], None] | None = None
+    """Called by :func:`explain` with the ``analyze`` dict after executing (planner extras)."""
+
+    def describe(self) -> dict[str, Any]:
+        c = self.ctx
+        return {
+            "language": c.language,
+            "query": c.text.strip(),
+            "streams": [{"name": s.name, "version": s.version, "events": s.n_events}
+                        for s in c.snapshots],
+            "type_column": c.type_column,
+            "strategy": self.strategy,
+            "replay_intervals": None if self.intervals is None else len(self.intervals),
+            "estimates": self.estimates,
+            **self.details,
+        }
+
+
+@dataclass
+class QueryResult:
+    table: pa.Table
+    plan: Plan
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+
+def call_accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with only the keyword arguments it accepts."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return fn(*args, **kwargs)
+    return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
+
+
+# --------------------------------------------------------------------------- parse + resolve
+def _modules() -> list[tuple[str, Any]]:
+    out = []
+    for name, path in LANGUAGES:
+        try:
+            out.append((name, importlib.import_module(path)))
+        except ImportError as exc:
+            if exc.name != path:
+                raise
+    return out
+
+
+def detect_language(text: str) -> tuple[str, Any]:
+    if not isinstance(text, str) or not text.strip():
+        raise UsageError("empty query")
+    for name, mod in _modules():
+        if mod.detect(text):
+            return name, mod
+    head = text.strip().split(None, 1)[0][:20]
+    raise QueryError(
+        f"cannot tell which query language this is (it starts with {head!r})",
+        hint="queries start with SELECT ... MATCH_RECOGNIZE / SELECT ... FROM TABLE(TUMBLE|HOP..."
+             " (windows) / PATTERN SEQ (SASE+) / RETURN ... PATTERN (GRETA) / "
+             "FROM ... DEFINE (TPStream)",
+    )
+
+
+def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
+    """Parse ``text`` and pin the streams it reads."""
+    language, mod = detect_language(text)
+    query = mod.parse(text)
+    sources = list(getattr(query, "sources", ()) or ())
+    types = list(getattr(query, "event_types", ()) or ())
+    type_column = None
+    if not sources:
+        if options.stream:
+            sources = [options.stream]
+        elif types and all(store.has_stream(t) for t in types) and len(set(types)) > 1:
+            sources = list(dict.fromkeys(types))
+            type_column = "type"
+        else:
+            names = store.streams()
+            if len(names) == 1:
+                sources = names
+            elif not names:
+                raise StreamNotFound(f"store {store.path} has no streams")
+            else:
+                raise UsageError(
+                    "the query names no stream and the store has several",
+                    hint=f"add FROM <stream> or pass --stream (streams: {', '.join(names)})")
+    snapshots = [store.stream(s, options.version if len(sources) == 1 else None)
+                 for s in sources]
+    if types and type_column is None:
+        tc = snapshots[0].schema.type_column or "type"
+        if all(s.schema.has(tc) for s in snapshots):
+            type_column = tc
+        elif len(snapshots) > 1:
+            type_column = "type"
+        else:
+            raise QueryError(
+                f"the query refers to event types ({', '.join(types)}) but stream "
+                f"{snapshots[0].name!r} has no type column {tc!r}",
+                hint="ingest with --type-column COL, or store one stream per event type")
+    bind_options: dict[str, Any] = {}
+    sch = snapshots[0].schema
+    if sch.upper_column and language == "sase":
+        # a stream with uncertainty intervals: SASE+ queries run with imprecise-timestamp
+        # semantics (signatures, tightest time ranges, confidences)
+        mod = importlib.import_module(IMPRECISE)
+        language = "imprecise"
+        query = mod.parse(text)
+        lower = "t" if sch.lower_column in (None, sch.time_column) else sch.lower_column
+        bind_options = {"lower_col": lower, "upper_col": sch.upper_column,
+                        "pmf_col": sch.pmf_column}
+    return QueryContext(store, text, language, mod, query, snapshots, type_column, options,
+                        bind_options)
+
+
+# --------------------------------------------------------------------------- plan + execute
+def plan_query(store: Any, text: str, options: QueryOptions | None = None) -> Plan:
+    options = options or QueryOptions()
+    t0 = time.perf_counter()
+    ctx = resolve(store, text, options)
+    parse_s = time.perf_counter() - t0
+    planner = PLANNERS.get(ctx.language)
+    if planner and options.plan != "replay":
+        mod_name, fn = planner.split(":")
+        plan = getattr(importlib.import_module(mod_name), fn)(ctx)
+    else:
+        if options.plan not in PLAN_CHOICES and not planner:
+            raise UsageError(f"--plan {options.plan} does not apply to {ctx.language} queries",
+                             hint="use auto or replay")
+        plan = Plan(ctx, strategy="replay")
+        plan.details["note"] = "full replay of the streams"
+    if plan.make_operator is None:
+        plan.make_operator = ctx.bind
+    plan.timings["parse"] = parse_s
+    plan.timings["plan"] = time.perf_counter() - t0 - parse_s
+    return plan
+
+
+class _Limits:
+    def __init__(self, options: QueryOptions) -> None:
+        self.deadline = None if options.timeout is None else time.monotonic() + options.timeout
+        self.timeout = options.timeout
+        self.max_memory = options.max_memory
+        self._proc = None
+        if self.max_memory is not None:
+            import psutil
+
+            self._proc = psutil.Process()
+
+    def check(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ResourceLimitExceeded(
+                f"query exceeded its time limit of {self.timeout:g} s",
+                hint="raise --timeout, or narrow the query (time range, window, predicates)")
+        if self._proc is not None:
+            rss = self._proc.memory_info().rss
+            if rss > self.max_memory:
+                raise ResourceLimitExceeded(
+                    f"query exceeded its memory budget: {rss / 2**20:,.0f} MiB resident > "
+                    f"{self.max_memory / 2**20:,.0f} MiB",
+                    hint="raise --max-memory, or lower the operator's state cap")
+
+
+def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Replay, Any]:
+    """Replay the plan's intervals into a fresh operator; returns (table, replay, operator)."""
+    ctx = plan.ctx
+    op = plan.make_operator()
+    columns = getattr(op, "input_columns", None)
+    rep = Replay(ctx.snapshots, plan.intervals, columns=columns, type_column=ctx.type_column,
+                 aliases=ctx.aliases)
+    parts = []
+    for tbl in rep.results(op):
+        parts.append(tbl)
+        if limits is not None:
+            limits.check()
+    if limits is not None:
+        limits.check()
+    table = pa.concat_tables(parts) if parts else op.output_schema.empty_table()
+    return table, rep, op
+
+
+def execute(plan: Plan) -> QueryResult:
+    limits = _Limits(plan.ctx.options)
+    t0 = time.perf_counter()
+    stats: dict[str, Any] = {}
+    if plan.execute is not None:
+        table = plan.execute(plan)
+    else:
+        table, rep, op = replay_plan(plan, limits)
+        stats["replay"] = rep.stats.as_dict()
+        stats["operator"] = op.counters.as_dict()
+    plan.timings["execute"] = time.perf_counter() - t0
+    stats["timings"] = dict(plan.timings)
+    stats["rows"] = table.num_rows
+    return QueryResult(table, plan, stats)
+
+
+def run_query(store: Any, text: str, **options: Any) -> QueryResult:
+    """Parse, plan and execute ``text`` against ``store`` (options: see :class:`QueryOptions`)."""
+    opts = QueryOptions(**{k: v for k, v in options.items() if k in QueryOptions.__annotations__})
+    extra = {k: v for k, v in options.items() if k not in QueryOptions.__annotations__}
+    opts.extra.update(extra)
+    return execute(plan_query(store, text, opts))
+
+
+def explain(store: Any, text: str, *, analyze: bool = False, **options: Any) -> dict[str, Any]:
+    """The plan as a dict; with ``analyze``, executed, with what was read and time per phase."""
+    opts = QueryOptions(**{k: v for k, v in options.items() if k in QueryOptions.__annotations__})
+    plan = plan_query(store, text, opts)
+    out = plan.describe()
+    if analyze:
+        res = execute(plan)
+        out["analyze"] = {**res.stats, "timings": dict(plan.timings)}
+        if plan.annotate is not None:
+            plan.annotate(out["analyze"])
+        out["result_rows"] = res.table.num_rows
+    else:
+        out["timings"] = dict(plan.timings)
+    return out

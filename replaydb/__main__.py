@@ -1,0 +1,5 @@
+import sys
+
+from replaydb.cli import main
+
+sys.exit(main())

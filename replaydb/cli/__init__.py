@@ -1,0 +1,79 @@
+"""The ``replaydb`` command line.
+
+Every command takes ``--json`` (machine-readable output on stdout). Errors print as one line plus a
+hint on stderr and exit non-zero (2 for usage errors); ``--debug`` shows the traceback.
+The CLI reference in ``docs/cli.md`` is generated from this parser (``replaydb help-all``) and a
+test keeps it current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from replaydb.errors import ReplayDBError
+
+_COMMANDS: list[tuple[str, str]] = [
+    ("replaydb.cli.store_cmds", "register"),
+    ("replaydb.cli.ingest_cmd", "register"),
+    ("replaydb.cli.query_cmds", "register"),
+    ("replaydb.cli.datasets_cmd", "register"),
+    ("replaydb.cli.calibrate_cmd", "register"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (every command module registers its subcommands)."""
+    import importlib
+
+    parser = argparse.ArgumentParser(
+        prog="replaydb",
+        description="An offline event store with an index-assisted query planner.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module, fn in _COMMANDS:
+        getattr(importlib.import_module(module), fn)(sub)
+    return parser
+
+
+def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options every command has."""
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return int(handler(args) or 0)
+    except ReplayDBError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        snippet = getattr(exc, "snippet", None)
+        if snippet:
+            print(snippet, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # an unexpected failure: one line, traceback only with --debug
+        if args.debug:
+            raise
+        print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("hint: rerun with --debug for the traceback, and please report it", file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Printing results: aligned tables on a terminal, CSV/JSON/Parquet for scripts.
+
+Long operations report progress only when standard error is a terminal (:func:`progress`), so
+scripts and logs stay quiet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+MAX_ROWS_ON_TERMINAL = 50
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Make numpy scalars, Arrow tables and floats JSON-friendly."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, pa.Table):
+        return [to_jsonable(r) for r in obj.to_pylist()]
+    if hasattr(obj, "item") and callable(obj.item):
+        return to_jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def print_json(obj: Any, out: Any = None) -> None:
+    out = out or sys.stdout
+    json.dump(to_jsonable(obj), out, indent=2, sort_keys=False, default=str)
+    out.write("\n")
+
+
+def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL) -> str:
+    """An aligned text table (numbers right-aligned), truncated to ``max_rows`` rows."""
+    rows = tbl.slice(0, max_rows).to_pylist() if max_rows else tbl.to_pylist()
+    names = tbl.column_names
+    cells = [[_cell(r[n]) for n in names] for r in rows]
+    widths = [max([len(n), *[len(c[i]) for c in cells]]) for i, n in enumerate(names)]
+    numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in tbl.schema]
+    def fmt(vals: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(vals, widths, numeric)).rstrip()
+    lines = [fmt(names), fmt(["-" * w for w in widths])]
+    lines += [fmt(c) for c in cells]
+    if max_rows and tbl.num_rows > max_rows:
+        lines.append(f"... {tbl.num_rows - max_rows:,} more rows ({tbl.num_rows:,} in all; "
+                     "use --output or --format csv for everything)")
+    else:
+        lines.append(f"({tbl.num_rows:,} row{'s' if tbl.num_rows != 1 else ''})")
+    return "\n".join(lines)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def write_table(tbl: pa.Table, fmt: str, output: str | None) -> None:
+    """Write a result table in ``fmt`` (table, csv, json, parquet) to ``output`` or stdout."""
+    if fmt == "parquet":
+        if not output:
+            raise ValueError("--format parquet needs --output PATH")
+        pq.write_table(tbl, output)
+        return
+    if fmt == "csv":
+        buf = io.BytesIO()
+        pacsv.write_csv(tbl, buf)
+        text = buf.getvalue().decode()
+    elif fmt == "json":
+        rows = [json.dumps(to_jsonable(r), default=str) for r in tbl.to_pylist()]
+        text = "[\n" + ",\n".join(rows) + "\n]" if rows else "[]"
+    else:
+        text = format_table(tbl, None if output else MAX_ROWS_ON_TERMINAL)
+    if output:
+        Path(output).write_text(text + ("\n" if not text.endswith("\n") else ""), encoding="utf-8")
+    else:
+        sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
+
+
+def interactive() -> bool:
+    return sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int | None = None) -> Iterator[Any]:
+    """A progress reporter: a rich progress bar on a terminal, silent otherwise.
+
+    Yields an object with ``advance(n)`` and ``update(description=..., completed=...)``.
+    """
+    if not interactive():
+        yield _Quiet()
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}"),
+                  TimeElapsedColumn(), transient=True) as prog:
+        task = prog.add_task(description, total=total)
+        yield _Rich(prog, task)
+
+
+class _Quiet:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def update(self, **kw: Any) -> None:
+        pass
+
+
+class _Rich:
+    def __init__(self, prog: Any, task: Any) -> None:
+        self.prog, self.task = prog, task
+
+    def advance(self, n: int = 1) -> None:
+        self.prog.advance(self.task, n)
+
+    def update(self, **kw: Any) -> None:
+        self.prog.update(self.task, **kw)

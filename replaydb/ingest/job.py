@@ -1,0 +1,376 @@
+"""``replaydb ingest``: the Spark job that loads raw event files into a stream.
+
+Stages (each a Spark job; the driver only ever holds metadata):
+
+1. **parse** - read tasks (files or Parquet row-group ranges) are read with pyarrow inside Spark
+   tasks and normalized with the same rules as the append path
+   (:mod:`replaydb.store.normalize`): every row is converted or marked bad with its source file,
+   row number and reason. With ``strict`` the job stops at the first bad row, naming it, before
+   anything is written.
+2. **late events** - rows older than the stream's end minus its lateness bound are quarantined
+   (``late event``) or, with ``strict``, fail the job. Rows within the bound are merged with the
+   stored tail (read by Spark from the Delta files) so the stream stays in (t, arrival) order;
+   on equal times stored events come first, then new rows in (source, row) order.
+3. **sort** - a global sort by time with Spark range partitioning (no collect), then one pass
+   counts each partition so ``seq`` can continue the stream's last seq.
+4. **write** - every partition writes its data files (one Parquet row group per TAB+-tree leaf)
+   with their leaf aggregates and Delta statistics, and one sorted run per requested secondary
+   index; bad rows are written to the quarantine table by the tasks too.
+5. **commit** - the driver merges the leaf entries into the tree and commits: index and
+   quarantine tables first, then the events table with the manifest and the job's transaction
+   id. Re-running the same ingest (same sources, same options, or the same ``batch_id``) finds
+   the id in the Delta log and does nothing: exactly once. A failure or kill before the commit
+   leaves the stream as it was; unreferenced files are removed by ``replaydb vacuum``.
+
+Delta commits go through delta-rs; see :func:`replaydb.spark.delta_spark_available` and the README
+for running with delta-spark's jars on the classpath (the table format is the same either way).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replaydb.errors import DataError, LateEventError, UsageError
+from replaydb.ingest import tasks as T
+from replaydb.ingest.sources import (
+    batch_fingerprint,
+    expand_sources,
+    infer_schema,
+    plan_tasks,
+)
+from replaydb.store.failpoints import failpoint
+from replaydb.store.manifest import FileInfo, SideTableRef
+from replaydb.store.quarantine import Quarantine
+from replaydb.store.schema import StreamSchema
+
+DEFAULT_ROWS_PER_PARTITION = 2_000_000
+
+
+@dataclass
+class IngestResult:
+    stream: str
+    version: int | None
+    batch_id: str
+    events: int = 0
+    rows_read: int = 0
+    quarantined: int = 0
+    late: int = 0
+    rewritten: int = 0
+    files: int = 0
+    t_min: int | None = None
+    t_max: int | None = None
+    seconds: float = 0.0
+    skipped: bool = False
+    indexes: list[str] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        return self.rows_read / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["events_per_second"] = round(self.throughput)
+        return d
+
+
+def _say(msg: str, quiet: bool) -> None:
+    if not quiet and sys.stderr.isatty():
+        print(f"[ingest] {msg}", file=sys.stderr, flush=True)
+
+
+def ingest(
+    store: Any,
+    stream: str,
+    sources: list[str] | Any,
+    *,
+    time_column: str = "t",
+    time_unit: str | None = "ms",
+    source_unit: str | None = None,
+    time_format: str | None = None,
+    fmt: str = "auto",
+    schema: StreamSchema | None = None,
+    index: list[str] | tuple[str, ...] = (),
+    strict: bool = False,
+    batch_id: str | None = None,
+    lateness: int = 0,
+    type_column: str | None = None,
+    upper_column: str | None = None,
+    pmf_column: str | None = None,
+    master: str | None = None,
+    extra: str = "error",
+    duplicates: str = "keep",
+    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
+    spark: Any = None,
+    quiet: bool = False,
+) -> IngestResult:
+    """Run the ingestion job (see the module docstring); ``sources`` are paths/globs or a Spark
+    DataFrame. Creates the stream if it does not exist (``time_unit``, ``lateness``,
+    ``type_column`` and ``schema`` apply then)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from replaydb.spark import get_spark
+
+    start = time.perf_counter()
+    stages: dict[str, float] = {}
+    is_frame = not isinstance(sources, list | tuple | str)
+    files: list[tuple[str, str]] = []
+    if not is_frame:
+        files = expand_sources([sources] if isinstance(sources, str) else list(sources), fmt)
+        if not files:
+            raise UsageError("no source files")
+    options = {"time_column": time_column, "source_unit": source_unit,
+               "time_format": time_format, "extra": extra, "duplicates": duplicates}
+    if batch_id is None:
+        if is_frame:
+            raise UsageError("ingesting a DataFrame needs an explicit batch_id (exactly-once)")
+        batch_id = batch_fingerprint(files, {**options, "stream": stream})
+
+    created = False
+    if not store.has_stream(stream):
+        if schema is None:
+            src_schema = sources.schema if is_frame else None
+            if is_frame:
+                from pyspark.sql.pandas.types import to_arrow_schema
+
+                arrow_src = to_arrow_schema(src_schema)
+            else:
+                arrow_src = infer_schema(files)
+            schema = StreamSchema.infer(arrow_src, time_column=time_column, time_unit=time_unit,
+                                        lateness=lateness, type_column=type_column,
+                                        upper_column=upper_column, pmf_column=pmf_column)
+        store.create_stream(stream, schema)
+        created = True
+    spark = spark or get_spark(master, app_name=f"replaydb ingest {stream}", quiet=quiet)
+    sc = spark.sparkContext
+    sc.setJobGroup(f"replaydb-ingest-{stream}", f"replaydb ingest into {stream}")
+    try:
+        with store.writer(stream, timeout=60) as w:
+            return _run(store, w, stream, sources, files, is_frame, options, index, strict,
+                        batch_id, rows_per_partition, spark, F, StorageLevel, start, stages,
+                        quiet)
+    except BaseException:
+        if created and store.has_stream(stream) and store.stream(stream).n_events == 0:
+            store.drop_stream(stream)
+        raise
+
+
+def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, str]],
+         is_frame: bool, options: dict, index: Any, strict: bool, batch_id: str,
+         rows_per_partition: int, spark: Any, F: Any, StorageLevel: Any, start: float,
+         stages: dict[str, float], quiet: bool) -> IngestResult:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from replaydb.store import deltaio
+
+    snap = w.snap
+    schema: StreamSchema = snap.schema
+    result = IngestResult(stream, snap.version, batch_id)
+    if deltaio.applied(w.events_dir, batch_id):
+        result.skipped = True
+        result.seconds = time.perf_counter() - start
+        _say(f"batch {batch_id} is already in the stream; nothing to do", quiet)
+        return result
+    schema_json = json.dumps(schema.to_json())
+    from replaydb.ingest import indexing
+
+    index = indexing.columns_to_index(snap, list(index))
+    for col in index:
+        if not schema.has(col) or col in ("t", "seq"):
+            raise UsageError(f"cannot index {col!r}: not an attribute of stream {stream!r}")
+
+    # ---- 1. parse
+    t0 = time.perf_counter()
+    parsed_arrow = T.parsed_schema(schema)
+    parsed_spark = from_arrow_schema(parsed_arrow)
+    if is_frame:
+        df = sources.withColumn("_row", F.monotonically_increasing_id())
+        parsed = df.mapInArrow(functools.partial(T.parse_frame, schema_json=schema_json,
+                                                 options=options), parsed_spark)
+    else:
+        read_tasks = plan_tasks(files)
+        _say(f"reading {len(files)} source file(s) in {len(read_tasks)} task(s)", quiet)
+        tdf = spark.createDataFrame([t.as_dict() for t in read_tasks],
+                                    "source int, path string, fmt string, rg_start int, "
+                                    "rg_stop int, row_offset long")
+        tdf = tdf.repartition(max(1, len(read_tasks)))
+        parsed = tdf.mapInArrow(functools.partial(
+            T.parse_tasks, schema_json=schema_json, options=options), parsed_spark)
+    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    summary = parsed.groupBy("_bad").agg(F.count(F.lit(1)).alias("n"), F.min("t").alias("lo"),
+                                         F.max("t").alias("hi")).toArrow().to_pylist()
+    n_good = sum(r["n"] for r in summary if not r["_bad"])
+    n_bad = sum(r["n"] for r in summary if r["_bad"])
+    lo = next((r["lo"] for r in summary if not r["_bad"]), None)
+    hi = next((r["hi"] for r in summary if not r["_bad"]), None)
+    result.rows_read = n_good + n_bad
+    stages["parse"] = time.perf_counter() - t0
+    _say(f"parsed {result.rows_read:,} rows ({n_bad:,} bad)", quiet)
+    source_names = [p for p, _ in files]
+    if strict and n_bad:
+        first = parsed.filter("_bad").orderBy("_src", "_row").limit(1).toArrow().to_pylist()[0]
+        parsed.unpersist()
+        src = source_names[first["_src"]] if first["_src"] >= 0 else "dataframe"
+        raise DataError(first["_reason"], row=first["_row"], column=first["_col"], source=src,
+                        hint="fix the source, or ingest without --strict to quarantine bad rows")
+
+    # ---- 2. late events
+    n_stored = snap.n_events
+    stored_max = snap.t_range[1] if n_stored else None
+    good = parsed.filter(~F.col("_bad"))
+    bad = parsed.filter(F.col("_bad"))
+    f0 = n_stored
+    tail_df = None
+    n_late = 0
+    if stored_max is not None and lo is not None and lo < stored_max:
+        bound = stored_max - schema.lateness
+        too_late = good.filter(F.col("t") < bound)
+        n_too_late = too_late.count()
+        if n_too_late:
+            if strict:
+                first = too_late.orderBy("_src", "_row").limit(1).toArrow().to_pylist()[0]
+                parsed.unpersist()
+                src = source_names[first["_src"]] if first["_src"] >= 0 else "dataframe"
+                raise LateEventError(
+                    f"t={first['t']} is older than the stream's end {stored_max} minus its "
+                    f"lateness bound {schema.lateness}", row=first["_row"],
+                    column=schema.time_column, source=src)
+            late_rows = too_late.withColumn("_bad", F.lit(True)) \
+                .withColumn("_col", F.lit(schema.time_column)) \
+                .withColumn("_reason", F.lit("late event")) \
+                .withColumn("_raw", F.to_json(F.struct(*[F.col(c) for c in ["t", *schema.names]])))
+            bad = bad.unionByName(late_rows)
+            n_bad += n_too_late
+            good = good.filter(F.col("t") >= bound)
+            n_good -= n_too_late
+            lo = good.agg(F.min("t")).toArrow().column(0)[0].as_py()
+        if lo is not None and lo < stored_max:
+            leaf = int(np.searchsorted(snap.tree.leaves.col("t_max"), lo, side="right"))
+            fid = int(snap.tree.leaves.col("file_id")[leaf])
+            f0 = snap.files[fid].seq_min
+            n_late = good.filter(F.col("t") < stored_max).count()
+            tail_paths = [str(w.events_dir / f.path) for f in snap.files.values()
+                          if f.seq_min >= f0]
+            tail_df = spark.read.parquet(*tail_paths).select(
+                "t", *schema.names, F.lit(0).alias("_o1"), F.col("seq").alias("_o2"))
+    result.late = n_late
+    result.rewritten = n_stored - f0
+    result.quarantined = n_bad
+
+    # ---- 3. sort
+    t0 = time.perf_counter()
+    new = good.select("t", *schema.names, F.lit(1).alias("_o1"),
+                      ((F.col("_src").cast("long") + 1) * F.lit(1 << 40) + F.col("_row"))
+                      .alias("_o2"))
+    rows = new if tail_df is None else tail_df.unionByName(new)
+    total = n_good + result.rewritten
+    P = max(1, -(-total // max(1, rows_per_partition)))
+    prepared_files: list[FileInfo] = []
+    leaves_parts: list[dict[str, np.ndarray]] = []
+    stats: list[str] = []
+    index_runs: dict[str, list[dict]] = {c: [] for c in index}
+    index_jobs: list[dict] = []
+    if total:
+        sorted_df = rows.repartitionByRange(P, "t", "_o1", "_o2") \
+            .sortWithinPartitions("t", "_o1", "_o2").persist(StorageLevel.MEMORY_AND_DISK)
+        counts = sorted_df.mapInArrow(T.count_partitions, "pid int, n long").toArrow()
+        n_parts = sorted_df.rdd.getNumPartitions()
+        per = np.zeros(n_parts, dtype=np.int64)
+        per[counts.column("pid").to_numpy()] = counts.column("n").to_numpy()
+        offsets = np.concatenate([[0], np.cumsum(per)[:-1]]).tolist()
+        stages["sort"] = time.perf_counter() - t0
+        _say(f"sorted {total:,} events into {n_parts} partition(s)", quiet)
+
+        # ---- 4. write
+        t0 = time.perf_counter()
+        index_jobs = [indexing.prepare(spark, w, c, f0 if f0 < n_stored else None)
+                      for c in index]
+        meta = sorted_df.mapInArrow(functools.partial(
+            T.write_partition, schema_json=schema_json, events_dir=str(w.events_dir),
+            offsets=offsets, first_seq=f0, index_jobs=index_jobs),
+            from_arrow_schema(T.META_SCHEMA)).toArrow()
+        sorted_df.unpersist()
+        meta = meta.sort_by([("pid", "ascending"), ("kind", "ascending"), ("idx", "ascending")])
+        for r in meta.to_pylist():
+            if r["kind"] == "data":
+                file_stats = json.loads(r["stats"])
+                gaps = file_stats.pop("replaydbGaps", None) or [None, None]
+                prepared_files.append(FileInfo(-1, r["path"], r["rows"], r["size"], r["seq_min"],
+                                               r["t_min"], r["t_max"], r["row_groups"],
+                                               gaps[0], gaps[1]))
+                leaves_parts.append(T.from_ipc(r["payload"]))
+                stats.append(json.dumps(file_stats))
+            elif r["kind"].startswith("index:"):
+                index_runs[r["kind"][6:]].append(json.loads(r["stats"]))
+        stages["write"] = time.perf_counter() - t0
+        failpoint("ingest.files_written")
+        _say(f"wrote {len(prepared_files)} data file(s)", quiet)
+
+    # ---- quarantine rows
+    side_versions: dict[str, int] = {}
+    new_refs: list[SideTableRef] = []
+    if n_bad:
+        q = Quarantine(w.dir, w.manifest.side_table("quarantine"), pinned=False)
+        qmeta = bad.coalesce(max(1, min(8, -(-n_bad // 500_000)))).mapInArrow(
+            functools.partial(T.write_quarantine, table_dir=str(q.path), batch_id=batch_id,
+                              sources=source_names), from_arrow_schema(T.META_SCHEMA)).toArrow()
+        qv = _commit_quarantine(q, qmeta.to_pylist())
+        side_versions["quarantine"] = qv
+        if w.manifest.side_table("quarantine") is None:
+            new_refs.append(Quarantine.ref(qv))
+    parsed.unpersist()
+
+    # ---- 5. commit
+    t0 = time.perf_counter()
+    for job in index_jobs if total else []:
+        ref = indexing.commit(job, index_runs[job["column"]])
+        side_versions[ref.name] = ref.version
+        if w.manifest.side_table(ref.name) is None:
+            new_refs.append(ref)
+    failpoint("ingest.before_commit")
+    infos, leaves = w.assign_file_ids([_Prepared(f, lv) for f, lv in
+                                       zip(prepared_files, leaves_parts)])
+    removed = [f.id for f in snap.files.values() if f.seq_min >= f0] if total else []
+    res = w.commit(f0, infos, leaves, removed, stats=stats, side_versions=side_versions,
+                   new_sides=new_refs, batch_id=batch_id, operation="ingest")
+    stages["commit"] = time.perf_counter() - t0
+    result.version = res.version
+    result.events = n_good
+    result.files = len(infos)
+    result.t_min, result.t_max = (lo, hi) if n_good else (None, None)
+    result.indexes = list(index)
+    result.stages = {k: round(v, 3) for k, v in stages.items()}
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+@dataclass
+class _Prepared:
+    info: FileInfo
+    leaves: dict[str, np.ndarray]
+
+
+def _commit_quarantine(q: Quarantine, metas: list[dict]) -> int:
+    from deltalake import DeltaTable
+    from deltalake import Schema as DSchema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    from replaydb.store.quarantine import SCHEMA
+
+    adds = [AddAction(m["path"], m["size"], {}, int(time.time() * 1000), True, m["stats"])
+            for m in metas]
+    if q.latest_version() < 0:
+        create_table_with_add_actions(str(q.path), DSchema.from_arrow(SCHEMA), adds, mode="error")
+        return 0
+    dt = DeltaTable(str(q.path))
+    dt.create_write_transaction(adds, mode="append", schema=SCHEMA)
+    dt.update_incremental()
+    return dt.version()

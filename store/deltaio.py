@@ -1,0 +1,186 @@
+"""Delta Lake I/O for the events table, through delta-rs (``deltalake``).
+
+replaydb writes the Parquet data files itself (one row group per TAB+-tree leaf) and commits them
+with their statistics in one Delta transaction, so the events table is a standard Delta table that
+Spark, DuckDB, Polars and delta-rs read. Each commit carries the stream manifest in its
+``commitInfo`` (see :mod:`replaydb.store.manifest`) and, for idempotent appends, an application
+transaction id (``txn`` action) recorded in the Delta log itself.
+
+Manifests of past versions are read straight from the log's JSON commit files (a documented part
+of the Delta protocol), so opening any version costs one small file read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+
+from replaydb.errors import CorruptionError, StoreError
+from replaydb.store.manifest import MANIFEST_KEY, Manifest
+
+APP_PREFIX = "replaydb:"
+DEFAULT_COMPRESSION = "snappy"
+
+
+def log_dir(table: Path) -> Path:
+    return table / "_delta_log"
+
+
+def latest_version(table: Path) -> int:
+    """Latest committed version of a Delta table (-1 if there is no table)."""
+    if not log_dir(table).is_dir():
+        return -1
+    try:
+        return DeltaTable(str(table)).version()
+    except Exception as exc:  # deltalake raises its own TableNotFoundError variants
+        raise StoreError(f"cannot open Delta table {table.name}: {exc}") from exc
+
+
+def commit_info(table: Path, version: int) -> dict[str, Any]:
+    """The ``commitInfo`` action of one commit (empty dict if the commit has none)."""
+    f = log_dir(table) / f"{version:020d}.json"
+    try:
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if line.startswith('{"commitInfo"'):
+                    return json.loads(line)["commitInfo"]
+                if '"commitInfo"' in line:
+                    obj = json.loads(line)
+                    if "commitInfo" in obj:
+                        return obj["commitInfo"]
+    except FileNotFoundError:
+        raise StoreError(f"Delta log entry {f.name} is missing (version {version})") from None
+    return {}
+
+
+def read_manifest(table: Path, version: int) -> tuple[Manifest, int]:
+    """Manifest valid at ``version``: the one of the newest commit <= version that has one.
+
+    Returns ``(manifest, manifest_version)``; a commit without a manifest (a foreign writer, e.g.
+    an OPTIMIZE by another engine) does not change what replaydb sees, and ``replaydb check``
+    reports it.
+    """
+    v = version
+    while v >= 0:
+        info = commit_info(table, v)
+        raw = info.get(MANIFEST_KEY)
+        if raw is not None:
+            return Manifest.loads(raw), v
+        v -= 1
+    raise CorruptionError(f"no replaydb manifest in the Delta log of {table}")
+
+
+def new_file_name(seq_min: int) -> str:
+    return f"part-{seq_min:015d}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def write_parquet(path: Path, table: pa.Table, row_group_rows: int,
+                  compression: str = DEFAULT_COMPRESSION) -> int:
+    """Write ``table`` with row groups of exactly ``row_group_rows`` rows (the last may be
+    shorter); returns the file size. Strings are dictionary-encoded, numbers are not."""
+    dict_cols = [f.name for f in table.schema if pa.types.is_string(f.type)]
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(
+        table,
+        tmp,
+        row_group_size=row_group_rows,
+        compression=compression,
+        use_dictionary=dict_cols or False,
+        write_statistics=["t", "seq"],
+        write_page_index=False,
+    )
+    os.replace(tmp, path)
+    return path.stat().st_size
+
+
+def file_stats(table: pa.Table, numeric: dict[str, tuple[Any, Any, int]]) -> str:
+    """Delta ``stats`` JSON for a data file: numRecords, min/max of ``t``, ``seq`` and numeric
+    attributes (given as ``name -> (min, max, nulls)``), null counts of every column."""
+    n = table.num_rows
+    t = table.column("t")
+    seq = table.column("seq")
+    mins: dict[str, Any] = {"t": int(t[0].as_py()) if n else None,
+                            "seq": int(seq[0].as_py()) if n else None}
+    maxs: dict[str, Any] = {"t": int(t[n - 1].as_py()) if n else None,
+                            "seq": int(seq[n - 1].as_py()) if n else None}
+    nulls: dict[str, int] = {"t": 0, "seq": 0}
+    for name in table.column_names[2:]:
+        if name in numeric:
+            mn, mx, nn = numeric[name]
+            if mn is not None and _finite(mn):
+                mins[name] = mn
+            if mx is not None and _finite(mx):
+                maxs[name] = mx
+            nulls[name] = nn
+        else:
+            nulls[name] = table.column(name).null_count
+    return json.dumps({"numRecords": n, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+def _finite(v: Any) -> bool:
+    return not (isinstance(v, float) and not np.isfinite(v))
+
+
+def add_action(table_root: Path, rel_path: str, size: int, stats: str) -> AddAction:
+    return AddAction(rel_path, size, {}, int(time.time() * 1000), True, stats)
+
+
+def remove_action(rel_path: str, size: int) -> RemoveAction:
+    return RemoveAction(rel_path, True, int(time.time() * 1000), size, {})
+
+
+def commit(
+    table: Path,
+    arrow_schema: pa.Schema,
+    adds: Sequence[AddAction],
+    removes: Sequence[RemoveAction],
+    manifest: Manifest,
+    *,
+    app_id: str | None = None,
+    create: bool = False,
+) -> int:
+    """Commit adds/removes with the manifest in one Delta transaction; returns the new version."""
+    props = CommitProperties(
+        custom_metadata={MANIFEST_KEY: manifest.dumps()},
+        app_transactions=[Transaction(APP_PREFIX + app_id, 1)] if app_id else None,
+    )
+    if create:
+        table.mkdir(parents=True, exist_ok=True)
+        create_table_with_add_actions(
+            str(table), Schema.from_arrow(arrow_schema), list(adds), mode="error",
+            commit_properties=props,
+        )
+        return 0
+    dt = DeltaTable(str(table))
+    dt.create_write_transaction(
+        [*adds, *removes], mode="append", schema=arrow_schema, partition_by=None,
+        commit_properties=props,
+    )
+    dt.update_incremental()
+    return dt.version()
+
+
+def applied(table: Path, app_id: str) -> bool:
+    """True if a commit with application transaction ``app_id`` is in the log."""
+    if not log_dir(table).is_dir():
+        return False
+    return DeltaTable(str(table)).transaction_version(APP_PREFIX + app_id) is not None
+
+
+def table_files(table: Path, version: int) -> set[str]:
+    """Relative paths of the data files of a version."""
+    dt = DeltaTable(str(table), version=version)
+    acts = pa.table(dt.get_add_actions(flatten=False))
+    return set(acts.column("path").to_pylist())

@@ -1,0 +1,414 @@
+"""A read-only view of one stream at one Delta version.
+
+A :class:`StreamSnapshot` pins the events table's version, the manifest of that version, the
+TAB+-tree loaded from the manifest's segment chain, and the side tables (indexes) at the versions
+the manifest names. Everything read through it is consistent, whatever writers commit meanwhile.
+
+Reads touch only the leaves (Parquet row groups) that overlap the requested range; every read is
+counted in :attr:`StreamSnapshot.counters` (leaves, row groups, events and bytes read, files
+opened), which tests and EXPLAIN ANALYZE use.
+
+Time ranges are half-open ``[t0, t1)`` in the stream's time unit; ``None`` means unbounded.
+Seq ranges are half-open ``[s0, s1)``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from replaydb.errors import CorruptionError, SchemaError
+from replaydb.store.manifest import FileInfo, Manifest
+from replaydb.store.schema import StreamSchema
+from replaydb.store.tree import AggSpec, Partial, TABTree
+from replaydb.store.treeio import load_tree
+
+if TYPE_CHECKING:
+    from replaydb.store.store import Store
+
+DEFAULT_BATCH_LEAVES = 64
+
+
+@dataclass
+class IOCounters:
+    """What reads cost: logical leaves and physical row groups, events and bytes, files opened,
+    tree nodes consulted by aggregations."""
+
+    leaves: int = 0
+    row_groups: int = 0
+    events: int = 0
+    bytes: int = 0
+    files_opened: int = 0
+    nodes: int = 0
+    reads: int = 0
+
+    def reset(self) -> None:
+        for k in self.as_dict():
+            setattr(self, k, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in
+                ("leaves", "row_groups", "events", "bytes", "files_opened", "nodes", "reads")}
+
+    def __sub__(self, other: IOCounters) -> IOCounters:
+        return IOCounters(**{k: v - getattr(other, k) for k, v in self.as_dict().items()})
+
+    def copy(self) -> IOCounters:
+        return IOCounters(**self.as_dict())
+
+
+class ParquetCache:
+    """Open ``ParquetFile`` handles keyed by path (files are immutable), LRU-bounded."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
+        self._rg_bytes: dict[str, np.ndarray] = {}
+
+    def get(self, path: str, counters: IOCounters) -> pq.ParquetFile:
+        pf = self._files.get(path)
+        if pf is None:
+            try:
+                pf = pq.ParquetFile(path, memory_map=False, pre_buffer=False)
+            except (FileNotFoundError, OSError) as exc:
+                raise CorruptionError(f"data file {Path(path).name} is missing or unreadable: "
+                                      f"{exc}") from exc
+            counters.files_opened += 1
+            self._files[path] = pf
+            if len(self._files) > self.capacity:
+                old, _ = self._files.popitem(last=False)
+                self._rg_bytes.pop(old, None)
+        else:
+            self._files.move_to_end(path)
+        return pf
+
+    def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
+        """Compressed bytes per row group for ``columns`` (cached per file)."""
+        key = path + "|" + ",".join(columns)
+        got = self._rg_bytes.get(key)
+        if got is None:
+            md = pf.metadata
+            names = pf.schema_arrow.names
+            idx = [names.index(c) for c in columns]
+            got = np.array([sum(md.row_group(r).column(i).total_compressed_size for i in idx)
+                            for r in range(md.num_row_groups)], dtype=np.int64)
+            self._rg_bytes[key] = got
+        return got
+
+
+class StreamSnapshot:
+    """Read-only stream at a pinned version (see the module docstring)."""
+
+    def __init__(self, store: Store, name: str, version: int, manifest: Manifest,
+                 manifest_version: int, *, tree: TABTree | None = None,
+                 files: dict[int, FileInfo] | None = None) -> None:
+        self.store = store
+        self.name = name
+        self.version = version
+        self.manifest = manifest
+        self.manifest_version = manifest_version
+        self.schema: StreamSchema = manifest.schema
+        self.dir: Path = store.stream_dir(name)
+        self.events_dir: Path = self.dir / "events"
+        self.specs = [AggSpec(a.name, a.kind) for a in self.schema.numeric]
+        if tree is None:
+            tree = TABTree(self.specs, self.schema.fanout, self.schema.leaf_capacity)
+            files = load_tree(self.dir, manifest.tree_head, tree)
+        self.tree = tree
+        self.files: dict[int, FileInfo] = dict(files or {})
+        self.counters = IOCounters()
+        self._cache = store.parquet_cache
+        self._sides: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_events(self) -> int:
+        return self.manifest.n_events
+
+    @property
+    def t_range(self) -> tuple[int, int] | None:
+        return self.tree.t_range
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self.schema.arrow_schema
+
+    def _columns(self, columns: Sequence[str] | None) -> list[str]:
+        if columns is None:
+            return self.arrow_schema.names
+        out = ["t", "seq"]
+        for c in columns:
+            if c == self.schema.time_column and c != "t":
+                continue
+            if not self.schema.has(c):
+                raise SchemaError(f"stream {self.name!r} has no column {c!r}", column=c)
+            if c not in out:
+                out.append(c)
+        return out
+
+    # ------------------------------------------------------------------ leaf reads
+    def read_leaves(self, i: int, j: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Events of leaves ``[i, j)`` (whole leaves), in (t, seq) order."""
+        cols = self._columns(columns)
+        parts = list(self._iter_leaf_tables(i, j, cols, max_leaves=max(1, j - i)))
+        if not parts:
+            return self.arrow_schema.empty_table().select(cols)
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def _iter_leaf_tables(self, i: int, j: int, cols: list[str],
+                          max_leaves: int = DEFAULT_BATCH_LEAVES) -> Iterator[pa.Table]:
+        if j <= i:
+            return
+        lv = self.tree.leaves
+        file_ids = lv.col("file_id")[i:j]
+        rgs = lv.col("rg")[i:j]
+        # runs of consecutive leaves in the same file
+        cut = np.nonzero(file_ids[1:] != file_ids[:-1])[0] + 1
+        bounds = np.concatenate([[0], cut, [j - i]])
+        self.counters.reads += 1
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            fid = int(file_ids[a])
+            info = self.files.get(fid)
+            if info is None:
+                raise CorruptionError(f"leaf {i + a} points to unknown data file id {fid}")
+            path = str(self.events_dir / info.path)
+            pf = self._cache.get(path, self.counters)
+            rg_bytes = self._cache.rg_bytes(path, pf, cols)
+            for s in range(a, b, max_leaves):
+                e = min(b, s + max_leaves)
+                groups = [int(r) for r in rgs[s:e]]
+                tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
+                self.counters.leaves += e - s
+                self.counters.row_groups += len(groups)
+                self.counters.events += tbl.num_rows
+                self.counters.bytes += int(rg_bytes[groups].sum())
+                yield tbl
+
+    # ------------------------------------------------------------------ range reads
+    def iter_batches(
+        self,
+        t0: int | None = None,
+        t1: int | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        max_leaves: int = DEFAULT_BATCH_LEAVES,
+    ) -> Iterator[pa.Table]:
+        """Events with ``t0 <= t < t1`` as a sequence of tables (at most ``max_leaves`` leaves of
+        data each), in (t, seq) order. Only overlapping leaves are read."""
+        i, j = self.tree.leaf_range_for_time(t0, t1)
+        cols = self._columns(columns)
+        if j <= i:
+            return
+        first_partial = t0 is not None and self.tree.leaves.col("t_min")[i] < t0
+        last_partial = t1 is not None and self.tree.leaves.col("t_max")[j - 1] >= t1
+        for tbl in self._iter_leaf_tables(i, j, cols, max_leaves):
+            if first_partial or last_partial:
+                t = tbl.column("t").to_numpy()
+                lo = 0 if t0 is None else int(np.searchsorted(t, t0, side="left"))
+                hi = len(t) if t1 is None else int(np.searchsorted(t, t1, side="left"))
+                if lo > 0 or hi < len(t):
+                    tbl = tbl.slice(lo, max(0, hi - lo))
+            if tbl.num_rows:
+                yield tbl
+
+    def read(self, t0: int | None = None, t1: int | None = None,
+             columns: Sequence[str] | None = None) -> pa.Table:
+        """Events with ``t0 <= t < t1`` as one table."""
+        cols = self._columns(columns)
+        parts = list(self.iter_batches(t0, t1, cols, max_leaves=1 << 30))
+        if not parts:
+            return self.arrow_schema.empty_table().select(cols)
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def read_seq(self, s0: int, s1: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Events with ``s0 <= seq < s1``."""
+        s0, s1 = max(0, s0), min(self.n_events, s1)
+        cols = self._columns(columns)
+        i, j = self.tree.leaf_range_for_seq(s0, s1)
+        if j <= i:
+            return self.arrow_schema.empty_table().select(cols)
+        tbl = self.read_leaves(i, j, cols)
+        first = int(self.tree.leaves.col("seq_min")[i])
+        return tbl.slice(s0 - first, s1 - s0)
+
+    def read_intervals(self, intervals: Sequence[tuple[int, int]],
+                       columns: Sequence[str] | None = None,
+                       max_leaves: int = DEFAULT_BATCH_LEAVES) -> Iterator[tuple[int, pa.Table]]:
+        """For disjoint, sorted half-open time intervals, yield ``(interval index, table)``."""
+        for k, (a, b) in enumerate(intervals):
+            for tbl in self.iter_batches(a, b, columns, max_leaves=max_leaves):
+                yield k, tbl
+
+    # ------------------------------------------------------------------ aggregation
+    def aggregate(self, t0: int | None = None, t1: int | None = None,
+                  attributes: Sequence[str] | None = None) -> dict[str, Any]:
+        """Temporal aggregation over ``[t0, t1)``: count, time range and, per numeric attribute,
+        min, max, sum, avg and non-null count.
+
+        Answered from inner nodes in O(h * D) plus at most two partial leaves read from the data
+        (dissertation 3.2.1). ``attributes`` restricts the result (default: every numeric one).
+        """
+        specs = self.specs if attributes is None else [self._spec(a) for a in attributes]
+        acc = Partial.empty(specs)
+        i, j = self.tree.leaf_range_for_time(t0, t1)
+        if j > i:
+            lv = self.tree.leaves
+            tmin, tmax = lv.col("t_min"), lv.col("t_max")
+            lo_partial = t0 is not None and tmin[i] < t0
+            hi_partial = t1 is not None and tmax[j - 1] >= t1
+            full_lo = i + int(lo_partial)
+            full_hi = j - int(hi_partial)
+            partial_leaves = {i} if lo_partial else set()
+            if hi_partial:
+                partial_leaves.add(j - 1)
+            if full_lo < full_hi:
+                _, touched = self.tree.aggregate_leaves(full_lo, full_hi, acc, specs)
+                self.counters.nodes += touched
+            if partial_leaves:
+                self._aggregate_partial_leaves(sorted(partial_leaves), t0, t1, specs, acc)
+        return acc.result(specs)
+
+    def _spec(self, name: str) -> AggSpec:
+        for s in self.specs:
+            if s.name == name:
+                return s
+        raise SchemaError(f"stream {self.name!r} has no numeric column {name!r}", column=name)
+
+    def _aggregate_partial_leaves(self, leaves: list[int], t0: int | None, t1: int | None,
+                                  specs: list[AggSpec], acc: Partial) -> None:
+        """Fold the events of boundary leaves that fall in ``[t0, t1)`` (one read call when
+        both leaves are in the same file)."""
+        cols = self._columns([s.name for s in specs])
+        lv = self.tree.leaves
+        if len(leaves) == 2 and lv.col("file_id")[leaves[0]] != lv.col("file_id")[leaves[1]]:
+            groups = [[leaves[0]], [leaves[1]]]
+        else:
+            groups = [leaves]
+        for group in groups:
+            tbl = self._read_leaf_set(group, cols)
+            t = tbl.column("t").to_numpy()
+            lo = 0 if t0 is None else int(np.searchsorted(t, t0, side="left"))
+            hi = len(t) if t1 is None else int(np.searchsorted(t, t1, side="left"))
+            if len(group) == 2 and t0 is not None and t1 is not None:
+                # two leaves: the range covers the end of the first and the start of the second
+                n0 = int(lv.col("count")[group[0]])
+                sel = np.r_[int(np.searchsorted(t[:n0], t0)):n0,
+                            n0:n0 + int(np.searchsorted(t[n0:], t1))]
+            else:
+                sel = np.arange(lo, max(lo, hi))
+            if len(sel) == 0:
+                continue
+            vals = {}
+            for s in specs:
+                arr, valid = values_of(tbl.column(s.name), s)
+                vals[s.name] = (arr[sel], None if valid is None else valid[sel])
+            acc.merge_values(t[sel], vals, specs)
+
+    def _read_leaf_set(self, leaves: list[int], cols: list[str]) -> pa.Table:
+        """Whole leaves (all in one file) in one read call."""
+        lv = self.tree.leaves
+        info = self.files[int(lv.col("file_id")[leaves[0]])]
+        path = str(self.events_dir / info.path)
+        pf = self._cache.get(path, self.counters)
+        groups = [int(lv.col("rg")[i]) for i in leaves]
+        tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
+        self.counters.reads += 1
+        self.counters.leaves += len(groups)
+        self.counters.row_groups += len(groups)
+        self.counters.events += tbl.num_rows
+        self.counters.bytes += int(self._cache.rg_bytes(path, pf, cols)[groups].sum())
+        return tbl
+
+    def histogram(self, level: int | None = None, max_buckets: int | None = None) -> pa.Table:
+        """A tree level as a temporal histogram: per bucket its time range, first seq, count and
+        per-attribute min/max/sum/n. Choose ``level`` directly or the lowest level with at most
+        ``max_buckets`` buckets."""
+        if self.tree.n_leaves == 0:
+            return pa.table({"t_min": pa.array([], pa.int64())})
+        if level is None:
+            level = self.tree.level_for_buckets(max_buckets or 1000)
+        cols = self.tree.histogram(level)
+        cols.pop("file_id", None)
+        cols.pop("rg", None)
+        return pa.table({k: pa.array(np.array(v, copy=True)) for k, v in cols.items()})
+
+    # ------------------------------------------------------------------ side tables
+    def side(self, name: str) -> Any:
+        """The side table ``name`` (e.g. ``index/price``) opened at its pinned version."""
+        got = self._sides.get(name)
+        if got is None:
+            ref = self.manifest.side_table(name)
+            if ref is None:
+                raise SchemaError(f"stream {self.name!r} has no {name}")
+            from replaydb.store.sides import open_side
+
+            got = open_side(self.dir, ref)
+            self._sides[name] = got
+        return got
+
+    def indexes(self) -> dict[str, Any]:
+        """Secondary indexes by column name, opened at their pinned versions."""
+        return {ref.options.get("column", ref.name): self.side(ref.name)
+                for ref in self.manifest.side if ref.kind == "lsm"}
+
+    def stats(self) -> dict[str, Any]:
+        """Size and shape of the stream (for ``replaydb stats``)."""
+        size = sum(f.size for f in self.files.values())
+        tr = self.t_range
+        return {
+            "stream": self.name,
+            "version": self.version,
+            "events": self.n_events,
+            "t_min": tr[0] if tr else None,
+            "t_max": tr[1] if tr else None,
+            "time_unit": self.schema.time_unit,
+            "time_column": self.schema.time_column,
+            "lateness": self.schema.lateness,
+            "columns": {a.name: a.kind for a in self.schema.attributes},
+            "tree_height": self.tree.height,
+            "fanout": self.schema.fanout,
+            "leaf_capacity": self.schema.leaf_capacity,
+            "leaves": self.tree.n_leaves,
+            "data_files": len(self.files),
+            "data_bytes": size,
+            "tree_segments_chain": self.manifest.chain,
+            "side_tables": {s.name: {"kind": s.kind, "version": s.version, **s.options,
+                                     **self._side_summary(s.name)}
+                            for s in self.manifest.side},
+        }
+
+    def _side_summary(self, name: str) -> dict[str, Any]:
+        """Size figures of a side table that reports them (indexes do)."""
+        try:
+            st = self.side(name).stats()
+        except AttributeError:
+            return {}
+        return {k: st[k] for k in ("entries", "runs", "size_bytes", "pages") if k in st}
+
+
+def _values(col: pa.ChunkedArray | pa.Array, spec: AggSpec) -> tuple[np.ndarray, np.ndarray | None]:
+    """NumPy values and validity mask (None if no nulls) of a numeric column."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    valid = None
+    if col.null_count:
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        if pa.types.is_boolean(col.type):
+            col = col.fill_null(False)
+        else:
+            col = col.fill_null(pa.scalar(0.0 if spec.is_float else 0, col.type))
+    if spec.kind == "bool":
+        arr = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        arr = col.to_numpy(zero_copy_only=False)
+    return arr, valid
+
+
+values_of = _values

@@ -1,0 +1,254 @@
+"""The store: a directory of named streams.
+
+Layout::
+
+    STORE/
+      replaydb.json                 store configuration (format, calibration weights, defaults)
+      streams/<name>/
+        events/                     the stream's Delta table (t, seq, attributes), one row group
+                                    per TAB+-tree leaf; each commit carries the stream manifest
+        tree/seg-*.parquet          TAB+-tree segments (the manifest names the chain's head)
+        indexes/<column>/           LSM secondary indexes (Delta tables, pinned by the manifest)
+        quarantine/                 rows set aside by ingestion (Delta table, pinned)
+        _writer.lock                the single-writer lock
+
+Stream names are validated (letters, digits, ``_``), so no name can escape the store directory.
+A store opened with ``read_only=True`` refuses every write with
+:class:`~replaydb.errors.ReadOnlyError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from replaydb.errors import ReadOnlyError, StoreError, StreamNotFound, UsageError
+from replaydb.store import deltaio
+from replaydb.store.manifest import Manifest
+from replaydb.store.schema import Attribute, StreamSchema, check_name
+from replaydb.store.snapshot import ParquetCache, StreamSnapshot
+from replaydb.store.writer import AppendResult, StreamWriter
+
+CONFIG_FILE = "replaydb.json"
+STORE_FORMAT = 1
+
+
+class Store:
+    """A replaydb store (see the module docstring). Use :func:`replaydb.open` to get one."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = False,
+                 read_only: bool = False) -> None:
+        self.path = Path(path).resolve()
+        self.read_only = read_only
+        cfg = self.path / CONFIG_FILE
+        if not cfg.exists():
+            if not create:
+                raise StoreError(f"no replaydb store at {self.path}",
+                                 hint="create one with replaydb.open(path, create=True) or "
+                                      "`replaydb ingest` (which creates it)")
+            if read_only:
+                raise ReadOnlyError(f"cannot create a store read-only: {self.path}")
+            if self.path.exists() and any(self.path.iterdir()):
+                raise StoreError(f"{self.path} exists and is not an empty directory or a store")
+            (self.path / "streams").mkdir(parents=True, exist_ok=True)
+            self._write_config({"format": STORE_FORMAT, "created": time.time(), "calibration": {}})
+        self.config: dict[str, Any] = self._read_config()
+        if self.config.get("format") != STORE_FORMAT:
+            raise StoreError(f"unsupported store format {self.config.get('format')!r}")
+        self.parquet_cache = ParquetCache()
+        self._snapshots: OrderedDict[tuple[str, int], StreamSnapshot] = OrderedDict()
+        self._writer_snaps: dict[str, StreamSnapshot] = {}
+
+    # ------------------------------------------------------------------ configuration
+    def _read_config(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.path / CONFIG_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"unreadable store configuration: {exc}") from exc
+
+    def _write_config(self, cfg: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".config-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(cfg, fh, indent=2, sort_keys=True)
+        os.replace(tmp, self.path / CONFIG_FILE)
+
+    def update_config(self, **changes: Any) -> None:
+        """Atomically update the store configuration (e.g. calibration weights)."""
+        self._require_writable()
+        cfg = self._read_config()
+        cfg.update(changes)
+        self._write_config(cfg)
+        self.config = cfg
+
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"store {self.path} is open read-only")
+
+    # ------------------------------------------------------------------ catalog
+    def stream_dir(self, name: str) -> Path:
+        check_name(name, "stream")
+        return self.path / "streams" / name
+
+    def streams(self) -> list[str]:
+        """Names of the streams (those with a committed events table), sorted."""
+        root = self.path / "streams"
+        if not root.is_dir():
+            return []
+        return sorted(p.name for p in root.iterdir()
+                      if (p / "events" / "_delta_log").is_dir())
+
+    def has_stream(self, name: str) -> bool:
+        return (self.stream_dir(name) / "events" / "_delta_log").is_dir()
+
+    def create_stream(
+        self,
+        name: str,
+        schema: StreamSchema | pa.Schema | None = None,
+        *,
+        time_column: str = "t",
+        time_unit: str | None = "ms",
+        lateness: int = 0,
+        type_column: str | None = None,
+        attributes: list[Attribute] | None = None,
+        exist_ok: bool = False,
+        **layout: Any,
+    ) -> StreamSnapshot:
+        """Create an empty stream.
+
+        ``schema`` is a :class:`StreamSchema`, or an Arrow schema of the *source* (the time
+        column is taken out, every other column becomes an attribute), or None with explicit
+        ``attributes``.
+        """
+        self._require_writable()
+        d = self.stream_dir(name)
+        if self.has_stream(name):
+            if exist_ok:
+                return self.stream(name)
+            raise UsageError(f"stream {name!r} already exists")
+        if isinstance(schema, StreamSchema):
+            sch = schema
+        elif isinstance(schema, pa.Schema):
+            sch = StreamSchema.infer(schema, time_column=time_column, time_unit=time_unit,
+                                     lateness=lateness, type_column=type_column, **layout)
+        else:
+            sch = StreamSchema(tuple(attributes or ()), time_unit=time_unit,
+                               time_column=time_column, lateness=lateness,
+                               type_column=type_column, **layout)
+        if d.exists():  # leftovers of a creation that never committed
+            shutil.rmtree(d)
+        manifest = Manifest(schema=sch)
+        deltaio.commit(d / "events", sch.arrow_schema, [], [], manifest, create=True)
+        return self.stream(name)
+
+    def drop_stream(self, name: str) -> None:
+        """Delete a stream and everything it holds."""
+        self._require_writable()
+        if not self.has_stream(name):
+            raise StreamNotFound(f"no stream {name!r} in {self.path}")
+        with StreamWriter(self, name):
+            shutil.rmtree(self.stream_dir(name) / "events")
+        shutil.rmtree(self.stream_dir(name))
+        self._writer_snaps.pop(name, None)
+        for key in [k for k in self._snapshots if k[0] == name]:
+            del self._snapshots[key]
+
+    # ------------------------------------------------------------------ snapshots
+    def stream(self, name: str, version: int | None = None) -> StreamSnapshot:
+        """The stream pinned at ``version`` (default: the latest)."""
+        if not self.has_stream(name):
+            raise StreamNotFound(
+                f"no stream {name!r} in {self.path}",
+                hint=f"streams: {', '.join(self.streams()) or '(none)'}",
+            )
+        events = self.stream_dir(name) / "events"
+        latest = deltaio.latest_version(events)
+        v = latest if version is None else version
+        if v < 0 or v > latest:
+            raise StoreError(f"stream {name!r} has no version {v} (latest is {latest})")
+        key = (name, v)
+        snap = self._snapshots.get(key)
+        if snap is None:
+            ws = self._writer_snaps.get(name)
+            if ws is not None and ws.version == v:
+                snap = ws
+            else:
+                manifest, mv = deltaio.read_manifest(events, v)
+                snap = StreamSnapshot(self, name, v, manifest, mv)
+            self._snapshots[key] = snap
+            if len(self._snapshots) > 16:
+                self._snapshots.popitem(last=False)
+        else:
+            self._snapshots.move_to_end(key)
+        snap.counters.reset()
+        return snap
+
+    def _writer_snapshot(self, name: str) -> StreamSnapshot:
+        """Latest snapshot for a writer holding the lock (reuses the in-process state)."""
+        events = self.stream_dir(name) / "events"
+        if not self.has_stream(name):
+            raise StreamNotFound(f"no stream {name!r} in {self.path}")
+        latest = deltaio.latest_version(events)
+        ws = self._writer_snaps.get(name)
+        if ws is not None and ws.version == latest:
+            return ws
+        manifest, mv = deltaio.read_manifest(events, latest)
+        snap = StreamSnapshot(self, name, latest, manifest, mv)
+        self._writer_snaps[name] = snap
+        return snap
+
+    def _remember_writer_snapshot(self, snap: StreamSnapshot) -> None:
+        self._writer_snaps[snap.name] = snap
+
+    # ------------------------------------------------------------------ writing
+    def writer(self, name: str, timeout: float = 30.0) -> StreamWriter:
+        """The stream's exclusive writer (use as a context manager)."""
+        self._require_writable()
+        if not self.has_stream(name):
+            raise StreamNotFound(f"no stream {name!r} in {self.path}")
+        return StreamWriter(self, name, timeout)
+
+    def append(self, name: str, data: Any, **options: Any) -> AppendResult:
+        """Append a batch (Arrow table / record batch / pandas frame) to a stream; creates the
+        stream from the batch's schema if it does not exist (``time_column``, ``time_unit``,
+        ``lateness`` options apply then). See :class:`StreamWriter.append` for the options."""
+        self._require_writable()
+        if not self.has_stream(name):
+            tbl = data if isinstance(data, pa.Table) else None
+            if tbl is None:
+                from replaydb.store.writer import _to_table
+
+                tbl = _to_table(data)
+                data = tbl
+            create_opts = {k: options.pop(k) for k in ("time_unit", "lateness", "type_column",
+                                                       "upper_column", "pmf_column")
+                           if k in options}
+            self.create_stream(name, tbl.schema, time_column=options.get("time_column") or "t",
+                               **create_opts)
+        else:
+            for k in ("time_unit", "lateness", "type_column", "upper_column", "pmf_column"):
+                options.pop(k, None)
+        with self.writer(name) as w:
+            return w.append(data, **options)
+
+    # ------------------------------------------------------------------ reporting
+    def stats(self, name: str | None = None) -> list[dict[str, Any]]:
+        names = [name] if name else self.streams()
+        return [self.stream(n).stats() for n in names]
+
+    def check(self, name: str | None = None, *, deep: bool = True) -> dict[str, list[str]]:
+        """Run every invariant check; returns problems per stream (empty lists = healthy)."""
+        from replaydb.store.check import check_stream
+
+        names = [name] if name else self.streams()
+        return {n: check_stream(self, n, deep=deep) for n in names}
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r}{', read_only=True' if self.read_only else ''})"

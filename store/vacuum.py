@@ -1,0 +1,81 @@
+"""``replaydb vacuum``: remove what no committed version references.
+
+A writer that dies before its events commit leaves data files, tree segments and temporary files
+behind; they are invisible (no manifest names them) but take space. Vacuum removes, per stream:
+
+* data files in ``events/`` that no Delta version of the table adds;
+* tree segments that no version's manifest chain reaches;
+* ``*.tmp`` files.
+
+It never removes anything a committed version references, so time travel to any version keeps
+working. It holds the stream's writer lock, so files of a write in progress are never taken for
+garbage. Complexity: O(log entries + files).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+
+from replaydb.store.manifest import MANIFEST_KEY, Manifest
+
+if TYPE_CHECKING:
+    from replaydb.store.store import Store
+
+
+def _log_entries(table: Path) -> tuple[set[str], list[str]]:
+    """Paths added by any commit, and the tree heads of every manifest."""
+    added: set[str] = set()
+    heads: list[str] = []
+    for f in sorted((table / "_delta_log").glob("*.json")):
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                obj = json.loads(line)
+                if "add" in obj:
+                    added.add(obj["add"]["path"])
+                elif "commitInfo" in obj and MANIFEST_KEY in obj["commitInfo"]:
+                    head = Manifest.loads(obj["commitInfo"][MANIFEST_KEY]).tree_head
+                    if head:
+                        heads.append(head)
+    return added, heads
+
+
+def _reachable_segments(stream_dir: Path, heads: list[str]) -> set[str]:
+    seen: set[str] = set()
+    for head in heads:
+        name: str | None = head
+        while name is not None and name not in seen:
+            seen.add(name)
+            try:
+                meta = pq.read_schema(stream_dir / name).metadata or {}
+                name = json.loads(meta[b"replaydb.segment"])["parent"]
+            except (OSError, KeyError, ValueError):
+                break
+    return seen
+
+
+def vacuum_stream(store: Store, name: str, *, dry_run: bool = False) -> dict[str, Any]:
+    """Remove unreferenced files of one stream; returns what was (or would be) removed."""
+    d = store.stream_dir(name)
+    removed: list[str] = []
+    size = 0
+    with store.writer(name):
+        added, heads = _log_entries(d / "events")
+        live_segments = _reachable_segments(d, heads)
+        candidates: list[Path] = []
+        for f in (d / "events").glob("*.parquet"):
+            if f.name not in added:
+                candidates.append(f)
+        for f in (d / "tree").glob("seg-*.parquet"):
+            if f"tree/{f.name}" not in live_segments:
+                candidates.append(f)
+        candidates += list(d.rglob("*.tmp"))
+        for f in candidates:
+            size += f.stat().st_size
+            removed.append(str(f.relative_to(d)))
+            if not dry_run:
+                f.unlink()
+    return {"stream": name, "files": sorted(removed), "bytes": size, "dry_run": dry_run}

@@ -1,0 +1,38 @@
+"""Test helpers: a pure-Python model of a stream to compare the store against."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+class StreamModel:
+    """What the store must hold: events in (t, arrival) order, seq = position."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, float, int]] = []  # (t, arrival, x, k)
+        self.arrival = 0
+
+    def append(self, t: np.ndarray, x: np.ndarray, k: np.ndarray) -> None:
+        for ti, xi, ki in zip(t.tolist(), x.tolist(), k.tolist()):
+            self.rows.append((ti, self.arrival, xi, ki))
+            self.arrival += 1
+        self.rows.sort(key=lambda r: (r[0], r[1]))
+
+    @property
+    def t_max(self) -> int | None:
+        return max(r[0] for r in self.rows) if self.rows else None
+
+    def table(self) -> pa.Table:
+        return pa.table({
+            "t": pa.array([r[0] for r in self.rows], pa.int64()),
+            "seq": pa.array(np.arange(len(self.rows)), pa.int64()),
+            "x": pa.array([r[2] for r in self.rows], pa.float64()),
+            "k": pa.array([r[3] for r in self.rows], pa.int64()),
+        })
+
+
+def batch(t, x, k) -> pa.Table:
+    return pa.table({"ts": pa.array(np.asarray(t), pa.int64()),
+                     "x": pa.array(np.asarray(x), pa.float64()),
+                     "k": pa.array(np.asarray(k), pa.int64())})

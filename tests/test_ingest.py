@@ -1,0 +1,192 @@
+"""The Spark ingestion job end to end, on a real local Spark session and real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+import replaydb
+from replaydb.errors import DataError
+from replaydb.ingest.job import ingest
+
+pytestmark = pytest.mark.spark
+
+
+def _frame(t, seed):
+    rng = np.random.default_rng(seed)
+    n = len(t)
+    return pa.table({"ts": pa.array(t, pa.int64()), "x": rng.normal(size=n),
+                     "k": rng.integers(0, 50, n), "name": [f"n{i % 7}" for i in range(n)]})
+
+
+def _sources(tmp_path):
+    a = _frame(np.arange(0, 3000, 3), 1)           # t = 0, 3, 6, ...
+    b = _frame(np.arange(1, 3000, 3), 2)           # t = 1, 4, ...
+    c = _frame(np.arange(2, 3000, 3), 3)           # t = 2, 5, ...
+    pa.csv.write_csv(a, tmp_path / "a.csv")
+    pq.write_table(b, tmp_path / "b.parquet", row_group_size=300)
+    with open(tmp_path / "c.jsonl", "w") as fh:
+        for r in c.to_pylist():
+            fh.write(json.dumps(r) + "\n")
+    return [str(tmp_path / "a.csv"), str(tmp_path / "b.parquet"), str(tmp_path / "c.jsonl")], \
+        pa.concat_tables([a, b, c])
+
+
+def test_csv_parquet_json_into_one_stream(tmp_path, spark):
+    import pyarrow.csv  # noqa: F401 - registers pa.csv
+
+    srcs, expected = _sources(tmp_path)
+    store = replaydb.open(tmp_path / "store", create=True)
+    res = ingest(store, "ev", srcs, time_column="ts", time_unit="ms", spark=spark, quiet=True,
+                 rows_per_partition=1000)
+    assert res.events == 3000 and res.quarantined == 0 and not res.skipped
+    assert store.check("ev") == {"ev": []}
+    snap = store.stream("ev")
+    got = snap.read()
+    exp = expected.sort_by("ts")
+    assert got.column("t").to_pylist() == exp.column("ts").to_pylist()
+    assert got.column("seq").to_pylist() == list(range(3000))
+    assert np.allclose(got.column("x").to_numpy(), exp.column("x").to_numpy())
+    assert got.column("name").to_pylist() == exp.column("name").to_pylist()
+    # other engines read the same table
+    dt = DeltaTable(str(snap.events_dir))
+    via_rs = pa.table(dt.to_pyarrow_table()).sort_by("seq")
+    assert via_rs.column("x").equals(got.column("x"))
+    files = [u.removeprefix("file://") for u in dt.file_uris()]
+    con = duckdb.connect()
+    n, s = con.execute("select count(*), sum(k) from read_parquet(?)", [files]).fetchone()
+    assert n == 3000 and s == int(exp.column("k").to_numpy().sum())
+    # re-running the same ingest is a no-op
+    again = ingest(store, "ev", srcs, time_column="ts", spark=spark, quiet=True)
+    assert again.skipped and store.stream("ev").version == snap.version
+
+
+def test_bad_rows_are_quarantined_with_reasons(tmp_path, spark):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("ts,x,k\n10,1.5,1\n,2.5,2\n30,abc,3\n40,4.5,4\nnot-a-time,5.5,5\n"
+                   "60,nan,6\n70,7.5,7\n80,8.5,8\n90,9.5,9\n100,10.5,10\n110,11.5,11\n"
+                   "120,12.5,12\n130,13.5,13\n140,14.5,14\n150,15.5,15\n160,16.5,16\n"
+                   "170,17.5,17\n180,18.5,18\n190,19.5,19\n200,20.5,20\n210,21.5,21\n")
+    store = replaydb.open(tmp_path / "store", create=True)
+    with pytest.raises(DataError) as ei:
+        ingest(store, "ev", [str(csv)], time_column="ts", strict=True, spark=spark, quiet=True)
+    assert ei.value.row == 2 and ei.value.column == "ts" and "bad.csv" in str(ei.value)
+    assert not store.has_stream("ev")  # nothing kept from the failed strict job
+    res = ingest(store, "ev", [str(csv)], time_column="ts", spark=spark, quiet=True)
+    assert res.events == 17 and res.quarantined == 4
+    q = store.stream("ev").side("quarantine").read()
+    got = sorted(zip(q.column("row").to_pylist(), q.column("column").to_pylist(),
+                     q.column("reason").to_pylist()))
+    assert got == [(2, "ts", "missing time"), (3, "x", "wrong type"),
+                   (5, "ts", "unparsable time"), (6, "x", "NaN value")]
+    assert set(q.column("source").to_pylist()) == {str(csv)}
+    assert store.check("ev") == {"ev": []}
+
+
+def test_append_batch_with_late_events(tmp_path, spark):
+    store = replaydb.open(tmp_path / "store", create=True)
+    first = _frame(np.arange(0, 1000) * 10, 5)
+    pq.write_table(first, tmp_path / "one.parquet")
+    ingest(store, "ev", [str(tmp_path / "one.parquet")], time_column="ts", lateness=100,
+           spark=spark, quiet=True)
+    # late rows within the bound (t >= 9990 - 100) are merged; older ones are quarantined
+    second = _frame(np.array([9895, 9950, 9990, 10000, 10005, 5]), 6)
+    pq.write_table(second, tmp_path / "two.parquet")
+    res = ingest(store, "ev", [str(tmp_path / "two.parquet")], time_column="ts", spark=spark,
+                 quiet=True)
+    assert res.events == 5 and res.quarantined == 1 and res.late == 2
+    snap = store.stream("ev")
+    t = snap.read().column("t").to_numpy()
+    assert snap.n_events == 1005 and np.all(np.diff(t) >= 0)
+
+    expected = np.sort(np.concatenate([first.column("ts").to_numpy(), [9895, 9950, 9990, 10000, 10005]]),
+                       kind="stable")
+    assert np.array_equal(t, expected)
+    assert store.check("ev") == {"ev": []}
+
+
+KILLED = textwrap.dedent("""
+    import sys, replaydb
+    from replaydb.ingest.job import ingest
+    store = replaydb.open(sys.argv[1], create=True)
+    ingest(store, "ev", [sys.argv[2]], time_column="ts", quiet=True, master="local[1]",
+           rows_per_partition=20000)
+""")
+
+
+def test_killed_ingest_leaves_previous_version(tmp_path, spark):
+    store = replaydb.open(tmp_path / "store", create=True)
+    pq.write_table(_frame(np.arange(1000), 1), tmp_path / "base.parquet")
+    ingest(store, "ev", [str(tmp_path / "base.parquet")], time_column="ts", spark=spark, quiet=True)
+    before = store.stream("ev").version
+    pq.write_table(_frame(np.arange(1000, 201000), 2), tmp_path / "big.parquet")
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path / "store"),
+                             str(tmp_path / "big.parquet")], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(12)  # Spark is up and the job is running
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    fresh = replaydb.open(tmp_path / "store")
+    assert fresh.stream("ev").version == before and fresh.stream("ev").n_events == 1000
+    assert fresh.check("ev") == {"ev": []}
+    res = ingest(fresh, "ev", [str(tmp_path / "big.parquet")], time_column="ts", spark=spark,
+                 quiet=True)
+    assert res.events == 200000 and fresh.stream("ev").n_events == 201000
+    assert fresh.check("ev") == {"ev": []}
+
+
+def test_dataframe_source(tmp_path, spark):
+    store = replaydb.open(tmp_path / "store", create=True)
+    df = spark.createDataFrame([(i * 5, float(i), "a") for i in range(500)], "ts long, x double, s string")
+    res = ingest(store, "ev", df, time_column="ts", batch_id="df-1", spark=spark, quiet=True)
+    assert res.events == 500
+    assert store.stream("ev").read().column("t").to_pylist() == [i * 5 for i in range(500)]
+    assert ingest(store, "ev", df, time_column="ts", batch_id="df-1", spark=spark,
+                  quiet=True).skipped
+
+
+def test_delta_spark_path(spark):
+    from replaydb.spark import delta_spark_available
+
+    if not delta_spark_available(spark):
+        pytest.skip("delta-spark's JVM jars are not on Spark's classpath "
+                    "(set REPLAYDB_SPARK_CONF=spark.jars=... to enable this test)")
+
+
+def test_ingest_builds_and_maintains_indexes(tmp_path, spark):
+    store = replaydb.open(tmp_path / "store", create=True)
+    first = _frame(np.arange(0, 3000) * 10, 7)
+    pq.write_table(first, tmp_path / "one.parquet")
+    res = ingest(store, "ev", [str(tmp_path / "one.parquet")], time_column="ts", lateness=100,
+                 index=["x", "name"], spark=spark, quiet=True, rows_per_partition=1000)
+    assert res.indexes == ["x", "name"]
+    snap = store.stream("ev")
+    assert sorted(snap.indexes()) == ["name", "x"]
+    assert store.check("ev") == {"ev": []}  # compares every index with the data
+    # a second batch with late events rewrites the tail: no --index needed, both are maintained
+    second = _frame(np.array([29950, 29955, 29990, 30000, 30010]), 8)
+    pq.write_table(second, tmp_path / "two.parquet")
+    res2 = ingest(store, "ev", [str(tmp_path / "two.parquet")], time_column="ts", spark=spark,
+                  quiet=True)
+    assert res2.late == 2 and res2.rewritten > 0  # 29950 and 29955 precede the end 29990
+    snap = store.stream("ev")
+    assert store.check("ev") == {"ev": []}
+    data = snap.read()
+    x, seq = data.column("x").to_numpy(), data.column("seq").to_numpy()
+    got = snap.side("index/x").range(0.25, 0.5, order="seq")
+    want = seq[(x >= 0.25) & (x <= 0.5)]
+    assert np.array_equal(got.seq, want)
+    names = snap.side("index/name").point("n3", order="seq")
+    assert np.array_equal(names.seq, seq[np.array(data.column("name").to_pylist()) == "n3"])
