@@ -67,8 +67,11 @@ TREND_CAP = 2_000_000_000
 
 
 # ---------------------------------------------------------------------------- workloads
-# The paper's three workloads (Sec. 10.1), generated with NumPy; small stand-ins until
-# replaydb.datasets provides the generators (then swap ``GENERATORS`` for it).
+# The paper's three workloads (Sec. 10.1), generated with NumPy. Decision: the benchmark keeps its
+# own generators rather than replaydb.datasets (stock-greta, traffic, cluster) because it needs a
+# given number of events per *window* (rate = events per window / window length) and streams of
+# different sizes nested in one another (``Workload.generate(reference=...)``), so that the
+# baseline's largest finishing size can be found by bisection over monotonically growing trends.
 @dataclass(frozen=True)
 class Workload:
     name: str
