@@ -25,6 +25,7 @@ from typing import Any
 import numba as nb
 import numpy as np
 import pyarrow as pa
+
 from replaydb.operators.greta.edgecode import eval_edge
 from replaydb.operators.greta.plan import FENWICK, NONE, POINT, SCAN, CompiledPlan, compile_plan
 from replaydb.operators.greta.runtime import EventChunk, _null_mask, encode_keys

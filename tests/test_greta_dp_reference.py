@@ -15,6 +15,7 @@ import random
 
 import pyarrow as pa
 import pytest
+
 from replaydb.planner.lang.greta import bind, parse
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,

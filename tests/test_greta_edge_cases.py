@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from replaydb.operators.greta.oracle import GretaOracle
 from replaydb.planner.lang.greta import bind, parse, to_config
 

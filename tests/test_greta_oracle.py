@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from replaydb.operators.greta.oracle import GretaOracle
 from replaydb.operators.greta.template import split_pattern
 from replaydb.planner.lang.greta import bind, parse, to_config

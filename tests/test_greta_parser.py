@@ -6,12 +6,12 @@ from fractions import Fraction
 
 import pyarrow as pa
 import pytest
+
+from replaydb.errors import ParseError, QueryError
 from replaydb.operators.expr import Call, Column
 from replaydb.operators.greta.plan import FENWICK, NONE, POINT, SCAN
 from replaydb.operators.greta.query import PNot, PPlus, PSeq, PType
 from replaydb.planner.lang.greta import bind, detect, parse, to_config
-
-from replaydb.errors import ParseError, QueryError
 
 SCHEMA = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
                     ("company", pa.int64()), ("sector", pa.string()), ("price", pa.float64()),

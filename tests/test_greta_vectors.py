@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+
+from replaydb.errors import DataError, OperatorError, StateCapExceeded
 from replaydb.operators.greta import GretaConfig, GretaOperator, PPlus, PType, ReturnItem
 from replaydb.operators.greta.oracle import GretaOracle
 from replaydb.planner.lang.greta import bind, parse, to_config
-
-from replaydb.errors import DataError, OperatorError, StateCapExceeded
 
 
 def events(spec: list[tuple], **cols: list) -> pa.Table:

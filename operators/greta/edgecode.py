@@ -22,6 +22,7 @@ import math
 
 import numba as nb
 import numpy as np
+
 from replaydb.operators.expr import (
     Between,
     Binary,

@@ -42,6 +42,7 @@ import math
 
 import numba as nb
 import numpy as np
+
 from replaydb.operators.greta.edgecode import eval_edge
 
 LIMB = 30

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.plan import CompiledPlan, compile_plan
@@ -25,8 +27,6 @@ from replaydb.operators.greta.runtime import (
     GraphState,
     Runtime,
 )
-
-from replaydb.errors import DataError, OperatorError
 
 MIN_PROCESS_ROWS = 1 << 16
 _DEC_LIMIT = 10**38

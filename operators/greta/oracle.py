@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from replaydb.operators.base import column_np
 from replaydb.operators.expr import Column, compile_predicate
 from replaydb.operators.greta.plan import CompiledPlan, compile_plan

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+
 from replaydb.operators.expr import (
     Binary,
     Call,

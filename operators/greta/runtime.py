@@ -39,12 +39,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import column_np
 from replaydb.operators.expr import Column, Expr, compile_expr
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.plan import FENWICK, NONE, SCAN, CompiledPlan, GraphPlan
-
-from replaydb.errors import DataError, OperatorError
 
 GC = namedtuple("GC", [
     "K", "L", "Cb", "Cf", "Cmi", "Cmf", "Wi", "Wf", "is_pos", "start", "end", "d", "s",

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import pyarrow as pa
+
+from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Call, Column, Expr, ExprError
 from replaydb.operators.greta.query import (
@@ -45,8 +47,6 @@ from replaydb.operators.greta.query import (
 )
 from replaydb.planner.lang.lexer import tokenize
 from replaydb.planner.lang.parser_base import ParserBase
-
-from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.timeunits import to_units
 
 LANGUAGE = "greta"
