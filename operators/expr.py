@@ -217,6 +217,8 @@ def to_text(e: Expr, parent_prec: int = 0) -> str:
         s = e.name
         if e.qualifier is not None:
             q = e.qualifier
+            if e.index is not None and e.index[0] == "next":  # GRETA's NEXT(E).attr
+                return f"NEXT({q}).{e.name}"
             if e.index is not None:
                 kind, k = e.index
                 sub = {"prev": f"i-{k}", "abs": str(k), "last": f"{q}.len", "current": "i",

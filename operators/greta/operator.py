@@ -1,0 +1,343 @@
+"""The GRETA operator: the online lifecycle around the runtime (see :mod:`replaydb.operators.greta`).
+
+Input batches are buffered until a window can close (or the buffer is large), then processed in
+sub-chunks that end at window closes; the events of the latest timestamp are held back until a
+later timestamp (or the end of input) shows that no more events of that timestamp can come, so
+equal timestamps are never split between two calls (they must not precede each other).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from replaydb.errors import DataError, OperatorError
+from replaydb.operators.base import DEFAULT_STATE_CAP, Operator
+from replaydb.operators.greta import kernel as kn
+from replaydb.operators.greta.plan import CompiledPlan, compile_plan
+from replaydb.operators.greta.query import GretaConfig
+from replaydb.operators.greta.runtime import (
+    NGT,
+    OUTT,
+    EventChunk,
+    GraphState,
+    Runtime,
+)
+
+MIN_PROCESS_ROWS = 1 << 16
+_DEC_LIMIT = 10**38
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def limbs_to_int(limbs: np.ndarray) -> int:
+    """Python int of two's complement limbs (base 2**30, least significant first)."""
+    v = 0
+    for x in limbs[::-1]:
+        v = (v << kn.LIMB) | int(x)
+    if int(limbs[-1]) >= kn.HALF:
+        v -= 1 << (kn.LIMB * len(limbs))
+    return v
+
+
+def _normalize_limbs(a: np.ndarray, L: int) -> np.ndarray:
+    """Carry-propagate rows of concatenated L-limb numbers (two's complement, mod 2**(30L))."""
+    out = a.copy()
+    n, w = out.shape
+    for base in range(0, w, L):
+        carry = np.zeros(n, np.int64)
+        for i in range(L):
+            v = out[:, base + i] + carry
+            carry = v >> kn.LIMB
+            out[:, base + i] = v & kn.MASK
+    return out
+
+
+class GretaOperator(Operator):
+    """Event trend aggregation (GRETA). See :mod:`replaydb.operators.greta` for the semantics,
+    the output schema and an example."""
+
+    name = "greta"
+
+    def __init__(self, config: GretaConfig, *, schema: pa.Schema | None = None,
+                 state_cap: int | None = DEFAULT_STATE_CAP) -> None:
+        super().__init__(config, state_cap=state_cap)
+        self._plan: CompiledPlan | None = compile_plan(config, schema) if schema is not None \
+            else None
+        self._reset_state()
+
+    # ------------------------------------------------------------------ info
+    @property
+    def plan(self) -> CompiledPlan:
+        if self._plan is None:
+            raise OperatorError("greta: the plan is compiled from the first batch's schema; "
+                                "pass schema= to the constructor to know it earlier")
+        return self._plan
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return self.plan.output_schema
+
+    def _check(self) -> None:
+        """Verify the runtime's invariants (tests call this after every step)."""
+        if self._rt is not None:
+            for gs in self._rt.graphs:
+                gs._check()
+        if self._buf:
+            t = np.concatenate([b.column("t").to_numpy() for b in self._buf])
+            assert np.all(np.diff(t) >= 0)
+            if self._t_last is not None:
+                assert t[-1] == self._t_last
+
+    def explain(self) -> str:
+        """The split pattern, its templates, indexes and windows (for EXPLAIN)."""
+        return self.plan.describe()
+
+    # ------------------------------------------------------------------ lifecycle hooks
+    def _reset_state(self) -> None:
+        self._rt: Runtime | None = Runtime(self._plan) if self._plan is not None else None
+        self._buf: list[pa.Table] = []
+        self._buf_rows = 0
+        self._t_last: int | None = None
+        self._w_next: int | None = None
+        self._w_hi: int | None = None
+        self._peak_bytes = 0
+        self._entries = 0
+        self._bytes = 0
+
+    def _get_state(self) -> Any:
+        graphs = None
+        if self._rt is not None:
+            graphs = [{k: v for k, v in g.__dict__.items() if k not in ("cp", "g", "_static")}
+                      for g in self._rt.graphs]
+        return {"graphs": graphs, "buf": list(self._buf), "buf_rows": self._buf_rows,
+                "t_last": self._t_last, "w_next": self._w_next, "w_hi": self._w_hi,
+                "peak_bytes": self._peak_bytes, "entries": self._entries, "bytes": self._bytes}
+
+    def _set_state(self, state: Any) -> None:
+        self._reset_state()
+        if state["graphs"] is not None:
+            rt = Runtime(self.plan)
+            for gs, d in zip(rt.graphs, state["graphs"]):
+                gs.__dict__.update(d)
+            self._rt = rt
+        self._buf = list(state["buf"])
+        self._buf_rows = state["buf_rows"]
+        self._t_last = state["t_last"]
+        self._w_next = state["w_next"]
+        self._w_hi = state["w_hi"]
+        self._peak_bytes = state["peak_bytes"]
+        self._entries = state["entries"]
+        self._bytes = state["bytes"]
+
+    def _push_batch(self, batch: pa.RecordBatch) -> None:
+        if self._plan is None:
+            self._plan = compile_plan(self.config, batch.schema)
+            self._rt = Runtime(self._plan)
+        plan = self.plan
+        names = batch.schema.names
+        for c in plan.columns_needed:
+            if c not in names:
+                raise DataError("the batch lacks a column the query needs", column=c)
+        tbl = pa.Table.from_batches([batch]).select(list(plan.columns_needed))
+        t = np.asarray(tbl.column("t").to_numpy(zero_copy_only=False), dtype=np.int64)
+        if tbl.column("t").null_count:
+            raise DataError("null timestamp", column="t",
+                            row=int(np.flatnonzero(tbl.column("t").is_null().to_numpy(
+                                zero_copy_only=False))[0]))
+        d = np.diff(t)
+        if d.size and (d < 0).any():
+            raise DataError("events are not in time order", column="t",
+                            row=int(np.flatnonzero(d < 0)[0] + 1))
+        if self._t_last is not None and t[0] < self._t_last:
+            raise DataError(f"event time {int(t[0])} is before the previous batch's last time "
+                            f"{self._t_last}", column="t", row=0)
+        self._buf.append(tbl)
+        self._buf_rows += tbl.num_rows
+        self._t_last = int(t[-1])
+        if self._w_next is None:
+            self._w_next = (int(t[0]) - plan.within) // plan.slide + 1
+        closable = self._w_next * plan.slide + plan.within <= self._t_last
+        if closable or self._buf_rows >= max(MIN_PROCESS_ROWS, self._entries):
+            self._process(final=False)
+        self._update_state_size(measure=False)
+
+    def _flush(self) -> None:
+        if self._plan is None:
+            return
+        self._process(final=True)
+        if self._w_hi is not None:
+            self._close_through(self._w_hi)
+        self._update_state_size()
+
+    # ------------------------------------------------------------------ processing
+    def _process(self, final: bool) -> None:
+        plan = self.plan
+        if not self._buf:
+            return
+        table = pa.concat_tables(self._buf) if len(self._buf) > 1 else self._buf[0]
+        t = np.asarray(table.column("t").to_numpy(zero_copy_only=False), dtype=np.int64)
+        cut = len(t) if final else int(np.searchsorted(t, t[-1], "left"))
+        rest = table.slice(cut)
+        self._buf = [rest] if rest.num_rows else []
+        self._buf_rows = rest.num_rows
+        d, s = plan.within, plan.slide
+        if cut:
+            proc = table.slice(0, cut)
+            tp = t[:cut]
+            closed = np.floor_divide(tp - d, s)
+            splits = np.flatnonzero(np.diff(closed)) + 1
+            bounds = [0, *splits.tolist(), cut]
+            for a, b in zip(bounds, bounds[1:]):
+                self._close_through(int(closed[a]))
+                W0 = (self._w_next if self._w_next is not None else 0) * s
+                ev = EventChunk(proc.slice(a, b - a), plan.config.type_column)
+                self._rt.process(ev, W0)
+                hi = int(tp[b - 1]) // s
+                self._w_hi = hi if self._w_hi is None else max(self._w_hi, hi)
+                self._update_state_size()
+        if not final and self._t_last is not None:
+            self._close_through((self._t_last - d) // s)
+
+    def _close_through(self, wid: int) -> None:
+        """Close (emit and clear) every window with id <= wid not closed yet."""
+        if self._w_next is None:
+            self._w_next = wid + 1
+            return
+        if self._w_hi is not None:
+            for w in range(self._w_next, min(wid, self._w_hi) + 1):
+                self._close_window(w)
+        self._w_next = max(self._w_next, wid + 1)
+
+    def _close_window(self, w: int) -> None:
+        gs = self._rt.graphs[0]
+        k = w % gs.K
+        big, mmi, fs, mmf = gs.slot_columns(k)
+        ngroups = len(gs.groups)
+        if ngroups == 0:
+            gs.clear_slot(k)
+            return
+        if gs.g.case2 is not None:
+            I_rows, F_rows, seq = self._queue_totals(gs, k, big, mmi, fs, mmf, ngroups)
+        else:
+            I_rows = np.concatenate([gs.finI[:ngroups][:, big], gs.finI[:ngroups][:, mmi]], 1)
+            F_rows = np.concatenate([gs.finF[:ngroups][:, fs], gs.finF[:ngroups][:, mmf]], 1)
+            seq = gs.fin_seq[:ngroups, k].copy()
+        L = gs.L
+        nonzero = np.any(I_rows[:, :L] != 0, axis=1)
+        gids = np.flatnonzero(nonzero)
+        if len(gids):
+            self._emit(self._rows(w, gs, gids, I_rows, F_rows, seq))
+        gs.clear_slot(k)
+
+    def _queue_totals(self, gs: GraphState, k: int, big: np.ndarray, mmi: np.ndarray,
+                      fs: np.ndarray, mmf: np.ndarray,
+                      ngroups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        P = len(gs.parts)
+        c2 = gs.g.children.index(gs.g.case2)
+        gc = gs.gc(0.0, 1)
+        outt = OUTT(finI=gs.finI, finF=gs.finF, fin_seq=gs.fin_seq, p_gid=gs.p_gid, qI=gs.qI,
+                    qF=gs.qF, q_t=gs.q_t, q_seq=gs.q_seq, q_pid=gs.q_pid, q_alive=gs.q_alive,
+                    q_nxt=gs.q_nxt, qh=gs.qh, qt=gs.qt, qtotI=gs.qtotI, qtotF=gs.qtotF,
+                    co_t=gs.co_t, co_ls=gs.co_ls, co_pid=gs.co_pid)
+        e = np.zeros(0, np.int64)
+        ngt = NGT(bM=gs.bM, bL=gs.bL, blk=gs.blk, p_bucket=gs.p_bucket, cc_t=e, cc_ls=e,
+                  cc_slot=e, cc_bucket=e)
+        kn.pop_queues(outt, ngt, c2, P, gc)
+        pseq = np.full(max(P, 1), -1, np.int64)
+        kn.queue_minmax_and_seq(outt, P, k, gc, pseq)
+        gid = gs.p_gid[:P]
+        I_big = np.zeros((ngroups, len(big)), np.int64)
+        np.add.at(I_big, gid, gs.qtotI[:P][:, big])
+        I_big = _normalize_limbs(I_big, gs.L) if len(big) else I_big
+        I_mm = np.zeros((ngroups, len(mmi)), np.int64)
+        for j, (_, _, is_max) in enumerate(gs.g.mmi):
+            if is_max:
+                I_mm[:, j] = np.iinfo(np.int64).min
+                np.maximum.at(I_mm[:, j], gid, gs.qtotI[:P, mmi[j]])
+            else:
+                I_mm[:, j] = np.iinfo(np.int64).max
+                np.minimum.at(I_mm[:, j], gid, gs.qtotI[:P, mmi[j]])
+        F_s = np.zeros((ngroups, len(fs)))
+        np.add.at(F_s, gid, gs.qtotF[:P][:, fs])
+        F_m = np.zeros((ngroups, len(mmf)))
+        for j, (_, _, is_max) in enumerate(gs.g.mmf):
+            F_m[:, j] = -np.inf if is_max else np.inf
+            (np.maximum if is_max else np.minimum).at(F_m[:, j], gid, gs.qtotF[:P, mmf[j]])
+        seq = np.full(ngroups, -1, np.int64)
+        np.maximum.at(seq, gid, pseq[:P])
+        return np.concatenate([I_big, I_mm], 1), np.concatenate([F_s, F_m], 1), seq
+
+    def _rows(self, w: int, gs: GraphState, gids: np.ndarray, I_rows: np.ndarray,
+              F_rows: np.ndarray, seq: np.ndarray) -> pa.RecordBatch:
+        plan = self.plan
+        L, Cb, Cf = gs.L, gs.Cb, gs.Cf
+        n = len(gids)
+        cols: list[pa.Array] = [pa.array([w * plan.slide] * n, pa.int64()),
+                                pa.array([w * plan.slide + plan.within] * n, pa.int64())]
+        keys = [gs.groups.keys[g] for g in gids]
+        for j, ty in enumerate(plan.group_types):
+            vals = [k[j] for k in keys]
+            if pa.types.is_integer(ty):
+                vals = [None if v is None else int(v) for v in vals]
+            cols.append(pa.array(vals, ty))
+
+        def big(c: int, g: int) -> int:
+            return limbs_to_int(I_rows[g, c * L:(c + 1) * L])
+
+        schema = plan.output_schema
+        for out in plan.outputs:
+            ftype = schema.field(out.name).type
+            vals: list[Any] = []
+            for g in gids:
+                if out.source == "big":
+                    vals.append(big(out.channel, g))
+                elif out.source == "fsum":
+                    vals.append(float(F_rows[g, out.channel]))
+                elif out.source == "mmi":
+                    vals.append(int(I_rows[g, Cb * L + out.channel]))
+                elif out.source == "mmf":
+                    vals.append(float(F_rows[g, Cf + out.channel]))
+                elif out.source == "avg_big":
+                    vals.append(float(Fraction(big(out.channel, g), big(out.channel2, g))))
+                else:
+                    vals.append(float(F_rows[g, out.channel]) / float(big(out.channel2, g)))
+            cols.append(self._exact(vals, ftype, out.name, w) if out.source == "big"
+                        else pa.array(vals, ftype))
+        cols.append(pa.array(seq[gids].astype(np.int64), pa.int64()))
+        return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+    def _exact(self, vals: list[int], ftype: pa.DataType, name: str, w: int) -> pa.Array:
+        kind = self.plan.config.exact_type
+        if kind == "string":
+            return pa.array([str(v) for v in vals], pa.string())
+        for v in vals:
+            bad = (abs(v) >= _DEC_LIMIT) if kind == "decimal" else not (_I64[0] <= v <= _I64[1])
+            if bad:
+                raise OperatorError(
+                    f"greta: {name} = {v} in window [{w * self.plan.slide}, "
+                    f"{w * self.plan.slide + self.plan.within}) does not fit "
+                    f"{'decimal128(38, 0)' if kind == 'decimal' else 'int64'}",
+                    hint="use exact_type='string' for unlimited exact results")
+        if kind == "decimal":
+            return pa.array([Decimal(v) for v in vals], ftype)
+        return pa.array(vals, pa.int64())
+
+    def _update_state_size(self, measure: bool = True) -> None:
+        """Record the state size (vertices, records, buffered events) and bytes; ``measure``
+        recounts the runtime's state (after processing), otherwise the last count is reused."""
+        if self._rt is None:
+            return
+        if measure:
+            self._entries = self._rt.state_entries()
+            self._bytes = self._rt.state_bytes()
+        b = self._bytes + sum(t.nbytes for t in self._buf)
+        if b > self._peak_bytes:
+            self._peak_bytes = b
+        self.counters.extra["state_bytes"] = b
+        self.counters.extra["peak_state_bytes"] = self._peak_bytes
+        self._set_state_size(self._entries + self._buf_rows,
+                             "GRETA vertices, records and buffered events")
