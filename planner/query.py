@@ -357,9 +357,10 @@ def explain(store: Any, text: str, *, analyze: bool = False, plot: str | None = 
     intervals, the coarse pattern map and the results (:func:`replaydb.planner.plot.plot_plan`).
     """
     opts = QueryOptions(**{k: v for k, v in options.items() if k in QueryOptions.__annotations__})
+    opts.extra.update({k: v for k, v in options.items() if k not in QueryOptions.__annotations__})
     plan = plan_query(store, text, opts)
-    out = plan.describe()
     res = execute(plan) if (analyze or plot) else None
+    out = plan.describe()  # after executing: some paths record what they did in the details
     if plot:
         from replaydb.planner.plot import plot_plan
 

@@ -117,3 +117,10 @@ def test_time_alias_in_descriptor(store) -> None:
     assert to_config(q, schema, "ms", aliases={"ts": "t"}).size == 10
     with pytest.raises(replaydb.errors.ParseError, match="time column"):
         to_config(q, schema, "ms")
+
+
+def test_explain_analyze_reports_what_the_index_path_did(store) -> None:
+    text = Q.format(slide=1000, where="")
+    out = replaydb.explain(store, text, analyze=True, plan="index")
+    assert "index_path" in out, sorted(out)
+    assert out["result_rows"] > 0
