@@ -147,3 +147,11 @@ def test_output_schema_follows_return():
     default = bind(parse("PATTERN SEQ(A a, B b) WITHIN 5"), SCHEMA, None)
     assert default.output_schema.names == ["t", "t_start", "t_end", "confidence", "signature",
                                            "a_seq", "b_seq"]
+
+
+def test_from_names_the_stream_as_in_sase():
+    q = parse("FROM readings PATTERN SEQ(E a, E b) WHERE a.v = 7 WITHIN 10")
+    assert q.sources == ("readings",)
+    assert parse("PATTERN SEQ(E a, E b) WITHIN 10").sources == ()
+    with pytest.raises(ParseError):
+        parse("FROM PATTERN SEQ(E a, E b) WITHIN 10")

@@ -5,6 +5,7 @@ Kleene closure or negation - with the same keywords, the same event-selection sy
 shared expression grammar (:mod:`replaydb.planner.lang.parser_base`), so it can later be folded
 into the general SASE+ front end::
 
+    [FROM stream]
     PATTERN SEQ(T1 v1, T2 v2, ...)
     [WHERE skip_till_any_match(v1, v2, ...) { predicate AND ... }     -- SASE+ style
          | predicate AND ... AND skip_till_next_match(v1, v2, ...)    -- paper 003 style
@@ -127,6 +128,9 @@ class _Parser(ParserBase):
         return None
 
     def parse_query(self) -> ImpreciseQuery:
+        sources: tuple[str, ...] = ()
+        if self.accept_kw("FROM"):  # as in SASE+: names the stored stream to read
+            sources = (str(self.expect_ident("a stream name").value),)
         self.expect_kw("PATTERN")
         components = self._parse_seq()
         strategy, strategy_pos = "skip_till_any_match", None
@@ -157,6 +161,7 @@ class _Parser(ParserBase):
             equivalence=tuple(equiv),
             window=window,
             returns=tuple(returns),
+            sources=sources,
         )
 
     def _parse_seq(self) -> list[PatternComponent]:
