@@ -19,6 +19,7 @@ _seen = 0
 
 POINTS = (
     "append.files_written",   # data files written, nothing committed
+    "append.side_applied",    # one more side table (index) committed, events not yet
     "append.sides_committed", # side tables (indexes, quarantine) committed, events not yet
     "append.segment_written", # tree segment written, events not yet committed
     "append.committed",       # events committed, caller not yet told

@@ -340,6 +340,7 @@ class StreamWriter:
                 v = writer_side(self.dir, ref).apply(events, rewrite_from, batch_id=batch_id)
                 if v is not None:
                     side_versions[ref.name] = v
+                failpoint("append.side_applied")
         n_quarantined = 0
         if quarantine is not None and quarantine.num_rows:
             ref = manifest.side_table("quarantine") or Quarantine.ref(-1)
