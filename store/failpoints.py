@@ -25,6 +25,10 @@ POINTS = (
     "append.committed",       # events committed, caller not yet told
     "ingest.files_written",   # Spark tasks wrote data files and index runs
     "ingest.before_commit",   # index and quarantine tables committed, events not yet
+    "index.backfilled",       # a new index built and committed, not yet pinned by the stream
+    "index.committed",        # the stream pins the new index, caller not yet told
+    "compact.index_committed",  # one more index compacted (committed), manifest not yet
+    "compact.committed",      # the manifest pins the compacted indexes, caller not yet told
 )
 
 
