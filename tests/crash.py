@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -19,6 +19,13 @@ class Run:
     returncode: int
     killed: bool
     stderr: str
+    stdout: list[str] = field(default_factory=list)
+
+    @property
+    def phase(self) -> str:
+        """The last ``PHASE <name>`` line the child printed (where a kill hit it)."""
+        phases = [ln.split(None, 1)[1] for ln in self.stdout if ln.startswith("PHASE ")]
+        return phases[-1] if phases else "start"
 
 
 def run_and_kill(script: str, args: list[str], *, failpoint: str | None = None,
@@ -128,7 +135,7 @@ def run_after_ready(script: str, args: list[str], *, failpoint: str | None = Non
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return Run(acked, proc.returncode, killed, "".join(err[-200:]))
+    return Run(acked, proc.returncode, killed, "".join(err[-200:]), out)
 
 
 def record_trial(path: str, **fields: object) -> None:
@@ -143,20 +150,26 @@ def record_trial(path: str, **fields: object) -> None:
         fh.write(json.dumps({"path": path, **fields}, sort_keys=True, default=str) + "\n")
 
 
+def table_digest(tbl: object) -> str:
+    """A checksum of a table's schema and values (independent of how it is chunked)."""
+    import hashlib
+
+    import pyarrow as pa
+
+    data = tbl.combine_chunks()  # type: ignore[attr-defined]
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, data.schema) as w:
+        w.write_table(data)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+
 def stream_digest(store: object, name: str) -> str:
     """A checksum of everything a stream shows: its events (every column, in order), its
     quarantined rows, its event count and the side tables it pins."""
     import hashlib
 
-    import pyarrow as pa
-
     snap = store.stream(name)  # type: ignore[attr-defined]
-    h = hashlib.sha256()
-    sink = pa.BufferOutputStream()
-    data = snap.read()
-    with pa.ipc.new_stream(sink, data.schema) as w:
-        w.write_table(data)
-    h.update(sink.getvalue().to_pybytes())
+    h = hashlib.sha256(table_digest(snap.read()).encode())
     if snap.manifest.side_table("quarantine") is not None:
         q = snap.side("quarantine").read().drop(["quarantined_at"])
         h.update(repr(q.to_pylist()).encode())
