@@ -296,6 +296,16 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
     columns = getattr(op, "input_columns", None)
     rep = Replay(ctx.snapshots, plan.intervals, columns=columns, type_column=ctx.type_column,
                  aliases=ctx.aliases)
+    if limits is not None:
+        # check before every batch: an operator that emits nothing until the end of its input
+        # would otherwise run to completion whatever its limits
+        push = op.push
+
+        def push_within_limits(data: Any) -> None:
+            limits.check()
+            push(data)
+
+        op.push = push_within_limits
     parts = []
     for tbl in rep.results(op):
         parts.append(tbl)
