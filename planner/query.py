@@ -266,6 +266,12 @@ def plan_query(store: Any, text: str, options: QueryOptions | None = None) -> Pl
 
 class _Limits:
     def __init__(self, options: QueryOptions) -> None:
+        if options.timeout is not None and not options.timeout > 0:  # NaN too
+            raise UsageError(f"timeout must be a positive number of seconds, not "
+                             f"{options.timeout!r}", hint="e.g. --timeout 30")
+        if options.max_memory is not None and options.max_memory <= 0:
+            raise UsageError(f"max_memory must be a positive size, not {options.max_memory!r}",
+                             hint="e.g. --max-memory 4G")
         self.deadline = None if options.timeout is None else time.monotonic() + options.timeout
         self.timeout = options.timeout
         self.max_memory = options.max_memory
