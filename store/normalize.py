@@ -282,7 +282,8 @@ def normalize(
         raise SchemaError(
             f"input has columns the stream does not: {', '.join(unknown)}",
             column=unknown[0],
-            hint="add them to the stream first (schema evolution), or pass extra='ignore'",
+            hint="add them to the stream first (schema evolution), or pass extra='ignore' "
+                 "(replaydb ingest --extra ignore)",
         )
     n = table.num_rows
     bad = _Bad(n)

@@ -144,6 +144,19 @@ def _csv_header(path: str, delimiter: str) -> list[str]:
     return reader.schema.names
 
 
+def source_schema(path: str, fmt: str) -> pa.Schema:
+    """The Arrow schema a source is read with (CSV: every column a string, as :func:`read_task`
+    reads it; JSON: as inferred from its first MiB)."""
+    if fmt == "parquet":
+        return pq.read_schema(path)
+    if fmt == "csv":
+        delimiter = "\t" if path.lower().removesuffix(".gz").endswith(".tsv") else ","
+        return pa.schema([pa.field(c, pa.string()) for c in _csv_header(path, delimiter)])
+    if fmt == "json":
+        return pajson.read_json(path, read_options=pajson.ReadOptions(block_size=1 << 20)).schema
+    raise UsageError(f"unsupported format {fmt}")
+
+
 def infer_schema(files: list[tuple[str, str]]) -> pa.Schema:
     """Arrow schema of the first source (CSV types inferred from its first MiB)."""
     path, fmt = files[0]
