@@ -91,6 +91,10 @@ class Store:
     def _require_writable(self) -> None:
         if self.read_only:
             raise ReadOnlyError(f"store {self.path} is open read-only")
+        if not os.access(self.path, os.W_OK):  # a read-only file system or no permission
+            raise ReadOnlyError(f"store {self.path} is read-only here (no write access)",
+                                hint="writing needs write access to the store directory; "
+                                     "reading works without it")
 
     # ------------------------------------------------------------------ catalog
     def stream_dir(self, name: str) -> Path:

@@ -119,6 +119,7 @@ def ingest(
 
     from replaydb.spark import get_spark
 
+    store._require_writable()  # before anything starts (Spark takes seconds to)
     start = time.perf_counter()
     stages: dict[str, float] = {}
     is_frame = not isinstance(sources, list | tuple | str)
