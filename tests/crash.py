@@ -188,3 +188,33 @@ def quarantine_counts(store: object, name: str) -> dict[str, int]:
     for b in ids:
         out[b] = out.get(b, 0) + 1
     return out
+
+
+def summarize(log: str) -> str:
+    """A markdown table of a ``$REPLAYDB_CRASH_LOG``: trials, kills, how they were killed and
+    whether anything was lost (a trial that lost anything fails, so it is never logged)."""
+    import json
+    from collections import defaultdict
+
+    rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    with open(log, encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            d = rows[r["path"]]
+            d["trials"] += 1
+            d["killed"] += bool(r.get("killed"))
+            d["at a failpoint"] += bool(r.get("failpoint")) and bool(r.get("killed"))
+            d["at a random time"] += bool(r.get("kill_after") is not None and r.get("killed"))
+            d["mid-work"] += bool(r.get("killed")) and r.get("phase") != "done"
+            d["acknowledged units"] += int(r.get("acked", 0))
+    cols = ["trials", "killed", "mid-work", "at a failpoint", "at a random time",
+            "acknowledged units"]
+    out = ["| write path | " + " | ".join(cols) + " | lost or duplicated |",
+           "|---" * (len(cols) + 2) + "|"]
+    for path in sorted(rows):
+        out.append(f"| {path} | " + " | ".join(str(rows[path][c]) for c in cols) + " | 0 |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # python tests/crash.py LOG
+    print(summarize(sys.argv[1]))

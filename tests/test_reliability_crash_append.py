@@ -86,6 +86,7 @@ WRITER = textwrap.dedent("""
     for i in range(int(sys.argv[2])):
         append_batch(store, i)
         print("ACK", i, flush=True)
+    print("PHASE done", flush=True)
 """)
 
 
@@ -141,6 +142,7 @@ def crash_trial(tmp_path, reference, *, failpoint=None, kill_after=None, label="
     assert again.returncode == 0, again.stderr
     verify(path, [str(i) for i in range(BATCHES)], reference, complete=True)
     out = {"killed": run.killed, "acked": len(run.acked), "present": present,
+           "phase": run.phase if run.killed else "finished",
            "failpoint": failpoint, "kill_after": kill_after, "label": label}
     record_trial("append", **out)
     return out

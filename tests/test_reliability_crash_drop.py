@@ -86,7 +86,7 @@ def crash_trial(tmp_path, mode: str, k: int) -> dict:
     assert fresh.stream("s").n_events == 1 and fresh.check()["s"] == []
     fresh.drop_stream("s")
     assert list((path / ".trash").iterdir()) == []
-    out = {"killed": run.killed, "mode": mode, "k": k, "state": state}
+    out = {"killed": run.killed, "failpoint": f"{mode}:{k}", "state": state}
     record_trial("drop_stream", **out)
     return out
 

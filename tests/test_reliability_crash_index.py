@@ -213,7 +213,7 @@ def test_create_many_trials(tmp_path, template, seed):
                     failpoint=f"index.committed:{rng.randint(1, 3)}")
     else:
         crash_trial(tmp_path, template, "create", label=f"seed {seed}",
-                    kill_after=rng.uniform(0.0, 6.0))
+                    kill_after=rng.uniform(0.0, 4.0))
 
 
 @pytest.mark.slow
@@ -240,4 +240,4 @@ def test_compact_many_trials(tmp_path, template, seed):
                     failpoint=f"compact.committed:{rng.randint(1, BATCHES)}")
     else:
         crash_trial(tmp_path, template, "compact", label=f"seed {seed}",
-                    kill_after=rng.uniform(0.0, 5.0))
+                    kill_after=rng.uniform(0.0, 4.0))

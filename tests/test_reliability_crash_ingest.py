@@ -79,6 +79,7 @@ CHILD = textwrap.dedent("""
     for j in range(len(sources)):
         run_ingest(store, sources, j)
         print("ACK", j, flush=True)
+    print("PHASE done", flush=True)
 """)
 
 
@@ -150,6 +151,7 @@ def crash_trial(tmp_path, template, spark, *, failpoint=None, kill_after=None,
         assert res.skipped == (j < present)
     verify(path, [str(j) for j in range(FILES)], template, complete=True)
     out = {"killed": run.killed, "acked": len(run.acked), "present": present,
+           "phase": run.phase if run.killed else "finished",
            "failpoint": failpoint, "kill_after": kill_after, "label": label}
     record_trial("ingest", **out)
     return out
