@@ -13,7 +13,8 @@ version with ``Store.stream`` and check each answer against that snapshot:
 * a query through ``planner.query`` (the test language of ``test_reliability_limits``), pinned
   with ``version=``, or left to pin the latest version itself, equals the answer computed from
   the events of the version it reports having read;
-* reading the snapshot again after the writer committed more gives identical events.
+* reading the snapshot again after the writer committed more gives identical events, and so
+  does opening the same version afresh (new store object: no cached tree or index).
 
 At the end every version any reader saw is opened again (time travel) and still reads exactly
 what the reader saw.
@@ -120,6 +121,7 @@ class Reader:
         self.seen.setdefault(snap.version, digest)
         assert self.seen[snap.version] == digest
 
+        time.sleep(rng.uniform(0.0, 0.3))  # the writer commits before the side tables open
         t0 = rng.randint(0, int(t[-1]))
         t1 = t0 + rng.randint(1, 20_000)
         agg = snap.aggregate(t0, t1)
@@ -158,6 +160,11 @@ class Reader:
         assert index_answers()[0].tolist() == got_k.tolist()
         assert index_answers()[1].tolist() == got_name.tolist()
         assert table_digest(snap.read()) == digest, "a snapshot's events changed"
+        # the same version opened afresh (no cached snapshot, tree or index objects)
+        again = replaydb.open(self.store.path, read_only=True).stream("s", snap.version)
+        assert again.aggregate(t0, t1) == agg
+        assert again.side("index/k").range(lo, hi, order="seq").seq.tolist() == got_k.tolist()
+        assert table_digest(again.read()) == digest
 
 
 def run_readers_during_writes(tmp_path, monkeypatch, rounds: int, readers: int = 2) -> dict:
