@@ -197,9 +197,13 @@ def summarize(log: str) -> str:
     from collections import defaultdict
 
     rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    readers: list[dict] = []
     with open(log, encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
+            if r["path"] == "readers":
+                readers.append(r)
+                continue
             d = rows[r["path"]]
             d["trials"] += 1
             d["killed"] += bool(r.get("killed"))
@@ -213,6 +217,10 @@ def summarize(log: str) -> str:
            "|---" * (len(cols) + 2) + "|"]
     for path in sorted(rows):
         out.append(f"| {path} | " + " | ".join(str(rows[path][c]) for c in cols) + " | 0 |")
+    for r in readers:
+        out.append(f"\nreaders: {r['readers']} threads, {r['rounds']} checked rounds over "
+                   f"{r['versions']} versions while the writer committed up to version {r['final']} "
+                   f"({', '.join(r['operations'])})")
     return "\n".join(out)
 
 

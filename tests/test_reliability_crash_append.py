@@ -79,8 +79,16 @@ def make_store(path) -> None:
 
 
 WRITER = textwrap.dedent("""
+    import shutil
+    import pyarrow as pa
     import replaydb
     from tests.test_reliability_crash_append import append_batch
+    shutil.rmtree(sys.argv[1] + "-warm", ignore_errors=True)
+    warm = replaydb.open(sys.argv[1] + "-warm", create=True)  # load every code path once
+    warm.append("w", pa.table({"t": [1, 2], "x": [0.5, 1.0], "k": [1, 2], "name": ["a", "b"]}))
+    from replaydb.indexes.manage import create_index
+    create_index(warm, "w", "k")
+    warm.append("w", pa.table({"t": [3], "x": [0.5], "k": [3], "name": ["c"]}))
     store = replaydb.open(sys.argv[1])
     print("READY", flush=True)
     for i in range(int(sys.argv[2])):

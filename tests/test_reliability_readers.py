@@ -35,7 +35,7 @@ import replaydb
 from replaydb.indexes.manage import create_index
 from replaydb.planner.query import run_query
 from replaydb.store.schema import Attribute, StreamSchema
-from tests.crash import run_after_ready, table_digest
+from tests.crash import record_trial, run_after_ready, table_digest
 from tests.test_reliability_limits import register_probe
 
 BASE = 20_000
@@ -195,9 +195,11 @@ def run_readers_during_writes(tmp_path, monkeypatch, rounds: int, readers: int =
     for v, d in seen.items():  # time travel: every version still reads what its readers saw
         assert table_digest(store.stream("s", v).read()) == d
     operations = set().union(*(w.operations for w in workers))
-    return {"versions": len(seen), "rounds": sum(w.rounds for w in workers),
-            "operations": operations,
-            "final": store.stream("s").version}
+    out = {"versions": len(seen), "rounds": sum(w.rounds for w in workers),
+           "operations": sorted(operations), "final": store.stream("s").version,
+           "readers": readers, "writer_rounds": rounds}
+    record_trial("readers", **out)
+    return out
 
 
 def test_readers_see_one_snapshot_while_appends_and_compactions_commit(tmp_path, monkeypatch):
