@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install demo test test-all bench lint clean
+.PHONY: install demo test test-all bench lint clean bench-env-flink
 
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,20 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# Apache Flink (the MATCH_RECOGNIZE peer of the pattern benchmarks) lives in its own virtual
+# environment: apache-beam, which apache-flink pulls in, needs a pyarrow older than pyspark's.
+FLINK_VENV := .venv-flink
+FLINK_VERSION := 2.3.0
+FLINK_STAMP := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
+
+$(FLINK_STAMP):
+	@test -x $(FLINK_VENV)/bin/python || $(PY) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'apache-flink==$(FLINK_VERSION)'
+	$(FLINK_VENV)/bin/python -c 'import pyflink.table'
+	@touch $(FLINK_STAMP)
+
+bench-env-flink: $(FLINK_STAMP)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis demo-store spark-warehouse

@@ -75,7 +75,7 @@ def add_arguments(subparsers: Any) -> argparse.ArgumentParser:
     _add_json(mk)
     group = mk.add_argument_group("generator options (each applies to the datasets named)")
     for name, (opt, users) in sorted(_all_options().items()):
-        helptext = f"[{', '.join(users)}] {opt.help}"
+        helptext = f"[{', '.join(users)}] {opt.help}".replace("%", "%%")
         dest = _OPT_PREFIX + name
         if opt.type is bool:
             group.add_argument(opt.flag, dest=dest, action=argparse.BooleanOptionalAction,

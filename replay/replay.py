@@ -112,7 +112,8 @@ class Replay:
         for alias, target in self.aliases.items():
             if alias not in fields and target in fields and (
                     self.columns is None or alias in self.columns):
-                fields[alias] = fields[target].with_name(alias)
+                fields[alias] = fields[target].with_name(alias).with_metadata(
+                    {"replaydb.alias_of": target})
         if self.columns is not None:
             missing = [c for c in self.columns if c not in fields and c != self.type_column]
             if missing:

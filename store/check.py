@@ -8,7 +8,8 @@ Checks, in order (each finding is one line naming what is wrong):
 3. the manifest agrees with the tree (event count, time range);
 4. the Delta table agrees with the tree: the version's data files are exactly the files the leaves
    point to, each file exists with the recorded size, and its leaves are its row groups in order;
-5. side tables (indexes, quarantine) open at their pinned versions and pass their own checks;
+5. side tables (indexes, quarantine) open at their pinned versions and pass their own checks
+   (with ``deep``, an index is also compared entry by entry with the stream's data);
 6. ``deep`` (default): every data file is read; row-group sizes, times (sorted), seqs (contiguous)
    and every leaf entry's aggregates are recomputed from the data and compared.
 
@@ -87,7 +88,7 @@ def check_stream(store: Store, name: str, *, deep: bool = True) -> list[str]:
     for ref in m.side:
         try:
             side = snap.side(ref.name)
-            problems += [f"{ref.name}: {p}" for p in side.check(snap)]
+            problems += [f"{ref.name}: {p}" for p in side.check(snap, deep=deep)]
         except ReplayDBError as exc:
             problems.append(f"{ref.name}: cannot open at version {ref.version}: {exc}")
         except Exception as exc:  # a broken side table must not crash the checker

@@ -32,7 +32,9 @@ _INSIDE = re.compile(r"(tree/seg-[0-9a-f]+\.parquet|indexes/[A-Za-z_][A-Za-z0-9_
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One events data file: ``path`` relative to the events table root; ``row_groups`` leaves."""
+    """One events data file: ``path`` relative to the events table root; ``row_groups`` leaves;
+    ``gap_min``/``gap_max`` the smallest and largest time difference between consecutive events
+    inside the file (None for a file of one event)."""
 
     id: int
     path: str
@@ -42,6 +44,8 @@ class FileInfo:
     t_min: int
     t_max: int
     row_groups: int
+    gap_min: int | None = None
+    gap_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,10 @@ class SideTableRef:
 
 @dataclass(frozen=True)
 class Manifest:
+    """The state of one stream version. ``gap_min``/``gap_max``: the smallest and largest time
+    difference between consecutive events of the whole stream (the planner shortens replay
+    intervals with them)."""
+
     schema: StreamSchema
     n_events: int = 0
     t_min: int | None = None
@@ -71,6 +79,8 @@ class Manifest:
     side: tuple[SideTableRef, ...] = ()
     batch_id: str | None = None
     operation: str = "create"
+    gap_min: int | None = None
+    gap_max: int | None = None
     format: int = FORMAT
 
     def side_table(self, name: str) -> SideTableRef | None:

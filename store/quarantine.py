@@ -61,7 +61,7 @@ class Quarantine:
         return pa.table(dt.to_pyarrow_table()).sort_by([("quarantined_at", "ascending"),
                                                         ("row", "ascending")])
 
-    def check(self, snapshot: object) -> list[str]:
+    def check(self, snapshot: object, deep: bool = True) -> list[str]:
         try:
             self.read()
         except Exception as exc:  # any failure to read is a finding, not a crash

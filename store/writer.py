@@ -366,6 +366,7 @@ class StreamWriter:
                                    manifest.tree_head, manifest.chain)
         failpoint("append.segment_written")
         tr = tree.t_range
+        gap_min, gap_max = stream_gaps(files)
         new_manifest = replace(
             manifest,
             n_events=tree.n_events,
@@ -377,6 +378,8 @@ class StreamWriter:
             side=new_side,
             batch_id=batch_id,
             operation=operation,
+            gap_min=gap_min,
+            gap_max=gap_max,
         )
         if stats is None:
             stats = [p.stats for p in (prepared_stats or [])]
@@ -438,10 +441,22 @@ def write_event_files(events_dir: Path, schema: Any, events: pa.Table, seq0: int
             mx = leaves[f"{s.name}.max"].max().item() if nn else None
             numeric[s.name] = (mn, mx, part.column(s.name).null_count)
         stats = deltaio.file_stats(part, numeric)
+        gaps = np.diff(t)
         info = FileInfo(id=-1, path=name, rows=b - a, size=size, seq_min=seq0 + a,
-                        t_min=int(t[0]), t_max=int(t[-1]), row_groups=len(starts))
+                        t_min=int(t[0]), t_max=int(t[-1]), row_groups=len(starts),
+                        gap_min=int(gaps.min()) if len(gaps) else None,
+                        gap_max=int(gaps.max()) if len(gaps) else None)
         out.append(PreparedFile(info, leaves, stats))
     return out
+
+
+def stream_gaps(files: dict[int, FileInfo]) -> tuple[int | None, int | None]:
+    """Smallest and largest gap between consecutive events of the stream: inside files (from
+    their recorded gaps) and across consecutive files. O(files)."""
+    fs = sorted(files.values(), key=lambda f: f.seq_min)
+    gaps: list[int] = [g for f in fs for g in (f.gap_min, f.gap_max) if g is not None]
+    gaps += [b.t_min - a.t_max for a, b in zip(fs, fs[1:])]
+    return (min(gaps), max(gaps)) if gaps else (None, None)
 
 
 def _with_seq(events: pa.Table, seq0: int) -> pa.Table:

@@ -203,3 +203,18 @@ def test_read_only_and_names(tmp_path):
         store.stream("nope")
     with pytest.raises(StoreError):
         replaydb.open(tmp_path / "missing")
+
+
+def test_gap_statistics_follow_appends_and_rewrites(tmp_path):
+    store = replaydb.open(tmp_path / "s", create=True)
+    store.create_stream("s", small_schema(lateness=100, B=4, D=3))
+    rng = np.random.default_rng(3)
+    for _ in range(12):
+        n = int(rng.integers(1, 30))
+        newest = store.stream("s").t_range[1] if store.stream("s").n_events else 0
+        t = np.sort(newest + rng.integers(-20, 60, n).clip(-newest, None))
+        store.append("s", batch(t, np.zeros(n), np.zeros(n, np.int64)))
+        snap = store.stream("s")
+        d = np.diff(snap.read().column("t").to_numpy())
+        if len(d):
+            assert (snap.manifest.gap_min, snap.manifest.gap_max) == (int(d.min()), int(d.max()))

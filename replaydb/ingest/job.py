@@ -304,10 +304,13 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         meta = meta.sort_by([("pid", "ascending"), ("kind", "ascending"), ("idx", "ascending")])
         for r in meta.to_pylist():
             if r["kind"] == "data":
+                file_stats = json.loads(r["stats"])
+                gaps = file_stats.pop("replaydbGaps", None) or [None, None]
                 prepared_files.append(FileInfo(-1, r["path"], r["rows"], r["size"], r["seq_min"],
-                                               r["t_min"], r["t_max"], r["row_groups"]))
+                                               r["t_min"], r["t_max"], r["row_groups"],
+                                               gaps[0], gaps[1]))
                 leaves_parts.append(T.from_ipc(r["payload"]))
-                stats.append(r["stats"])
+                stats.append(json.dumps(file_stats))
             elif r["kind"].startswith("index:"):
                 index_runs[r["kind"][6:]].append(json.loads(r["stats"]))
         stages["write"] = time.perf_counter() - t0

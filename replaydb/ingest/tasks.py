@@ -134,9 +134,12 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
     rows = []
     for i, p in enumerate(prepared):
         f = p.info
+        stats = json.loads(p.stats)
+        stats["replaydbGaps"] = [f.gap_min, f.gap_max]
         rows.append({"pid": pid, "idx": i, "kind": "data", "path": f.path, "rows": f.rows,
                      "size": f.size, "seq_min": f.seq_min, "t_min": f.t_min, "t_max": f.t_max,
-                     "row_groups": f.row_groups, "stats": p.stats, "payload": _ipc(p.leaves)})
+                     "row_groups": f.row_groups, "stats": json.dumps(stats),
+                     "payload": _ipc(p.leaves)})
     if index_jobs:
         from replaydb.ingest.indexing import write_task_run
 

@@ -1,0 +1,279 @@
+"""Position automaton of a pattern: one state per variable occurrence, ordered by preference.
+
+The construction is Glushkov's (no epsilon edges): every occurrence of a variable in the
+(bounded-repetition-expanded) pattern is a *position*; a run that has just bound an event at
+position ``p`` may next bind an event at any position in ``follow[p]``. This is exactly the NFA of
+the dissertation (Fig. 4.6: one state per symbol plus a start state) and of SASE+'s NFA^b without
+its epsilon proceed edges: a loop ``p -> p`` is the *self transition* of the operational table, any
+other edge a *forward transition*.
+
+Two additions make one automaton serve both semantics:
+
+* **Preference order.** ``start`` and every ``follow[p]`` are *ordered* lists that may contain
+  :data:`ACCEPT` ("the match may end here"). The order is the order in which a backtracking
+  matcher tries the alternatives (SQL:2016 preferment): alternation left to right, a greedy
+  quantifier prefers one more iteration over leaving, a reluctant one the reverse. The SQL engine
+  walks these lists in order; the all-runs engine ignores the order.
+* **Negation.** ``follow_neg[p][k]`` is a bit mask of the negations (``Neg`` nodes) the edge
+  ``p -> follow[p][k]`` jumps over: the edge may only be taken if no event satisfying one of those
+  negated variables arrived since the run bound its last event.
+
+Restrictions (raise :class:`~replaydb.errors.QueryError`): the pattern must not match the empty
+sequence; a quantified sub-pattern must not be able to match zero events; a negation must sit
+between two positive items of a sequence and negate a single variable; at most 62 negations and
+:data:`MAX_POSITIONS` positions after expanding bounded repetitions.
+
+Complexity: O(positions^2) time and space to build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replaydb.errors import QueryError
+from replaydb.operators.pattern.model import Alt, Neg, PatternNode, Repeat, Seq, Var
+
+ACCEPT = -1
+"""Marker in ``start``/``follow`` lists: the match may end here."""
+
+MAX_POSITIONS = 4096
+
+Item = tuple[int, int]  # (target position or ACCEPT, negation mask)
+
+
+@dataclass(frozen=True)
+class Automaton:
+    """The compiled position automaton (see module docstring).
+
+    Attributes:
+        pos_var: variable name of each position.
+        start: ordered first positions (never contains ACCEPT: patterns are not nullable).
+        follow: per position, ordered options (positions or ACCEPT).
+        follow_neg: per position, the negation mask of each option.
+        negations: the negated variable of each negation id.
+    """
+
+    pos_var: tuple[str, ...]
+    start: tuple[int, ...]
+    follow: tuple[tuple[int, ...], ...]
+    follow_neg: tuple[tuple[int, ...], ...]
+    negations: tuple[str, ...]
+
+    @property
+    def n_positions(self) -> int:
+        return len(self.pos_var)
+
+    def is_final(self, p: int) -> bool:
+        return ACCEPT in self.follow[p]
+
+    def has_next(self, p: int) -> bool:
+        return any(q != ACCEPT for q in self.follow[p])
+
+    def unambiguous_labels(self) -> bool:
+        """True if no two positions reachable from one state share a variable.
+
+        Then every (events, variables) labelling corresponds to exactly one position path, so
+        the all-runs engine never reports the same labelled match twice.
+        """
+        lists = [self.start, *self.follow]
+        for lst in lists:
+            names = [self.pos_var[q] for q in lst if q != ACCEPT]
+            if len(names) != len(set(names)):
+                return False
+        return True
+
+    def _check(self) -> None:
+        """Invariant checker: indices in range, no duplicate options, lists aligned."""
+        n = len(self.pos_var)
+        assert len(self.follow) == n and len(self.follow_neg) == n
+        assert ACCEPT not in self.start and len(self.start) == len(set(self.start))
+        for p in range(n):
+            assert len(self.follow[p]) == len(self.follow_neg[p])
+            assert len(self.follow[p]) == len(set(self.follow[p]))
+            for q in self.follow[p]:
+                assert q == ACCEPT or 0 <= q < n
+        for q in self.start:
+            assert 0 <= q < n
+
+
+@dataclass
+class _Frag:
+    first: list[Item]
+    last: set[int]
+
+    @property
+    def nullable(self) -> bool:
+        return any(t == ACCEPT for t, _ in self.first)
+
+
+def _dedupe(items: list[Item]) -> list[Item]:
+    seen: set[int] = set()
+    out: list[Item] = []
+    for t, m in items:
+        if t not in seen:
+            seen.add(t)
+            out.append((t, m))
+    return out
+
+
+def _splice(items: list[Item], repl: list[Item]) -> list[Item]:
+    """Replace each ACCEPT item (mask m) by ``repl`` with m or-ed into every mask."""
+    out: list[Item] = []
+    for t, m in items:
+        if t == ACCEPT:
+            out.extend((t2, m | m2) for t2, m2 in repl)
+        else:
+            out.append((t, m))
+    return _dedupe(out)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.pos_var: list[str] = []
+        self.follow: list[list[Item]] = []
+        self.negations: list[str] = []
+
+    def new_pos(self, var: str) -> int:
+        if len(self.pos_var) >= MAX_POSITIONS:
+            raise QueryError(
+                f"pattern has more than {MAX_POSITIONS} positions after expanding bounded "
+                "repetitions", hint="use smaller {n,m} bounds")
+        self.pos_var.append(var)
+        self.follow.append([(ACCEPT, 0)])
+        return len(self.pos_var) - 1
+
+    # --------------------------------------------------------------- composition
+    def seq2(self, x: _Frag, y: _Frag, mask: int = 0) -> _Frag:
+        yfirst = [(t, m | mask) for t, m in y.first]
+        for p in x.last:
+            self.follow[p] = _splice(self.follow[p], yfirst)
+        first = _splice(x.first, yfirst)
+        last = set(y.last) | (set(x.last) if y.nullable else set())
+        return _Frag(first, last)
+
+    def loop(self, x: _Frag, greedy: bool, at_least_once: bool) -> _Frag:
+        body_first = [(t, m) for t, m in x.first if t != ACCEPT]
+        again = body_first + [(ACCEPT, 0)] if greedy else [(ACCEPT, 0)] + body_first
+        for p in x.last:
+            self.follow[p] = _splice(self.follow[p], again)
+        if at_least_once:
+            return _Frag(list(x.first), set(x.last))
+        first = body_first + [(ACCEPT, 0)] if greedy else [(ACCEPT, 0)] + body_first
+        return _Frag(first, set(x.last))
+
+    def optional(self, x: _Frag, greedy: bool) -> _Frag:
+        body_first = [(t, m) for t, m in x.first if t != ACCEPT]
+        first = body_first + [(ACCEPT, 0)] if greedy else [(ACCEPT, 0)] + body_first
+        return _Frag(first, set(x.last))
+
+    # --------------------------------------------------------------- recursion
+    def build(self, node: PatternNode) -> _Frag:
+        if isinstance(node, Var):
+            p = self.new_pos(node.name)
+            return _Frag([(p, 0)], {p})
+        if isinstance(node, Seq):
+            return self.build_seq(node)
+        if isinstance(node, Alt):
+            if not node.options:
+                raise QueryError("empty alternation")
+            frags = [self.build(o) for o in node.options]
+            first: list[Item] = []
+            last: set[int] = set()
+            for f in frags:
+                first.extend(f.first)
+                last |= f.last
+            return _Frag(_dedupe(first), last)
+        if isinstance(node, Repeat):
+            return self.build_repeat(node)
+        if isinstance(node, Neg):
+            raise QueryError("a negation must stand between two positive items of a sequence")
+        raise QueryError(f"unknown pattern node {type(node).__name__}")  # pragma: no cover
+
+    def build_seq(self, node: Seq) -> _Frag:
+        items = list(node.items)
+        if not items:
+            return _Frag([(ACCEPT, 0)], set())
+        if isinstance(items[0], Neg) or isinstance(items[-1], Neg):
+            raise QueryError(
+                "a negation must stand between two positive items of a sequence "
+                "(not first or last)",
+                hint="negation at the start or end of a pattern is not supported")
+        frag: _Frag | None = None
+        mask = 0
+        for it in items:
+            if isinstance(it, Neg):
+                body = it.body
+                while isinstance(body, Seq) and len(body.items) == 1:
+                    body = body.items[0]
+                if not isinstance(body, Var):
+                    raise QueryError("a negation must negate a single variable, e.g. ~(Type v)")
+                if len(self.negations) >= 62:
+                    raise QueryError("at most 62 negations are supported")
+                self.negations.append(body.name)
+                mask |= 1 << (len(self.negations) - 1)
+                continue
+            f = self.build(it)
+            if frag is None:
+                frag = f
+            else:
+                if mask and f.nullable:
+                    raise QueryError("the item after a negation must not be optional")
+                frag = self.seq2(frag, f, mask)
+            mask = 0
+        assert frag is not None
+        return frag
+
+    def build_repeat(self, node: Repeat) -> _Frag:
+        lo, hi = node.min, node.max
+        if lo < 0 or (hi is not None and (hi < lo or hi == 0)):
+            raise QueryError(f"bad quantifier bounds {{{lo},{hi if hi is not None else ''}}}")
+        probe = _Builder().build(node.body)
+        if probe.nullable:
+            raise QueryError(
+                f"quantified sub-pattern ({node.body}) can match zero events; "
+                "a quantified group must consume at least one event")
+        frag: _Frag | None = None
+
+        def cat(a: _Frag | None, b: _Frag) -> _Frag:
+            return b if a is None else self.seq2(a, b)
+
+        mandatory = lo if hi is None and lo == 0 else (lo - 1 if hi is None else lo)
+        for _ in range(mandatory):
+            frag = cat(frag, self.build(node.body))
+        if hi is None:
+            at_least_once = lo >= 1
+            frag = cat(frag, self.loop(self.build(node.body), node.greedy, at_least_once))
+            return frag
+        # bounded: nested optionals X (X (X)?)? ... so that k copies are tried greedily
+        opt_count = hi - lo
+        if opt_count:
+            tail: _Frag | None = None
+            # build innermost first: opt(X opt(X ...))
+            frags = [self.build(node.body) for _ in range(opt_count)]
+            for f in reversed(frags):
+                inner = f if tail is None else self.seq2(f, tail)
+                tail = self.optional(inner, node.greedy)
+            assert tail is not None
+            frag = cat(frag, tail)
+        assert frag is not None
+        return frag
+
+
+def build_automaton(pattern: PatternNode) -> Automaton:
+    """Compile a pattern tree into its ordered position automaton (see module docstring)."""
+    b = _Builder()
+    frag = b.build(pattern)
+    if frag.nullable:
+        raise QueryError(
+            f"pattern ({pattern}) can match zero events",
+            hint="every match must contain at least one event; make some item mandatory")
+    start = tuple(t for t, _ in frag.first)
+    if any(m for _, m in frag.first):  # pragma: no cover - excluded by build_seq
+        raise QueryError("a pattern must not start with a negation")
+    return Automaton(
+        pos_var=tuple(b.pos_var),
+        start=start,
+        follow=tuple(tuple(t for t, _ in f) for f in b.follow),
+        follow_neg=tuple(tuple(m for _, m in f) for f in b.follow),
+        negations=tuple(b.negations),
+    )

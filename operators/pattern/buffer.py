@@ -1,0 +1,333 @@
+"""Event-side state of the pattern operator: partitions, PREV carry, and the event buffer.
+
+* :class:`PartitionMap` maps partition key values to dense ids (``0`` for an unpartitioned
+  query), persistently across batches. Null keys form their own partition.
+* :class:`NavCarry` computes the ``PREV(col, k)`` columns of a batch (the value ``k`` rows back
+  in the same partition, NULL before the partition's first row) and carries the last ``k`` values
+  of every partition to the next batch. Materializing them per event keeps physical navigation
+  exact without keeping old events alive.
+* :class:`EventBuffer` holds the events live runs may still read: a float64 matrix of the columns
+  the VM reads (strings dictionary-coded), ``t``/``seq``/partition id and the successor in the
+  partition (for ``NEXT`` in measures) per event, and the raw Arrow batches (with the PREV
+  columns appended) for computing measures and ALL ROWS output. Events are addressed by their
+  *global index* (0-based position in the pushed input). Old events are trimmed below the oldest
+  index any run still references.
+
+Complexity: O(batch) vectorized per batch plus O(distinct partitions in the batch) Python work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from replaydb.operators.pattern.compile import StringCodes
+from replaydb.operators.pattern.lowering import nav_name
+
+
+@njit(cache=True)
+def first_disorder(t: np.ndarray) -> int:
+    """First row ``r`` with ``t[r] < t[r-1]``, or -1. One pass."""
+    for r in range(1, t.shape[0]):
+        if t[r] < t[r - 1]:
+            return r
+    return -1
+
+
+def arrow_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """NumPy view of a column: numbers as float64/int64 (nulls as NaN), strings as objects."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col = col.cast(t.value_type)
+        t = col.type
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_duration(t) \
+            or pa.types.is_time(t):
+        col = col.cast(pa.int64()) if not pa.types.is_date32(t) else col.cast(pa.int32())
+        t = col.type
+    if pa.types.is_boolean(t):
+        if col.null_count:
+            return col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return col.to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        if pa.types.is_decimal(t):
+            col = col.cast(pa.float64())
+        if col.null_count:
+            return col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return col.to_numpy(zero_copy_only=False)
+    return col.to_numpy(zero_copy_only=False)
+
+
+def to_float_column(col: pa.Array, is_string: bool, strings: StringCodes) -> np.ndarray:
+    """A column as float64 for the VM (strings as codes, nulls NaN)."""
+    if is_string:
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if not pa.types.is_dictionary(col.type):
+            col = pc.dictionary_encode(col)
+        dict_vals = col.dictionary.to_pylist()
+        codes = np.array([strings.code(s) for s in dict_vals] + [np.nan], dtype=np.float64)
+        idx = col.indices.fill_null(len(dict_vals)).to_numpy(zero_copy_only=False)
+        return codes[idx.astype(np.int64)]
+    a = arrow_to_numpy(col)
+    if a.dtype == object:  # pragma: no cover - unsupported types
+        raise TypeError(f"cannot use a column of type {col.type} in a condition")
+    return a.astype(np.float64, copy=False)
+
+
+def object_to_float(values: np.ndarray, is_string: bool, strings: StringCodes) -> np.ndarray:
+    """Like :func:`to_float_column` for a NumPy array (used for PREV columns)."""
+    if is_string:
+        out = np.empty(len(values), dtype=np.float64)
+        for i, s in enumerate(values):
+            out[i] = np.nan if s is None else strings.code(s)
+        return out
+    if values.dtype == object:
+        return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    return values.astype(np.float64, copy=False)
+
+
+class PartitionMap:
+    """Partition key values -> dense ids, stable for the operator's lifetime."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.ids: dict[Any, int] = {}
+
+    @property
+    def count(self) -> int:
+        return max(1, len(self.ids))
+
+    def assign(self, batch: pa.RecordBatch) -> np.ndarray:
+        n = batch.num_rows
+        if not self.keys:
+            if not self.ids:
+                self.ids[()] = 0
+            return np.zeros(n, dtype=np.int64)
+        codes: list[np.ndarray] = []
+        dicts: list[list[Any]] = []
+        for k in self.keys:
+            col = batch.column(k)
+            enc = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+            vals = enc.dictionary.to_pylist() + [None]
+            idx = enc.indices.fill_null(len(vals) - 1).to_numpy(zero_copy_only=False)
+            codes.append(idx.astype(np.int64))
+            dicts.append(vals)
+        combo = codes[0]
+        for c, d in zip(codes[1:], dicts[1:]):
+            combo = combo * len(d) + c
+        uniq, inv = np.unique(combo, return_inverse=True)
+        ids = np.empty(len(uniq), dtype=np.int64)
+        for j, u in enumerate(uniq.tolist()):
+            parts = []
+            rest = u
+            for d in reversed(dicts[1:]):
+                parts.append(d[rest % len(d)])
+                rest //= len(d)
+            parts.append(dicts[0][rest])
+            key = tuple(reversed(parts))
+            pid = self.ids.get(key)
+            if pid is None:
+                pid = len(self.ids)
+                self.ids[key] = pid
+            ids[j] = pid
+        return ids[inv.reshape(-1)]
+
+    def key_values(self, pids: np.ndarray) -> list[list[Any]]:
+        """Per key column, the key values of partitions ``pids``."""
+        inv = list(self.ids)
+        rows = [inv[p] for p in pids.tolist()] if self.keys else []
+        return [[r[j] for r in rows] for j in range(len(self.keys))]
+
+
+class NavCarry:
+    """``PREV(col, k)`` columns per batch with the last values of each partition carried over."""
+
+    def __init__(self, navs: set[tuple[str, int]]) -> None:
+        self.depth: dict[str, int] = {}
+        for col, k in navs:
+            self.depth[col] = max(self.depth.get(col, 0), k)
+        self.carry: dict[str, dict[int, list[Any]]] = {c: {} for c in self.depth}
+        self.navs = sorted(navs)
+
+    def compute(self, cols: dict[str, np.ndarray], pid: np.ndarray) -> dict[str, np.ndarray]:
+        """Return ``{nav_name(col, k): values}`` for the batch; updates the carry."""
+        out: dict[str, np.ndarray] = {}
+        if not self.navs:
+            return out
+        n = len(pid)
+        order = np.argsort(pid, kind="stable")
+        sp = pid[order]
+        bounds = np.flatnonzero(np.diff(sp)) + 1
+        starts = np.concatenate(([0], bounds))
+        ends = np.concatenate((bounds, [n]))
+        rank = np.arange(n) - np.repeat(starts, ends - starts)
+        gpid = sp[starts].tolist()
+        for col, K in self.depth.items():
+            vals = cols[col]
+            svals = vals[order]
+            is_obj = vals.dtype == object
+            carry = self.carry[col]
+            for k in range(1, K + 1):
+                if (col, k) not in self.navs:
+                    continue
+                res = np.empty(n, dtype=object if is_obj else np.float64)
+                take = rank >= k
+                src = np.arange(n) - k
+                res[take] = svals[src[take]]
+                # rows within the first k of their group read the carry
+                for gi, s in enumerate(starts.tolist()):
+                    e = min(ends[gi], s + k)
+                    prev = carry.get(gpid[gi], [])
+                    for j in range(s, e):
+                        back = k - (j - s)  # how many rows before the group start
+                        res[j] = prev[-back] if back <= len(prev) else (None if is_obj else np.nan)
+                full = np.empty(n, dtype=res.dtype)
+                full[order] = res
+                out[nav_name(col, k)] = full
+            for gi, s in enumerate(starts.tolist()):
+                grp = svals[s:ends[gi]]
+                prev = carry.get(gpid[gi], [])
+                merged = (list(prev) + grp[-K:].tolist())[-K:]
+                carry[gpid[gi]] = merged
+        return out
+
+
+class EventBuffer:
+    """Events live runs may still read (see module docstring)."""
+
+    def __init__(self, n_cols: int, capacity: int = 1024, track_next: bool = True) -> None:
+        self.n_cols = n_cols
+        self.track_next = track_next
+        self.base = 0            # global index of column 0 of ``vm`` / ``next_g``
+        self.end = 0             # global index after the last event
+        self.vm = np.empty((n_cols, capacity if n_cols else 0), dtype=np.float64)
+        self.next_g = np.empty(capacity if track_next else 0, dtype=np.int64)
+        # per batch, kept without copying: (first global index, t, seq, partition ids)
+        self.chunks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.raw: list[tuple[int, pa.RecordBatch]] = []
+        self.last_g: dict[int, int] = {}
+
+    @property
+    def size(self) -> int:
+        return self.end - (self.chunks[0][0] if self.chunks else self.end)
+
+    def _ensure(self, n: int) -> None:
+        """Room for ``n`` more events in the contiguous arrays (vm, next links)."""
+        used = self.end - self.base
+        cap = self.vm.shape[1] if self.n_cols else self.next_g.shape[0]
+        if not (self.n_cols or self.track_next) or used + n <= cap:
+            return
+        cap = max(2 * cap, used + n)
+        if self.n_cols:
+            v = np.empty((self.n_cols, cap), dtype=np.float64)
+            v[:, :used] = self.vm[:, :used]
+            self.vm = v
+        if self.track_next:
+            b = np.empty(cap, dtype=np.int64)
+            b[:used] = self.next_g[:used]
+            self.next_g = b
+
+    def append(self, batch: pa.RecordBatch, vmcols: np.ndarray, t: np.ndarray, seq: np.ndarray,
+               pid: np.ndarray) -> int:
+        """Append a batch; returns its first global index. O(batch) only for VM columns."""
+        n = len(t)
+        g0 = self.end
+        self._ensure(n)
+        off = g0 - self.base
+        if self.n_cols:
+            self.vm[:, off: off + n] = vmcols
+        self.chunks.append((g0, t, seq, pid))
+        self.end = g0 + n
+        if self.track_next:
+            self.next_g[off: off + n] = -1
+            self._link(g0, n, pid)
+        self.raw.append((g0, batch))
+        return g0
+
+    def _link(self, g0: int, n: int, pid: np.ndarray) -> None:
+        """Successor links within the partition (for NEXT in measures)."""
+        g = np.arange(g0, g0 + n, dtype=np.int64)
+        sl = slice(g0 - self.base, g0 - self.base + n)
+        order = np.argsort(pid, kind="stable")
+        sp = pid[order]
+        same = sp[1:] == sp[:-1]
+        nxt = np.full(n, -1, dtype=np.int64)
+        nxt[order[:-1][same]] = g[order[1:][same]]
+        self.next_g[sl] = nxt
+        bounds = np.concatenate(([0], np.flatnonzero(~same) + 1))
+        lasts = np.concatenate((np.flatnonzero(~same), [n - 1])) if n else np.array([], int)
+        for b, e in zip(bounds.tolist(), lasts.tolist()):
+            p = int(sp[b])
+            prev = self.last_g.get(p)
+            if prev is not None and prev >= self.base:
+                self.next_g[prev - self.base] = g[order[b]]
+            self.last_g[p] = int(g[order[e]])
+
+    def at(self, what: str, g: np.ndarray) -> np.ndarray:
+        """``t``, ``seq`` or ``pid`` of the events at global indices ``g`` (all kept)."""
+        k = {"t": 1, "seq": 2, "pid": 3}[what]
+        g = np.asarray(g, dtype=np.int64)
+        if len(self.chunks) == 1:
+            return self.chunks[0][k][g - self.chunks[0][0]]
+        out = np.empty(len(g), dtype=np.int64)
+        starts = np.array([c[0] for c in self.chunks], dtype=np.int64)
+        which = np.searchsorted(starts, g, "right") - 1
+        for ci in np.unique(which).tolist():
+            sel = which == ci
+            c = self.chunks[ci]
+            out[sel] = c[k][g[sel] - c[0]]
+        return out
+
+    def trim(self, keep_from: int) -> None:
+        """Forget events with global index < ``keep_from`` (amortized O(kept))."""
+        keep_from = min(max(keep_from, self.base), self.end)
+        while self.raw and self.raw[0][0] + self.raw[0][1].num_rows <= keep_from:
+            self.raw.pop(0)
+        while self.chunks and self.chunks[0][0] + len(self.chunks[0][1]) <= keep_from:
+            self.chunks.pop(0)
+        drop = keep_from - self.base
+        if drop <= 0:
+            return
+        used = self.end - self.base
+        if drop * 2 >= used or drop > 1 << 16:
+            keep = used - drop
+            if self.n_cols:
+                self.vm[:, :keep] = self.vm[:, drop:used].copy()
+            if self.track_next:
+                self.next_g[:keep] = self.next_g[drop:used].copy()
+            self.base = keep_from
+
+    def gather(self, g: np.ndarray, names: list[str],
+               schema: pa.Schema | None = None) -> dict[str, pa.Array]:
+        """Columns ``names`` of the raw events at global indices ``g`` (-1: NULL)."""
+        if not self.raw or not len(g):
+            sch = schema if schema is not None else (self.raw[0][1].schema if self.raw else None)
+            return {n: pa.array([None] * len(g), type=sch.field(n).type if sch else pa.null())
+                    for n in names}
+        raw_base = self.raw[0][0]
+        table = pa.Table.from_batches([b.select(names) for _, b in self.raw])
+        rel = np.asarray(g, dtype=np.int64) - raw_base
+        missing = (np.asarray(g) < 0) | (rel < 0) | (rel >= table.num_rows)
+        idx = pa.array(np.where(missing, 0, rel), type=pa.int64(),
+                       mask=missing if missing.any() else None)
+        taken = table.take(idx)
+        return {n: taken.column(n).combine_chunks() for n in names}
+
+    def follow_next(self, g: np.ndarray, k: int) -> np.ndarray:
+        """The event ``k`` rows after each of ``g`` in its partition (-1 if not seen yet)."""
+        cur = np.asarray(g, dtype=np.int64).copy()
+        for _ in range(k):
+            ok = (cur >= self.base) & (cur < self.end)
+            nxt = np.full(len(cur), -1, dtype=np.int64)
+            nxt[ok] = self.next_g[cur[ok] - self.base]
+            cur = nxt
+        return cur
+
+    def local_index(self, g: np.ndarray) -> np.ndarray:
+        return g - self.base

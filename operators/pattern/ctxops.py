@@ -1,0 +1,84 @@
+"""Computation-state (SASE+'s vector V) helpers shared by the compiled matchers.
+
+A run's state is one row of ``ctx_i`` (int64: global index of the last/first event bound to a
+variable, or to any variable; -1 when unset) and one row of ``ctx_f`` (float64: running row
+counts and, per (variable, column), the block non-null count, sum, min, max). The layout comes
+from :mod:`replaydb.operators.pattern.compile`; only what some cross-event condition reads is
+kept, so two runs with equal rows behave the same from now on and may be merged.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+CI_LAST = 0
+CF_ROWS = 0
+
+
+@njit(cache=True, inline="always")
+def init_row(nid, ctx_i, ctx_f, init_f):
+    for s in range(ctx_i.shape[1]):
+        ctx_i[nid, s] = -1
+    for s in range(init_f.shape[0]):
+        ctx_f[nid, s] = init_f[s]
+
+
+@njit(cache=True, inline="always")
+def copy_row(dst, src, ctx_i, ctx_f):
+    for s in range(ctx_i.shape[1]):
+        ctx_i[dst, s] = ctx_i[src, s]
+    for s in range(ctx_f.shape[1]):
+        ctx_f[dst, s] = ctx_f[src, s]
+
+
+@njit(cache=True, inline="always")
+def bind_update(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, buf, base):
+    """Update state row ``nid`` for event ``g`` bound to variable ``v``. O(slots)."""
+    for s in range(ci_kind.shape[0]):
+        cv = ci_var[s]
+        if cv == v or cv == -1:
+            if ci_kind[s] == CI_LAST:
+                ctx_i[nid, s] = g
+            elif ctx_i[nid, s] < 0:
+                ctx_i[nid, s] = g
+    for s in range(cf_kind.shape[0]):
+        cv = cf_var[s]
+        if cv == v or cv == -1:
+            kind = cf_kind[s]
+            if kind == CF_ROWS:
+                ctx_f[nid, s] += 1.0
+            else:
+                x = buf[cf_col[s], g - base]
+                if x == x:
+                    j = kind - 1
+                    if j == 0:
+                        ctx_f[nid, s] += 1.0
+                    elif j == 1:
+                        ctx_f[nid, s] += x
+                    elif j == 2:
+                        if x < ctx_f[nid, s]:
+                            ctx_f[nid, s] = x
+                    elif x > ctx_f[nid, s]:
+                        ctx_f[nid, s] = x
+
+
+@njit(cache=True, inline="always")
+def rows_equal(a, b, ctx_i, ctx_f):
+    for s in range(ctx_i.shape[1]):
+        if ctx_i[a, s] != ctx_i[b, s]:
+            return False
+    for s in range(ctx_f.shape[1]):
+        x = ctx_f[a, s]
+        y = ctx_f[b, s]
+        if x != y and not (x != x and y != y):
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def row_hash(q, nid, ctx_i):
+    h = q * 1000003 + 12345
+    for s in range(ctx_i.shape[1]):
+        h = (h ^ (ctx_i[nid, s] + 0x9E3779B9)) * 1000003
+        h = h & 0x3FFFFFFFFFFFFFFF
+    return h

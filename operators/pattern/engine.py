@@ -1,0 +1,691 @@
+"""Engines: own the matchers' arrays, grow and garbage-collect them, return matches.
+
+:class:`AllRunsEngine` drives :mod:`~replaydb.operators.pattern.nfa_cep` (dissertation / SASE+
+semantics), :class:`SqlEngine` drives :mod:`~replaydb.operators.pattern.nfa_sql`
+(MATCH_RECOGNIZE). Both keep every piece of runtime state in NumPy arrays inside ``self.s``
+(a dict), so a snapshot is a deep copy of that dict. Arrays start small and double when a kernel
+reports it ran out of room; before doubling the run graph is garbage-collected (nodes no frontier
+run can reach, or whose every path left the window). ``grow_check`` is called with the size a
+growth would reach so the operator can raise :class:`~replaydb.errors.StateCapExceeded` before
+allocating.
+
+Complexity: amortized O(1) per created node for growth and collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from replaydb.errors import OperatorError
+from replaydb.operators.pattern import nfa_cep, nfa_sql
+from replaydb.operators.pattern.compile import CompiledPattern
+from replaydb.operators.pattern.measures import MatchSet
+from replaydb.operators.pattern.vm import max_stack_depth
+
+MIN_T = np.iinfo(np.int64).min
+GC_MIN = 1 << 16
+"""Arenas grow (instead of being collected) until they hold this many entries."""
+
+
+def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+    if a.ndim == 1:
+        b = np.empty(cap, dtype=a.dtype)
+        b[: a.shape[0]] = a
+    else:
+        b = np.empty((cap, a.shape[1]), dtype=a.dtype)
+        b[: a.shape[0]] = a
+    return b
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(4, int(n - 1).bit_length())
+
+
+class _Base:
+    node_keys: tuple[str, ...] = ()
+
+    def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
+        self.cp = cp
+        self.grow_check = grow_check
+        self.CI = len(cp.ci_kind)
+        self.CF = len(cp.cf_kind)
+        degs = [int(np.sum(cp.fol_to[cp.fol_ptr[p]:cp.fol_ptr[p + 1]] >= 0))
+                for p in range(len(cp.pos_var))]
+        self.maxdeg = max(1, max(degs) if degs else 1)
+        self.stack = np.empty(256, dtype=np.float64)
+        self.has_prog = bool(np.any(cp.prog_hi > cp.prog_lo))
+        self.depth = max([1] + [max_stack_depth(cp.p_op, int(lo), int(hi))
+                                for lo, hi in zip(cp.prog_lo, cp.prog_hi)])
+        self.reset()
+
+    def reset(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _nodes(self, cap: int) -> dict[str, np.ndarray]:
+        d = {k: np.empty(cap, dtype=np.int64) for k in self.node_keys}
+        d["ctx_i"] = np.empty((cap, self.CI), dtype=np.int64)
+        d["ctx_f"] = np.empty((cap, self.CF), dtype=np.float64)
+        return d
+
+    def _grow_keys(self, keys: tuple[str, ...], cap: int) -> None:
+        for k in keys:
+            self.s[k] = _grow(self.s[k], cap)
+
+    def ensure_parts(self, n_parts: int) -> None:
+        cur = self.s["part_cap"]
+        self.s["n_parts"] = max(self.s["n_parts"], n_parts)
+        if n_parts <= cur:
+            return
+        cap = max(n_parts, 2 * cur)
+        for k, fill in self.part_fill.items():
+            a = self.s[k]
+            b = np.full(cap, fill, dtype=np.int64)
+            b[: a.shape[0]] = a
+            self.s[k] = b
+        self.s["part_cap"] = cap
+        self.s["n_parts"] = max(self.s["n_parts"], n_parts)
+
+    def _ht(self, need: int) -> None:
+        if self.s["ht"].shape[0] < 2 * need + 2:
+            cap = _pow2(4 * need + 4)
+            self.s["ht"] = np.zeros(cap, dtype=np.int64)
+            self.s["ht_gen"] = np.zeros(cap, dtype=np.int64)
+
+    part_fill: dict[str, int] = {}
+
+
+class AllRunsEngine(_Base):
+    """Drives the all-runs kernel (see :mod:`~replaydb.operators.pattern.nfa_cep`)."""
+
+    node_keys = ("n_ev", "n_pos", "n_t", "n_lstart", "n_neg", "n_edge", "n_isstart")
+    part_fill = {"f_off": 0, "f_len": 0, "f_cap": 0}
+
+    def reset(self) -> None:
+        s: dict = self._nodes(1024)
+        s.update(
+            e_src=np.empty(1024, dtype=np.int64), e_next=np.empty(1024, dtype=np.int64),
+            fp=np.empty(4096, dtype=np.int64),
+            f_off=np.zeros(16, dtype=np.int64), f_len=np.zeros(16, dtype=np.int64),
+            f_cap=np.zeros(16, dtype=np.int64), part_cap=16, n_parts=1,
+            out_node=np.empty(256, dtype=np.int64), cnt=np.zeros(5, dtype=np.int64),
+            ht=np.zeros(1024, dtype=np.int64), ht_gen=np.zeros(1024, dtype=np.int64),
+            now_t=MIN_T, gc_at=GC_MIN,
+        )
+        s.update(self._scratch(1024))
+        self.s = s
+
+    def _scratch(self, cap: int) -> dict[str, np.ndarray]:
+        """Per-event scratch for candidate pairs (see :func:`nfa_cep.cep_run`)."""
+        return {"cand_node": np.empty(cap, dtype=np.int64),
+                "cand_k": np.empty(cap, dtype=np.int64),
+                "cand_ok": np.empty(cap, dtype=np.bool_),
+                "alive": np.empty(cap, dtype=np.bool_),
+                "sel": np.empty(cap, dtype=np.int64),
+                "st": np.empty((self.depth, cap), dtype=np.float64)}
+
+    @property
+    def state_size(self) -> int:
+        return int(self.s["cnt"][0] + self.s["cnt"][1])
+
+    @property
+    def live_runs(self) -> int:
+        return int(self.s["f_len"][: self.s["n_parts"]].sum())
+
+    def process(self, g0: int, pid: np.ndarray, t: np.ndarray, vmask: np.ndarray,
+                startable: np.ndarray, buf: np.ndarray, base: int,
+                enumerate_cap: int | None) -> list[MatchSet]:
+        cp, s = self.cp, self.s
+        n = len(t)
+        parts: list[MatchSet] = []
+        i = 0
+        while i < n:
+            i = int(nfa_cep.cep_run(
+                i, n, g0, pid, t, vmask, startable, cp.strategy, cp.window, cp.pos_var,
+                cp.start, cp.fol_ptr, cp.fol_to, cp.fol_neg, cp.pos_final, cp.pos_has_next,
+                cp.pos_negmask, cp.neg_var, cp.prog_lo, cp.prog_hi, cp.p_op, cp.p_ia, cp.p_ib,
+                cp.p_fc, cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f,
+                buf, base, s["n_ev"], s["n_pos"], s["n_t"], s["n_lstart"], s["n_neg"],
+                s["n_edge"], s["n_isstart"], s["ctx_i"], s["ctx_f"], s["e_src"], s["e_next"],
+                s["fp"], s["f_off"], s["f_len"], s["f_cap"], s["out_node"], s["cnt"],
+                self.maxdeg, s["ht"], s["ht_gen"], self.stack, self.has_prog,
+                s["cand_node"], s["cand_k"], s["cand_ok"], s["alive"], s["sel"], s["st"]))
+            if i < n:
+                p = int(pid[i])
+                if i > 0:
+                    s["now_t"] = max(s["now_t"], int(t[i - 1]))
+                if self._wants_collect(p):
+                    parts.extend(self._drain(enumerate_cap))
+                    self.collect()
+                self._make_room(p)
+        if n:
+            s["now_t"] = max(s["now_t"], int(t[-1]))
+        parts.extend(self._drain(enumerate_cap))
+        if s["cnt"][0] > s["gc_at"]:
+            self.collect()
+        return parts
+
+    def _wants_collect(self, p: int) -> bool:
+        """Collect (instead of growing) once the graph passed the threshold ``gc_at``."""
+        s = self.s
+        need = int(s["f_len"][p]) * self.maxdeg + len(self.cp.start)
+        cnt = s["cnt"]
+        full = cnt[0] + need > s["n_ev"].shape[0] or cnt[1] + need > s["e_src"].shape[0]
+        return bool(full and cnt[0] >= s["gc_at"])
+
+    def _make_room(self, p: int) -> None:
+        s = self.s
+        flen = int(s["f_len"][p])
+        need = flen * self.maxdeg + len(self.cp.start)
+        cnt = s["cnt"]
+        if cnt[0] + need > s["n_ev"].shape[0]:
+            cap = max(2 * s["n_ev"].shape[0], int(cnt[0] + need) + 16)
+            self.grow_check(cap, "partial-match nodes")
+            self._grow_keys((*self.node_keys, "ctx_i", "ctx_f"), cap)
+        if cnt[1] + need > s["e_src"].shape[0]:
+            cap = max(2 * s["e_src"].shape[0], int(cnt[1] + need) + 16)
+            self.grow_check(cap, "partial-match edges")
+            self._grow_keys(("e_src", "e_next"), cap)
+        if cnt[2] + 2 * (flen + need) + 8 > s["fp"].shape[0]:
+            self._compact_pool()
+            if cnt[2] + 2 * (flen + need) + 8 > s["fp"].shape[0]:
+                cap = max(2 * s["fp"].shape[0], int(cnt[2] + 2 * (flen + need)) + 64)
+                s["fp"] = _grow(s["fp"], cap)
+        if cnt[3] + need > s["out_node"].shape[0]:
+            s["out_node"] = _grow(s["out_node"], max(2 * s["out_node"].shape[0],
+                                                     int(cnt[3] + need) + 16))
+        if need > s["cand_node"].shape[0] or flen > s["alive"].shape[0]:
+            s.update(self._scratch(max(2 * s["cand_node"].shape[0], need + flen + 16)))
+        self._ht(need)
+
+    def _compact_pool(self) -> None:
+        s = self.s
+        np_ = s["n_parts"]
+        off, ln = s["f_off"][:np_], s["f_len"][:np_]
+        new = np.empty(max(16, int(2 * ln.sum()) + 16), dtype=np.int64)
+        pe = 0
+        for p in range(np_):
+            L = int(ln[p])
+            new[pe: pe + L] = s["fp"][off[p]: off[p] + L]
+            s["f_off"][p] = pe
+            s["f_cap"][p] = L
+            pe += L
+        if new.shape[0] < s["fp"].shape[0]:
+            new = _grow(new, s["fp"].shape[0])
+        s["fp"] = new
+        s["cnt"][2] = pe
+
+    def _drain(self, enumerate_cap: int | None) -> list[MatchSet]:
+        s, cp = self.s, self.cp
+        nf = int(s["cnt"][3])
+        if nf == 0:
+            return []
+        finals = s["out_node"][:nf].copy()
+        s["cnt"][3] = 0
+        cap_ev, cap_m = 1024, 256
+        n_nodes = int(s["cnt"][0])
+        st_node = np.empty(max(16, n_nodes + 1), dtype=np.int64)
+        st_edge = np.empty_like(st_node)
+        while True:
+            out_ev = np.empty(cap_ev, dtype=np.int64)
+            out_pos = np.empty(cap_ev, dtype=np.int64)
+            out_off = np.empty(cap_m + 1, dtype=np.int64)
+            m, total, status = nfa_cep.cep_enumerate(
+                finals, nf, cp.window, s["n_ev"], s["n_pos"], s["n_t"], s["n_lstart"],
+                s["n_edge"], s["n_isstart"], s["e_src"], s["e_next"], out_ev, out_pos, out_off,
+                st_node, st_edge)
+            if status == 0:
+                break
+            if status == 2:  # pragma: no cover - the stack holds every node
+                raise OperatorError("pattern: match enumeration stack overflow")
+            if enumerate_cap is not None and m > enumerate_cap:
+                self.grow_check(int(m), "matches completed by one batch")
+            cap_ev = max(2 * cap_ev, int(total) + 16)
+            cap_m = max(2 * cap_m, int(m) + 16)
+        ev = out_ev[:total]
+        var = cp.pos_var[out_pos[:total]]
+        off = out_off[: m + 1].copy()
+        ms = MatchSet(ev.copy(), var.copy(), off, np.zeros(m, dtype=np.int64))
+        return [ms]
+
+    def collect(self) -> None:
+        """Garbage-collect the run graph (see :func:`nfa_cep.cep_collect`)."""
+        s, cp = self.s, self.cp
+        n_nodes = int(s["cnt"][0])
+        np_ = int(s["n_parts"])
+        new_src = np.empty_like(s["e_src"])
+        new_next = np.empty_like(s["e_next"])
+        total_f = int(s["f_len"][:np_].sum())
+        new_fp = np.empty(max(s["fp"].shape[0], 2 * total_f + 16 * np_ + 16), dtype=np.int64)
+        new_off = np.zeros_like(s["f_off"])
+        new_cap = np.zeros_like(s["f_cap"])
+        remap = np.empty(max(1, n_nodes), dtype=np.int64)
+        stack = np.empty(max(1, n_nodes), dtype=np.int64)
+        k, ne, pe, min_ev = nfa_cep.cep_collect(
+            s["now_t"], cp.window, n_nodes, int(s["cnt"][1]), s["n_ev"], s["n_pos"], s["n_t"],
+            s["n_lstart"], s["n_neg"], s["n_edge"], s["n_isstart"], s["ctx_i"], s["ctx_f"],
+            s["e_src"], s["e_next"], s["fp"], s["f_off"], s["f_len"], s["f_cap"], np_,
+            new_src, new_next, new_fp, new_off, new_cap, remap, stack)
+        s["e_src"], s["e_next"], s["fp"] = new_src, new_next, new_fp
+        s["f_off"][:np_] = new_off[:np_]
+        s["f_cap"][:np_] = new_cap[:np_]
+        s["cnt"][0], s["cnt"][1], s["cnt"][2] = k, ne, pe
+        s["min_ev"] = int(min_ev)
+        s["gc_at"] = max(GC_MIN, 2 * int(k))
+
+    def min_referenced(self) -> int | None:
+        """Smallest global event index a live run still reads (None: nothing live)."""
+        s = self.s
+        n = int(s["cnt"][0])
+        if n == 0:
+            return None
+        m = int(s["n_ev"][:n].min())
+        if self.CI:
+            ci = s["ctx_i"][:n]
+            ci = ci[ci >= 0]
+            if ci.size:
+                m = min(m, int(ci.min()))
+        return m
+
+    def finish(self) -> list[MatchSet]:
+        return []
+
+    def _check(self) -> None:
+        """Invariant checker for stress tests: frontier/edge references in range, ordering."""
+        s = self.s
+        n = int(s["cnt"][0])
+        ne = int(s["cnt"][1])
+        for p in range(int(s["n_parts"])):
+            off, ln, cap = (int(s["f_off"][p]), int(s["f_len"][p]), int(s["f_cap"][p]))
+            assert 0 <= ln <= max(cap, ln)
+            fr = s["fp"][off: off + ln]
+            assert np.all((fr >= 0) & (fr < n)), "frontier references a freed node"
+        e = s["n_edge"][:n]
+        assert np.all((e >= -1) & (e < ne))
+        src = s["e_src"][:ne]
+        assert np.all((src >= 0) & (src < n))
+        # predecessors bind earlier events
+        for x in range(n):
+            k = int(s["n_edge"][x])
+            while k >= 0:
+                assert s["n_ev"][s["e_src"][k]] < s["n_ev"][x]
+                k = int(s["e_next"][k])
+
+
+class SqlEngine(_Base):
+    """Drives the MATCH_RECOGNIZE kernel (see :mod:`~replaydb.operators.pattern.nfa_sql`)."""
+
+    node_keys = ("n_ev", "n_pos", "n_pred", "n_t")
+    att_keys = ("a_start_g", "a_start_t", "a_best", "a_done", "a_toff", "a_tlen", "a_tcap",
+                "a_next")
+    out_keys = ("o_node", "o_start", "o_pid", "o_number", "o_confirm")
+    part_fill = {"p_head": -1, "p_tail": -1, "p_next_allowed": 0, "p_matchno": 0, "p_natt": 0,
+                 "p_nthr": 0}
+
+    def reset(self) -> None:
+        s: dict = self._nodes(1024)
+        s.update({k: np.empty(256, dtype=np.int64) for k in self.att_keys})
+        s.update({k: np.empty(64, dtype=np.int64) for k in self.out_keys})
+        s.update({k: np.full(16, fill, dtype=np.int64) for k, fill in self.part_fill.items()})
+        s.update(tp=np.empty(4096, dtype=np.int64), part_cap=16, n_parts=1,
+                 cnt=np.zeros(6, dtype=np.int64), ht=np.zeros(1024, dtype=np.int64),
+                 ht_gen=np.zeros(1024, dtype=np.int64), gc_at=GC_MIN)
+        self.s = s
+
+    @property
+    def state_size(self) -> int:
+        return int(self.s["cnt"][0] + self.s["cnt"][1])
+
+    @property
+    def live_runs(self) -> int:
+        return int(self.s["p_nthr"][: self.s["n_parts"]].sum())
+
+    def _kernel_args_tail(self) -> tuple:
+        s = self.s
+        return (s["o_node"], s["o_start"], s["o_pid"], s["o_number"], s["o_confirm"], s["cnt"])
+
+    def process(self, g0: int, pid: np.ndarray, t: np.ndarray, vmask: np.ndarray,
+                startable: np.ndarray, buf: np.ndarray, base: int,
+                enumerate_cap: int | None) -> list[MatchSet]:
+        cp, s = self.cp, self.s
+        n = len(t)
+        parts: list[MatchSet] = []
+        i = 0
+        while i < n:
+            i, st = nfa_sql.sql_run(
+                i, n, g0, pid, t, vmask, startable, cp.window, cp.skip_kind, cp.skip_var,
+                cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to, cp.prog_lo, cp.prog_hi, cp.p_op,
+                cp.p_ia, cp.p_ib, cp.p_fc, cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var,
+                cp.cf_col, cp.init_f, buf, base, s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"],
+                s["ctx_i"], s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"],
+                s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], s["tp"],
+                s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"], s["p_natt"],
+                s["p_nthr"], *self._kernel_args_tail(), self.maxdeg, s["ht"], s["ht_gen"],
+                self.stack)
+            i = int(i)
+            self._check_status(int(st), g0 + i)
+            if i < n:
+                p = int(pid[i])
+                if self._wants_collect(p):
+                    parts.extend(self._drain())
+                    self.collect()
+                self._make_room(p)
+        parts.extend(self._drain())
+        if s["cnt"][0] > s["gc_at"] or s["cnt"][1] > s["gc_at"]:
+            self.collect()
+        return parts
+
+    def _check_status(self, st: int, g: int) -> None:
+        if st == nfa_sql.ST_OK or st == nfa_sql.ST_SPACE:
+            return
+        var = self.cp.var_names[self.cp.skip_var] if self.cp.skip_var >= 0 else "?"
+        if st == nfa_sql.ST_SKIP_NONE:
+            raise OperatorError(
+                f"AFTER MATCH SKIP TO {var}: the match resolved at input row {g} bound no row "
+                f"to {var} (SQL:2016 raises an exception here)")
+        raise OperatorError(
+            f"AFTER MATCH SKIP TO {var}: the match resolved at input row {g} would restart at "
+            "its own first row (SQL:2016 raises an exception here)")
+
+    def finish(self) -> list[MatchSet]:
+        cp, s = self.cp, self.s
+        n_att = int(s["p_natt"][: s["n_parts"]].sum())
+        if s["cnt"][3] + n_att + 1 > s["o_node"].shape[0]:
+            self._grow_keys(self.out_keys, int(s["cnt"][3] + n_att + 16))
+        st = nfa_sql.sql_finish(
+            int(s["n_parts"]), cp.skip_kind, cp.skip_var, cp.pos_var, cp.fol_ptr, cp.fol_to,
+            s["n_ev"], s["n_pos"], s["n_pred"], s["a_start_g"], s["a_best"], s["a_done"],
+            s["a_toff"], s["a_tlen"], s["a_next"], s["tp"], s["p_head"], s["p_tail"],
+            s["p_next_allowed"], s["p_matchno"], s["p_natt"], s["p_nthr"],
+            *self._kernel_args_tail())
+        self._check_status(int(st), -1)
+        return self._drain()
+
+    def _wants_collect(self, p: int) -> bool:
+        """Collect (instead of growing) once nodes, attempts or the thread pool passed
+        ``gc_at``."""
+        s = self.s
+        cnt = s["cnt"]
+        nthr = int(s["p_nthr"][p])
+        need = nthr * self.maxdeg + len(self.cp.start)
+        full = cnt[0] + need > s["n_ev"].shape[0] or cnt[1] + 1 > s["a_start_g"].shape[0] \
+            or cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]
+        return bool(full and max(cnt[0], cnt[1], cnt[2]) >= s["gc_at"])
+
+    def _make_room(self, p: int) -> None:
+        s = self.s
+        cnt = s["cnt"]
+        nthr = int(s["p_nthr"][p])
+        need = nthr * self.maxdeg + len(self.cp.start)
+        if cnt[0] + need > s["n_ev"].shape[0]:
+            cap = max(2 * s["n_ev"].shape[0], int(cnt[0] + need) + 16)
+            self.grow_check(cap, "partial-match nodes")
+            self._grow_keys((*self.node_keys, "ctx_i", "ctx_f"), cap)
+        if cnt[1] + 1 > s["a_start_g"].shape[0]:
+            cap = 2 * s["a_start_g"].shape[0]
+            self.grow_check(cap, "match attempts")
+            self._grow_keys(self.att_keys, cap)
+        if cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]:
+            s["tp"] = _grow(s["tp"], max(2 * s["tp"].shape[0],
+                                         int(cnt[2] + 2 * (need + nthr)) + 64))
+        if cnt[3] + int(s["p_natt"][p]) + 1 > s["o_node"].shape[0]:
+            self._grow_keys(self.out_keys, max(2 * s["o_node"].shape[0],
+                                               int(cnt[3] + s["p_natt"][p]) + 16))
+        self._ht(need)
+
+    def _drain(self) -> list[MatchSet]:
+        s, cp = self.s, self.cp
+        k = int(s["cnt"][3])
+        if k == 0:
+            return []
+        o_node = s["o_node"][:k]
+        total = int(_chain_lengths(o_node, s["n_pred"]).sum())
+        out_ev = np.empty(total, dtype=np.int64)
+        out_pos = np.empty(total, dtype=np.int64)
+        out_off = np.empty(k + 1, dtype=np.int64)
+        nfa_sql.sql_paths(o_node, k, s["n_pred"], s["n_ev"], s["n_pos"], out_ev, out_pos, out_off)
+        ms = MatchSet(out_ev[:total].copy(), cp.pos_var[out_pos[:total]], out_off.copy(),
+                      s["o_pid"][:k].copy(), s["o_number"][:k].copy())
+        s["cnt"][3] = 0
+        return [ms]
+
+    def collect(self) -> None:
+        s = self.s
+        n_nodes, n_att = int(s["cnt"][0]), int(s["cnt"][1])
+        np_ = int(s["n_parts"])
+        total_thr = int(s["p_nthr"][:np_].sum())
+        new_tp = np.empty(max(s["tp"].shape[0], 2 * total_thr + n_att + 16), dtype=np.int64)
+        node_map = np.empty(max(1, n_nodes), dtype=np.int64)
+        att_map = np.empty(max(1, n_att), dtype=np.int64)
+        k, ka, pe, min_ev = nfa_sql.sql_collect(
+            n_nodes, n_att, np_, s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"], s["ctx_i"],
+            s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"], s["a_done"], s["a_toff"],
+            s["a_tlen"], s["a_tcap"], s["a_next"], s["tp"], s["p_head"], s["p_tail"], new_tp,
+            node_map, att_map)
+        s["tp"] = new_tp
+        s["cnt"][0], s["cnt"][1], s["cnt"][2] = k, ka, pe
+        s["gc_at"] = max(GC_MIN, 2 * int(max(k, ka, pe)))
+
+    def min_referenced(self) -> int | None:
+        s = self.s
+        n = int(s["cnt"][0])
+        if n == 0:
+            return None
+        m = int(s["n_ev"][:n].min())
+        if self.CI:
+            ci = s["ctx_i"][:n]
+            ci = ci[ci >= 0]
+            if ci.size:
+                m = min(m, int(ci.min()))
+        return m
+
+    def _check(self) -> None:
+        """Invariant checker: attempt lists well formed, threads reference live nodes."""
+        s = self.s
+        n = int(s["cnt"][0])
+        na = int(s["cnt"][1])
+        total = 0
+        for p in range(int(s["n_parts"])):
+            a = int(s["p_head"][p])
+            prev_start = -1
+            count = 0
+            while a != -1:
+                assert 0 <= a < na
+                assert s["a_start_g"][a] > prev_start, "attempts out of row order"
+                prev_start = int(s["a_start_g"][a])
+                thr = s["tp"][s["a_toff"][a]: s["a_toff"][a] + s["a_tlen"][a]]
+                assert np.all((thr >= 0) & (thr < n))
+                total += len(thr)
+                count += 1
+                last = a
+                a = int(s["a_next"][a])
+            assert count == s["p_natt"][p]
+            if count:
+                assert s["p_tail"][p] == last
+        assert total == int(s["p_nthr"][: s["n_parts"]].sum())
+
+
+def _chain_lengths(o_node: np.ndarray, n_pred: np.ndarray) -> np.ndarray:
+    lens = np.zeros(len(o_node), dtype=np.int64)
+    cur = o_node.copy()
+    while True:
+        alive = cur >= 0
+        if not alive.any():
+            return lens
+        lens += alive
+        cur = np.where(alive, n_pred[np.maximum(cur, 0)], -1)
+
+
+@njit(cache=True)
+def _sql_select(gstart, next_allowed, skip_kind, offset, k):
+    """Greedy resolution of fixed-length candidates in row order (AFTER MATCH SKIP)."""
+    keep = np.zeros(gstart.shape[0], dtype=np.bool_)
+    for j in range(gstart.shape[0]):
+        g = gstart[j]
+        if g < next_allowed:
+            continue
+        keep[j] = True
+        if skip_kind == nfa_sql.SKIP_PAST_LAST:
+            next_allowed = g + k
+        elif skip_kind == nfa_sql.SKIP_NEXT_ROW:
+            next_allowed = g + 1
+        else:
+            if offset == 0:
+                return keep, next_allowed, j
+            next_allowed = g + offset
+    return keep, next_allowed, -1
+
+
+class FixedSeqEngine:
+    """Vectorized matcher for the common case of a fixed sequence of variables.
+
+    Used when the pattern is a concatenation ``V1 V2 ... Vk`` of single variables (no
+    quantifier, alternation or negation), every condition refers only to the current event (one
+    boolean column per variable, PREV included), the stream is not partitioned and the
+    semantics is all-runs contiguous or SQL. Then a match starts at ``i`` iff
+    ``mask[i, V1] & mask[i+1, V2] & ... & mask[i+k-1, Vk]`` (and ``t[i+k-1] - t[i] <= window``),
+    which NumPy evaluates over a whole batch with k shifted ANDs; the last ``k-1`` rows are
+    carried to the next batch. SQL semantics then resolves candidates in row order with AFTER
+    MATCH SKIP (a short compiled loop over the candidates only). Results, order and match
+    numbers are those of the general engines (tests check it).
+
+    Complexity: O(k) vectorized passes per batch; state O(k).
+    """
+
+    def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
+        self.cp = cp
+        self.k = len(cp.pos_var)
+        self.reset()
+
+    @staticmethod
+    def eligible(cp: CompiledPattern) -> bool:
+        from replaydb.operators.pattern.model import Seq, Var
+
+        pat = cp.spec.pattern
+        items = pat.items if isinstance(pat, Seq) else (pat,)
+        if not all(isinstance(x, Var) for x in items):
+            return False
+        if cp.partition_by or len(cp.p_op) or len(cp.ci_kind) or len(cp.cf_kind) \
+                or len(cp.neg_var):
+            return False
+        return cp.sql or cp.strategy == nfa_cep.STRAT_CONTIGUOUS
+
+    def reset(self) -> None:
+        V = self.cp.n_vars
+        self.s: dict = {"cm": np.zeros((0, V), dtype=np.bool_), "ct": np.zeros(0, np.int64),
+                        "cg": np.zeros(0, np.int64), "next_allowed": 0, "matchno": 0,
+                        "n_parts": 1}
+
+    def ensure_parts(self, n_parts: int) -> None:
+        return None
+
+    @property
+    def state_size(self) -> int:
+        return int(len(self.s["cg"]))
+
+    @property
+    def live_runs(self) -> int:
+        return int(len(self.s["cg"]))
+
+    columnar = True  # takes one boolean array per variable instead of a 2-D mask
+
+    def process(self, g0: int, pid: np.ndarray, t: np.ndarray, vmask: list[np.ndarray],
+                startable: np.ndarray | None, buf: np.ndarray, base: int,
+                enumerate_cap: int | None) -> list[MatchSet]:
+        cp, s, k = self.cp, self.s, self.k
+        pv = cp.pos_var
+        n = len(t)
+        m = len(s["cg"])
+        w = cp.window
+        # starts inside the batch: k shifted ANDs
+        span = n - k + 1
+        if span > 0:
+            ok = vmask[pv[0]][:span].copy()
+            for j in range(1, k):
+                ok &= vmask[pv[j]][j: span + j]
+            if w >= 0:
+                ok &= (t[k - 1:] - t[:span]) <= w
+            starts = np.flatnonzero(ok).astype(np.int64) + g0
+        else:
+            starts = np.zeros(0, dtype=np.int64)
+        # starts in the carried rows of earlier batches (at most k - 1 of them)
+        if m:
+            cm, ct = s["cm"], s["ct"]
+            extra = []
+            for r in range(m):
+                good = True
+                for j in range(k):
+                    row = r + j
+                    if row < m:
+                        good = bool(cm[row, pv[j]])
+                    elif row - m < n:
+                        good = bool(vmask[pv[j]][row - m])
+                    else:
+                        good = False
+                    if not good:
+                        break
+                if good and w >= 0:
+                    last = r + k - 1
+                    t_last = ct[last] if last < m else t[last - m]
+                    good = t_last - ct[r] <= w
+                if good:
+                    extra.append(int(s["cg"][r]))
+            if extra:
+                starts = np.concatenate([np.array(extra, dtype=np.int64), starts])
+        parts: list[MatchSet] = []
+        if cp.sql and len(starts):
+            offset = 0
+            if cp.skip_kind in (nfa_sql.SKIP_TO_FIRST, nfa_sql.SKIP_TO_LAST):
+                occ = np.flatnonzero(pv == cp.skip_var)
+                offset = int(occ[0] if cp.skip_kind == nfa_sql.SKIP_TO_FIRST else occ[-1])
+            keep, na, bad = _sql_select(starts, s["next_allowed"], cp.skip_kind, offset, k)
+            if bad >= 0:
+                var = cp.var_names[cp.skip_var]
+                raise OperatorError(
+                    f"AFTER MATCH SKIP TO {var}: the match starting at input row "
+                    f"{int(starts[bad])} would restart at its own first row (SQL:2016 raises "
+                    "an exception here)")
+            starts = starts[keep]
+            s["next_allowed"] = int(na)
+        nm = len(starts)
+        if nm:
+            ev = (starts[:, None] + np.arange(k, dtype=np.int64)[None, :]).reshape(-1)
+            off = np.arange(0, nm * k + 1, k, dtype=np.int64)
+            ms = MatchSet(ev, np.tile(pv, nm), off, np.zeros(nm, dtype=np.int64))
+            if cp.sql:
+                ms.number = np.arange(s["matchno"] + 1, s["matchno"] + nm + 1, dtype=np.int64)
+                s["matchno"] += nm
+            parts.append(ms)
+        # carry the last k - 1 rows
+        keep_rows = min(k - 1, m + n)
+        if keep_rows:
+            from_batch = min(keep_rows, n)
+            from_carry = keep_rows - from_batch
+            rows = [s["cm"][m - from_carry:]] if from_carry else []
+            rows.append(np.stack([vm[n - from_batch:] for vm in vmask], axis=1)
+                        if vmask else np.zeros((from_batch, 0), dtype=np.bool_))
+            s["cm"] = np.concatenate(rows) if len(rows) > 1 else rows[0]
+            s["ct"] = np.concatenate([s["ct"][m - from_carry:], t[n - from_batch:]])
+            s["cg"] = np.arange(g0 + n - keep_rows, g0 + n, dtype=np.int64)
+        else:
+            s["cm"] = s["cm"][:0]
+            s["ct"] = s["ct"][:0]
+            s["cg"] = s["cg"][:0]
+        return parts
+
+    def finish(self) -> list[MatchSet]:
+        return []
+
+    def collect(self) -> None:
+        return None
+
+    def min_referenced(self) -> int | None:
+        cg = self.s["cg"]
+        return int(cg[0]) if len(cg) else None
+
+    def _check(self) -> None:
+        s = self.s
+        assert len(s["cg"]) == len(s["ct"]) == len(s["cm"]) < max(self.k, 1)
+        assert np.all(np.diff(s["cg"]) == 1)

@@ -1,0 +1,292 @@
+"""Lowering of variable conditions (DEFINE / SASE+ WHERE) into evaluable forms.
+
+A condition is written in the *running* dialect of SQL:2016 row pattern recognition. While the
+matcher decides whether the current event ``e`` may be bound to variable ``V`` of a partial match
+``m`` (the *running match* is ``m`` plus ``e`` bound to ``V``):
+
+* ``x`` or ``V.x`` - the current event's column ``x`` (``t`` and ``seq`` included);
+* ``A.x`` (another variable) - ``x`` of the last event bound to ``A`` so far; NULL if none;
+* ``PREV(expr, k)`` - ``expr`` evaluated on the row ``k`` (default 1) rows before the row its
+  columns refer to, *physically* in the (partition's) stream; NULL before the first row;
+* ``FIRST(V.x)`` - the first event bound to ``V`` (the current one if it is the first);
+  ``FIRST(A.x)`` for another variable, its first bound event; ``FIRST(x)`` - the match's first event;
+* ``LAST(V.x)`` = ``V.x``; ``LAST(V.x, 1)`` - the previous event bound to ``V``; ``LAST(x, 1)``
+  - the previous event of the match;
+* ``COUNT(*)``, ``COUNT(V.*)``, ``COUNT/SUM/AVG/MIN/MAX(V.x)`` - over the running match's events
+  bound to ``V`` (the current one included); over ``A``'s events for another variable; over all
+  events for an unqualified column. NULLs are skipped; SUM/AVG/MIN/MAX of no values are NULL;
+* an aggregate over a column marked ``all_prev`` (SASE+ ``avg(b[..i-1].x)``) excludes the current
+  event;
+* ``CLASSIFIER()`` - the variable's own name.
+
+Not supported inside conditions (QueryError naming the position): ``NEXT`` (an online matcher
+cannot look ahead), ``FIRST``/``LAST`` with other offsets than the ones above, ``MATCH_NUMBER()``,
+``FINAL``, aggregates over expressions instead of a column.
+
+The lowered tree replaces column references and navigation by :class:`Cur`, :class:`Bound`,
+:class:`Agg` and :class:`Rows` leaves; a conjunct made only of :class:`Cur` leaves is *local*
+(evaluated vectorized over a batch), any other is *cross-event* (run by the VM per partial match).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from replaydb.errors import QueryError
+from replaydb.operators.expr import (
+    Between,
+    Binary,
+    Call,
+    Column,
+    Expr,
+    InList,
+    IsNull,
+    Literal,
+    Star,
+    Unary,
+)
+
+AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+NAVIGATION = ("PREV", "NEXT", "FIRST", "LAST")
+
+
+# --------------------------------------------------------------------------- lowered leaves
+@dataclass(frozen=True)
+class Cur(Expr):
+    """The current event's column ``col``, ``nav`` rows back in the partition."""
+
+    col: str
+    nav: int = 0
+
+
+@dataclass(frozen=True)
+class Bound(Expr):
+    """Column ``col`` (``nav`` rows back) of a bound row: ``kind`` 'last' | 'first' | 'firstcur'.
+
+    ``var`` None means any variable (the match's first / previous row).
+    """
+
+    kind: str
+    var: str | None
+    col: str
+    nav: int = 0
+
+
+@dataclass(frozen=True)
+class Agg(Expr):
+    """Running aggregate ``fn`` over column ``col`` of rows bound to ``var`` (None: all rows)."""
+
+    fn: str
+    var: str | None
+    col: str
+    include_current: bool
+
+
+@dataclass(frozen=True)
+class Rows(Expr):
+    """Number of rows bound to ``var`` (None: all rows), plus one with the current row."""
+
+    var: str | None
+    include_current: bool
+
+
+@dataclass
+class LowerContext:
+    """What lowering needs to know: variables, the schema (for case-insensitive names)."""
+
+    variables: list[str]
+    schema: pa.Schema
+    case_insensitive_vars: bool = False
+    navs: set[tuple[str, int]] = field(default_factory=set)
+
+    def resolve_column(self, name: str, pos: int | None) -> str:
+        names = self.schema.names
+        if name in names:
+            return name
+        matches = [n for n in names if n.lower() == name.lower()]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise QueryError(_at(f"column name {name!r} is ambiguous ({', '.join(matches)})", pos))
+        raise QueryError(_at(f"unknown column {name!r}", pos),
+                         hint=f"columns are: {', '.join(names)}")
+
+    def resolve_var(self, q: str, pos: int | None) -> str:
+        if q in self.variables:
+            return q
+        if self.case_insensitive_vars:
+            for v in self.variables:
+                if v.upper() == q.upper():
+                    return v
+        raise QueryError(_at(f"unknown pattern variable {q!r}", pos),
+                         hint=f"variables are: {', '.join(self.variables)}")
+
+
+def _at(msg: str, pos: int | None) -> str:
+    return msg if pos is None else f"{msg} (at position {pos})"
+
+
+def _int_arg(e: Expr, what: str) -> int:
+    if isinstance(e, Literal) and isinstance(e.value, int) and not isinstance(e.value, bool) \
+            and e.value >= 0:
+        return int(e.value)
+    raise QueryError(_at(f"{what} must be a non-negative integer literal", getattr(e, "pos", None)))
+
+
+def column_var(e: Expr) -> Column | None:
+    """The single column of a plain column reference (through unary +/- none), else None."""
+    return e if isinstance(e, Column) else None
+
+
+def lower_condition(expr: Expr, var: str, ctx: LowerContext) -> Expr:
+    """Lower the condition of variable ``var`` (see module docstring)."""
+    return _Lowerer(var, ctx).lower(expr, nav=0, sel=None)
+
+
+class _Lowerer:
+    def __init__(self, var: str, ctx: LowerContext) -> None:
+        self.var = var
+        self.ctx = ctx
+
+    def lower(self, e: Expr, nav: int, sel: tuple[str, int] | None) -> Expr:  # noqa: C901
+        if isinstance(e, Literal):
+            return e
+        if isinstance(e, Column):
+            return self.column(e, nav, sel)
+        if isinstance(e, Star):
+            raise QueryError(_at("'*' is only allowed in COUNT(*)", e.pos))
+        if isinstance(e, Unary):
+            return Unary(e.op, self.lower(e.operand, nav, sel), pos=e.pos)
+        if isinstance(e, Binary):
+            return Binary(e.op, self.lower(e.left, nav, sel), self.lower(e.right, nav, sel),
+                          pos=e.pos)
+        if isinstance(e, Between):
+            return Between(self.lower(e.operand, nav, sel), self.lower(e.low, nav, sel),
+                           self.lower(e.high, nav, sel), e.negated, pos=e.pos)
+        if isinstance(e, InList):
+            return InList(self.lower(e.operand, nav, sel),
+                          tuple(self.lower(v, nav, sel) for v in e.values), e.negated, pos=e.pos)
+        if isinstance(e, IsNull):
+            return IsNull(self.lower(e.operand, nav, sel), e.negated, pos=e.pos)
+        if isinstance(e, Call):
+            return self.call(e, nav, sel)
+        raise QueryError(f"unsupported expression {e}")  # pragma: no cover
+
+    def call(self, e: Call, nav: int, sel: tuple[str, int] | None) -> Expr:
+        name = e.name
+        if e.qualifier == "FINAL":
+            raise QueryError(_at("FINAL is not allowed in a pattern variable's condition", e.pos))
+        if name in ("PREV", "NEXT"):
+            if name == "NEXT":
+                raise QueryError(
+                    _at("NEXT is not supported in conditions: the online matcher cannot look "
+                        "ahead", e.pos), hint="use NEXT in MEASURES, or PREV on a later variable")
+            if not 1 <= len(e.args) <= 2:
+                raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
+            k = _int_arg(e.args[1], f"the offset of {name}") if len(e.args) == 2 else 1
+            return self.lower(e.args[0], nav + k, sel)
+        if name in ("FIRST", "LAST"):
+            if not 1 <= len(e.args) <= 2:
+                raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
+            if sel is not None:
+                raise QueryError(_at(f"{name} cannot be nested in FIRST/LAST", e.pos))
+            k = _int_arg(e.args[1], f"the offset of {name}") if len(e.args) == 2 else 0
+            return self.lower(e.args[0], nav, (name.lower(), k))
+        if name in AGGREGATES:
+            if nav or sel:
+                raise QueryError(_at(f"{name} cannot be nested in navigation", e.pos))
+            return self.aggregate(e)
+        if name == "CLASSIFIER":
+            if e.args:
+                raise QueryError(_at("CLASSIFIER() takes no arguments", e.pos))
+            return Literal(self.var, pos=e.pos)
+        if name == "MATCH_NUMBER":
+            raise QueryError(_at("MATCH_NUMBER() is not allowed in a condition", e.pos))
+        return Call(name, tuple(self.lower(a, nav, sel) for a in e.args), None, pos=e.pos)
+
+    def aggregate(self, e: Call) -> Expr:
+        if len(e.args) != 1:
+            raise QueryError(_at(f"{e.name} takes one argument", e.pos))
+        a = e.args[0]
+        if isinstance(a, Star):
+            if e.name != "COUNT":
+                raise QueryError(_at(f"{e.name}(*) is not allowed", e.pos))
+            return Rows(None, True)
+        if not isinstance(a, Column):
+            raise QueryError(_at(f"{e.name} over an expression is not supported; "
+                                 "aggregate a column", e.pos))
+        var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
+        excl = a.index is not None and a.index[0] == "all_prev"
+        include = (var is None or var == self.var) and not excl
+        if a.name == "*":
+            if e.name != "COUNT":
+                raise QueryError(_at(f"{e.name}({a.qualifier}.*) is not allowed", e.pos))
+            return Rows(var, include)
+        col = self.ctx.resolve_column(a.name, a.pos)
+        return Agg(e.name, var, col, include)
+
+    def column(self, c: Column, nav: int, sel: tuple[str, int] | None) -> Expr:
+        if c.name == "*":
+            raise QueryError(_at(f"{c.qualifier}.* is only allowed in COUNT", c.pos))
+        if c.index is not None and c.index[0] == "all_prev":
+            raise QueryError(_at("x[..i-1] is only allowed inside an aggregate", c.pos))
+        var = self.ctx.resolve_var(c.qualifier, c.pos) if c.qualifier is not None else None
+        col = self.ctx.resolve_column(c.name, c.pos)
+        own = var is None or var == self.var
+        kind, k = sel if sel is not None else ("last", 0)
+        if kind == "last" and k == 0:
+            if own:
+                return self._cur(col, nav)
+            return self._bound("last", var, col, nav)
+        if kind == "last" and k == 1 and own:
+            return self._bound("last", var, col, nav)
+        if kind == "first" and k == 0:
+            if own:
+                return self._bound("firstcur", var, col, nav)
+            return self._bound("first", var, col, nav)
+        raise QueryError(_at(f"{kind.upper()}(..., {k}) is not supported in a condition", c.pos))
+
+    def _cur(self, col: str, nav: int) -> Expr:
+        if nav:
+            self.ctx.navs.add((col, nav))
+        return Cur(col, nav)
+
+    def _bound(self, kind: str, var: str | None, col: str, nav: int) -> Expr:
+        if nav:
+            self.ctx.navs.add((col, nav))
+        return Bound(kind, var, col, nav)
+
+
+def is_local(e: Expr) -> bool:
+    """True if a lowered expression refers only to the current event."""
+    return not any(isinstance(n, Bound | Agg | Rows) for n in e.walk())
+
+
+def nav_name(col: str, nav: int) -> str:
+    """Name of the derived column holding ``col`` ``nav`` rows back in the partition."""
+    return col if nav == 0 else f"{col}\x00prev{nav}"
+
+
+def to_batch_expr(e: Expr) -> Expr:
+    """Turn a local lowered expression into an ordinary expression over batch columns."""
+    if isinstance(e, Cur):
+        return Column(nav_name(e.col, e.nav))
+    if isinstance(e, Literal | Column):
+        return e
+    if isinstance(e, Unary):
+        return Unary(e.op, to_batch_expr(e.operand), pos=e.pos)
+    if isinstance(e, Binary):
+        return Binary(e.op, to_batch_expr(e.left), to_batch_expr(e.right), pos=e.pos)
+    if isinstance(e, Between):
+        return Between(to_batch_expr(e.operand), to_batch_expr(e.low), to_batch_expr(e.high),
+                       e.negated, pos=e.pos)
+    if isinstance(e, InList):
+        return InList(to_batch_expr(e.operand), tuple(to_batch_expr(v) for v in e.values),
+                      e.negated, pos=e.pos)
+    if isinstance(e, IsNull):
+        return IsNull(to_batch_expr(e.operand), e.negated, pos=e.pos)
+    if isinstance(e, Call):
+        return Call(e.name, tuple(to_batch_expr(a) for a in e.args), e.qualifier, pos=e.pos)
+    raise QueryError(f"cannot evaluate {type(e).__name__} over a batch")  # pragma: no cover

@@ -1,0 +1,420 @@
+"""MEASURES: values computed from each match, vectorized over all matches of a batch.
+
+Semantics (SQL:2016 row pattern MEASURES; SASE+ RETURN items are translated into this dialect):
+
+* ``A.x`` - ``x`` of the last row bound to ``A``; ``x`` unqualified - of the last row of the
+  match. NULL when ``A`` bound no row.
+* ``FIRST(A.x, k)`` / ``LAST(A.x, k)`` - the ``k``-th row (default 0) bound to ``A`` from the
+  start / from the end; unqualified: of the whole match.
+* ``PREV(e, k)`` / ``NEXT(e, k)`` - ``e`` evaluated ``k`` rows (default 1) before / after the row
+  it refers to, physically in the partition. ``NEXT`` past the last event seen when the match is
+  reported is NULL (the operator is online and reports a match as soon as it is final).
+* ``COUNT(*)``, ``COUNT(A.*)``, ``COUNT/SUM/AVG/MIN/MAX(A.x)`` (or of ``x``: all rows) -
+  aggregates skipping NULLs; SUM/AVG/MIN/MAX of no value is NULL.
+* ``CLASSIFIER()`` - the variable of the row; ``MATCH_NUMBER()`` - the match's number (1-based,
+  per partition).
+* ``RUNNING`` / ``FINAL``: with ONE ROW PER MATCH both mean the whole match. With ALL ROWS PER
+  MATCH a measure is evaluated for every row of the match, over the rows up to that row
+  (``RUNNING``, the default) or over the whole match (``FINAL`` before an aggregate or
+  FIRST/LAST).
+
+Everything is computed with NumPy/Arrow over flat arrays of all matches of a batch: O(total
+matched rows x measure size), plus an O(output) Numba loop for running MIN/MAX.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from replaydb.errors import QueryError
+from replaydb.operators.expr import (
+    Between,
+    Binary,
+    Call,
+    Column,
+    ColumnsEnv,
+    Expr,
+    InList,
+    IsNull,
+    Literal,
+    Star,
+    Unary,
+    compile_expr,
+)
+from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
+from replaydb.operators.pattern.lowering import AGGREGATES, LowerContext, nav_name
+
+
+@dataclass
+class MatchSet:
+    """Matches as flat arrays: match ``m`` is rows ``off[m]:off[m+1]`` of ``ev``/``var``."""
+
+    ev: np.ndarray
+    var: np.ndarray
+    off: np.ndarray
+    pid: np.ndarray
+    number: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    match_id: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def n(self) -> int:
+        return len(self.off) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.off)
+
+    def flat_match(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n, dtype=np.int64), self.lengths)
+
+    def take(self, order: np.ndarray) -> MatchSet:
+        """Reorder (or select) matches."""
+        lens = self.lengths[order]
+        starts = self.off[:-1][order]
+        idx = np.concatenate([np.arange(s, s + ln) for s, ln in zip(starts.tolist(),
+                                                                    lens.tolist())]) \
+            if len(order) else np.zeros(0, dtype=np.int64)
+        off = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        return MatchSet(self.ev[idx], self.var[idx], off, self.pid[order],
+                        self.number[order] if len(self.number) else self.number,
+                        self.match_id[order] if len(self.match_id) else self.match_id)
+
+    @staticmethod
+    def empty() -> MatchSet:
+        z = np.zeros(0, dtype=np.int64)
+        return MatchSet(z, z, np.zeros(1, dtype=np.int64), z, z, z)
+
+
+@dataclass
+class Frame:
+    """Output rows: each has a match and a *current* flat row (last row for ONE ROW)."""
+
+    ms: MatchSet
+    mid: np.ndarray
+    cur: np.ndarray
+
+    @staticmethod
+    def one_row(ms: MatchSet) -> Frame:
+        return Frame(ms, np.arange(ms.n, dtype=np.int64), ms.off[1:] - 1)
+
+    @staticmethod
+    def all_rows(ms: MatchSet) -> Frame:
+        return Frame(ms, ms.flat_match(), np.arange(len(ms.ev), dtype=np.int64))
+
+
+# --------------------------------------------------------------------------- leaves
+@dataclass(frozen=True)
+class _Sel(Expr):
+    """Column ``col`` of the row chosen by (var, from_end, k, final), navigated ``nav`` rows."""
+
+    var: int | None
+    from_end: bool
+    k: int
+    final: bool
+    col: str
+    nav: int = 0  # > 0: PREV, < 0: NEXT
+
+
+@dataclass(frozen=True)
+class _AggLeaf(Expr):
+    fn: str
+    var: int | None
+    col: str | None  # None: row count
+    final: bool
+
+
+@dataclass(frozen=True)
+class _Special(Expr):
+    what: str  # classifier | match_number
+    final: bool
+
+
+def _at(msg: str, pos: int | None) -> str:
+    return msg if pos is None else f"{msg} (at position {pos})"
+
+
+class MeasureLowerer:
+    """Turn a MEASURES expression into leaves (:class:`_Sel`, :class:`_AggLeaf`, ...)."""
+
+    def __init__(self, ctx: LowerContext, var_index: dict[str, int], all_rows: bool) -> None:
+        self.ctx = ctx
+        self.vidx = var_index
+        self.all_rows = all_rows
+
+    def lower(self, e: Expr, nav: int = 0, sel: tuple[str, int, bool] | None = None,
+              final: bool | None = None) -> Expr:
+        fin = (not self.all_rows) if final is None else final
+        if isinstance(e, Literal):
+            return e
+        if isinstance(e, Column):
+            if e.name == "*":
+                raise QueryError(_at(f"{e.qualifier}.* is only allowed in COUNT", e.pos))
+            if e.index is not None:
+                raise QueryError(_at("subscripted variables are not allowed here", e.pos))
+            var = self.ctx.resolve_var(e.qualifier, e.pos) if e.qualifier is not None else None
+            col = self.ctx.resolve_column(e.name, e.pos)
+            kind, k, f2 = sel if sel is not None else ("last", 0, fin)
+            if nav > 0:
+                self.ctx.navs.add((col, nav))
+            return _Sel(None if var is None else self.vidx[var], kind == "last", k, f2, col, nav)
+        if isinstance(e, Star):
+            raise QueryError(_at("'*' is only allowed in COUNT(*)", e.pos))
+        if isinstance(e, Unary):
+            return Unary(e.op, self.lower(e.operand, nav, sel, final), pos=e.pos)
+        if isinstance(e, Binary):
+            return Binary(e.op, self.lower(e.left, nav, sel, final),
+                          self.lower(e.right, nav, sel, final), pos=e.pos)
+        if isinstance(e, Between):
+            return Between(self.lower(e.operand, nav, sel, final), self.lower(e.low, nav, sel, final),
+                           self.lower(e.high, nav, sel, final), e.negated, pos=e.pos)
+        if isinstance(e, InList):
+            return InList(self.lower(e.operand, nav, sel, final),
+                          tuple(self.lower(v, nav, sel, final) for v in e.values), e.negated,
+                          pos=e.pos)
+        if isinstance(e, IsNull):
+            return IsNull(self.lower(e.operand, nav, sel, final), e.negated, pos=e.pos)
+        if isinstance(e, Call):
+            return self.call(e, nav, sel, final)
+        raise QueryError(f"unsupported measure expression {type(e).__name__}")  # pragma: no cover
+
+    def call(self, e: Call, nav: int, sel: tuple[str, int, bool] | None,
+             final: bool | None) -> Expr:
+        name = e.name
+        fin = (not self.all_rows) if final is None else final
+        if e.qualifier == "FINAL":
+            fin = True
+        elif e.qualifier == "RUNNING":
+            fin = not self.all_rows
+        if name in ("PREV", "NEXT"):
+            if not 1 <= len(e.args) <= 2:
+                raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
+            k = 1
+            if len(e.args) == 2:
+                a = e.args[1]
+                if not (isinstance(a, Literal) and isinstance(a.value, int) and a.value >= 0):
+                    raise QueryError(_at(f"the offset of {name} must be a non-negative integer",
+                                         e.pos))
+                k = int(a.value)
+            return self.lower(e.args[0], nav + (k if name == "PREV" else -k), sel, final)
+        if name in ("FIRST", "LAST"):
+            if not 1 <= len(e.args) <= 2:
+                raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
+            k = 0
+            if len(e.args) == 2:
+                a = e.args[1]
+                if not (isinstance(a, Literal) and isinstance(a.value, int) and a.value >= 0):
+                    raise QueryError(_at(f"the offset of {name} must be a non-negative integer",
+                                         e.pos))
+                k = int(a.value)
+            return self.lower(e.args[0], nav, (name.lower(), k, fin), final)
+        if name in AGGREGATES:
+            if len(e.args) != 1:
+                raise QueryError(_at(f"{name} takes one argument", e.pos))
+            a = e.args[0]
+            if isinstance(a, Star):
+                if name != "COUNT":
+                    raise QueryError(_at(f"{name}(*) is not allowed", e.pos))
+                return _AggLeaf("COUNT", None, None, fin)
+            if not isinstance(a, Column):
+                raise QueryError(_at(f"{name} over an expression is not supported; aggregate a "
+                                     "column", e.pos))
+            var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
+            vi = None if var is None else self.vidx[var]
+            if a.name == "*":
+                if name != "COUNT":
+                    raise QueryError(_at(f"{name}({a.qualifier}.*) is not allowed", e.pos))
+                return _AggLeaf("COUNT", vi, None, fin)
+            if a.index is not None and a.index[0] not in ("all",):
+                raise QueryError(_at("subscripted variables are not allowed here", a.pos))
+            col = self.ctx.resolve_column(a.name, a.pos)
+            return _AggLeaf(name, vi, col, fin)
+        if name == "CLASSIFIER":
+            return _Special("classifier", fin)
+        if name == "MATCH_NUMBER":
+            return _Special("match_number", fin)
+        return Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
+
+
+# --------------------------------------------------------------------------- evaluation
+@njit(cache=True)
+def _running_minmax(vals, mask, off, is_min):
+    out = np.empty(vals.shape[0], dtype=np.float64)
+    for m in range(off.shape[0] - 1):
+        cur = np.nan
+        for j in range(off[m], off[m + 1]):
+            x = vals[j]
+            if mask[j] and x == x:
+                if cur != cur or (is_min and x < cur) or (not is_min and x > cur):
+                    cur = x
+            out[j] = cur
+    return out
+
+
+class Evaluator:
+    """Evaluate lowered measures over a :class:`Frame` (one instance per batch of matches)."""
+
+    def __init__(self, frame: Frame, buffer: EventBuffer, var_names: list[str],
+                 schema: pa.Schema) -> None:
+        self.f = frame
+        self.buf = buffer
+        self.var_names = var_names
+        self.schema = schema
+        self._cache: dict[Any, Any] = {}
+
+    def _ends(self, final: bool) -> tuple[np.ndarray, np.ndarray]:
+        ms = self.f.ms
+        start = ms.off[self.f.mid]
+        end = ms.off[self.f.mid + 1] - 1 if final else self.f.cur
+        return start, end
+
+    def select(self, var: int | None, from_end: bool, k: int, final: bool) -> np.ndarray:
+        """Flat row index per output row (-1: none)."""
+        key = ("sel", var, from_end, k, final)
+        if key in self._cache:
+            return self._cache[key]
+        start, end = self._ends(final)
+        if var is None:
+            idx = end - k if from_end else start + k
+            ok = (idx >= start) & (idx <= end)
+        else:
+            occ = np.flatnonzero(self.f.ms.var == var)
+            lo = np.searchsorted(occ, start, "left")
+            hi = np.searchsorted(occ, end, "right")
+            cnt = hi - lo
+            c = cnt - 1 - k if from_end else np.full(len(start), k)
+            ok = (c >= 0) & (c < cnt)
+            pos = np.where(ok, lo + c, 0)
+            idx = occ[pos] if len(occ) else np.zeros(len(start), dtype=np.int64)
+        out = np.where(ok, idx, -1).astype(np.int64)
+        self._cache[key] = out
+        return out
+
+    def leaf_arrow(self, leaf: _Sel) -> pa.Array:
+        flat = self.select(leaf.var, leaf.from_end, leaf.k, leaf.final)
+        ev = np.where(flat >= 0, self.f.ms.ev[np.maximum(flat, 0)], -1)
+        col = leaf.col
+        if leaf.nav > 0:
+            col = nav_name(leaf.col, leaf.nav)
+        elif leaf.nav < 0:
+            ev = np.where(ev >= 0, self.buf.follow_next(ev, -leaf.nav), -1)
+        return self.buf.gather(ev, [col], self.schema)[col]
+
+    def agg(self, leaf: _AggLeaf) -> np.ndarray:
+        ms = self.f.ms
+        mask = np.ones(len(ms.ev), dtype=bool) if leaf.var is None else ms.var == leaf.var
+        if leaf.col is None:
+            vals = np.ones(len(ms.ev), dtype=np.float64)
+        else:
+            key = ("vals", leaf.col)
+            if key not in self._cache:
+                arr = self.buf.gather(ms.ev, [leaf.col], self.schema)[leaf.col]
+                v = arrow_to_numpy(arr)
+                if v.dtype == object:
+                    raise QueryError(f"{leaf.fn} over the non-numeric column {leaf.col!r}")
+                self._cache[key] = v.astype(np.float64)
+            vals = self._cache[key]
+        good = mask & ~np.isnan(vals)
+        start, end = self._ends(leaf.final)
+        cn = np.concatenate(([0], np.cumsum(good)))
+        cnt = cn[end + 1] - cn[start]
+        if leaf.fn == "COUNT":
+            return cnt.astype(np.int64)
+        if leaf.fn in ("SUM", "AVG"):
+            cs = np.concatenate(([0.0], np.cumsum(np.where(good, vals, 0.0))))
+            s = cs[end + 1] - cs[start]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                r = s if leaf.fn == "SUM" else s / cnt
+            return np.where(cnt > 0, r, np.nan)
+        run = _running_minmax(vals, good, ms.off, leaf.fn == "MIN")
+        return np.where(cnt > 0, run[end], np.nan)
+
+    def special(self, leaf: _Special) -> pa.Array:
+        if leaf.what == "match_number":
+            return pa.array(self.f.ms.number[self.f.mid], type=pa.int64())
+        start, end = self._ends(leaf.final)
+        names = np.array(self.var_names, dtype=object)
+        return pa.array(names[self.f.ms.var[end]], type=pa.string())
+
+    def evaluate(self, e: Expr) -> pa.Array:
+        if isinstance(e, _Sel):
+            return self.leaf_arrow(e)
+        if isinstance(e, _AggLeaf):
+            r = self.agg(e)
+            return pa.array(r, type=pa.int64()) if e.fn == "COUNT" else \
+                pa.array(r, type=pa.float64(), from_pandas=True)
+        if isinstance(e, _Special):
+            return self.special(e)
+        leaves: dict[str, np.ndarray] = {}
+        expr = self._replace(e, leaves)
+        n = len(self.f.mid)
+        r = compile_expr(expr)(ColumnsEnv(leaves))
+        arr = np.asarray(r)
+        if arr.ndim == 0:
+            arr = np.full(n, arr.item() if arr.dtype != object else r, dtype=arr.dtype)
+        if arr.dtype == object:
+            return pa.array(arr.tolist())
+        return pa.array(arr, from_pandas=True)
+
+    def _replace(self, e: Expr, leaves: dict[str, np.ndarray]) -> Expr:
+        if isinstance(e, _Sel | _AggLeaf | _Special):
+            name = f"\x00leaf{len(leaves)}"
+            if isinstance(e, _AggLeaf):
+                leaves[name] = self.agg(e)
+            else:
+                arr = self.leaf_arrow(e) if isinstance(e, _Sel) else self.special(e)
+                leaves[name] = arrow_to_numpy(arr)
+            return Column(name)
+        if isinstance(e, Literal):
+            return e
+        if isinstance(e, Unary):
+            return Unary(e.op, self._replace(e.operand, leaves))
+        if isinstance(e, Binary):
+            return Binary(e.op, self._replace(e.left, leaves), self._replace(e.right, leaves))
+        if isinstance(e, Between):
+            return Between(self._replace(e.operand, leaves), self._replace(e.low, leaves),
+                           self._replace(e.high, leaves), e.negated)
+        if isinstance(e, InList):
+            return InList(self._replace(e.operand, leaves),
+                          tuple(self._replace(v, leaves) for v in e.values), e.negated)
+        if isinstance(e, IsNull):
+            return IsNull(self._replace(e.operand, leaves), e.negated)
+        if isinstance(e, Call):
+            return Call(e.name, tuple(self._replace(a, leaves) for a in e.args))
+        raise QueryError(f"cannot evaluate {type(e).__name__}")  # pragma: no cover
+
+
+def infer_type(e: Expr, schema: pa.Schema) -> pa.DataType:
+    """The Arrow type a lowered measure produces (results are cast to it)."""
+    if isinstance(e, _Sel):
+        return schema.field(e.col).type
+    if isinstance(e, _AggLeaf):
+        return pa.int64() if e.fn == "COUNT" else pa.float64()
+    if isinstance(e, _Special):
+        return pa.string() if e.what == "classifier" else pa.int64()
+    if isinstance(e, Literal):
+        v = e.value
+        if isinstance(v, bool):
+            return pa.bool_()
+        if isinstance(v, int):
+            return pa.int64()
+        if isinstance(v, str):
+            return pa.string()
+        return pa.float64()
+    if isinstance(e, Unary):
+        return pa.bool_() if e.op == "not" else pa.float64()
+    if isinstance(e, Binary):
+        if e.op in ("and", "or", "=", "!=", "<", "<=", ">", ">="):
+            return pa.bool_()
+        return pa.float64()
+    if isinstance(e, Between | InList | IsNull):
+        return pa.bool_()
+    if isinstance(e, Call):
+        if e.name in ("LOWER", "UPPER"):
+            return pa.string()
+        return pa.float64()
+    return pa.float64()  # pragma: no cover

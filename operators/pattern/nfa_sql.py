@@ -1,0 +1,374 @@
+"""SQL:2016 MATCH_RECOGNIZE matcher: preference-ordered threads per match attempt (a Pike VM).
+
+Semantics implemented (the documented subset, see also
+:mod:`replaydb.planner.lang.match_recognize`): within each partition rows are matched
+contiguously. A *match attempt* starts at every row; the attempt's result is its most preferred
+match (SQL:2016 preferment: alternation left to right, greedy quantifiers prefer more
+iterations, reluctant ones fewer - the order of the automaton's option lists). Attempts are
+resolved in row order; after a match, AFTER MATCH SKIP decides where the next attempt may start
+(PAST LAST ROW: after the match; TO NEXT ROW: the row after the match's first row; TO FIRST/LAST
+v: the first/last row bound to ``v``, an error if ``v`` bound no row or that row is the match's
+first row - the standard's exceptions). Attempts starting at skipped rows are discarded. Empty
+matches cannot occur: patterns that can match zero rows are rejected when compiling.
+
+Running all attempts of a partition side by side (instead of one after another) keeps the
+operator online: each event is read once. An attempt is a list of threads (partial matches, most
+preferred first); on each row every thread tries its options in order; reaching ACCEPT records
+the thread's match and cuts every less preferred thread; a thread equal to a more preferred one
+(same position and computation state) is dropped because it can only produce less preferred
+matches. An attempt ends when it has no threads (or at end of input, where the first thread that
+may accept wins) and WITHIN (``last.t - first.t <= window``) bounds it.
+
+Output order: matches are reported when resolved, i.e. in the order of the event whose arrival
+resolved them (ties: row order of their partition); at end of input the remaining ones come out
+partition by partition in order of each partition's first event.
+
+Complexity per row: O(live threads of the row's partition x out-degree x condition cost).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from replaydb.operators.pattern.ctxops import bind_update, copy_row, init_row, row_hash, rows_equal
+from replaydb.operators.pattern.vm import vm_eval
+
+SKIP_PAST_LAST = 0
+SKIP_NEXT_ROW = 1
+SKIP_TO_FIRST = 2
+SKIP_TO_LAST = 3
+
+ST_OK = 0
+ST_SPACE = 1
+ST_SKIP_NONE = 2    # AFTER MATCH SKIP TO v: v bound no row
+ST_SKIP_FIRST = 3   # AFTER MATCH SKIP TO v: that row is the match's first row
+
+
+@njit(cache=True, inline="always")
+def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, ctx_f, init_f,
+                 ci_kind, ci_var, cf_kind, cf_var, cf_col, buf, base, ht, ht_gen):
+    """Create a thread node for ``q`` from ``src``; -1 if an equal thread already exists."""
+    nid = cnt[0]
+    if src >= 0:
+        copy_row(nid, src, ctx_i, ctx_f)
+    else:
+        init_row(nid, ctx_i, ctx_f, init_f)
+    bind_update(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, buf, base)
+    mask = ht.shape[0] - 1
+    h = row_hash(q, nid, ctx_i) & mask
+    while ht_gen[h] == stamp:
+        m = ht[h]
+        if n_pos[m] == q and rows_equal(m, nid, ctx_i, ctx_f):
+            return -1
+        h = (h + 1) & mask
+    ht_gen[h] = stamp
+    ht[h] = nid
+    n_ev[nid] = g
+    n_pos[nid] = q
+    n_pred[nid] = src
+    n_t[nid] = te
+    cnt[0] = nid + 1
+    return nid
+
+
+@njit(cache=True, inline="always")
+def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
+             a_done, a_next, p_head, p_tail, p_next_allowed, p_matchno, p_natt, o_node, o_start,
+             o_pid, o_number, o_confirm, cnt):
+    while p_head[p] != -1:
+        a = p_head[p]
+        if a_done[a] == 0:
+            break
+        p_head[p] = a_next[a]
+        if p_head[p] == -1:
+            p_tail[p] = -1
+        p_natt[p] -= 1
+        if a_start_g[a] < p_next_allowed[p]:
+            continue
+        b = a_best[a]
+        if b < 0:
+            continue
+        p_matchno[p] += 1
+        k = cnt[3]
+        o_node[k] = b
+        o_start[k] = a_start_g[a]
+        o_pid[k] = p
+        o_number[k] = p_matchno[p]
+        o_confirm[k] = confirm
+        cnt[3] = k + 1
+        if skip_kind == SKIP_PAST_LAST:
+            na = n_ev[b] + 1
+        elif skip_kind == SKIP_NEXT_ROW:
+            na = a_start_g[a] + 1
+        else:
+            na = -1
+            nd = b
+            while nd >= 0:
+                if pos_var[n_pos[nd]] == skip_var:
+                    na = n_ev[nd]
+                    if skip_kind == SKIP_TO_LAST:
+                        break
+                nd = n_pred[nd]
+            if na < 0:
+                cnt[5] = b
+                return ST_SKIP_NONE
+            if na == a_start_g[a]:
+                cnt[5] = b
+                return ST_SKIP_FIRST
+        p_next_allowed[p] = na
+    return ST_OK
+
+
+@njit(cache=True, error_model="numpy")
+def sql_run(i0, n, g0, pid, t, vmask, startable, window, skip_kind, skip_var,  # noqa: C901
+            pos_var, start, fol_ptr, fol_to, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind,
+            ci_var, cf_kind, cf_var, cf_col, init_f, buf, base, n_ev, n_pos, n_pred, n_t, ctx_i,
+            ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap, a_next, tp,
+            p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid,
+            o_number, o_confirm, cnt, maxdeg, ht, ht_gen, stack):
+    """Process events ``[i0, n)``; returns (index where it stopped, status).
+
+    ``cnt`` = [nodes, attempts, thread pool end, outputs, hash stamp, error node]. Status
+    ``ST_SPACE`` asks the caller to grow arrays and call again from the returned index.
+    """
+    nstart = start.shape[0]
+    for i in range(i0, n):
+        p = pid[i]
+        g = g0 + i
+        can_start = startable[i] and g >= p_next_allowed[p]
+        if p_head[p] == -1 and not can_start:
+            continue
+        need = p_nthr[p] * maxdeg + nstart
+        if (cnt[0] + need > n_ev.shape[0] or cnt[1] + 1 > a_start_g.shape[0]
+                or cnt[2] + 2 * (need + p_nthr[p]) + 8 > tp.shape[0]
+                or cnt[3] + p_natt[p] + 1 > o_node.shape[0] or 2 * need + 2 > ht.shape[0]):
+            return i, ST_SPACE
+        te = t[i]
+        # step running attempts, most senior first
+        a = p_head[p]
+        while a != -1:
+            if a_done[a] == 0:
+                cnt[4] += 1
+                stamp = cnt[4]
+                w = cnt[2]
+                nw = 0
+                exceeded = window >= 0 and te - a_start_t[a] > window
+                off = a_toff[a]
+                for j in range(a_tlen[a]):
+                    nd = tp[off + j]
+                    ps = n_pos[nd]
+                    cut = False
+                    for k in range(fol_ptr[ps], fol_ptr[ps + 1]):
+                        q = fol_to[k]
+                        if q < 0:
+                            a_best[a] = nd
+                            cut = True
+                            break
+                        if exceeded:
+                            continue
+                        v = pos_var[q]
+                        if not vmask[i, v]:
+                            continue
+                        if prog_lo[v] < prog_hi[v] and not vm_eval(
+                                p_op, p_ia, p_ib, p_fc, prog_lo[v], prog_hi[v], buf, base, g,
+                                ctx_i, ctx_f, init_f, nd, stack):
+                            continue
+                        nid = _thread_node(q, nd, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t,
+                                           ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind,
+                                           cf_var, cf_col, buf, base, ht, ht_gen)
+                        if nid >= 0:
+                            tp[w + nw] = nid
+                            nw += 1
+                    if cut:
+                        break
+                if nw <= a_tcap[a]:
+                    for j in range(nw):
+                        tp[off + j] = tp[w + j]
+                else:
+                    a_toff[a] = w
+                    a_tcap[a] = 2 * nw
+                    cnt[2] = w + 2 * nw
+                p_nthr[p] += nw - a_tlen[a]
+                a_tlen[a] = nw
+                if nw == 0:
+                    a_done[a] = 1
+            a = a_next[a]
+        # a new attempt starting at this row
+        if can_start:
+            cnt[4] += 1
+            stamp = cnt[4]
+            w = cnt[2]
+            nw = 0
+            for k in range(nstart):
+                q = start[k]
+                v = pos_var[q]
+                if not vmask[i, v]:
+                    continue
+                if prog_lo[v] < prog_hi[v] and not vm_eval(p_op, p_ia, p_ib, p_fc, prog_lo[v],
+                                                           prog_hi[v], buf, base, g, ctx_i,
+                                                           ctx_f, init_f, -1, stack):
+                    continue
+                nid = _thread_node(q, -1, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i,
+                                   ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, buf,
+                                   base, ht, ht_gen)
+                if nid >= 0:
+                    tp[w + nw] = nid
+                    nw += 1
+            if nw > 0:
+                a = cnt[1]
+                cnt[1] = a + 1
+                a_start_g[a] = g
+                a_start_t[a] = te
+                a_best[a] = -1
+                a_done[a] = 0
+                a_toff[a] = w
+                a_tlen[a] = nw
+                a_tcap[a] = 2 * nw
+                cnt[2] = w + 2 * nw
+                a_next[a] = -1
+                if p_tail[p] == -1:
+                    p_head[p] = a
+                else:
+                    a_next[p_tail[p]] = a
+                p_tail[p] = a
+                p_natt[p] += 1
+                p_nthr[p] += nw
+        st = _resolve(p, g, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
+                      a_done, a_next, p_head, p_tail, p_next_allowed, p_matchno, p_natt, o_node,
+                      o_start, o_pid, o_number, o_confirm, cnt)
+        if st != ST_OK:
+            return i, st
+    return n, ST_OK
+
+
+@njit(cache=True)
+def sql_finish(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
+               a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head, p_tail,
+               p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
+               o_confirm, cnt):
+    """End of input: every running attempt ends; the first thread that may accept wins."""
+    for p in range(n_parts):
+        a = p_head[p]
+        while a != -1:
+            if a_done[a] == 0:
+                off = a_toff[a]
+                found = False
+                for j in range(a_tlen[a]):
+                    nd = tp[off + j]
+                    ps = n_pos[nd]
+                    for k in range(fol_ptr[ps], fol_ptr[ps + 1]):
+                        if fol_to[k] < 0:
+                            a_best[a] = nd
+                            found = True
+                            break
+                    if found:
+                        break
+                a_done[a] = 1
+                a_tlen[a] = 0
+            a = a_next[a]
+        p_nthr[p] = 0
+        st = _resolve(p, -1, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
+                      a_done, a_next, p_head, p_tail, p_next_allowed, p_matchno, p_natt, o_node,
+                      o_start, o_pid, o_number, o_confirm, cnt)
+        if st != ST_OK:
+            return st
+    return ST_OK
+
+
+@njit(cache=True)
+def sql_paths(o_node, n_out, n_pred, n_ev, n_pos, out_ev, out_pos, out_off):
+    """Rows of each reported match (first to last) from its final thread's predecessor chain."""
+    total = 0
+    out_off[0] = 0
+    for m in range(n_out):
+        L = 0
+        nd = o_node[m]
+        while nd >= 0:
+            L += 1
+            nd = n_pred[nd]
+        nd = o_node[m]
+        j = total + L - 1
+        while nd >= 0:
+            out_ev[j] = n_ev[nd]
+            out_pos[j] = n_pos[nd]
+            j -= 1
+            nd = n_pred[nd]
+        total += L
+        out_off[m + 1] = total
+    return total
+
+
+@njit(cache=True)
+def sql_collect(n_nodes, n_att, n_parts, n_ev, n_pos, n_pred, n_t, ctx_i, ctx_f, a_start_g,  # noqa: C901
+                a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap, a_next, tp, p_head, p_tail,
+                new_tp, node_map, att_map):
+    """Garbage-collect nodes, attempts and the thread pool; returns (nodes, attempts, pool end,
+    min referenced event index or -1). Live: attempts still in a partition list, their threads
+    and best threads, and predecessor chains. Order is preserved."""
+    for x in range(n_nodes):
+        node_map[x] = -1
+    for x in range(n_att):
+        att_map[x] = -1
+    for p in range(n_parts):
+        a = p_head[p]
+        while a != -1:
+            att_map[a] = 0
+            for j in range(a_tlen[a]):
+                nd = tp[a_toff[a] + j]
+                while nd >= 0 and node_map[nd] == -1:
+                    node_map[nd] = 0
+                    nd = n_pred[nd]
+            nd = a_best[a]
+            while nd >= 0 and node_map[nd] == -1:
+                node_map[nd] = 0
+                nd = n_pred[nd]
+            a = a_next[a]
+    k = 0
+    for x in range(n_nodes):
+        if node_map[x] == 0:
+            node_map[x] = k
+            k += 1
+    min_ev = -1
+    for x in range(n_nodes):
+        y = node_map[x]
+        if y < 0:
+            continue
+        n_ev[y] = n_ev[x]
+        n_pos[y] = n_pos[x]
+        n_pred[y] = node_map[n_pred[x]] if n_pred[x] >= 0 else -1
+        n_t[y] = n_t[x]
+        for s in range(ctx_i.shape[1]):
+            ctx_i[y, s] = ctx_i[x, s]
+            if ctx_i[y, s] >= 0 and (min_ev < 0 or ctx_i[y, s] < min_ev):
+                min_ev = ctx_i[y, s]
+        for s in range(ctx_f.shape[1]):
+            ctx_f[y, s] = ctx_f[x, s]
+        if min_ev < 0 or n_ev[y] < min_ev:
+            min_ev = n_ev[y]
+    ka = 0
+    for x in range(n_att):
+        if att_map[x] == 0:
+            att_map[x] = ka
+            ka += 1
+    pe = 0
+    for x in range(n_att):
+        y = att_map[x]
+        if y < 0:
+            continue
+        cnt_t = a_tlen[x]
+        for j in range(cnt_t):
+            new_tp[pe + j] = node_map[tp[a_toff[x] + j]]
+        a_start_g[y] = a_start_g[x]
+        a_start_t[y] = a_start_t[x]
+        a_best[y] = node_map[a_best[x]] if a_best[x] >= 0 else -1
+        a_done[y] = a_done[x]
+        a_toff[y] = pe
+        a_tlen[y] = cnt_t
+        a_tcap[y] = cnt_t + 1
+        a_next[y] = att_map[a_next[x]] if a_next[x] >= 0 else -1
+        pe += cnt_t + 1
+    for p in range(n_parts):
+        if p_head[p] >= 0:
+            p_head[p] = att_map[p_head[p]]
+            p_tail[p] = att_map[p_tail[p]]
+    return k, ka, pe, min_ev

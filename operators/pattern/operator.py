@@ -1,0 +1,522 @@
+"""The sequential pattern operator: one :class:`~replaydb.operators.base.Operator` for both
+front ends (SQL MATCH_RECOGNIZE and SASE+) and all matching strategies.
+
+Live use without a store::
+
+    import pyarrow as pa
+    from replaydb.planner.lang.sase import parse, bind
+
+    schema = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                        ("temp", pa.float64())])
+    op = bind(parse("PATTERN SEQ(A a, B+ b[], C c) WHERE skip_till_next_match(a, b, c) "
+                    "{ c.temp >= a.temp + 5 } WITHIN 100"), schema, None)
+    op.push(batch)          # Arrow batches in (t, seq) order
+    op.results()            # an Arrow table, one row per match
+
+or directly: ``PatternOperator(PatternConfig(spec, schema, time_unit))``.
+
+Input: Arrow batches with ``t`` (int64), ``seq`` (int64) and the attributes of ``schema``, in
+``(t, seq)`` order. The operator relies only on ``t`` never decreasing (a
+:class:`~replaydb.errors.DataError` names the row that breaks it); events with equal ``t`` are
+taken in arrival order, which is how the replay layer orders ties when it merges several streams
+(by stream, then ``seq``; ``seq`` values of different streams may then repeat or decrease).
+
+Output schema, ONE ROW PER MATCH (the default):
+``t`` (output time = the match's largest timestamp = ``last_t``), ``match_id`` (1-based, in
+output order, over the operator's lifetime), ``match_number`` (MATCH_NUMBER(): 1-based per
+partition), ``first_t``, ``first_seq``, ``last_t``, ``last_seq`` (the first and last matched
+event), the partition key columns, then the measures. A measure named like one of these
+metadata columns replaces it (``MEASURES A.t AS first_t``).
+
+ALL ROWS PER MATCH: ``match_id``, ``match_number``, every input column of the matched row
+(``t``, ``seq``, ...), then the measures (RUNNING unless FINAL).
+
+A SQL select list, when given, is applied last (``*`` keeps every column above).
+
+Order of results (deterministic, independent of how the input is cut into batches):
+
+* all-runs semantics (strategies of the dissertation / SASE+): by the event that completes the
+  match; matches completed by the same event in lexicographic order of their events' positions
+  (first event first, a proper prefix before its extensions), then of their variables' order of
+  first appearance in the pattern;
+* SQL semantics: in the order matches are resolved (see
+  :mod:`~replaydb.operators.pattern.nfa_sql`).
+
+State cap: ``counters.state_size`` = run-graph nodes and edges (all-runs) or thread nodes and
+match attempts (SQL) plus buffered events, counted until garbage collection reclaims them
+(``counters.extra["live_runs"]`` / ``["peak_live_runs"]`` count live partial matches only); :class:`~replaydb.errors.StateCapExceeded` names
+``state_cap`` when a growth would pass it, or when one batch completes more matches than it.
+
+``end_interval()`` reports what end of input allows (SQL attempts still running end), then drops
+every run, buffered event and PREV history: no match can span the gap. Match numbering goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from replaydb.errors import DataError, QueryError, StateCapExceeded
+from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
+from replaydb.operators.expr import (
+    Binary,
+    Call,
+    Column,
+    ColumnsEnv,
+    Expr,
+    Literal,
+    Unary,
+    compile_expr,
+    compile_predicate,
+    to_text,
+)
+from replaydb.operators.pattern.buffer import (
+    EventBuffer,
+    NavCarry,
+    PartitionMap,
+    arrow_to_numpy,
+    first_disorder,
+    object_to_float,
+    to_float_column,
+)
+from replaydb.operators.pattern.compile import CompiledPattern, compile_pattern
+from replaydb.operators.pattern.engine import AllRunsEngine, FixedSeqEngine, SqlEngine
+from replaydb.operators.pattern.lowering import LowerContext, nav_name
+from replaydb.operators.pattern.measures import (
+    Evaluator,
+    Frame,
+    MatchSet,
+    MeasureLowerer,
+    infer_type,
+)
+from replaydb.operators.pattern.model import PatternSpec, RowsPerMatch, Semantics
+
+META_ONE = ("t", "match_id", "match_number", "first_t", "first_seq", "last_t", "last_seq")
+META_ALL = ("match_id", "match_number")
+
+
+@dataclass(frozen=True)
+class PatternConfig:
+    """Frozen configuration: the logical query, the input schema, the stream's time unit."""
+
+    spec: PatternSpec
+    schema: pa.Schema
+    time_unit: str | None = None
+
+    def __post_init__(self) -> None:
+        for c in ("t", "seq"):
+            if c not in self.schema.names:
+                raise QueryError(f"the input schema has no {c!r} column",
+                                 hint="pattern operators read streams with t and seq columns")
+
+
+class PatternOperator(Operator):
+    """Sequential pattern matching (see the module docstring)."""
+
+    name = "pattern"
+
+    def __init__(self, config: PatternConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
+                 vectorized: bool = True) -> None:
+        super().__init__(config, state_cap=state_cap)
+        self._fast = vectorized
+        spec = config.spec
+        self.cp: CompiledPattern = compile_pattern(spec, config.schema)
+        self.all_rows = spec.rows_per_match == RowsPerMatch.ALL
+        lctx = LowerContext(self.cp.var_names, config.schema,
+                            case_insensitive_vars=self.cp.sql, navs=self.cp.navs)
+        vidx = {v: i for i, v in enumerate(self.cp.var_names)}
+        lowerer = MeasureLowerer(lctx, vidx, self.all_rows)
+        self._measures = [(m.name, lowerer.lower(m.expr)) for m in spec.measures]
+        self._uses_next = any(getattr(n, "nav", 0) < 0 for _, low in self._measures
+                              for n in low.walk())
+        self._locals = [None if e is None else compile_predicate(e) for e in self.cp.local_exprs]
+        self._local_cols = sorted({c.name for e in self.cp.local_exprs if e is not None
+                                   for c in e.walk() if isinstance(c, Column)})
+        self._nav_cols = sorted({c for c, _ in self.cp.navs})
+        aug = list(config.schema)
+        for col, k in sorted(self.cp.navs):
+            aug.append(pa.field(nav_name(col, k), config.schema.field(col).type))
+        self._aug_schema = pa.schema(aug)
+        self._start_vars = np.unique(self.cp.pos_var[self.cp.start])
+        self._base_schema = self._make_schema()
+        self._select = self._compile_select(spec.select)
+        self._schema = self._select[0] if self._select else self._base_schema
+        self._reset_state()
+
+    # ------------------------------------------------------------------ schema
+    def _make_schema(self) -> pa.Schema:
+        sch = self.config.schema
+        fields: list[pa.Field] = []
+        measure_names = {name for name, _ in self._measures}
+        meta = META_ALL if self.all_rows else META_ONE
+        self._shadowed = {n for n in meta if n in measure_names}
+        fields += [pa.field(n, pa.int64()) for n in meta if n not in self._shadowed]
+        if self.all_rows:
+            fields += list(sch)
+        else:
+            fields += [pa.field(k, sch.field(k).type) for k in self.cp.partition_by]
+        for name, low in self._measures:
+            fields.append(pa.field(name, infer_type(low, self._aug_schema)))
+        names = [f.name for f in fields]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise QueryError(f"output column name(s) {', '.join(dup)} appear twice",
+                             hint="give measures distinct names with AS")
+        return pa.schema(fields)
+
+    def _compile_select(self, items: Any) -> tuple[pa.Schema, list[Any]] | None:
+        if items is None or (len(items) == 1 and items[0].star):
+            return None
+        base = self._base_schema
+        lookup = {n.lower(): n for n in base.names}
+        fields: list[pa.Field] = []
+        plan: list[Any] = []
+        for it in items:
+            if it.star:
+                for f in base:
+                    fields.append(f)
+                    plan.append(("col", f.name))
+                continue
+            e = _resolve_select(it.expr, lookup)
+            if isinstance(e, Column):
+                name = it.alias or e.name
+                fields.append(pa.field(name, base.field(e.name).type))
+                plan.append(("col", e.name))
+            else:
+                name = it.alias or to_text(it.expr)
+                fields.append(pa.field(name, _select_type(e, base)))
+                plan.append(("expr", compile_expr(e)))
+        return pa.schema(fields), plan
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return self._schema
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        cp = self.cp
+        self._pmap = PartitionMap(cp.partition_by)
+        self._nav = NavCarry(cp.navs)
+        self._buffer = EventBuffer(len(cp.buf_cols), track_next=self._uses_next)
+        if FixedSeqEngine.eligible(cp) and self._fast:
+            self._engine = FixedSeqEngine(cp, self._grow_check)
+        elif cp.sql:
+            self._engine = SqlEngine(cp, self._grow_check)
+        else:
+            self._engine = AllRunsEngine(cp, self._grow_check)
+        self._last: tuple[int, int] | None = None
+        self._span_after_gc = 0
+        self._next_match_id = 1
+        self._numbers: dict[int, int] = {}
+
+    def _get_state(self) -> Any:
+        return {"pmap": self._pmap, "nav": self._nav, "buffer": self._buffer,
+                "engine": self._engine.s, "last": self._last, "next_id": self._next_match_id,
+                "numbers": self._numbers, "strings": self.cp.strings.codes}
+
+    def _set_state(self, state: Any) -> None:
+        self._pmap = state["pmap"]
+        self._nav = state["nav"]
+        self._buffer = state["buffer"]
+        self._engine.s = state["engine"]
+        self._last = state["last"]
+        self._next_match_id = state["next_id"]
+        self._numbers = state["numbers"]
+        self.cp.strings.codes = state["strings"]
+
+    def end_interval(self) -> None:
+        """Report what end of input allows, then forget every run (see module docstring)."""
+        self._flush()
+        next_id, numbers, strings = self._next_match_id, self._numbers, self.cp.strings.codes
+        pmap = self._pmap
+        eng_numbers = {k: self._engine.s[k] for k in ("p_matchno", "matchno")
+                       if k in self._engine.s}
+        self._reset_state()
+        self._pmap = pmap
+        self._next_match_id, self._numbers = next_id, numbers
+        self.cp.strings.codes = strings
+        self._engine.ensure_parts(pmap.count)
+        for k, v in eng_numbers.items():  # SQL match numbers live in the engine
+            if isinstance(v, np.ndarray):
+                self._engine.s[k][: len(v)] = v
+            else:
+                self._engine.s[k] = v
+        self._set_state_size(0)
+        self.counters.intervals += 1
+
+    def _grow_check(self, size: int, what: str) -> None:
+        total = size + self._buffer.size
+        if self.state_cap is not None and total > self.state_cap:
+            raise StateCapExceeded(self.name, what, total, self.state_cap, "state_cap")
+
+    # ------------------------------------------------------------------ processing
+    def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
+        """Time must not go backwards; events with equal ``t`` count in arrival order."""
+        if self._last is not None and t[0] < self._last[0]:
+            lt, ls = self._last
+            raise DataError(f"event (t={t[0]}, seq={seq[0]}) is older than the previous one "
+                            f"(t={lt}, seq={ls}); input must be in time order", row=0, column="t")
+        r = int(first_disorder(t))
+        if r >= 0:
+            raise DataError(f"event (t={t[r]}, seq={seq[r]}) is older than the previous one "
+                            f"(t={t[r - 1]}, seq={seq[r - 1]}); input must be in time order",
+                            row=r, column="t")
+        self._last = (int(t[-1]), int(seq[-1]))
+
+    def _push_batch(self, batch: pa.RecordBatch) -> None:
+        cp = self.cp
+        missing = [f.name for f in self.config.schema if f.name not in batch.schema.names]
+        if missing:
+            raise DataError(f"input batch lacks column(s) {', '.join(missing)}",
+                            column=missing[0])
+        n = batch.num_rows
+        t = column_np(batch, "t").astype(np.int64, copy=False)
+        seq = column_np(batch, "seq").astype(np.int64, copy=False)
+        self._check_order(t, seq)
+        pid = self._pmap.assign(batch)
+        self._engine.ensure_parts(self._pmap.count)
+        cols: dict[str, np.ndarray] = {}
+        for c in set(self._local_cols) | set(self._nav_cols):
+            if c in batch.schema.names:
+                cols[c] = arrow_to_numpy(batch.column(c))
+        navs = self._nav.compute(cols, pid)
+        env_cols = dict(cols)
+        env_cols.update(navs)
+        env = ColumnsEnv(env_cols)
+        masks: list[np.ndarray] = []
+        for f in self._locals:
+            if f is None:
+                masks.append(np.ones(n, dtype=np.bool_))
+            else:
+                r = np.asarray(f(env), dtype=np.bool_)
+                masks.append(r if r.shape == (n,) else np.broadcast_to(r, (n,)).copy())
+        if getattr(self._engine, "columnar", False):
+            vmask: Any = masks
+            startable = None
+        else:
+            vmask = np.stack(masks, axis=1) if masks else np.zeros((n, 0), dtype=np.bool_)
+            startable = masks[self._start_vars[0]].copy()
+            for v in self._start_vars[1:]:
+                startable |= masks[v]
+        vmcols = np.empty((len(cp.buf_cols), n), dtype=np.float64)
+        for j, (c, k) in enumerate(cp.buf_cols):
+            if k == 0:
+                vmcols[j] = to_float_column(batch.column(c), cp.buf_is_string[j], cp.strings)
+            else:
+                vmcols[j] = object_to_float(navs[nav_name(c, k)], cp.buf_is_string[j],
+                                            cp.strings)
+        raw = batch.select(self.config.schema.names)
+        if navs:
+            arrays = list(raw.columns)
+            names = list(raw.schema.names)
+            for col, k in sorted(cp.navs):
+                vals = navs[nav_name(col, k)]
+                typ = self.config.schema.field(col).type
+                arrays.append(pa.array(vals.tolist() if vals.dtype == object else vals,
+                                       from_pandas=True).cast(typ, safe=False))
+                names.append(nav_name(col, k))
+            raw = pa.RecordBatch.from_arrays(arrays, names=names)
+        buf = self._buffer
+        g0 = buf.append(raw, vmcols, t, seq, pid)
+        parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
+                                     self.state_cap)
+        for ms in parts:
+            self._emit_matches(ms)
+        keep = self._engine.min_referenced()
+        live = self._engine.live_runs
+        if keep is not None and buf.end - keep > max(4 * n, 1 << 18, 2 * self._span_after_gc):
+            # garbage (dead runs not yet collected) may pin old events: collect, then trim;
+            # if live runs really span that far, wait until the span doubles before retrying
+            self._engine.collect()
+            keep = self._engine.min_referenced()
+            self._span_after_gc = 0 if keep is None else buf.end - keep
+        buf.trim(buf.end if keep is None else keep)
+        extra = self.counters.extra
+        extra["live_runs"] = live
+        extra["peak_live_runs"] = max(extra.get("peak_live_runs", 0), live)
+        self._set_state_size(self._engine.state_size + buf.size, "partial matches and events")
+
+    def _flush(self) -> None:
+        for ms in self._engine.finish():
+            self._emit_matches(ms)
+
+    # ------------------------------------------------------------------ output
+    def _finalize_all_runs(self, ms: MatchSet) -> MatchSet:
+        """Remove duplicate labelled matches, order ties, set partitions and numbers."""
+        if ms.n == 0:
+            return ms
+        buf = self._buffer
+        ends = ms.ev[ms.off[1:] - 1]
+        need_sort = ms.n > 1 and bool(np.any(ends[1:] == ends[:-1]))
+        if need_sort or not self.cp.unambiguous:
+            keys = []
+            evl = ms.ev.tolist()
+            varl = ms.var.tolist()
+            offl = ms.off.tolist()
+            for m in range(ms.n):
+                a, b = offl[m], offl[m + 1]
+                keys.append((evl[b - 1], tuple(evl[a:b]), tuple(varl[a:b]), m))
+            keys.sort()
+            order = []
+            seen = set()
+            for k in keys:
+                sig = k[:3]
+                if sig in seen:
+                    continue
+                seen.add(sig)
+                order.append(k[3])
+            ms = ms.take(np.array(order, dtype=np.int64))
+        ms.pid = buf.at("pid", ms.ev[ms.off[:-1]])
+        ms.number = self._number(ms.pid)
+        return ms
+
+    def _number(self, pid: np.ndarray) -> np.ndarray:
+        """MATCH_NUMBER per partition, continuing the counts of earlier batches."""
+        nums = self._numbers
+        if not self.cp.partition_by:
+            start = nums.get(0, 0)
+            nums[0] = start + len(pid)
+            return np.arange(start + 1, start + len(pid) + 1, dtype=np.int64)
+        uniq, inv = np.unique(pid, return_inverse=True)
+        order = np.argsort(inv, kind="stable")
+        counts = np.bincount(inv, minlength=len(uniq))
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        rank = np.empty(len(pid), dtype=np.int64)
+        rank[order] = np.arange(len(pid)) - np.repeat(starts, counts)
+        base = np.array([nums.get(int(p), 0) for p in uniq.tolist()], dtype=np.int64)
+        for p, c, b in zip(uniq.tolist(), counts.tolist(), base.tolist()):
+            nums[int(p)] = b + c
+        return base[inv] + rank + 1
+
+    def _emit_matches(self, ms: MatchSet) -> None:
+        if ms.n == 0:
+            return
+        if not self.cp.sql:
+            ms = self._finalize_all_runs(ms)
+        if self.state_cap is not None and ms.n > self.state_cap:
+            raise StateCapExceeded(self.name, "matches completed by one batch", ms.n,
+                                   self.state_cap, "state_cap")
+        ms.match_id = np.arange(self._next_match_id, self._next_match_id + ms.n, dtype=np.int64)
+        self._next_match_id += ms.n
+        buf = self._buffer
+        arrays: list[pa.Array] = []
+        if self.all_rows:
+            frame = Frame.all_rows(ms)
+            fm = frame.mid
+            meta = {"match_id": ms.match_id[fm], "match_number": ms.number[fm]}
+            arrays += [pa.array(meta[n]) for n in META_ALL if n not in self._shadowed]
+            names = self.config.schema.names
+            got = buf.gather(ms.ev, names)
+            arrays += [got[n] for n in names]
+        else:
+            frame = Frame.one_row(ms)
+            first = ms.ev[ms.off[:-1]]
+            last = ms.ev[ms.off[1:] - 1]
+            lt = buf.at("t", last)
+            meta = {"t": lt, "match_id": ms.match_id, "match_number": ms.number,
+                    "first_t": buf.at("t", first), "first_seq": buf.at("seq", first),
+                    "last_t": lt, "last_seq": buf.at("seq", last)}
+            arrays += [pa.array(meta[n]) for n in META_ONE if n not in self._shadowed]
+            keyvals = self._pmap.key_values(ms.pid)
+            for k, vals in zip(self.cp.partition_by, keyvals):
+                arrays.append(pa.array(vals, type=self.config.schema.field(k).type))
+        if self._measures:
+            ev = Evaluator(frame, buf, self.cp.var_names, self._aug_schema)
+            for _, low in self._measures:
+                arrays.append(ev.evaluate(low))
+        base = self._base_schema
+        cast = [a if a.type == f.type else a.cast(f.type, safe=False) for a, f in zip(arrays, base)]
+        out = pa.RecordBatch.from_arrays(cast, schema=base)
+        if self._select:
+            out = self._apply_select(out)
+        self._emit(out)
+
+    def _apply_select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        schema, plan = self._select  # type: ignore[misc]
+        arrays = []
+        env = None
+        for (kind, what), f in zip(plan, schema):
+            if kind == "col":
+                arrays.append(batch.column(what))
+                continue
+            if env is None:
+                env = ColumnsEnv({n: arrow_to_numpy(batch.column(n)) for n in batch.schema.names})
+            r = np.asarray(what(env))
+            if r.ndim == 0:
+                r = np.full(batch.num_rows, r.item())
+            a = pa.array(r.tolist() if r.dtype == object else r, from_pandas=True)
+            arrays.append(a.cast(f.type, safe=False) if a.type != f.type else a)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    # ------------------------------------------------------------------ introspection
+    def explain(self) -> str:
+        """One line per compiled part (for EXPLAIN)."""
+        cp = self.cp
+        lines = [cp.spec.to_text(),
+                 f"engine: {'sql' if cp.sql else 'all-runs'}, positions: {len(cp.pos_var)}, "
+                 f"state slots: {len(cp.ci_kind)} int + {len(cp.cf_kind)} float"]
+        for v, e in zip(cp.var_names, cp.local_exprs):
+            lo, hi = int(cp.prog_lo[cp.var_index(v)]), int(cp.prog_hi[cp.var_index(v)])
+            lines.append(f"  {v}: per-event {to_text(e) if e is not None else 'TRUE'}; "
+                         f"cross-event program of {hi - lo} ops")
+        return "\n".join(lines)
+
+    def _check(self) -> None:
+        """Invariant checker for stress tests."""
+        self._engine._check()
+        buf = self._buffer
+        assert buf.base <= buf.end
+        keep = self._engine.min_referenced()
+        if keep is not None:
+            assert keep >= buf.base, "a live run reads a trimmed event"
+            assert buf.chunks and keep >= buf.chunks[0][0], "a live run's event was dropped"
+
+
+def _resolve_select(e: Expr, lookup: dict[str, str]) -> Expr:
+    """Map select-list column references to output column names (case-insensitively)."""
+    if isinstance(e, Column):
+        cands = [f"{e.qualifier}.{e.name}" if e.qualifier else e.name, e.name]
+        for c in cands:
+            if c.lower() in lookup:
+                return Column(lookup[c.lower()], pos=e.pos)
+        raise QueryError(f"unknown column {to_text(e)!r} in the select list"
+                         + (f" (at position {e.pos})" if e.pos is not None else ""),
+                         hint=f"output columns are: {', '.join(lookup.values())}")
+    if isinstance(e, Literal):
+        return e
+    if isinstance(e, Unary):
+        return Unary(e.op, _resolve_select(e.operand, lookup), pos=e.pos)
+    if isinstance(e, Binary):
+        return Binary(e.op, _resolve_select(e.left, lookup), _resolve_select(e.right, lookup),
+                      pos=e.pos)
+    if isinstance(e, Call):
+        return Call(e.name, tuple(_resolve_select(a, lookup) for a in e.args), pos=e.pos)
+    from dataclasses import fields, replace
+
+    kw = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            kw[f.name] = _resolve_select(v, lookup)
+        elif isinstance(v, tuple) and v and isinstance(v[0], Expr):
+            kw[f.name] = tuple(_resolve_select(x, lookup) for x in v)
+    return replace(e, **kw)
+
+
+def _select_type(e: Expr, schema: pa.Schema) -> pa.DataType:
+    if isinstance(e, Column):
+        return schema.field(e.name).type
+    if isinstance(e, Binary) and e.op in ("+", "-", "*", "%"):
+        lt, rt = _select_type(e.left, schema), _select_type(e.right, schema)
+        if pa.types.is_integer(lt) and pa.types.is_integer(rt):
+            return pa.int64()
+        return pa.float64()
+    from replaydb.operators.pattern.measures import infer_type as _it
+
+    return _it(e, schema)
+
+
+__all__ = ["PatternConfig", "PatternOperator", "Semantics"]

@@ -1,0 +1,593 @@
+"""Brute-force reference semantics of sequential patterns, for tests on small inputs.
+
+Independent of the operator's automaton, lowering and compiled loops: patterns are matched
+through Brzozowski derivatives of the pattern tree (all-runs semantics) or a backtracking
+matcher that tries alternatives in SQL:2016 preferment order (SQL semantics); conditions are
+evaluated by a scalar interpreter of the running dialect (:func:`eval_condition`), delegating only
+operators and built-in functions to :mod:`replaydb.operators.expr`.
+
+* :func:`all_runs_matches` - every match of the dissertation's / SASE+'s strategies, defined
+  declaratively: a labelled subsequence ``r`` of one partition is a match if its labels form a
+  word of the pattern, every event satisfies its variable's condition against the prefix before
+  it, ``r[-1].t - r[0].t <= window`` and no negated event lies between two consecutive events
+  where the negation applies; plus, for *contiguous*, consecutive positions in the partition,
+  and for *skip-till-next*, every ``r[i+1]`` is the first event after ``r[i]`` on which the
+  prefix ``r[..i]`` has any transition. This is the operational table's fixed point. Valid for
+  patterns whose runs are identified by their labels (every automaton option list names
+  distinct variables) and, with negation, for flat sequences of distinct variables.
+* :func:`sql_matches` - SQL:2016 MATCH_RECOGNIZE: per partition, attempts at every row in order,
+  the first match in preferment order, AFTER MATCH SKIP.
+
+Both return matches as ``(partition key, (row indices...), (variables...))`` with row indices
+into the input table. Exponential in the input size: use only on a handful of events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from replaydb.errors import OperatorError
+from replaydb.operators.expr import (
+    Between,
+    Binary,
+    Call,
+    Column,
+    ColumnsEnv,
+    Expr,
+    InList,
+    IsNull,
+    Literal,
+    Star,
+    Unary,
+    compile_expr,
+    compile_predicate,
+    conjuncts,
+)
+from replaydb.operators.pattern.model import (
+    Alt,
+    Neg,
+    PatternNode,
+    PatternSpec,
+    Repeat,
+    Semantics,
+    Seq,
+    SkipKind,
+    Strategy,
+    Var,
+)
+
+Match = tuple[Any, tuple[int, ...], tuple[str, ...]]
+
+# --------------------------------------------------------------------------- derivatives
+_EMPTY = Seq(())          # matches the empty word
+_NONE = Alt(())           # matches nothing
+
+
+def nullable(n: PatternNode) -> bool:
+    if isinstance(n, Var):
+        return False
+    if isinstance(n, Neg):
+        return True
+    if isinstance(n, Seq):
+        return all(nullable(i) for i in n.items)
+    if isinstance(n, Alt):
+        return any(nullable(o) for o in n.options)
+    if isinstance(n, Repeat):
+        return n.min == 0 or nullable(n.body)
+    raise TypeError(n)
+
+
+def derive(n: PatternNode, label: str) -> PatternNode:
+    """Brzozowski derivative: the words w such that ``label w`` is in the language of ``n``."""
+    if isinstance(n, Var):
+        return _EMPTY if n.name == label else _NONE
+    if isinstance(n, Neg):
+        return _NONE
+    if isinstance(n, Seq):
+        if not n.items:
+            return _NONE
+        head, rest = n.items[0], Seq(n.items[1:])
+        d = _seq(derive(head, label), rest)
+        if nullable(head):
+            return _alt(d, derive(rest, label))
+        return d
+    if isinstance(n, Alt):
+        out: PatternNode = _NONE
+        for o in n.options:
+            out = _alt(out, derive(o, label))
+        return out
+    if isinstance(n, Repeat):
+        if n.max == 0:
+            return _NONE
+        rest = Repeat(n.body, max(n.min - 1, 0), None if n.max is None else n.max - 1, n.greedy)
+        if rest.max == 0:
+            rest_n: PatternNode = _EMPTY
+        else:
+            rest_n = rest
+        return _seq(derive(n.body, label), rest_n)
+    raise TypeError(n)
+
+
+def _seq(a: PatternNode, b: PatternNode) -> PatternNode:
+    if a == _NONE or b == _NONE:
+        return _NONE
+    if a == _EMPTY:
+        return b
+    if b == _EMPTY:
+        return a
+    return Seq((a, b))
+
+
+def _alt(a: PatternNode, b: PatternNode) -> PatternNode:
+    if a == _NONE:
+        return b
+    if b == _NONE:
+        return a
+    if a == b:
+        return a
+    return Alt((a, b))
+
+
+def nonempty(n: PatternNode) -> bool:
+    """True if the language of ``n`` contains some word."""
+    if isinstance(n, Var):
+        return True
+    if isinstance(n, Neg):
+        return True
+    if isinstance(n, Seq):
+        return all(nonempty(i) for i in n.items)
+    if isinstance(n, Alt):
+        return any(nonempty(o) for o in n.options)
+    if isinstance(n, Repeat):
+        return n.min == 0 or nonempty(n.body)
+    raise TypeError(n)
+
+
+# --------------------------------------------------------------------------- conditions
+@dataclass
+class Rows:
+    """One partition's rows: column values per row (Python scalars, NaN for numeric NULL)."""
+
+    cols: dict[str, list[Any]]
+    t: list[int]
+    index: list[int]  # row index in the input table
+    numeric: frozenset[str] = frozenset()
+
+
+def _val(rows: Rows, col: str, r: int | None) -> Any:
+    if r is None or r < 0 or r >= len(rows.t):
+        return float("nan") if col in rows.numeric else None
+    v = rows.cols[col][r]
+    if v is None and col in rows.numeric:
+        return float("nan")
+    return v
+
+
+def _null(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+class _Running:
+    """Scalar interpreter of the running dialect for variable ``var`` at row ``cur``."""
+
+    def __init__(self, rows: Rows, match: list[tuple[int, str]], var: str, cur: int,
+                 names: dict[str, str]) -> None:
+        self.rows = rows
+        self.match = match + [(cur, var)]  # running match, current row included
+        self.var = var
+        self.cur = cur
+        self.names = names  # case-insensitive column names -> actual
+
+    def col(self, name: str) -> str:
+        if name in self.rows.cols:
+            return name
+        return self.names[name.lower()]
+
+    def rows_of(self, q: str | None, exclude_current: bool = False) -> list[int]:
+        m = self.match[:-1] if exclude_current else self.match
+        return [r for r, lab in m if q is None or lab == q]
+
+    def row_for(self, c: Column, sel: tuple[str, int] | None) -> int | None:
+        q = c.qualifier
+        kind, k = sel if sel is not None else ("last", 0)
+        own = q is None or q == self.var
+        if sel is None and own:
+            return self.cur
+        rows = self.rows_of(q)
+        if kind == "last":
+            return rows[-1 - k] if k < len(rows) else None
+        return rows[k] if k < len(rows) else None
+
+    def leaf(self, e: Expr, nav: int, sel: tuple[str, int] | None) -> Expr:
+        if isinstance(e, Column):
+            r = self.row_for(e, sel)
+            if r is not None:
+                r = r - nav
+            return Literal(_val(self.rows, self.col(e.name), r))
+        if isinstance(e, Call):
+            n = e.name
+            if n == "PREV":
+                k = e.args[1].value if len(e.args) > 1 else 1  # type: ignore[attr-defined]
+                return self.leaf(e.args[0], nav + k, sel)
+            if n in ("FIRST", "LAST"):
+                k = e.args[1].value if len(e.args) > 1 else 0  # type: ignore[attr-defined]
+                return self.leaf(e.args[0], nav, (n.lower(), k))
+            if n in ("COUNT", "SUM", "AVG", "MIN", "MAX"):
+                a = e.args[0]
+                if isinstance(a, Star):
+                    return Literal(len(self.match))
+                assert isinstance(a, Column)
+                excl = a.index is not None and a.index[0] == "all_prev"
+                rs = self.rows_of(a.qualifier, excl)
+                if a.name == "*":
+                    return Literal(len(rs))
+                vals = [_val(self.rows, self.col(a.name), r) for r in rs]
+                vals = [v for v in vals if not _null(v)]
+                if n == "COUNT":
+                    return Literal(len(vals))
+                if not vals:
+                    return Literal(float("nan"))
+                f = {"SUM": sum, "MIN": min, "MAX": max,
+                     "AVG": lambda xs: sum(xs) / len(xs)}[n]
+                return Literal(float(f(vals)))
+            if n == "CLASSIFIER":
+                return Literal(self.var)
+            return Call(n, tuple(self.leaf(a, nav, sel) for a in e.args), e.qualifier)
+        if isinstance(e, Literal):
+            return e
+        if isinstance(e, Unary):
+            return Unary(e.op, self.leaf(e.operand, nav, sel))
+        if isinstance(e, Binary):
+            return Binary(e.op, self.leaf(e.left, nav, sel), self.leaf(e.right, nav, sel))
+        if isinstance(e, Between):
+            return Between(self.leaf(e.operand, nav, sel), self.leaf(e.low, nav, sel),
+                           self.leaf(e.high, nav, sel), e.negated)
+        if isinstance(e, InList):
+            return InList(self.leaf(e.operand, nav, sel),
+                          tuple(self.leaf(v, nav, sel) for v in e.values), e.negated)
+        if isinstance(e, IsNull):
+            return IsNull(self.leaf(e.operand, nav, sel), e.negated)
+        raise TypeError(e)
+
+
+def eval_condition(cond: Expr | None, rows: Rows, match: list[tuple[int, str]], var: str,
+                   cur: int, names: dict[str, str]) -> bool:
+    """Does row ``cur`` satisfy ``var``'s condition, given the running ``match`` before it?"""
+    if cond is None:
+        return True
+    interp = _Running(rows, match, var, cur, names)
+    closed = interp.leaf(cond, 0, None)
+    r = compile_predicate(closed)(ColumnsEnv({}))
+    return bool(np.asarray(r).item())
+
+
+# --------------------------------------------------------------------------- input
+def _partitions(table: pa.Table, keys: tuple[str, ...]) -> dict[Any, Rows]:
+    data = table.to_pydict()
+    n = table.num_rows
+    numeric = frozenset(f.name for f in table.schema
+                        if pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
+    out: dict[Any, Rows] = {}
+    for i in range(n):
+        key = tuple(data[k][i] for k in keys)
+        if key not in out:
+            out[key] = Rows({c: [] for c in data}, [], [], numeric)
+        rw = out[key]
+        for c in data:
+            v = data[c][i]
+            if v is None and pa.types.is_floating(table.schema.field(c).type):
+                v = float("nan")
+            rw.cols[c].append(v)
+        rw.t.append(int(data["t"][i]))
+        rw.index.append(i)
+    return out
+
+
+def _conditions(spec: PatternSpec) -> dict[str, Expr | None]:
+    conds: dict[str, Expr | None] = {}
+    eq: list[Expr] = []
+    if spec.equivalence and spec.strategy == Strategy.CONTIGUOUS:
+        eq = [Binary("=", Column(a), Call("FIRST", (Column(a),))) for a in spec.equivalence]
+    for v in spec.variables():
+        d = spec.define(v)
+        parts = conjuncts(d.condition) + eq
+        if d.event_types:
+            parts.insert(0, InList(Column(spec.type_column),
+                                   tuple(Literal(x) for x in d.event_types)))
+        c: Expr | None = None
+        for p in parts:
+            c = p if c is None else Binary("and", c, p)
+        conds[v] = c
+    return conds
+
+
+def _keys(spec: PatternSpec) -> tuple[str, ...]:
+    keys = tuple(spec.partition_by)
+    if spec.equivalence and spec.strategy != Strategy.CONTIGUOUS:
+        keys = keys + tuple(a for a in spec.equivalence if a not in keys)
+    return keys
+
+
+def _names(table: pa.Table) -> dict[str, str]:
+    return {n.lower(): n for n in table.schema.names}
+
+
+# --------------------------------------------------------------------------- all runs
+def _flat_negations(spec: PatternSpec) -> tuple[dict[str, int], list[tuple[int, str]]]:
+    """For flat sequences: component index per positive variable, (index, var) per negation."""
+    items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
+    idx: dict[str, int] = {}
+    negs: list[tuple[int, str]] = []
+    for i, it in enumerate(items):
+        if isinstance(it, Neg):
+            body = it.body
+            while isinstance(body, Seq) and len(body.items) == 1:
+                body = body.items[0]
+            assert isinstance(body, Var)
+            negs.append((i, body.name))
+            continue
+        for v in it.walk():
+            if isinstance(v, Var):
+                idx[v.name] = i
+    return idx, negs
+
+
+def all_runs_matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
+    """Every match under the dissertation / SASE+ strategies (see module docstring), in the
+    operator's documented order: by last event, then row indices, then variables."""
+    pvars = [v for v in spec.variables() if v not in spec.negated_variables()]
+    out: list[Match] = []
+    for key, rows in _partitions(table, _keys(spec)).items():
+        _AllRuns(spec, key, rows, _names(table), pvars, out).run()
+    out = list(dict.fromkeys(out))
+    out.sort(key=lambda m: (m[1][-1], m[1], tuple(pvars.index(v) for v in m[2])))
+    return out
+
+
+class _AllRuns:
+    """Depth-first enumeration of one partition's labelled subsequences."""
+
+    def __init__(self, spec: PatternSpec, key: Any, rows: Rows, names: dict[str, str],
+                 pvars: list[str], out: list[Match]) -> None:
+        self.spec = spec
+        self.key = key
+        self.rows = rows
+        self.names = names
+        self.pvars = pvars
+        self.out = out
+        self.conds = _conditions(spec)
+        self.w = spec.window
+        self.strat = spec.strategy
+        self.contiguous = spec.strategy in (Strategy.CONTIGUOUS, Strategy.PARTITION_CONTIGUITY)
+        has_neg = bool(spec.negated_variables())
+        self.comp_idx, self.negs = _flat_negations(spec) if has_neg else ({}, [])
+
+    def ok_event(self, match: list[tuple[int, str]], var: str, j: int) -> bool:
+        return eval_condition(self.conds[var], self.rows, match, var, j, self.names)
+
+    def negated_between(self, match: list[tuple[int, str]], y: str, j: int) -> bool:
+        """Is there a negated event strictly between match[-1] and row j on the edge to y?"""
+        if not self.negs:
+            return False
+        lo, hi = self.comp_idx[match[-1][1]], self.comp_idx[y]
+        active = [nv for ni, nv in self.negs if lo < ni < hi]
+        for r in range(match[-1][0] + 1, j):
+            for nv in active:
+                if self.ok_event(match, nv, r):
+                    return True
+        return False
+
+    def transitions(self, match: list[tuple[int, str]], d: PatternNode, j: int) -> list[str]:
+        rows = self.rows
+        if self.w is not None and rows.t[j] - rows.t[match[0][0]] > self.w:
+            return []
+        ys = []
+        for y in self.pvars:
+            if not nonempty(derive(d, y)):
+                continue
+            if self.negated_between(match, y, j):
+                continue
+            if self.ok_event(match, y, j):
+                ys.append(y)
+        return ys
+
+    def dfs(self, match: list[tuple[int, str]], d: PatternNode) -> None:
+        rows = self.rows
+        if nullable(d):
+            self.out.append((self.key, tuple(rows.index[r] for r, _ in match),
+                             tuple(lab for _, lab in match)))
+        last = match[-1][0]
+        for j in range(last + 1, len(rows.t)):
+            if self.contiguous and j != last + 1:
+                break
+            if self.w is not None and rows.t[j] - rows.t[match[0][0]] > self.w:
+                break
+            ys = self.transitions(match, d, j)
+            for y in ys:
+                self.dfs(match + [(j, y)], derive(d, y))
+            if self.strat == Strategy.SKIP_TILL_NEXT and ys:
+                break
+
+    def run(self) -> None:
+        for j in range(len(self.rows.t)):
+            for y in self.pvars:
+                d = derive(self.spec.pattern, y)
+                if nonempty(d) and self.ok_event([], y, j):
+                    self.dfs([(j, y)], d)
+
+
+# --------------------------------------------------------------------------- SQL
+def _bt(node: PatternNode, rows: Rows, conds: dict[str, Expr | None], names: dict[str, str],
+        pos: int, match: list[tuple[int, str]], t0: int | None,
+        window: int | None) -> Iterator[tuple[int, list[tuple[int, str]]]]:
+    """Backtracking matcher yielding (next row, match) in SQL:2016 preferment order."""
+    if isinstance(node, Var):
+        if pos < len(rows.t):
+            start_t = rows.t[pos] if t0 is None else t0
+            if window is None or rows.t[pos] - start_t <= window:
+                if eval_condition(conds[node.name], rows, match, node.name, pos, names):
+                    yield pos + 1, match + [(pos, node.name)]
+        return
+    if isinstance(node, Seq):
+        yield from _bt_seq(list(node.items), rows, conds, names, pos, match, t0, window)
+        return
+    if isinstance(node, Alt):
+        for o in node.options:
+            yield from _bt(o, rows, conds, names, pos, match, t0, window)
+        return
+    if isinstance(node, Repeat):
+        yield from _bt_rep(node, 0, rows, conds, names, pos, match, t0, window)
+        return
+    raise TypeError(node)
+
+
+def _t0(match: list[tuple[int, str]], rows: Rows, t0: int | None) -> int | None:
+    return rows.t[match[0][0]] if match else t0
+
+
+def _bt_seq(items: list[PatternNode], rows: Rows, conds: dict, names: dict, pos: int,
+            match: list[tuple[int, str]], t0: int | None, window: int | None) -> Iterator:
+    if not items:
+        yield pos, match
+        return
+    for p2, m2 in _bt(items[0], rows, conds, names, pos, match, t0, window):
+        yield from _bt_seq(items[1:], rows, conds, names, p2, m2, _t0(m2, rows, t0), window)
+
+
+def _bt_rep(node: Repeat, count: int, rows: Rows, conds: dict, names: dict, pos: int,
+            match: list[tuple[int, str]], t0: int | None, window: int | None) -> Iterator:
+    can_more = node.max is None or count < node.max
+    can_stop = count >= node.min
+
+    def more() -> Iterator:
+        if not can_more:
+            return
+        for p2, m2 in _bt(node.body, rows, conds, names, pos, match, t0, window):
+            if p2 == pos:  # pragma: no cover - bodies consume rows
+                continue
+            yield from _bt_rep(node, count + 1, rows, conds, names, p2, m2,
+                               _t0(m2, rows, t0), window)
+
+    if node.greedy:
+        yield from more()
+        if can_stop:
+            yield pos, match
+    else:
+        if can_stop:
+            yield pos, match
+        yield from more()
+
+
+def sql_matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
+    """SQL:2016 MATCH_RECOGNIZE matches (see module docstring), per partition in order.
+
+    Raises :class:`~replaydb.errors.OperatorError` where the standard raises an exception
+    (AFTER MATCH SKIP TO a variable that bound no row / the match's first row).
+    """
+    assert spec.semantics == Semantics.SQL
+    conds = _conditions(spec)
+    names = _names(table)
+    out: list[Match] = []
+    sk = spec.after_match_skip
+    for key, rows in _partitions(table, tuple(spec.partition_by)).items():
+        n = len(rows.t)
+        s = 0
+        while s < n:
+            found = None
+            for p2, m in _bt(spec.pattern, rows, conds, names, s, [], None, spec.window):
+                if p2 > s:
+                    found = m
+                    break
+            if found is None:
+                s += 1
+                continue
+            out.append((key, tuple(rows.index[r] for r, _ in found),
+                        tuple(lab for _, lab in found)))
+            if sk.kind == SkipKind.PAST_LAST_ROW:
+                s = found[-1][0] + 1
+            elif sk.kind == SkipKind.TO_NEXT_ROW:
+                s = s + 1
+            else:
+                rs = [r for r, lab in found if lab == sk.var]
+                if not rs:
+                    raise OperatorError(f"AFTER MATCH SKIP TO {sk.var}: no row bound")
+                r = rs[0] if sk.kind == SkipKind.TO_FIRST else rs[-1]
+                if r == s:
+                    raise OperatorError(f"AFTER MATCH SKIP TO {sk.var}: first row of the match")
+                s = r
+    return out
+
+
+def matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
+    """Dispatch on the spec's semantics."""
+    if spec.semantics == Semantics.SQL:
+        return sql_matches(spec, table)
+    return all_runs_matches(spec, table)
+
+
+def measure_value(expr: Expr, table: pa.Table, rows_idx: tuple[int, ...],
+                  labels: tuple[str, ...]) -> Any:
+    """ONE ROW PER MATCH value of a simple measure (columns of variables, FIRST/LAST,
+    aggregates, CLASSIFIER) over a match given by input row indices - for tests."""
+    data = table.to_pydict()
+    names = _names(table)
+    cols = {c: [data[c][i] for i in rows_idx] for c in data}
+    numeric = frozenset(f.name for f in table.schema
+                        if pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
+    rows = Rows(cols, [int(data["t"][i]) for i in rows_idx], list(rows_idx), numeric)
+    match = [(j, lab) for j, lab in enumerate(labels)]
+    last = len(labels) - 1
+    interp = _Running(rows, match[:-1], labels[-1], last, names)
+    interp.var = "\x00none"  # FINAL semantics: unqualified refer to the last row via rows_of
+    interp.match = match
+    closed = _final_leaf(interp, expr)
+    r = compile_expr(closed)(ColumnsEnv({}))
+    v = np.asarray(r).item() if not isinstance(r, str | type(None)) else r
+    return v
+
+
+def _final_leaf(interp: _Running, e: Expr) -> Expr:
+    if isinstance(e, Column) and e.qualifier is None:
+        return Literal(_val(interp.rows, interp.col(e.name), len(interp.match) - 1))
+    if isinstance(e, Call) and e.name == "CLASSIFIER":
+        return Literal(interp.match[-1][1])
+    return interp.leaf(e, 0, None)
+
+
+def run_operator(spec: PatternSpec, table: pa.Table, batch_rows: int | None = None,
+                 state_cap: int | None = None, time_unit: str | None = None) -> list[Match]:
+    """Run the real operator on ``table`` and return its matches in this module's format.
+
+    The spec is run with ALL ROWS PER MATCH and a CLASSIFIER() measure so every matched row and
+    its variable come back; rows are mapped to table indices through ``seq``. Matches come in the
+    operator's output order. Useful for operator-vs-oracle and index-vs-replay tests.
+    """
+    from dataclasses import replace
+
+    from replaydb.operators.pattern.model import Measure, RowsPerMatch
+    from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+
+    spec2 = replace(spec, rows_per_match=RowsPerMatch.ALL, select=None,
+                    measures=(Measure("\x00cls", Call("CLASSIFIER")),))
+    op = PatternOperator(PatternConfig(spec2, table.schema, time_unit), state_cap=state_cap)
+    for b in table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]:
+        op.push(b)
+    op.flush()
+    res = op.results().to_pylist()
+    seq_to_row = {s: i for i, s in enumerate(table.column("seq").to_pylist())}
+    keys = _keys(spec)
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for r in res:
+        groups.setdefault(r["match_id"], []).append(r)
+    out: list[Match] = []
+    for mid in sorted(groups):
+        rs = groups[mid]
+        key = tuple(rs[0][k] for k in keys)
+        out.append((key, tuple(seq_to_row[r["seq"]] for r in rs),
+                    tuple(r["\x00cls"] for r in rs)))
+    return out

@@ -1,0 +1,443 @@
+"""SQL ``MATCH_RECOGNIZE`` (SQL:2016 row pattern recognition) front end.
+
+Grammar (keywords case-insensitive; clauses in this order, each optional unless noted)::
+
+    SELECT select_list FROM stream MATCH_RECOGNIZE (
+        [PARTITION BY col, ...]
+        [ORDER BY t [ASC] [, seq [ASC]]]
+        [MEASURES expr [[AS] name], ...]
+        [ONE ROW PER MATCH | ALL ROWS PER MATCH [SHOW EMPTY MATCHES | OMIT EMPTY MATCHES]]
+        [AFTER MATCH SKIP {PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v}]
+        PATTERN ( row_pattern )            -- required; the parentheses may be left out
+        [WITHIN duration]                  -- Flink's / the dissertation's extension
+        DEFINE v AS condition, ...         -- required unless every variable is always true
+    ) [[AS] alias] [;]
+
+    row_pattern := alternative ('|' alternative)*
+    alternative := term+
+    term        := (v | '(' row_pattern ')') [quantifier]
+    quantifier  := ('*' | '+' | '?' | '{n}' | '{n,}' | '{,m}' | '{n,m}') ['?']   -- '?': reluctant
+
+``select_list`` is ``*`` or a list of expressions over the output columns (measures, partition
+columns, the metadata columns of :mod:`replaydb.operators.pattern.operator`), each with an
+optional ``AS alias``. ``duration``: ``30 MINUTES``, ``INTERVAL '5' SECOND``, ``5s`` or a bare
+number of stream time units.
+
+The supported subset of SQL:2016 and the decisions taken:
+
+* rows are the stream's events in ``(t, seq)`` order; ORDER BY may only name ``t`` (and ``seq``)
+  ascending - the operator is online and never reorders;
+* contiguous rows within a partition, greedy and reluctant quantifiers with the standard's
+  preferment, alternation, grouping, AFTER MATCH SKIP (with the standard's exceptions when the
+  skip target is missing or is the match's first row), ONE ROW / ALL ROWS PER MATCH, CLASSIFIER(),
+  MATCH_NUMBER(), RUNNING/FINAL, PREV/NEXT/FIRST/LAST, COUNT/SUM/AVG/MIN/MAX over variables;
+  the exact meaning inside DEFINE is in :mod:`replaydb.operators.pattern.lowering`, inside
+  MEASURES in :mod:`replaydb.operators.pattern.measures`;
+* **empty matches never occur**: a pattern that can match zero rows (``A*``, ``(A? B?)``) and a
+  quantified group that can match zero rows are rejected with a QueryError, so SHOW/OMIT EMPTY
+  MATCHES make no difference and are accepted only for compatibility;
+* not supported (ParseError/QueryError naming the position): SUBSET, PERMUTE, anchors ``^ $``,
+  exclusion ``{- -}``, WITH UNMATCHED ROWS, NEXT inside DEFINE, aggregates over expressions;
+* variable names are case-insensitive unless double-quoted; WITHIN, DEFINE and SUBSET end a
+  row pattern, so variables with those names must be double-quoted; column names are matched
+  case-insensitively against the stream when they are not exact;
+* a measure written without a name is named by its text (``A.ID``), so the dissertation's
+  Listing 3.1 runs as written; typographic quotes (U+2018/U+2019, as copied from PDFs) are read
+  as ``'``.
+
+Public API (the language contract): :data:`LANGUAGE`, :func:`detect`, :func:`parse` ->
+:class:`MatchRecognizeQuery`, :func:`bind` -> :class:`~replaydb.operators.pattern.operator.PatternOperator`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import pyarrow as pa
+
+from replaydb.errors import ParseError, QueryError, UsageError
+from replaydb.operators.base import DEFAULT_STATE_CAP
+from replaydb.operators.expr import Column, Expr, to_text
+from replaydb.operators.pattern.model import (
+    AfterMatchSkip,
+    Alt,
+    Measure,
+    PatternNode,
+    PatternSpec,
+    Repeat,
+    RowsPerMatch,
+    SelectItem,
+    Semantics,
+    Seq,
+    SkipKind,
+    Strategy,
+    Var,
+    VarDef,
+)
+from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+from replaydb.planner.lang.parser_base import ParserBase
+from replaydb.timeunits import to_units
+
+LANGUAGE = "match_recognize"
+
+_END_OF_PATTERN = ("WITHIN", "DEFINE", "SUBSET")
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A duration as written: amount, unit word ('' = stream units), position in the text."""
+
+    amount: Fraction
+    word: str
+    pos: int
+
+    def units(self, time_unit: str | None, text: str) -> int:
+        try:
+            return to_units(self.amount, self.word, time_unit)
+        except UsageError as e:
+            raise ParseError(str(e), text=text, pos=self.pos) from None
+
+
+@dataclass(frozen=True)
+class MatchRecognizeQuery:
+    """The logical query: a :class:`PatternSpec` whose window is still a written duration."""
+
+    spec: PatternSpec
+    window: Duration | None
+    sources: tuple[str, ...]
+    text: str
+    event_types: tuple[str, ...] = ()
+    order_by: tuple[str, int] = ("t", -1)
+    """The ORDER BY column and its position in the text: ``t`` or the stream's source time
+    column (an alias of ``t``), checked by :func:`bind` against the stream."""
+
+    def pattern_spec(self, time_unit: str | None) -> PatternSpec:
+        """The spec with WITHIN converted into stream units."""
+        w = None if self.window is None else self.window.units(time_unit, self.text)
+        if w is not None and w < 0:
+            raise ParseError("WITHIN must not be negative", text=self.text, pos=self.window.pos)
+        return replace(self.spec, window=w)
+
+
+def is_time_alias(schema: pa.Schema, name: str) -> bool:
+    """True when ``name`` is a column the replay added as an alias of ``t``."""
+    if name not in schema.names:
+        return False
+    meta = schema.field(name).metadata or {}
+    return meta.get(b"replaydb.alias_of") == b"t"
+
+
+def detect(text: str) -> bool:
+    """True for ``SELECT ... MATCH_RECOGNIZE``; cheap, never raises."""
+    try:
+        head = text.lstrip().lstrip("(").lstrip()
+        return head[:6].upper() == "SELECT" and "MATCH_RECOGNIZE" in text.upper()
+    except Exception:  # pragma: no cover - defensive: detect must not raise
+        return False
+
+
+def _normalize_quotes(text: str) -> str:
+    return text.replace("\u2018", "'").replace("\u2019", "'")
+
+
+class _Parser(ParserBase):
+    def __init__(self, text: str) -> None:
+        super().__init__(_normalize_quotes(text))
+        self.original = text
+
+    # ------------------------------------------------------------------ atoms
+    def parse_primary_hook(self) -> Expr | None:
+        t = self.tok
+        if t.kind == "ident" and self.peek().is_op(".") and self.peek(2).is_op("*"):
+            self.advance()
+            self.advance()
+            self.advance()
+            return Column("*", self.var_name(t), pos=t.pos)
+        return None
+
+    def var_name(self, tok) -> str:  # type: ignore[no-untyped-def]
+        """Variables are case-insensitive unless quoted: unquoted names are upper-cased."""
+        if tok.text.startswith('"'):
+            return str(tok.value)
+        return str(tok.value).upper()
+
+    # ------------------------------------------------------------------ query
+    def parse_query(self) -> MatchRecognizeQuery:
+        self.expect_kw("SELECT")
+        select = self.parse_select_list()
+        self.expect_kw("FROM")
+        src = self.expect_ident("a stream name")
+        if self.at_kw("AS") and self.peek().kind == "ident" and not self.peek().is_kw(
+                "MATCH_RECOGNIZE"):
+            self.advance()
+            self.advance()
+        self.expect_kw("MATCH_RECOGNIZE")
+        self.expect_op("(")
+        spec, window = self.parse_body()
+        self.expect_op(")")
+        if self.accept_kw("AS"):
+            self.expect_ident("an alias")
+        elif self.tok.kind == "ident":
+            self.advance()
+        self.accept_op(";")
+        self.expect_eof()
+        spec = replace(spec, select=select, sources=(str(src.value),), text=self.original)
+        return MatchRecognizeQuery(spec, window, (str(src.value),), self.original,
+                                   order_by=getattr(self, "order_by", ("t", -1)))
+
+    def parse_select_list(self) -> tuple[SelectItem, ...] | None:
+        items: list[SelectItem] = []
+        while True:
+            if self.at_op("*"):
+                self.advance()
+                items.append(SelectItem(None, None, True))
+            else:
+                e = self.parse_expr()
+                alias = None
+                if self.accept_kw("AS"):
+                    alias = str(self.expect_ident("an alias").value)
+                elif self.tok.kind == "ident" and not self.tok.is_kw("FROM"):
+                    alias = str(self.advance().value)
+                items.append(SelectItem(e, alias))
+            if not self.accept_op(","):
+                break
+        if len(items) == 1 and items[0].star:
+            return None
+        return tuple(items)
+
+    def parse_body(self) -> tuple[PatternSpec, Duration | None]:
+        partition: list[str] = []
+        if self.accept_kw("PARTITION"):
+            self.expect_kw("BY")
+            partition = [str(t.value) for t in self.parse_ident_list("a column")]
+        if self.accept_kw("ORDER"):
+            self.expect_kw("BY")
+            self.parse_order_by()
+        measures: list[Measure] = []
+        if self.accept_kw("MEASURES"):
+            measures = self.parse_measures()
+        rows = RowsPerMatch.ONE
+        if self.at_kw("ONE"):
+            self.advance()
+            self.expect_kw("ROW")
+            self.expect_kw("PER")
+            self.expect_kw("MATCH")
+        elif self.at_kw("ALL"):
+            self.advance()
+            self.expect_kw("ROWS")
+            self.expect_kw("PER")
+            self.expect_kw("MATCH")
+            rows = RowsPerMatch.ALL
+            if self.at_kw("SHOW", "OMIT"):
+                self.advance()
+                self.expect_kw("EMPTY")
+                self.expect_kw("MATCHES")
+            elif self.at_kw("WITH"):
+                raise self.error("WITH UNMATCHED ROWS is not supported")
+        skip = AfterMatchSkip()
+        if self.accept_kw("AFTER"):
+            skip = self.parse_skip()
+        self.expect_kw("PATTERN")
+        pattern = self.parse_pattern_clause()
+        window = None
+        if self.accept_kw("WITHIN"):
+            amount, word, pos = self.parse_duration()
+            window = Duration(amount, word, pos)
+        if self.at_kw("SUBSET"):
+            raise self.error("SUBSET is not supported")
+        defines: list[VarDef] = []
+        if self.accept_kw("DEFINE"):
+            while True:
+                vt = self.expect_ident("a pattern variable")
+                self.expect_kw("AS")
+                cond = self.parse_expr()
+                defines.append(VarDef(self.var_name(vt), cond, pos=vt.pos))
+                if not self.accept_op(","):
+                    break
+        else:
+            self._expected.append("DEFINE")
+        spec = PatternSpec(
+            pattern=pattern, defines=tuple(defines), window=None, strategy=Strategy.CONTIGUOUS,
+            semantics=Semantics.SQL, partition_by=tuple(partition), measures=tuple(measures),
+            rows_per_match=rows, after_match_skip=skip)
+        return spec, window
+
+    def parse_order_by(self) -> None:
+        """``ORDER BY <time column> [ASC] [, seq [ASC]]``: rows are always in (t, seq) order, so
+        the only key allowed is the time (``t`` or the stream's source time column, checked at
+        bind time), optionally followed by ``seq``."""
+        tok = self.expect_ident("the time column (t)")
+        self.order_by = (str(tok.value), tok.pos)
+        self._no_desc()
+        if self.accept_op(","):
+            if not self.at_kw("SEQ"):
+                raise self.error("ORDER BY may only name the time column, then seq: rows are "
+                                 "always in stream order")
+            self.advance()
+            self._no_desc()
+        if self.at_op(","):
+            raise self.error("ORDER BY takes at most the time column and seq")
+
+    def _no_desc(self) -> None:
+        if self.at_kw("DESC"):
+            raise self.error("ORDER BY ... DESC is not supported: rows are in stream order")
+        self.accept_kw("ASC")
+
+    def parse_measures(self) -> list[Measure]:
+        out: list[Measure] = []
+        while True:
+            start = self.tok.pos
+            e = self.parse_expr()
+            end = self.toks[self.i - 1]
+            if self.accept_kw("AS"):
+                name = str(self.expect_ident("a measure name").value)
+            elif self.tok.kind == "ident" and not self.tok.is_kw(
+                    "ONE", "ALL", "AFTER", "PATTERN"):
+                name = str(self.advance().value)
+            else:
+                name = self.text[start: end.pos + len(end.text)].strip()
+                name = re.sub(r"\s+", " ", name) if name else to_text(e)
+            out.append(Measure(name, e, pos=start))
+            if not self.accept_op(","):
+                return out
+
+    def parse_skip(self) -> AfterMatchSkip:
+        self.expect_kw("MATCH")
+        self.expect_kw("SKIP")
+        if self.accept_kw("PAST"):
+            self.expect_kw("LAST")
+            self.expect_kw("ROW")
+            return AfterMatchSkip(SkipKind.PAST_LAST_ROW)
+        self.expect_kw("TO")
+        if self.at_kw("NEXT"):
+            self.advance()
+            self.expect_kw("ROW")
+            return AfterMatchSkip(SkipKind.TO_NEXT_ROW)
+        if self.at_kw("FIRST") and self.peek().kind == "ident":
+            self.advance()
+            return AfterMatchSkip(SkipKind.TO_FIRST, self.var_name(self.expect_ident()))
+        if self.at_kw("LAST") and self.peek().kind == "ident":
+            self.advance()
+            return AfterMatchSkip(SkipKind.TO_LAST, self.var_name(self.expect_ident()))
+        tok = self.expect_ident("NEXT ROW, FIRST v, LAST v or a variable")
+        return AfterMatchSkip(SkipKind.TO_LAST, self.var_name(tok))
+
+    # ------------------------------------------------------------------ row pattern
+    def parse_pattern_clause(self) -> PatternNode:
+        if self.at_op("("):
+            # parenthesized unless the parenthesis only groups the first term of a bare pattern
+            save = self.i
+            self.advance()
+            p = self.parse_alt(bare=False)
+            self.expect_op(")")
+            if self.at_kw(*_END_OF_PATTERN) or self.at_op(")"):
+                return p
+            self.i = save
+        return self.parse_alt(bare=True)
+
+    def _pattern_end(self, bare: bool) -> bool:
+        t = self.tok
+        if t.is_op(")", "|") or t.kind == "eof":
+            return True
+        if t.is_kw(*_END_OF_PATTERN):
+            if not bare:
+                self._expected.append("')'")
+            return True
+        return False
+
+    def parse_alt(self, bare: bool) -> PatternNode:
+        opts = [self.parse_seq(bare)]
+        while self.accept_op("|"):
+            opts.append(self.parse_seq(bare))
+        return opts[0] if len(opts) == 1 else Alt(tuple(opts))
+
+    def parse_seq(self, bare: bool) -> PatternNode:
+        items: list[PatternNode] = []
+        while not self._pattern_end(bare):
+            items.append(self.parse_term(bare))
+        if not items:
+            self._expected.extend(["a pattern variable", "'('"])
+            raise self.error(f"unexpected {self.tok.describe()} (empty pattern)")
+        return items[0] if len(items) == 1 else Seq(tuple(items))
+
+    def parse_term(self, bare: bool) -> PatternNode:
+        t = self.tok
+        if t.is_op("("):
+            self.advance()
+            inner = self.parse_alt(bare=False)
+            self.expect_op(")")
+            node: PatternNode = inner if isinstance(inner, Seq) else Seq((inner,))
+        elif t.is_op("^", "$"):
+            raise self.error("row pattern anchors ^ and $ are not supported")
+        elif t.is_op("{") and self.peek().is_op("-"):
+            raise self.error("row pattern exclusion {- -} is not supported")
+        elif t.is_kw("PERMUTE") and self.peek().is_op("("):
+            raise self.error("PERMUTE is not supported")
+        elif t.kind == "ident":
+            self.advance()
+            node = Var(self.var_name(t), pos=t.pos)
+        else:
+            self._expected.extend(["a pattern variable", "'('"])
+            raise self.error(f"unexpected {t.describe()}")
+        return self.parse_quantifier(node)
+
+    def parse_quantifier(self, node: PatternNode) -> PatternNode:
+        t = self.tok
+        if t.is_op("*", "+", "?"):
+            self.advance()
+            lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[t.text]
+        elif t.is_op("{"):
+            self.advance()
+            lo, hi = 0, None
+            if self.tok.kind == "number":
+                lo = self._int(self.advance())
+                if self.accept_op(","):
+                    hi = self._int(self.advance()) if self.tok.kind == "number" else None
+                else:
+                    hi = lo
+            else:
+                self.expect_op(",")
+                hi = self._int(self.expect_number("an upper bound"))
+            self.expect_op("}")
+            if hi is not None and (hi < lo or hi == 0):
+                raise self.error(f"bad quantifier {{{lo},{hi}}}", t.pos)
+        else:
+            self._expected.extend(["'*'", "'+'", "'?'", "'{'"])
+            return node
+        greedy = not self.accept_op("?")
+        return Repeat(node, lo, hi, greedy)
+
+    def _int(self, tok) -> int:  # type: ignore[no-untyped-def]
+        if not isinstance(tok.value, int) or tok.unit:
+            raise self.error("quantifier bounds must be integers", tok.pos)
+        return int(tok.value)
+
+
+def parse(text: str) -> MatchRecognizeQuery:
+    """Parse a MATCH_RECOGNIZE query; :class:`~replaydb.errors.ParseError` names the position
+    and what was expected."""
+    return _Parser(text).parse_query()
+
+
+def bind(query: MatchRecognizeQuery, schema: pa.Schema, time_unit: str | None, *,
+         state_cap: int | None = DEFAULT_STATE_CAP, type_column: str | None = None,
+         vectorized: bool = True) -> PatternOperator:
+    """Validate ``query`` against ``schema`` and return a ready
+    :class:`~replaydb.operators.pattern.operator.PatternOperator`.
+
+    Options: ``state_cap`` (None: no cap); ``type_column`` is accepted and ignored
+    (MATCH_RECOGNIZE has no event types); ``vectorized=False`` forces the compiled NFA engines
+    (for comparisons). Errors are QueryError/ParseError naming the position.
+    """
+    if not isinstance(query, MatchRecognizeQuery):
+        raise QueryError("bind() expects a parsed MATCH_RECOGNIZE query")
+    col, pos = query.order_by
+    if col != "t" and not is_time_alias(schema, col):
+        raise ParseError(f"ORDER BY {col}: rows are ordered by the stream's time; name t or the "
+                         "stream's time column", text=query.text, pos=max(pos, 0),
+                         expected=["t"])
+    spec = query.pattern_spec(time_unit)
+    return PatternOperator(PatternConfig(spec, schema, time_unit), state_cap=state_cap,
+                           vectorized=vectorized)

@@ -1,0 +1,473 @@
+"""Pattern operator: the dissertation's examples, lifecycle, state cap, measures, ordering."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from replaydb.errors import DataError, OperatorError, QueryError, StateCapExceeded
+from replaydb.operators.expr import Binary, Call, Column, Literal
+from replaydb.operators.pattern import oracle
+from replaydb.operators.pattern.model import (
+    AfterMatchSkip,
+    Alt,
+    Measure,
+    PatternSpec,
+    Repeat,
+    RowsPerMatch,
+    Semantics,
+    Seq,
+    SkipKind,
+    Strategy,
+    Var,
+    VarDef,
+)
+from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+
+SCH = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                 ("temp", pa.float64())])
+
+
+def typed(types: str | list[str], temps: list[float] | None = None, t0: int = 1) -> pa.Table:
+    types = list(types)
+    n = len(types)
+    return pa.table({"t": list(range(t0, t0 + n)), "seq": list(range(n)), "type": types,
+                     "temp": temps if temps is not None else [0.0] * n}, schema=SCH)
+
+
+def is_type(v: str) -> VarDef:
+    return VarDef(v, Binary("=", Column("type"), Literal(v.lower())))
+
+
+ABC = Seq((Var("A"), Repeat(Var("B"), 0, None), Var("C")))
+FIG26 = typed("abacbc")
+NAMES = ["a1", "b1", "a2", "c1", "b2", "c2"]
+
+
+def fig26(strategy: Strategy, batch: int | None = None) -> list[tuple[str, ...]]:
+    spec = PatternSpec(ABC, (is_type("A"), is_type("B"), is_type("C")), strategy=strategy)
+    return [tuple(NAMES[i] for i in m[1]) for m in oracle.run_operator(spec, FIG26, batch)]
+
+
+@pytest.mark.parametrize("batch", [None, 1, 4])
+def test_fig_2_6_rows(batch: int | None) -> None:
+    assert fig26(Strategy.CONTIGUOUS, batch) == [("a2", "c1")]
+    assert sorted(fig26(Strategy.SKIP_TILL_NEXT, batch)) == sorted([("a2", "c1"),
+                                                                    ("a1", "b1", "c1")])
+    got = fig26(Strategy.SKIP_TILL_ANY, batch)
+    # the figure lists <a1,c2> twice and omits <a2,c2>: nine distinct subsequences exist
+    expected = {("a2", "c1"), ("a1", "b1", "c1"), ("a1", "b1", "c2"), ("a1", "c1"),
+                ("a1", "c2"), ("a1", "b1", "b2", "c2"), ("a1", "b2", "c2"), ("a2", "c2"),
+                ("a2", "b2", "c2")}
+    assert len(got) == 9 and set(got) == expected
+
+
+def test_fig_2_6_documented_order() -> None:
+    """All-runs output: by completing event, then lexicographically by event positions."""
+    assert fig26(Strategy.SKIP_TILL_ANY) == [
+        ("a1", "b1", "c1"), ("a1", "c1"), ("a2", "c1"),
+        ("a1", "b1", "b2", "c2"), ("a1", "b1", "c2"), ("a1", "b2", "c2"), ("a1", "c2"),
+        ("a2", "b2", "c2"), ("a2", "c2")]
+
+
+def test_running_example_temperature_increase() -> None:
+    """Dissertation 2.3.5: A B* C, B: temp > prev(temp), C: temp >= A.temp + 5, contiguous."""
+    temps = [20.0, 21.0, 23.0, 26.0, 25.0, 31.0, 30.0]
+    tab = typed("x" * len(temps), temps)
+    spec = PatternSpec(ABC, (
+        VarDef("A"),
+        VarDef("B", Binary(">", Column("temp"), Call("PREV", (Column("temp"),)))),
+        VarDef("C", Binary(">=", Column("temp", "C"),
+                           Binary("+", Column("temp", "A"), Literal(5)))),
+    ), strategy=Strategy.CONTIGUOUS)
+    got = oracle.run_operator(spec, tab)
+    assert got == oracle.matches(spec, tab)
+    rows = {m[1] for m in got}
+    # 20 21 23 26: C=26 >= 25 (B* = 21, 23); also 20 -> 26 needs B 21,23 contiguous first
+    assert (0, 1, 2, 3) in rows
+    assert (1, 2, 3) in rows          # 21, 23, 26 >= 26
+    assert all(tab.column("temp")[m[-1]].as_py() >= tab.column("temp")[m[0]].as_py() + 5
+               for m in rows)
+
+
+def _ops(spec: PatternSpec, **kw: object) -> PatternOperator:
+    return PatternOperator(PatternConfig(spec, SCH), **kw)  # type: ignore[arg-type]
+
+
+def random_stream(n: int, seed: int) -> pa.Table:
+    rng = random.Random(seed)
+    t = np.cumsum([rng.randint(0, 2) for _ in range(n)]).tolist()
+    return pa.table({"t": t, "seq": list(range(n)), "type": [rng.choice("abc") for _ in range(n)],
+                     "temp": [float(rng.randint(0, 9)) for _ in range(n)]}, schema=SCH)
+
+
+SPECS = {
+    "any": PatternSpec(ABC, (is_type("A"), VarDef("B", Binary(">", Column("temp"),
+                                                              Column("temp", "A"))),
+                             is_type("C")), window=6, strategy=Strategy.SKIP_TILL_ANY),
+    "next": PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
+                        (is_type("A"), VarDef("B", Binary(">=", Column("temp"),
+                                                          Call("AVG", (Column("temp", "B"),)))),
+                         is_type("C")), window=8, strategy=Strategy.SKIP_TILL_NEXT),
+    "sql": PatternSpec(Seq((Var("A"), Repeat(Var("T"), 0, None), Alt((Var("B"), Var("C"))))),
+                       (is_type("A"), is_type("B"), VarDef("C", Binary(">", Column("temp"),
+                                                                       Literal(5)))),
+                       window=10, semantics=Semantics.SQL,
+                       measures=(Measure("n", Call("COUNT", (Column("*", "T"),))),
+                                 Measure("fa", Call("FIRST", (Column("seq", "A"),))))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_snapshot_restore_equivalence(name: str) -> None:
+    spec = SPECS[name]
+    tab = random_stream(300, 7)
+    ref = _ops(spec).process(tab)
+    assert ref.num_rows > 0
+    op = _ops(spec)
+    batches = tab.to_batches(max_chunksize=37)
+    for b in batches[:4]:
+        op.push(b)
+    snap = op.snapshot()
+    for b in batches[4:6]:   # diverge, then go back
+        op.push(b)
+    op.restore(snap)
+    for b in batches[4:]:
+        op.push(b)
+        op._check()
+    op.flush()
+    assert op.results().equals(ref)
+    # a fresh operator restored from the snapshot continues identically
+    op2 = _ops(spec)
+    op2.restore(snap)
+    for b in batches[4:]:
+        op2.push(b)
+    op2.flush()
+    assert op2.results().slice(0).to_pylist() == ref.slice(
+        ref.num_rows - op2.counters.results_out + snap["counters"].results_out).to_pylist() \
+        or op2.results().num_rows == 0
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_batch_size_does_not_change_results(name: str) -> None:
+    spec = SPECS[name]
+    tab = random_stream(200, 3)
+    ref = _ops(spec).process(tab)
+    for chunk in (1, 5, 64):
+        op = _ops(spec)
+        for b in tab.to_batches(max_chunksize=chunk):
+            op.push(b)
+            op._check()
+        op.flush()
+        assert op.results().equals(ref), chunk
+
+
+def test_end_interval_drops_partial_matches_all_runs() -> None:
+    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
+                       strategy=Strategy.SKIP_TILL_ANY)
+    op = _ops(spec)
+    op.push(typed("ab a", t0=1).filter(pa.array([True, True, False, True])))   # a b . a
+    op.end_interval()                       # gap: the trailing 'a' must not pair with later b
+    op.push(typed("bab", t0=10))
+    op.flush()
+    res = op.results().to_pylist()
+    assert [(r["first_t"], r["last_t"]) for r in res] == [(1, 2), (11, 12)]
+    assert [r["match_id"] for r in res] == [1, 2]
+    assert op.counters.intervals == 1
+    # without the gap, the a's at t=1 and t=4 pair with the b's at t=10 and 12 too
+    op2 = _ops(spec)
+    op2.push(typed("ab a", t0=1).filter(pa.array([True, True, False, True])))
+    op2.push(typed("bab", t0=10))
+    assert op2.results().num_rows == 6
+
+
+def test_end_interval_sql_resolves_running_attempts() -> None:
+    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None))), (is_type("A"), is_type("B")),
+                       semantics=Semantics.SQL,
+                       measures=(Measure("nb", Call("COUNT", (Column("*", "B"),))),))
+    op = _ops(spec)
+    op.push(typed("abb"))
+    assert op.results().num_rows == 0       # greedy B+ may still grow
+    op.end_interval()
+    first = op.results().to_pylist()
+    assert [(r["first_seq"], r["last_seq"], r["nb"]) for r in first] == [(0, 2, 2)]
+    op.push(typed("bbab", t0=10))           # leading b's cannot continue the old match
+    op.flush()
+    rest = op.results().to_pylist()
+    assert [(r["first_t"], r["nb"], r["match_number"]) for r in rest] == [(12, 1, 2)]
+
+
+def test_state_cap_stops_skip_till_any_blow_up() -> None:
+    """A B+ C under skip-till-any: every subset of the b's is a match - 2^k matches per c."""
+    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
+                       (is_type("A"), is_type("B"), is_type("C")),
+                       strategy=Strategy.SKIP_TILL_ANY)
+    tab = typed("a" + "b" * 22 + "c")
+    with pytest.raises(StateCapExceeded, match="state_cap") as ei:
+        _ops(spec, state_cap=100_000).process(tab)
+    assert ei.value.cap == 100_000
+    # the shared run graph itself stays small: nodes grow with events, not with matches
+    op = _ops(spec, state_cap=100_000)
+    op.push(typed("a" + "b" * 22))
+    assert op.counters.state_size < 1000
+
+
+def test_state_cap_stops_distinct_running_aggregates() -> None:
+    """Runs with distinct running sums cannot be merged: the run graph itself blows up."""
+    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
+                       (is_type("A"), VarDef("B", Binary("<", Call("SUM", (Column("temp", "B"),)),
+                                                         Literal(1e9))), is_type("C")),
+                       strategy=Strategy.SKIP_TILL_ANY)
+    tab = typed("a" + "b" * 24, [float(2 ** i) for i in range(25)])
+    with pytest.raises(StateCapExceeded, match="state_cap"):
+        _ops(spec, state_cap=50_000).process(tab)
+
+
+def test_input_order_errors_name_the_row() -> None:
+    spec = PatternSpec(Var("A"), (is_type("A"),))
+    op = _ops(spec)
+    bad = pa.table({"t": [1, 3, 2], "seq": [0, 1, 2], "type": ["a"] * 3, "temp": [0.0] * 3},
+                   schema=SCH)
+    with pytest.raises(DataError, match="row 2"):
+        op.push(bad)
+    op2 = _ops(spec)
+    op2.push(typed("a", t0=5))
+    with pytest.raises(DataError, match="row 0"):
+        op2.push(typed("a", t0=4))   # time went backwards across batches
+    op3 = _ops(spec)                 # equal t with any seq order: arrival order (merged streams)
+    op3.push(pa.table({"t": [1, 1, 2], "seq": [7, 3, 3], "type": ["a"] * 3, "temp": [0.0] * 3},
+                      schema=SCH))
+    assert op3.results().num_rows == 3
+
+
+def test_measures_one_row() -> None:
+    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
+                       (is_type("A"), is_type("B"), is_type("C")), semantics=Semantics.SQL,
+                       measures=(
+                           Measure("a_seq", Column("seq", "A")),
+                           Measure("first_b", Call("FIRST", (Column("temp", "B"),))),
+                           Measure("last_b", Call("LAST", (Column("temp", "B"),))),
+                           Measure("b1", Call("LAST", (Column("temp", "B"), Literal(1)))),
+                           Measure("avg_b", Call("AVG", (Column("temp", "B"),))),
+                           Measure("n", Call("COUNT", (Column("*", None),)) if False else
+                                   Call("COUNT", (Column("*", "B"),))),
+                           Measure("cls", Call("CLASSIFIER")),
+                           Measure("mn", Call("MATCH_NUMBER")),
+                           Measure("prev_c", Call("PREV", (Column("temp", "C"),))),
+                           Measure("next_a", Call("NEXT", (Column("temp", "A"),))),
+                           Measure("span", Binary("-", Column("t", "C"), Column("t", "A"))),
+                       ))
+    tab = typed("xabbbcx", [0.0, 1.0, 2.0, 4.0, 6.0, 7.0, 9.0])
+    out = _ops(spec).process(tab).to_pylist()
+    assert len(out) == 1
+    r = out[0]
+    assert (r["a_seq"], r["first_b"], r["last_b"], r["b1"], r["avg_b"], r["n"]) == \
+        (1, 2.0, 6.0, 4.0, 4.0, 3)
+    assert (r["cls"], r["mn"], r["prev_c"], r["next_a"], r["span"]) == ("C", 1, 6.0, 2.0, 4.0)
+    assert _ops(spec).output_schema.field("n").type == pa.int64()
+
+
+def test_measures_all_rows_running_and_final() -> None:
+    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None))), (is_type("A"), is_type("B")),
+                       semantics=Semantics.SQL, rows_per_match=RowsPerMatch.ALL,
+                       measures=(Measure("cls", Call("CLASSIFIER")),
+                                 Measure("run_sum", Call("SUM", (Column("temp"),))),
+                                 Measure("fin_sum", Call("SUM", (Column("temp"),), "FINAL")),
+                                 Measure("last_b", Column("temp", "B")),
+                                 Measure("fin_last_b", Call("LAST", (Column("temp", "B"),),
+                                                            "FINAL")),
+                                 Measure("run_max", Call("MAX", (Column("temp", "B"),)))))
+    tab = typed("abbx", [1.0, 5.0, 3.0, 0.0])
+    out = _ops(spec).process(tab).to_pylist()
+    assert [r["seq"] for r in out] == [0, 1, 2]
+    assert [r["cls"] for r in out] == ["A", "B", "B"]
+    assert [r["run_sum"] for r in out] == [1.0, 6.0, 9.0]
+    assert [r["fin_sum"] for r in out] == [9.0, 9.0, 9.0]
+    assert [r["last_b"] for r in out] == [None, 5.0, 3.0]
+    assert [r["fin_last_b"] for r in out] == [3.0, 3.0, 3.0]
+    assert [r["run_max"] for r in out] == [None, 5.0, 5.0]
+    assert [r["match_id"] for r in out] == [1, 1, 1]
+
+
+def test_measures_match_oracle_on_random_matches() -> None:
+    exprs = [Call("FIRST", (Column("temp", "B"),)), Call("SUM", (Column("temp", "B"),)),
+             Call("MAX", (Column("temp"),)), Column("temp", "A"), Call("COUNT", (Column("*", "B"),)),
+             Binary("+", Column("temp"), Call("LAST", (Column("temp", "B"), Literal(1))))]
+    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 0, None), Var("C"))),
+                       (is_type("A"), VarDef("B", Binary("!=", Column("type"), Literal("a"))),
+                        is_type("C")), window=6, strategy=Strategy.SKIP_TILL_ANY,
+                       measures=tuple(Measure(f"m{i}", e) for i, e in enumerate(exprs)))
+    tab = random_stream(60, 11)
+    out = _ops(spec).process(tab).to_pylist()
+    ms = oracle.matches(spec, tab)
+    assert len(out) == len(ms) > 10
+    for r, m in zip(out, ms):
+        for i, e in enumerate(exprs):
+            exp = oracle.measure_value(e, tab, m[1], m[2])
+            got = r[f"m{i}"]
+            if exp is None or (isinstance(exp, float) and np.isnan(exp)):
+                assert got is None or (isinstance(got, float) and np.isnan(got))
+            else:
+                assert got == pytest.approx(exp), (i, m)
+
+
+def test_ambiguous_pattern_reports_each_labelled_match_once() -> None:
+    spec = PatternSpec(Alt((Seq((Var("A"), Var("B"))), Seq((Var("A"), Repeat(Var("B"), 0, 1))))),
+                       (VarDef("A"), VarDef("B")), strategy=Strategy.SKIP_TILL_ANY)
+    got = oracle.run_operator(spec, typed("xy"))
+    assert got == [((), (0,), ("A",)), ((), (0, 1), ("A", "B")), ((), (1,), ("A",))]
+
+
+def test_t_and_seq_are_columns_and_partitions_come_out() -> None:
+    sch = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                     ("k", pa.string())])
+    tab = pa.table({"t": [1, 2, 3, 4], "seq": [10, 11, 12, 13], "type": list("aabb"),
+                    "k": ["x", "y", "x", "y"]}, schema=sch)
+    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
+                       partition_by=("k",), semantics=Semantics.SQL,
+                       measures=(Measure("fa", Call("FIRST", (Column("seq", "A"),))),
+                                 Measure("dt", Binary("-", Column("t", "B"), Column("t", "A")))))
+    op = PatternOperator(PatternConfig(spec, sch))
+    out = op.process(tab)
+    assert out.schema.names == ["t", "match_id", "match_number", "first_t", "first_seq",
+                                "last_t", "last_seq", "k", "fa", "dt"]
+    assert out.to_pylist() == [
+        {"t": 3, "match_id": 1, "match_number": 1, "first_t": 1, "first_seq": 10, "last_t": 3,
+         "last_seq": 12, "k": "x", "fa": 10, "dt": 2.0},
+        {"t": 4, "match_id": 2, "match_number": 1, "first_t": 2, "first_seq": 11, "last_t": 4,
+         "last_seq": 13, "k": "y", "fa": 11, "dt": 2.0}]
+
+
+def test_skip_to_errors_follow_the_standard() -> None:
+    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 0, 1))), (is_type("A"), is_type("B")),
+                       semantics=Semantics.SQL,
+                       after_match_skip=AfterMatchSkip(SkipKind.TO_LAST, "B"))
+    with pytest.raises(OperatorError, match="bound no row"):
+        _ops(spec).process(typed("ax"))
+    spec2 = replace(spec, after_match_skip=AfterMatchSkip(SkipKind.TO_FIRST, "A"))
+    with pytest.raises(OperatorError, match="first row"):
+        _ops(spec2).process(typed("ab"))
+
+
+def test_compile_errors() -> None:
+    with pytest.raises(QueryError, match="zero events"):
+        _ops(PatternSpec(Repeat(Var("A"), 0, None)))
+    with pytest.raises(QueryError, match="not in the pattern"):
+        _ops(PatternSpec(Var("A"), (VarDef("Z"),)))
+    with pytest.raises(QueryError, match="NEXT"):
+        _ops(PatternSpec(Var("A"), (VarDef("A", Binary(">", Column("temp"),
+                                                       Call("NEXT", (Column("temp"),)))),)))
+    with pytest.raises(QueryError, match="unknown column"):
+        _ops(PatternSpec(Var("A"), (VarDef("A", Binary(">", Column("nope", pos=3),
+                                                       Literal(1))),)))
+
+
+def test_counters_and_state_are_reported() -> None:
+    spec = SPECS["any"]
+    tab = random_stream(500, 5)
+    op = _ops(spec)
+    for b in tab.to_batches(max_chunksize=50):
+        op.push(b)
+    op.flush()
+    c = op.counters
+    assert c.events_in == 500 and c.batches_in == 10
+    assert c.results_out == op.results().num_rows > 0
+    assert c.peak_state > 0
+    assert "engine: all-runs" in op.explain()
+
+
+def test_large_random_stream_invariants_after_every_batch() -> None:
+    """Seeded stress: many garbage collections and buffer trims, invariants checked."""
+    spec = SPECS["any"]
+    tab = random_stream(5000, 99)
+    op = _ops(spec)
+    for b in tab.to_batches(max_chunksize=97):
+        op.push(b)
+        op._check()
+    op.flush()
+    assert op.results().num_rows == len(oracle.matches(spec, tab.slice(0, 0))) + \
+        op.counters.results_out
+
+
+def _fixed_specs():  # type: ignore[no-untyped-def]
+    from hypothesis import strategies as st
+
+    conds = st.sampled_from([None, Binary("=", Column("type"), Literal("a")),
+                             Binary("!=", Column("type"), Literal("b")),
+                             Binary(">", Column("temp"), Literal(3.0)),
+                             Binary(">=", Column("temp"), Call("PREV", (Column("temp"),)))])
+
+    @st.composite
+    def build(draw):  # type: ignore[no-untyped-def]
+        k = draw(st.integers(1, 4))
+        names = [draw(st.sampled_from("ABC")) for _ in range(k)]
+        pat = Seq(tuple(Var(v) for v in names)) if k > 1 else Var(names[0])
+        defines = tuple(VarDef(v, draw(conds)) for v in dict.fromkeys(names))
+        window = draw(st.one_of(st.none(), st.integers(0, 4)))
+        if draw(st.booleans()):
+            skip = draw(st.sampled_from([AfterMatchSkip(SkipKind.PAST_LAST_ROW),
+                                         AfterMatchSkip(SkipKind.TO_NEXT_ROW),
+                                         AfterMatchSkip(SkipKind.TO_LAST, names[-1])]))
+            return PatternSpec(pat, defines, window, semantics=Semantics.SQL,
+                               after_match_skip=skip,
+                               measures=(Measure("s", Call("SUM", (Column("temp"),))),))
+        return PatternSpec(pat, defines, window, Strategy.CONTIGUOUS,
+                           measures=(Measure("f", Call("FIRST", (Column("seq"),))),))
+
+    return build()
+
+
+def test_vectorized_fixed_sequences_equal_general_engines() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=120, deadline=None)
+    @given(_fixed_specs(), st.integers(0, 60), st.integers(0, 10_000), st.integers(1, 9))
+    def check(spec: PatternSpec, n: int, seed: int, chunk: int) -> None:
+        tab = random_stream(n, seed)
+        fast = PatternOperator(PatternConfig(spec, SCH))
+        slow = PatternOperator(PatternConfig(spec, SCH), vectorized=False)
+        assert type(fast._engine).__name__ == "FixedSeqEngine"
+        assert type(slow._engine).__name__ != "FixedSeqEngine"
+
+        def run(op: PatternOperator) -> object:
+            try:
+                for b in tab.to_batches(max_chunksize=chunk):
+                    op.push(b)
+                    op._check()
+                op.end_interval()
+                for b in tab.to_batches(max_chunksize=chunk):
+                    shifted = [x + 10**6 for x in b.column("t").to_pylist()]
+                    op.push(pa.table({**b.to_pydict(), "t": shifted}, schema=SCH))
+                op.flush()
+            except OperatorError as e:
+                return type(e)
+            return op.results()
+
+        a, b = run(fast), run(slow)
+        if isinstance(a, pa.Table):
+            assert isinstance(b, pa.Table) and a.equals(b)
+        else:
+            assert a == b
+
+    check()
+
+
+def test_dead_runs_do_not_pin_old_events() -> None:
+    """Rare, short-lived runs over a long stream: the buffer stays small."""
+    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")), window=3,
+                       strategy=Strategy.SKIP_TILL_NEXT)
+    op = _ops(spec)
+    n = 1 << 20
+    types = np.where(np.arange(n) % 1000 == 0, "a", "x")
+    tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": types,
+                    "temp": np.zeros(n)}, schema=SCH)
+    for b in tab.to_batches(max_chunksize=1 << 15):
+        op.push(b)
+        op._check()
+        assert op._buffer.size <= (1 << 18) + (1 << 15)
+    assert op.counters.extra["peak_live_runs"] <= 2
