@@ -10,8 +10,9 @@ a tiny query language, registered for the test by monkeypatching ``planner.query
 It counts the events whose ``k`` lies in [lo, hi] and sums their ``x``, emitting one row only at
 the end of the input - the worst case for limits checked between results. ``SLEEP`` makes every
 batch slow, ``HOLD`` keeps that many bytes alive per batch, ``BUFFER`` keeps every matching event
-as operator state (so the state cap applies). The real imprecise-pattern operator's cap is checked
-through the same query path (its skip-till-any-match blow-up).
+as operator state (so the state cap applies). The real languages' operators are checked through the
+same query path: the imprecise-pattern and the SASE+ skip-till-any-match blow-ups are stopped by
+their state caps, a MATCH_RECOGNIZE query by its time limit.
 
 Expected behaviour: the query stops soon after a limit is passed - not at its end - with one
 error line and a hint, exit status 1 at the CLI, no traceback.
@@ -22,7 +23,6 @@ from __future__ import annotations
 import re
 import sys
 import time
-import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -320,20 +320,7 @@ def test_a_parse_error_at_the_cli_has_a_position(limits_store, probe, capsys):
     assert "^" in err  # the caret under the position
 
 
-# --------------------------------------------------------------------------- a real operator
-def _sase_stub() -> types.ModuleType:
-    """A stand-in for the SASE+ front end (not on this branch): it only recognizes the text; the
-    query path then routes it to the imprecise-pattern language because the stream is declared
-    imprecise, and the real operator runs."""
-    from replaydb.planner.lang import imprecise
-
-    mod = types.ModuleType("reliability_sase_stub")
-    mod.detect = lambda text: text.lstrip().upper().startswith("PATTERN")
-    mod.parse = imprecise.parse
-    mod.bind = imprecise.bind
-    return mod
-
-
+# --------------------------------------------------------------------------- real languages
 @pytest.fixture(scope="module")
 def imprecise_store(tmp_path_factory):
     """Events of one type whose uncertainty intervals all overlap: skip-till-any-match runs
@@ -348,24 +335,50 @@ def imprecise_store(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def sase(monkeypatch):
-    monkeypatch.setitem(sys.modules, "reliability_sase_stub", _sase_stub())
-    monkeypatch.setattr(Q, "LANGUAGES", [("sase", "reliability_sase_stub")])
+IMPRECISE = "PATTERN SEQ(A a, A b, A c) WITHIN 30"
 
 
-QUERY = "PATTERN SEQ(A a, A b, A c) WITHIN 30"
-
-
-def test_skip_till_any_blow_up_is_stopped_by_the_state_cap(imprecise_store, sase):
+def test_imprecise_skip_till_any_blow_up_is_stopped_by_the_state_cap(imprecise_store):
     store = replaydb.open(imprecise_store, read_only=True)
     with pytest.raises(StateCapExceeded) as ei:
-        Q.run_query(store, QUERY, state_cap=40)
+        Q.run_query(store, IMPRECISE, state_cap=40)
     assert ei.value.cap_name == "state_cap" and ei.value.cap == 40
     assert str(ei.value).startswith("imprecise")
 
 
-def test_skip_till_any_blow_up_at_the_cli(imprecise_store, sase, capsys):
-    code, out, err = cli(capsys, "query", str(imprecise_store), QUERY, "--state-cap", "40")
+def test_imprecise_skip_till_any_blow_up_at_the_cli(imprecise_store, capsys):
+    code, out, err = cli(capsys, "query", str(imprecise_store), IMPRECISE, "--state-cap", "40")
     assert_clean_error(code, err, "over the state cap state_cap=40")
     assert code == 1 and out == ""
+
+
+@pytest.fixture(scope="module")
+def typed_store(tmp_path_factory):
+    """One a, then many b's, then c's: under skip-till-any-match every subset of the b's
+    extends a match."""
+    path = tmp_path_factory.mktemp("typed") / "store"
+    store = replaydb.open(path, create=True)
+    types = ["a"] + ["b"] * 40 + ["c"] * 3 + ["x"] * 20_000
+    n = len(types)
+    store.append("ev", pa.table({"t": np.arange(n, dtype=np.int64), "type": types,
+                                 "v": np.arange(n) % 7}), type_column="type")
+    return path
+
+
+SASE_ANY = "PATTERN SEQ(a x, b+ y[], c z) WHERE skip_till_any_match(x, y, z) WITHIN 100000"
+MR = ("SELECT * FROM ev MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS t0 ONE ROW PER MATCH "
+      "PATTERN (A B+ C) DEFINE A AS type = 'x', B AS v > 2, C AS v = 0)")
+
+
+def test_sase_skip_till_any_blow_up_at_the_cli(typed_store, capsys):
+    code, out, err = cli(capsys, "query", str(typed_store), SASE_ANY, "--state-cap", "20000")
+    assert_clean_error(code, err, "over the state cap state_cap=20,000")
+    assert code == 1 and out == ""
+
+
+def test_match_recognize_time_limit_at_the_cli(typed_store, capsys):
+    code, out, err = cli(capsys, "query", str(typed_store), MR, "--timeout", "0.001")
+    assert_clean_error(code, err, "time limit of 0.001 s")
+    assert code == 1 and out == ""
+    code, out, err = cli(capsys, "query", str(typed_store), MR, "--timeout", "600", "--json")
+    assert code == 0 and "Traceback" not in err
