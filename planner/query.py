@@ -46,7 +46,11 @@ LANGUAGES: list[tuple[str, str]] = [
 
 IMPRECISE = "replaydb.planner.lang.imprecise"
 
-PLANNERS: dict[str, str] = {}
+PLANNERS: dict[str, str] = {
+    "window_sql": "replaydb.planner.window_path:plan_query",
+    "match_recognize": "replaydb.planner.pattern.planner:plan",
+    "sase": "replaydb.planner.pattern.planner:plan",
+}
 """language -> ``module:function`` of its planner (``plan(ctx) -> Plan``); absent = full replay."""
 
 PLAN_CHOICES = ("auto", "replay")
@@ -129,6 +133,8 @@ class Plan:
     estimates: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    annotate: Callable[[dict[str, Any]], None] | None = None
+    """Called by :func:`explain` with the ``analyze`` dict after executing (planner extras)."""
 
     def describe(self) -> dict[str, Any]:
         c = self.ctx
@@ -347,14 +353,25 @@ def run_query(store: Any, text: str, **options: Any) -> QueryResult:
     return execute(plan_query(store, text, opts))
 
 
-def explain(store: Any, text: str, *, analyze: bool = False, **options: Any) -> dict[str, Any]:
-    """The plan as a dict; with ``analyze``, executed, with what was read and time per phase."""
+def explain(store: Any, text: str, *, analyze: bool = False, plot: str | None = None,
+            **options: Any) -> dict[str, Any]:
+    """The plan as a dict; with ``analyze``, executed, with what was read and time per phase.
+
+    ``plot`` (a PNG path) also executes the plan and draws the timeline with the replay
+    intervals, the coarse pattern map and the results (:func:`replaydb.planner.plot.plot_plan`).
+    """
     opts = QueryOptions(**{k: v for k, v in options.items() if k in QueryOptions.__annotations__})
     plan = plan_query(store, text, opts)
     out = plan.describe()
-    if analyze:
-        res = execute(plan)
+    res = execute(plan) if (analyze or plot) else None
+    if plot:
+        from replaydb.planner.plot import plot_plan
+
+        out["plot"] = str(plot_plan(plan, plot, result=res.table))
+    if analyze and res is not None:
         out["analyze"] = {**res.stats, "timings": dict(plan.timings)}
+        if plan.annotate is not None:
+            plan.annotate(out["analyze"])
         out["result_rows"] = res.table.num_rows
     else:
         out["timings"] = dict(plan.timings)

@@ -44,6 +44,8 @@ def get_spark(master: str | None = None, app_name: str = "replaydb", *,
             return active
         active.stop()
     cores = os.cpu_count() or 2
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     interactive = sys.stderr.isatty() if quiet is None else not quiet
     conf = {
         "spark.ui.enabled": "true" if os.environ.get("REPLAYDB_SPARK_UI") == "1" else "false",
@@ -53,7 +55,8 @@ def get_spark(master: str | None = None, app_name: str = "replaydb", *,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j2.configurationFile="
+                                         f"file:{_log_config()}",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.python.worker.reuse": "true",
     }
@@ -69,6 +72,37 @@ def get_spark(master: str | None = None, app_name: str = "replaydb", *,
     spark.sparkContext.setLogLevel("ERROR")
     _SESSION = spark
     return spark
+
+
+_LOG4J2 = """\
+status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _log_config() -> str:
+    """A log4j2 configuration that shows only errors (the JVM's start-up warnings are noise to a
+    CLI user); written once per user into the temporary directory."""
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), f"replaydb-log4j2-{os.getuid()}.properties")
+    try:
+        with open(path) as fh:
+            if fh.read() == _LOG4J2:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(_LOG4J2)
+    os.replace(tmp, path)
+    return path
 
 
 def stop_spark() -> None:

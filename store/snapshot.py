@@ -400,8 +400,10 @@ def _values(col: pa.ChunkedArray | pa.Array, spec: AggSpec) -> tuple[np.ndarray,
     valid = None
     if col.null_count:
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        fill = 0.0 if spec.is_float else 0
-        col = col.fill_null(pa.scalar(fill, col.type))
+        if pa.types.is_boolean(col.type):
+            col = col.fill_null(False)
+        else:
+            col = col.fill_null(pa.scalar(0.0 if spec.is_float else 0, col.type))
     if spec.kind == "bool":
         arr = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
     else:

@@ -439,6 +439,8 @@ def write_event_files(events_dir: Path, schema: Any, events: pa.Table, seq0: int
             nn = int(leaves[f"{s.name}.n"].sum())
             mn = leaves[f"{s.name}.min"].min().item() if nn else None
             mx = leaves[f"{s.name}.max"].max().item() if nn else None
+            if s.kind == "bool" and nn:  # Delta statistics of bool columns are booleans
+                mn, mx = bool(mn), bool(mx)
             numeric[s.name] = (mn, mx, part.column(s.name).null_count)
         stats = deltaio.file_stats(part, numeric)
         gaps = np.diff(t)

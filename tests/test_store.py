@@ -218,3 +218,16 @@ def test_gap_statistics_follow_appends_and_rewrites(tmp_path):
         d = np.diff(snap.read().column("t").to_numpy())
         if len(d):
             assert (snap.manifest.gap_min, snap.manifest.gap_max) == (int(d.min()), int(d.max()))
+
+
+def test_bool_and_int_attributes_with_nulls(tmp_path):
+    """Regression: a bool column with nulls (as in real ADS-B data) summarizes correctly."""
+    store = replaydb.open(tmp_path / "s", create=True)
+    tbl = pa.table({"t": pa.array(range(6), pa.int64()),
+                    "flag": pa.array([True, None, False, None, True, True]),
+                    "n": pa.array([1, None, 3, None, None, 6], pa.int64())})
+    store.append("s", tbl)
+    a = store.stream("s").aggregate()
+    assert a["flag"]["n"] == 4 and a["flag"]["sum"] == 3
+    assert a["n"]["n"] == 3 and a["n"]["sum"] == 10 and a["n"]["min"] == 1
+    assert store.check("s") == {"s": []}

@@ -19,6 +19,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("replaydb.cli.ingest_cmd", "register"),
     ("replaydb.cli.query_cmds", "register"),
     ("replaydb.cli.datasets_cmd", "register"),
+    ("replaydb.cli.calibrate_cmd", "register"),
 ]
 
 

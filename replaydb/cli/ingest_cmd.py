@@ -94,7 +94,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         type_column=args.type_column, upper_column=args.upper, pmf_column=args.pmf,
         master=args.master, extra=args.extra,
         duplicates=args.duplicates, rows_per_partition=args.rows_per_partition,
-        quiet=args.json,
+        quiet=True if args.json else None,
     )
     if args.json:
         print_json(res.as_dict())

@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _plan_options(p)
     p.add_argument("--analyze", action="store_true",
                    help="execute and report what was actually read and the time per phase")
+    p.add_argument("--plot", default=None, metavar="PATH",
+                   help="also execute and draw the timeline with the replay intervals, the "
+                        "coarse pattern map and the matches (PNG)")
     p.set_defaults(handler=cmd_explain)
 
 
@@ -129,9 +132,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     store = replaydb.open(args.store, read_only=True)
     text = query_text(args.query)
-    out = explain(store, text, analyze=args.analyze, **_options(args))
+    out = explain(store, text, analyze=args.analyze, plot=args.plot, **_options(args))
     if args.json:
         print_json(out)
     else:
         print(render_plan(out))
+        if args.plot:
+            print(f"plot saved to {args.plot}", file=sys.stderr)
     return 0

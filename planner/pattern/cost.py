@@ -1,0 +1,340 @@
+"""The cost model of index-assisted pattern matching (dissertation 3.4.3, Eq. 3.1 and 3.5-3.7).
+
+``C_query(S') = f(C_PIO(S')) + g(C_SIO(S'))`` with ``f(x) = w_PIO * x`` and
+``g(x) = w_SIO * x + w_sort * sort(x)``.
+
+Units (the paper says "pages" and multiplies by the blocking factor; the public reference
+implementation counts bytes and ``n log2 n`` per index result, which its weights 1.13 / 2.53 /
+12.73 were calibrated for - we follow it so those defaults keep their meaning):
+
+* ``C_PIO``: bytes of primary-index leaves replayed (leaves x ``leaf_capacity x event_width``)
+  plus a navigation cost per replay interval (``interval_events`` events' worth of bytes). The
+  reference implementation adds the inner-node I/O of locating every interval; in replaydb one
+  interval also costs a Parquet read call, an Arrow conversion and the operator's
+  end-of-interval flush - fixed work that calibration measures and expresses as the number of
+  events a replay processes in that time. The planner joins intervals whose gap is shorter than that cost
+  (replaying the gap is cheaper than a new interval; joining is always correct), and the
+  estimate models it by lengthening every interval by the join distance;
+* ``C_SIO``: bytes of secondary-index pages read (8 KiB logical pages of the LSM page model),
+  summed over the distinct range lookups of the selected conditions;
+* ``sort``: ``n log2 n`` summed over the lookups' result sizes ``n`` (each result is sorted by
+  seq on its own).
+
+Weights come from the store's calibration (``replaydb calibrate``) or the defaults.
+
+Estimating ``C_SIO`` is direct: the index's read plan gives the pages a range query reads (from
+run metadata) and its count statistics the result size. ``C_PIO`` follows the covered fraction
+``alpha`` of Algorithm 3.1's replay intervals:
+
+* selected conditions group into the basic blocks (BB) of the rewritten pattern; block ``b``
+  occurs with probability ``phi_b`` = product of its selected conditions' selectivities (Eq.
+  3.2) at every event;
+* candidates start at the occurrences of the first selected block: ``N * phi_1`` of them; their
+  length is ``X = D + Hypo(lambda_2..lambda_u)``, ``lambda_b = phi_b / dt``, ``dt`` the mean gap
+  between events and ``D = dt *`` (the seq spans inside tight blocks); the window, shortened by
+  ``(p + q) gap_min`` (interval shortening), keeps ``N_I = N phi_1 P(X <= w')`` of them
+  (Eq. 3.6), of mean length ``mu_c = E[X | X <= w']`` (Eq. 3.7);
+* ``extend(mu_c)``, the replay interval per candidate, follows Interval(c, w): base case
+  ``[c_k.t - w + q gap_min, c_1.t + w - p gap_min]``, i.e. ``2w - mu_c - (p + q) gap_min + 1``.
+  (The text writes ``2(w - mu_c)``; Interval(c, w) gives ``2w - mu_c``, as does the reference
+  implementation - we follow Interval(c, w).) The special cases S1-S3 (first/last BS selected)
+  and their generalization with ``gap_max`` cut the start to ``c_1.t - o_1 gap_max`` and the end
+  to the latest last-block occurrence plus ``o_k gap_max``; navigation (PREV/NEXT) widening adds
+  its events;
+* Cardenas' urn formula (Eq. 3.5): ``alpha = 1 - (1 - extend / T)^N_I``, and the number of merged
+  intervals ``N_I (1 - extend / T)^(N_I - 1)`` (an interval starts a new run when no other starts
+  in the ``extend`` before it);
+* pages: covered time over the time one leaf spans, plus one boundary leaf per merged interval
+  (replay reads whole leaves); intervals closer than the join distance count as one.
+
+With a coarse pattern map (:mod:`.cpm`) ``N``, ``T``, ``dt`` and the selectivities are those of
+the CPM's regions (the scope), and the candidates are spread over the regions in proportion to
+their length, each region getting its own urn (as the reference implementation does); without
+one the scope is the whole stream.
+
+Complexity: one estimate is O(selected conditions + regions) plus one hypoexponential
+evaluation (memoized).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replaydb.planner.pattern.cpm import Scope
+from replaydb.planner.pattern.hypo import hypo_window
+from replaydb.planner.pattern.intervals import Geometry
+from replaydb.planner.pattern.rewrite import RewrittenPattern
+
+DEFAULT_WEIGHTS = {"w_pio": 1.13, "w_sio": 2.53, "w_sort": 12.73}
+"""The paper's calibrated weights (3.5.3), used until ``replaydb calibrate`` stores others."""
+DEFAULT_INTERVAL_EVENTS = 2048.0
+"""Navigation cost of one replay interval, in events replayed, until calibrated: on the
+development machine one interval (locating its leaves, one Parquet read call, the Arrow
+conversion, the operator's end-of-interval flush) took as long as replaying 1,300 (3 columns)
+to 4,300 (16 columns) events."""
+PAGE_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class Weights:
+    """``w_pio``, ``w_sio``: per byte; ``w_sort``: per ``n log2 n``; ``interval_events``: the
+    navigation cost of one replay interval, in events (their bytes count into C_PIO)."""
+
+    w_pio: float = DEFAULT_WEIGHTS["w_pio"]
+    w_sio: float = DEFAULT_WEIGHTS["w_sio"]
+    w_sort: float = DEFAULT_WEIGHTS["w_sort"]
+    source: str = "default"
+    interval_events: float = DEFAULT_INTERVAL_EVENTS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"w_pio": self.w_pio, "w_sio": self.w_sio, "w_sort": self.w_sort,
+                "interval_events": self.interval_events, "source": self.source}
+
+
+def load_weights(store: Any) -> Weights:
+    """The store's calibrated weights (``calibration.pattern``), else the defaults."""
+    cal = (getattr(store, "config", None) or {}).get("calibration") or {}
+    pat = cal.get("pattern") if isinstance(cal, dict) else None
+    if isinstance(pat, dict) and all(k in pat for k in ("w_pio", "w_sio", "w_sort")):
+        return Weights(float(pat["w_pio"]), float(pat["w_sio"]), float(pat["w_sort"]),
+                       "calibrated",
+                       float(pat.get("interval_events", DEFAULT_INTERVAL_EVENTS)))
+    return Weights()
+
+
+def join_leaves(weights: Weights, leaf_capacity: float) -> float:
+    """Gaps of at most this many leaves between replay intervals are replayed (joined)."""
+    return max(0.0, weights.interval_events / max(leaf_capacity, 1.0))
+
+
+@dataclass
+class CondInfo:
+    """One index-supported condition of one basic symbol (a unit of index selection)."""
+
+    id: int
+    bs: int
+    condition: Any
+    lookup: int  # id of the distinct index lookup (the same condition may serve several BSs)
+    selectivity: float  # over the whole stream
+    entries: float  # estimated result size
+    pages: float  # pages the lookup reads
+
+
+@dataclass
+class Estimate:
+    """Estimated costs of one index configuration."""
+
+    config: frozenset[int]
+    pio_leaves: float
+    sio_pages: float
+    sort: float
+    cost: float
+    alpha: float
+    candidates: float
+    intervals: float
+    extend: float
+    pio_bytes: float = 0.0
+    sio_bytes: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> tuple[float, float]:
+        return (self.pio_leaves, self.sio_pages)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pio_leaves": round(self.pio_leaves, 1), "pio_bytes": round(self.pio_bytes),
+                "sio_pages": round(self.sio_pages, 1), "sio_bytes": round(self.sio_bytes),
+                "sort_nlogn": round(self.sort), "cost": self.cost,
+                "covered_fraction": self.alpha, "candidates": round(self.candidates, 1),
+                "intervals": round(self.intervals, 1), "extend": round(self.extend, 1)}
+
+
+class CostModel:
+    """Estimates ``C_query`` for index configurations (sets of :class:`CondInfo` ids)."""
+
+    def __init__(self, rp: RewrittenPattern, conds: list[CondInfo], geo: Geometry,
+                 scope: Scope, weights: Weights, leaf_capacity: int, event_width: int, *,
+                 before: int = 0,
+                 after: int = 0, lookup_pages: dict[int, float] | None = None,
+                 lookup_entries: dict[int, float] | None = None) -> None:
+        self.rp = rp
+        self.conds = {c.id: c for c in conds}
+        self.geo = geo
+        self.scope = scope
+        self.weights = weights
+        self.leaf_capacity = float(leaf_capacity)
+        self.event_width = float(event_width)
+        self.leaf_bytes = self.leaf_capacity * self.event_width
+        self.interval_bytes = weights.interval_events * self.event_width
+        self.nav = before + after
+        self.lookup_pages = lookup_pages or {c.lookup: c.pages for c in conds}
+        self.lookup_entries = lookup_entries or {c.lookup: c.entries for c in conds}
+        self.evaluations = 0
+        n = geo.n_events
+        self.n_scope = max(scope.n_events, 1e-9)
+        self.t_scope = max(float(scope.span), 1.0)
+        self.dt = self.t_scope / self.n_scope if self.n_scope > 0 else 1.0
+        # selectivity of each condition inside the scope
+        self.phi = {}
+        for c in conds:
+            inside = c.selectivity * n * scope.cond_share(c.condition)
+            self.phi[c.id] = min(1.0, inside / self.n_scope) if self.n_scope > 0 else 0.0
+        self.region_t = (scope.regions[:, 1] - scope.regions[:, 0]).astype(np.float64) \
+            if scope.regions.size else np.empty(0)
+        self.region_leaves = scope.leaves.astype(np.float64)
+        self.total_leaves = float(scope.n_leaves)
+        self.join_leaves = join_leaves(weights, self.leaf_capacity)
+        self._cache: dict[frozenset[int], Estimate] = {}
+        self._info = {c.id: (c.bs, rp.symbols[c.bs].block, self.phi[c.id], c.lookup)
+                      for c in conds}
+        self._nlogn = {lk: (n * math.log2(n) if n > 1 else 0.0)
+                       for lk, n in self.lookup_entries.items()}
+
+    def pio_bytes(self, leaves: float, intervals: float) -> float:
+        return leaves * self.leaf_bytes + intervals * self.interval_bytes
+
+    def cost(self, pio_leaves: float, sio_pages: float, sort: float,
+             intervals: float = 0.0) -> float:
+        w = self.weights
+        return (w.w_pio * self.pio_bytes(pio_leaves, intervals)
+                + w.w_sio * sio_pages * PAGE_BYTES + w.w_sort * sort)
+
+    def replay_estimate(self) -> Estimate:
+        """No index: replay the scope (the whole stream, or the CPM's regions)."""
+        leaves = self.total_leaves
+        alpha = self.scope.span / max(self.geo.span, 1)
+        runs = float(self.scope.regions.shape[0])
+        return Estimate(frozenset(), leaves, 0.0, 0.0, self.cost(leaves, 0, 0, runs), alpha,
+                        0.0, runs, 0.0, self.pio_bytes(leaves, runs), 0.0)
+
+    def estimate(self, config: frozenset[int]) -> Estimate:
+        got = self._cache.get(config)
+        if got is not None:
+            return got
+        self.evaluations += 1
+        est = self.replay_estimate() if not config else self._estimate(config)
+        self._cache[config] = est
+        return est
+
+    def _estimate(self, config: frozenset[int]) -> Estimate:
+        rp = self.rp
+        syms = rp.symbols
+        info = self._info
+        # SIO and sort over the distinct lookups; per block: product of the selected
+        # conditions' selectivities and the first/last selected BS
+        lookups = set()
+        blk: dict[int, list[float]] = {}  # block -> [phi product, first bs, last bs]
+        for i in config:
+            bs, b, ph, lk = info[i]
+            lookups.add(lk)
+            e = blk.get(b)
+            if e is None:
+                blk[b] = [ph, bs, bs]
+            else:
+                e[0] *= ph
+                if bs < e[1]:
+                    e[1] = bs
+                if bs > e[2]:
+                    e[2] = bs
+        sio = 0.0
+        sort = 0.0
+        for lk in lookups:
+            sio += self.lookup_pages[lk]
+            sort += self._nlogn[lk]
+        order = sorted(blk)
+        dt = self.dt
+        block_phi = [blk[k][0] for k in order]
+        span = 0
+        if rp.tight:
+            span = sum(syms[int(blk[k][2])].offset - syms[int(blk[k][1])].offset for k in order)
+        d = span * dt
+        first_bs, last_bs = int(blk[order[0]][1]), int(blk[order[-1]][2])
+        p, q = first_bs, rp.n - 1 - last_bs
+        gmin = self.geo.gap_min
+        gmax = self.geo.gap_max
+        gstep = float(gmax) if gmax is not None else dt
+        w = rp.window
+        wp = math.inf if w is None else w - (p + q) * gmin
+        rates = [ph / dt for ph in block_phi[1:]]
+        if wp < d:
+            prob, mean = 0.0, 0.0
+        else:
+            prob, mean = hypo_window(rates, wp - d)
+        mu = d + mean
+        n_i = self.n_scope * block_phi[0] * prob
+        fb = syms[first_bs].block == 0 and not rp.lead_star
+        lb = syms[last_bs].block == len(rp.blocks) - 1 and not rp.trail_star
+        a_rel = (mu - w + q * gmin) if w is not None else -math.inf
+        if fb:
+            o1 = syms[first_bs].offset if rp.tight else 0
+            a_rel = max(a_rel, -o1 * gstep)
+        b_rel = (w - p * gmin) if w is not None else math.inf
+        if lb:
+            ok = (rp.block_len(syms[last_bs].block) - 1 - syms[last_bs].offset) if rp.tight \
+                else 0
+            if len(order) == 1 or not rates or rates[-1] <= 0 or math.isinf(wp):
+                latest = mu
+            else:
+                lam = rates[-1]
+                rest = max(wp - mu, 0.0)
+                latest = max(mu, wp - (1.0 - math.exp(-lam * rest)) / lam)
+            b_rel = min(b_rel, latest + ok * gstep)
+        ext = b_rel - a_rel + 1.0 + self.nav * dt
+        pio, covered, runs = self._urn(n_i, ext)
+        alpha = covered / max(self.geo.span, 1)
+        cost = self.cost(pio, sio, sort, runs)
+        return Estimate(config, pio, sio, sort, cost, alpha, n_i, runs,
+                        ext if math.isfinite(ext) else float(self.t_scope),
+                        self.pio_bytes(pio, runs), sio * PAGE_BYTES,
+                        {"p_window": prob, "mu_c": mu, "rates": rates})
+
+    def _urn(self, n_i: float, ext: float) -> tuple[float, float, float]:
+        """(leaves, covered time, merged intervals) of ``n_i`` intervals of length ``ext``
+        spread over the scope's regions in proportion to their length.
+
+        Per region of length ``T`` with ``n`` intervals: the covered time is Cardenas'
+        ``T (1 - (1 - ext/T)^n)``; an interval is followed by a gap longer than ``x`` with
+        probability ``q(x) = exp(-rho x)``, ``rho = (n - 1) / T`` (the next start is uniform), so
+        after joining gaps of up to ``J`` (the join distance in time) there are ``n q(ext + J)``
+        runs, and the joined gaps add ``n ((q(ext) - q(ext + J)) / rho - J q(ext + J))``.
+        Leaves: covered time over one leaf's time span, plus one boundary leaf per run.
+        """
+        if n_i <= 0 or self.region_t.size == 0:
+            return 0.0, 0.0, 0.0
+        if self.region_t.size == 1:
+            return _urn_region(n_i, ext, float(self.region_t[0]), float(self.region_leaves[0]),
+                               self.join_leaves)
+        total = self.region_t.sum()
+        leaves = covered = runs = 0.0
+        for tr, lv in zip(self.region_t.tolist(), self.region_leaves.tolist()):
+            a, b, c = _urn_region(n_i * tr / total, ext, tr, lv, self.join_leaves)
+            leaves, covered, runs = leaves + a, covered + b, runs + c
+        return leaves, covered, runs
+
+
+def _urn_region(ni: float, ext: float, tr: float, region_leaves: float, join: float
+                ) -> tuple[float, float, float]:
+    """:meth:`CostModel._urn` for one region (scalar math)."""
+    if ni <= 0 or tr <= 0:
+        return 0.0, 0.0, 0.0
+    per_leaf = tr / max(region_leaves, 1.0)
+    if not math.isfinite(ext) or ext >= tr:
+        alpha = min(1.0, ni)
+        covered, runs = tr * alpha, min(1.0, ni)
+    else:
+        j = join * per_leaf
+        alpha = 1.0 - (1.0 - ext / tr) ** ni
+        rho = max(ni - 1.0, 0.0) / tr
+        if rho > 0:
+            q_e = math.exp(-rho * ext)
+            q_ej = math.exp(-rho * (ext + j))
+            gaps = max(0.0, (q_e - q_ej) / rho - j * q_ej)
+            runs = max(ni * q_ej, min(1.0, ni)) if ni > 1.0 else min(1.0, ni)
+        else:
+            gaps, runs = 0.0, min(1.0, ni)
+        covered = min(tr, alpha * tr + ni * gaps)
+    leaves = min(region_leaves, covered / per_leaf + runs)
+    return leaves, covered, runs

@@ -1,0 +1,215 @@
+"""The coarse pattern map (CPM): pattern matching over a TAB+-tree level (dissertation 3.4.3,
+"Adaption to Non-Uniform Data").
+
+A level of the TAB+-tree is a temporal histogram: every node (bucket) knows its time range, its
+event count and, per numeric attribute, the min and max of its events (and how many are not
+null). A basic symbol (BS) whose range conditions miss a bucket's ``[min, max]`` cannot occur in
+it. Matching the rewritten pattern over the buckets then finds the parts of the stream where a
+match is possible at all:
+
+* ``hit[i, j]``: BS ``i`` may occur in bucket ``j`` (every one of its numeric conditions
+  intersects the bucket's ``[min, max]`` and the attribute has a value there; string conditions
+  cannot prune: strings carry no aggregates);
+* a match needs its BS events in buckets ``j_1 <= j_2 <= .. <= j_n`` with ``hit[i, j_i]`` and
+  ``t_min[j_n] - t_max[j_1] <= w`` (the last BS event is at least at ``t_min[j_n]``, the first at
+  most at ``t_max[j_1]``). For every start bucket ``j_1`` the earliest chain is found greedily
+  (next hit of each following BS at or after the previous bucket: ``O(n M)`` with a
+  next-hit table), and the latest possible ``j_n`` inside the window from a previous-hit table;
+* the region of ``j_1`` is ``[t_min[j_1], t_max[j_n_latest]]``, extended by the window before
+  (after) it when the rewritten pattern starts (ends) with ``true*`` - the match may begin before
+  its first BS. Regions are merged into disjoint half-open intervals.
+
+Every match of the rewritten pattern (hence of the query) lies inside one region, so the regions
+alone are a valid replay plan (the histogram-only strategy) and intersecting index-based replay
+intervals with them keeps every match.
+
+For the cost model the CPM also re-estimates the parameters inside the regions: the number of
+events and the time they span (so the mean gap between events ``dt``), and per condition the
+expected number of satisfying events there, from each bucket's count times the fraction of its
+``[min, max]`` the condition's ranges cover (uniform inside a bucket; a point range counts as
+one value of an integer range, or 1% of a continuous one). That fraction of the condition's
+estimated events falling inside the regions rescales the index's exact-ish count.
+
+Complexity: ``O(n M)`` for n BSs and M buckets, vectorized; the level is chosen as the lowest one
+with at most ``max_buckets`` nodes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from replaydb.planner.pattern.conditions import Condition
+from replaydb.planner.pattern.intervals import I64, Geometry, merge_halfopen
+from replaydb.planner.pattern.rewrite import RewrittenPattern
+
+DEFAULT_MAX_BUCKETS = 4096
+
+
+@dataclass
+class Scope:
+    """Where matches can be: disjoint half-open regions with their sizes (for the cost model).
+
+    Without a CPM the scope is the whole stream (one region).
+    """
+
+    regions: np.ndarray  # rows [a, b)
+    events: np.ndarray  # events per region (estimated from buckets)
+    leaves: np.ndarray  # leaves overlapping each region
+    share: dict[Condition, float] = field(default_factory=dict)
+    level: int | None = None
+    buckets: int = 0
+    buckets_kept: int = 0
+    seconds: float = 0.0
+
+    @property
+    def span(self) -> int:
+        return int((self.regions[:, 1] - self.regions[:, 0]).sum()) if self.regions.size else 0
+
+    @property
+    def n_events(self) -> float:
+        return float(self.events.sum())
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.leaves.sum())
+
+    def _check(self) -> None:
+        """Invariants: regions sorted, disjoint, non-empty; one size per region; shares in
+        [0, 1]."""
+        r = self.regions
+        assert r.ndim == 2 and (r.shape[0] == 0 or r.shape[1] == 2)
+        assert np.all(r[:, 1] > r[:, 0]), "empty region"
+        assert np.all(r[1:, 0] > r[:-1, 1]), "regions overlap or touch"
+        assert self.events.shape[0] == r.shape[0] == self.leaves.shape[0]
+        assert all(0.0 <= v <= 1.0 + 1e-9 for v in self.share.values())
+
+    def cond_share(self, c: Condition) -> float:
+        """Fraction of the condition's events that fall inside the scope."""
+        return self.share.get(c, 1.0)
+
+
+def whole_stream(geo: Geometry) -> Scope:
+    if geo.n_events == 0:
+        return Scope(np.empty((0, 2), I64), np.empty(0), np.empty(0, I64))
+    return Scope(np.array([[geo.t_min, geo.t_max + 1]], I64), np.array([float(geo.n_events)]),
+                 np.array([geo.n_leaves], I64))
+
+
+def _local_selectivity(c: Condition, cols: dict[str, np.ndarray], count: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(may occur, expected fraction of events satisfying ``c``) per bucket."""
+    m = count.size
+    mn, mx, nn = cols.get(f"{c.column}.min"), cols.get(f"{c.column}.max"), cols.get(
+        f"{c.column}.n")
+    if mn is None or c.kind != "numeric":
+        return np.ones(m, bool), np.full(m, np.nan)
+    mn = mn.astype(np.float64)
+    mx = mx.astype(np.float64)
+    has = nn > 0
+    hit = np.zeros(m, bool)
+    frac = np.zeros(m)
+    width = mx - mn
+    integral = bool(np.all(np.mod(mn[has], 1.0) == 0) and np.all(np.mod(mx[has], 1.0) == 0))
+    for r in c.ranges:
+        lo = -np.inf if r.lo is None else float(r.lo)
+        hi = np.inf if r.hi is None else float(r.hi)
+        ok = has & ((mx > lo) | ((mx == lo) & r.lo_inclusive)) & (
+            (mn < hi) | ((mn == hi) & r.hi_inclusive))
+        hit |= ok
+        if lo == hi:
+            f = np.where(width > 0, 1.0 / (width + 1.0) if integral else 0.01, 1.0)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ov = np.minimum(hi, mx) - np.maximum(lo, mn)
+                f = np.where(width > 0, np.clip(ov / np.where(width > 0, width, 1.0), 0, 1),
+                             1.0)
+        frac += np.where(ok, f, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        valid = np.where(count > 0, nn / np.maximum(count, 1), 0.0)
+    return hit, np.clip(frac, 0.0, 1.0) * valid
+
+
+def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
+              level: int | None = None) -> Scope:
+    """The CPM's regions and re-estimated parameters (see the module docstring).
+
+    ``cols``: one TAB+-tree level as columns (``tree.histogram(level)``).
+    """
+    t0 = time.perf_counter()
+    if geo.n_events == 0 or not cols or cols["count"].size == 0:
+        s = whole_stream(geo)
+        s.seconds = time.perf_counter() - t0
+        return s
+    tmin, tmax = cols["t_min"].astype(I64), cols["t_max"].astype(I64)
+    count = cols["count"].astype(np.float64)
+    m = tmin.size
+    n = rp.n
+    w = rp.window
+    hits = np.ones((max(n, 1), m), bool)
+    local: dict[Condition, np.ndarray] = {}
+    for s in rp.symbols:
+        for c in s.conditions:
+            h, f = _local_selectivity(c, cols, count)
+            hits[s.index] &= h
+            local[c] = f
+    if n == 0:
+        regions = np.array([[geo.t_min, geo.t_max + 1]], I64)
+    else:
+        ar = np.arange(m, dtype=I64)
+        start = np.flatnonzero(hits[0])
+        b = start.copy()
+        ok = np.ones(start.size, bool)
+        for i in range(1, n):
+            idx = np.where(hits[i], ar, m)
+            nxt = np.minimum.accumulate(idx[::-1])[::-1]
+            nxt = np.r_[nxt, m]
+            b = nxt[np.minimum(b, m)]
+            ok &= b < m
+        last = np.flatnonzero(hits[n - 1])
+        start, b = start[ok], b[ok]
+        if start.size == 0 or last.size == 0:
+            regions = np.empty((0, 2), I64)
+        else:
+            prv = np.maximum.accumulate(np.where(hits[n - 1], ar, -1))
+            if w is not None:
+                win = tmin[b] - tmax[start] <= w
+                start, b = start[win], b[win]
+                lim = np.searchsorted(tmin, tmax[start] + w, side="right") - 1
+                jn = prv[np.clip(lim, 0, m - 1)]
+                jn = np.maximum(jn, b)
+                a = tmin[start].copy()
+                e = tmax[jn].copy()
+                if rp.lead_star:
+                    a = np.minimum(a, tmin[b] - w)
+                if rp.trail_star:
+                    e = np.maximum(e, tmax[start] + w)
+            else:
+                a = tmin[start].copy() if not rp.lead_star else np.full(start.size, geo.t_min)
+                e = np.full(start.size, tmax[last[-1]] if not rp.trail_star else geo.t_max)
+            a = np.maximum(a, geo.t_min)
+            e = np.minimum(e, geo.t_max) + 1
+            regions = merge_halfopen(a, e) if a.size else np.empty((0, 2), I64)
+    # statistics of the regions
+    if regions.shape[0]:
+        ri_lo = np.searchsorted(regions[:, 1], tmin, side="right")  # first region ending after
+        inside = (ri_lo < regions.shape[0])
+        inside[inside] = regions[ri_lo[inside], 0] <= tmax[inside]
+        rid = np.where(inside, ri_lo, -1)
+        events = np.bincount(rid[inside], weights=count[inside], minlength=regions.shape[0])
+        first = geo.first_leaf(regions[:, 0])
+        lastl = geo.last_leaf(regions[:, 1])
+        leaves = np.maximum(lastl - first + 1, 0).astype(I64)
+        share = {}
+        for c, f in local.items():
+            if np.isnan(f).any():
+                continue
+            tot = float((f * count).sum())
+            share[c] = float((f * count)[inside].sum()) / tot if tot > 0 else 0.0
+        kept = int(inside.sum())
+    else:
+        events, leaves, share, kept = np.empty(0), np.empty(0, I64), {
+            c: 0.0 for c in local}, 0
+    return Scope(regions, events, leaves, share, level, m, kept, time.perf_counter() - t0)

@@ -1,0 +1,365 @@
+"""Replay intervals from index results: Algorithm 3.1 of the dissertation, vectorized.
+
+Input: for every selected basic symbol (BS) its index result, sorted by seq (the events that
+satisfy its selected range conditions). Output: sorted, disjoint, half-open time intervals
+``[a, b)`` such that every match of the rewritten pattern - hence of the original one - lies
+entirely inside one of them.
+
+**Candidates.** For selected BSs ``S'_1..S'_k`` at BS positions ``i_1 < .. < i_k`` a candidate is
+a sequence of events ``c_1..c_k`` with (C1) ``c_j`` in ``S'_j``'s index result, (C3) ``c_j.seq -
+c_{j-1}.seq = i_j - i_{j-1}`` inside a tight basic block (BB) and ``>= i_j - i_{j-1}`` otherwise
+(the BSs in between are distinct events; the paper only asks for order there), and the window
+(C2) tightened by interval shortening: ``c_k.t - c_1.t <= w - (p + q) * gap_min`` where ``p``/``q``
+count the BSs before ``S'_1`` / after ``S'_k`` (each is a distinct event, consecutive events are
+at least ``gap_min`` apart). The matcher's window is ``last.t - first.t <= w`` (the operator's
+semantics; Algorithm 3.1 line 11 writes ``<``), so ``<=`` is used.
+
+**Interval(c, w)** (closed, integer time) of a candidate, in the general form that contains the
+base case and the special cases S1-S3 with interval shortening (3.4.4)::
+
+    A = max(c_k.t - w + q * gap_min,  FB: max(c_1.t - o_1 * gap_max, t_lo(c_1.seq - o_1)))
+    B = min(c_1.t + w - p * gap_min,  LB: min(c_k.t + o_k * gap_max, t_hi(c_k.seq + o_k)))
+
+FB holds when ``S'_1`` lies in the first BB and the pattern starts with that BB (no leading
+``true*``): the match's first event is then exactly ``o_1`` events (its offset in the BB) before
+``c_1``. LB likewise for the last BB with ``o_k`` BSs after ``S'_k``. ``t_lo(s)``/``t_hi(s)`` are
+the time range of the TAB+-tree leaf holding seq ``s`` (bounds of that event's time), and
+``gap_max`` is the stream's largest gap between consecutive events. With ``o_1 = 0`` this gives
+S1 (``A = c_1.t``), with ``o_k = 0`` S2/S3 (``B = c_k.t``), and otherwise the base case
+``[c_k.t - w + bs(i_k + 1, n), c_1.t + w - bs(1, i_1 - 1)]`` (with ``gap_min`` for the paper's 1).
+Without a window only the FB/LB bounds remain (unbounded otherwise).
+
+**One sweep, no candidate enumeration.** Every interval of a candidate contains ``[c_1.t,
+c_k.t]``, so for one first event ``c_1`` the union over its candidates is one interval, from the
+smallest ``A`` (the earliest reachable ``c_k``) to the largest ``B`` (the latest ``c_k`` inside
+the window) - both are monotone in ``c_k``. The earliest reachable chain is found greedily: the
+first occurrence of each next BB that starts at the required seq distance after the previous one
+(any later ``c_k`` is then reachable too). All steps are merges of seq-sorted arrays
+(``searchsorted``), the intervals come out sorted by start, and merging them into disjoint
+intervals is one pass (running maximum of the ends). Cost: O(r log r) for r index results in
+all (the ``searchsorted`` merges), O(r) memory, no Python loop over results.
+
+Half-open: the closed ``[A, B]`` becomes ``[A, B + 1)`` and is clipped to the stream's range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from replaydb.planner.pattern.rewrite import RewrittenPattern
+
+I64 = np.int64
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What interval computation needs to know about a stream (from its manifest and tree)."""
+
+    n_events: int
+    t_min: int
+    t_max: int
+    gap_min: int
+    gap_max: int | None
+    leaf_seq_min: np.ndarray
+    leaf_count: np.ndarray
+    leaf_t_min: np.ndarray
+    leaf_t_max: np.ndarray
+
+    @classmethod
+    def of(cls, snap) -> Geometry:  # type: ignore[no-untyped-def]
+        lv = snap.tree.leaves
+        tr = snap.t_range or (0, -1)
+        m = snap.manifest
+        return cls(int(snap.n_events), int(tr[0]), int(tr[1]),
+                   int(m.gap_min) if m.gap_min is not None else 0,
+                   None if m.gap_max is None else int(m.gap_max),
+                   lv.col("seq_min").astype(I64), lv.col("count").astype(I64),
+                   lv.col("t_min").astype(I64), lv.col("t_max").astype(I64))
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.leaf_seq_min.size)
+
+    @property
+    def span(self) -> int:
+        """Time units covered by the stream, ``t_max - t_min + 1``."""
+        return max(1, self.t_max - self.t_min + 1) if self.n_events else 0
+
+    def leaf_of_seq(self, s: np.ndarray) -> np.ndarray:
+        s = np.clip(s, 0, max(0, self.n_events - 1))
+        return np.clip(np.searchsorted(self.leaf_seq_min, s, side="right") - 1, 0,
+                       max(0, self.n_leaves - 1))
+
+    def t_lo_of_seq(self, s: np.ndarray) -> np.ndarray:
+        """A lower bound of the time of the event with seq ``s`` (its leaf's t_min)."""
+        return self.leaf_t_min[self.leaf_of_seq(s)]
+
+    def t_hi_of_seq(self, s: np.ndarray) -> np.ndarray:
+        """An upper bound of the time of the event with seq ``s`` (its leaf's t_max)."""
+        return self.leaf_t_max[self.leaf_of_seq(s)]
+
+    def first_leaf(self, a: np.ndarray) -> np.ndarray:
+        """First leaf that may hold an event with t >= a."""
+        return np.searchsorted(self.leaf_t_max, a, side="left")
+
+    def last_leaf(self, b: np.ndarray) -> np.ndarray:
+        """Last leaf that may hold an event with t < b."""
+        return np.searchsorted(self.leaf_t_min, np.asarray(b) - 1, side="right") - 1
+
+
+@dataclass
+class SymbolResult:
+    """The events of one BS that pass its selected conditions, sorted by seq."""
+
+    seq: np.ndarray
+    t: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.seq.size)
+
+
+def intersect_results(parts: list[SymbolResult]) -> SymbolResult:
+    """Events in every part (several selected conditions of one BS), sorted by seq."""
+    parts = sorted(parts, key=len)
+    out = parts[0]
+    for p in parts[1:]:
+        _, ia, _ = np.intersect1d(out.seq, p.seq, assume_unique=True, return_indices=True)
+        out = SymbolResult(out.seq[ia], out.t[ia])
+    return out
+
+
+@dataclass
+class Occurrences:
+    """Occurrences of one BB's selected BSs: seq and time of the first/last selected event."""
+
+    first_seq: np.ndarray
+    last_seq: np.ndarray
+    first_t: np.ndarray
+    last_t: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.first_seq.size)
+
+
+def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurrences:
+    """Merge the selected BSs of one tight BB at fixed seq distances (``offsets`` ascending).
+
+    The BS with the fewest events is the anchor; every other BS keeps the anchors whose event at
+    its offset is in its result (a ``searchsorted`` membership test per BS).
+    """
+    anchor = min(range(len(results)), key=lambda j: len(results[j]))
+    base = results[anchor].seq - offsets[anchor]
+    for j, (o, r) in enumerate(zip(offsets, results)):
+        if j == anchor or base.size == 0:
+            continue
+        target = base + o
+        p = np.searchsorted(r.seq, target)
+        ok = p < r.seq.size
+        ok[ok] = r.seq[p[ok]] == target[ok]
+        base = base[ok]
+    f, last = results[0], results[-1]
+    pf = np.searchsorted(f.seq, base + offsets[0])
+    pl = np.searchsorted(last.seq, base + offsets[-1])
+    return Occurrences(base + offsets[0], base + offsets[-1], f.t[pf], last.t[pl])
+
+
+@dataclass
+class IntervalStats:
+    """What the sweep found (for EXPLAIN)."""
+
+    occurrences: list[int]
+    first_events: int
+    candidates_with_interval: int
+    raw_intervals: int
+
+
+def candidate_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
+                        geo: Geometry) -> tuple[np.ndarray, np.ndarray, IntervalStats]:
+    """Closed intervals ``[A, B]`` (one per first event with a candidate), sorted by ``A``.
+
+    ``selected`` maps BS index -> its (intersected) result. See the module docstring.
+    """
+    idxs = sorted(selected)
+    if not idxs:
+        raise ValueError("no selected symbol")
+    # selected BSs grouped into their BBs
+    groups: dict[int, list[int]] = {}
+    for i in idxs:
+        groups.setdefault(rp.symbols[i].block, []).append(i)
+    order = sorted(groups)
+    occs: list[Occurrences] = []
+    for b in order:
+        members = groups[b]
+        res = [selected[i] for i in members]
+        if len(members) == 1:
+            r = res[0]
+            occs.append(Occurrences(r.seq, r.seq, r.t, r.t))
+        else:
+            offs = [rp.symbols[i].offset for i in members]
+            occs.append(block_occurrences(offs, res))
+    first_bs, last_bs = groups[order[0]][0], groups[order[-1]][-1]
+    p, q = first_bs, rp.n - 1 - last_bs
+    gmin, gmax = geo.gap_min, geo.gap_max
+    w = rp.window
+    o1 = occs[0]
+    n1 = len(o1)
+    stats = IntervalStats([len(o) for o in occs], n1, 0, 0)
+    if n1 == 0:
+        return np.empty(0, I64), np.empty(0, I64), stats
+    # greedy earliest chain through the following blocks
+    valid = np.ones(n1, bool)
+    cur_last = o1.last_seq
+    pos = np.arange(n1, dtype=I64)
+    for k in range(1, len(order)):
+        ob = occs[k]
+        d = groups[order[k]][0] - groups[order[k - 1]][-1]
+        if len(ob) == 0:
+            return np.empty(0, I64), np.empty(0, I64), stats
+        pos = np.searchsorted(ob.first_seq, cur_last + d, side="left")
+        valid &= pos < len(ob)
+        pos = np.minimum(pos, len(ob) - 1)
+        cur_last = ob.last_seq[pos]
+    ou = occs[-1]
+    lo = pos
+    t1 = o1.first_t
+    if w is not None:
+        wp = w - (p + q) * gmin
+        hi = np.searchsorted(ou.last_t, t1 + wp, side="right") - 1
+        if len(order) == 1:
+            hi = np.arange(n1, dtype=I64)
+            valid &= (ou.last_t - t1) <= wp
+        valid &= (hi >= lo) & (ou.last_t[lo] - t1 <= wp)
+    else:
+        hi = np.full(n1, len(ou) - 1, dtype=I64) if len(order) > 1 else np.arange(n1, dtype=I64)
+    if not valid.any():
+        return np.empty(0, I64), np.empty(0, I64), stats
+    sel = np.flatnonzero(valid)
+    lo, hi, t1 = lo[sel], hi[sel], t1[sel]
+    s1 = o1.first_seq[sel]
+    ck_t_lo, ck_t_hi, ck_s_hi = ou.last_t[lo], ou.last_t[hi], ou.last_seq[hi]
+    neg_inf = np.iinfo(I64).min // 4
+    pos_inf = np.iinfo(I64).max // 4
+    fb = rp.symbols[first_bs].block == 0 and not rp.lead_star
+    lb = rp.symbols[last_bs].block == len(rp.blocks) - 1 and not rp.trail_star
+    a = (ck_t_lo - w + q * gmin) if w is not None else np.full(sel.size, neg_inf, I64)
+    b = (t1 + w - p * gmin) if w is not None else np.full(sel.size, pos_inf, I64)
+    if fb:
+        o = rp.symbols[first_bs].offset if rp.tight else 0
+        fa = geo.t_lo_of_seq(s1 - o)
+        if gmax is not None:
+            fa = np.maximum(fa, t1 - o * gmax)
+        a = np.maximum(a, np.minimum(fa, t1))
+    if lb:
+        o = (rp.block_len(rp.symbols[last_bs].block) - 1 - rp.symbols[last_bs].offset) \
+            if rp.tight else 0
+        fbnd = geo.t_hi_of_seq(ck_s_hi + o)
+        if gmax is not None:
+            fbnd = np.minimum(fbnd, ck_t_hi + o * gmax)
+        b = np.minimum(b, np.maximum(fbnd, ck_t_hi))
+    stats.candidates_with_interval = int(sel.size)
+    return a.astype(I64), b.astype(I64), stats
+
+
+def merge_closed(a: np.ndarray, b: np.ndarray, geo: Geometry) -> np.ndarray:
+    """Closed intervals -> sorted disjoint half-open ``[a, b)`` rows, clipped to the stream."""
+    if a.size == 0 or geo.n_events == 0:
+        return np.empty((0, 2), I64)
+    a = np.maximum(a, geo.t_min)
+    e = np.minimum(b, geo.t_max) + 1
+    keep = e > a
+    a, e = a[keep], e[keep]
+    return merge_halfopen(a, e)
+
+
+def merge_halfopen(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Union of half-open intervals as sorted disjoint rows (touching ones are joined)."""
+    if a.size == 0:
+        return np.empty((0, 2), I64)
+    if a.size > 1 and not bool(np.all(a[1:] >= a[:-1])):
+        order = np.argsort(a, kind="stable")
+        a, e = a[order], e[order]
+    ends = np.maximum.accumulate(e)
+    new = np.ones(a.size, bool)
+    new[1:] = a[1:] > ends[:-1]
+    starts = np.flatnonzero(new)
+    last = np.r_[starts[1:] - 1, a.size - 1]
+    return np.stack([a[starts], ends[last]], axis=1).astype(I64)
+
+
+def intersect_intervals(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Intersection of two sorted disjoint half-open interval lists (rows ``[a, b)``)."""
+    if x.size == 0 or y.size == 0:
+        return np.empty((0, 2), I64)
+    lo = np.searchsorted(y[:, 1], x[:, 0], side="right")
+    hi = np.searchsorted(y[:, 0], x[:, 1], side="left")
+    cnt = np.maximum(hi - lo, 0)
+    if cnt.sum() == 0:
+        return np.empty((0, 2), I64)
+    xi = np.repeat(np.arange(x.shape[0]), cnt)
+    yi = np.concatenate([np.arange(s, s + c) for s, c in zip(lo[cnt > 0], cnt[cnt > 0])])
+    a = np.maximum(x[xi, 0], y[yi, 0])
+    b = np.minimum(x[xi, 1], y[yi, 1])
+    keep = b > a
+    return np.stack([a[keep], b[keep]], axis=1).astype(I64)
+
+
+def widen_for_navigation(iv: np.ndarray, geo: Geometry, before: int, after: int) -> np.ndarray:
+    """Widen every interval so that ``before`` events before its first event and ``after``
+    events after its last one are replayed too (PREV/NEXT reach outside a match).
+
+    The first event with t >= a lies in leaf ``i``, so its seq is at least ``seq_min[i]``; the
+    event ``before`` positions earlier has a time at least the t_min of the leaf holding
+    ``seq_min[i] - before`` (and at least ``a - before * gap_max``). Symmetrically for the end.
+    Conservative (never narrower than needed); the result is merged again.
+    """
+    if iv.size == 0 or (before <= 0 and after <= 0):
+        return iv
+    a, b = iv[:, 0].copy(), iv[:, 1].copy()
+    if before > 0:
+        i = np.minimum(geo.first_leaf(a), geo.n_leaves - 1)
+        na = geo.t_lo_of_seq(geo.leaf_seq_min[i] - before)
+        if geo.gap_max is not None:
+            na = np.maximum(na, a - before * geo.gap_max)
+        a = np.minimum(a, na)
+    if after > 0:
+        j = np.maximum(geo.last_leaf(b), 0)
+        last_seq = geo.leaf_seq_min[j] + geo.leaf_count[j] - 1
+        nb = geo.t_hi_of_seq(last_seq + after) + 1
+        if geo.gap_max is not None:
+            nb = np.minimum(nb, b + after * geo.gap_max)
+        b = np.maximum(b, nb)
+    a = np.maximum(a, geo.t_min)
+    b = np.minimum(b, geo.t_max + 1)
+    return merge_halfopen(a, b)
+
+
+def coalesce_by_leaves(iv: np.ndarray, geo: Geometry, max_gap_leaves: float = 0.0
+                       ) -> np.ndarray:
+    """Join consecutive intervals separated by at most ``max_gap_leaves`` whole leaves.
+
+    Replay reads whole leaves, so two intervals ending and starting in one leaf would read it
+    twice (joined with ``max_gap_leaves = 0``); and every interval costs a fixed navigation
+    overhead, so replaying a short gap is cheaper than starting a new interval. Joining is
+    always correct: a superset of intervals never loses a match, and every match found in the
+    gap is a candidate of some interval (see :mod:`replaydb.planner.pattern.planner`).
+    """
+    if iv.shape[0] <= 1:
+        return iv
+    first = geo.first_leaf(iv[:, 0])
+    last = geo.last_leaf(iv[:, 1])
+    new = np.ones(iv.shape[0], bool)
+    new[1:] = (first[1:] - last[:-1] - 1) > max_gap_leaves
+    starts = np.flatnonzero(new)
+    ends = np.r_[starts[1:] - 1, iv.shape[0] - 1]
+    return np.stack([iv[starts, 0], iv[ends, 1]], axis=1).astype(I64)
+
+
+def replay_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
+                     geo: Geometry) -> tuple[np.ndarray, IntervalStats]:
+    """Algorithm 3.1: sorted disjoint half-open replay intervals (rows ``[a, b)``)."""
+    a, b, st = candidate_intervals(rp, selected, geo)
+    iv = merge_closed(a, b, geo)
+    st.raw_intervals = int(a.size)
+    return iv, st

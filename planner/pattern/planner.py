@@ -1,0 +1,401 @@
+"""The index-assisted planner for sequential pattern queries (dissertation 3.4).
+
+Registered in :data:`replaydb.planner.query.PLANNERS` for MATCH_RECOGNIZE and SASE+. For a
+query it
+
+1. binds the query (the operator's :class:`PatternSpec`: window in stream units, defaults
+   applied), rewrites it into basic symbols with single-attribute range conditions and ``true*``
+   gaps (:mod:`.rewrite`);
+2. builds the coarse pattern map from a TAB+-tree level (:mod:`.cpm`): the regions where a match
+   is possible, and the parameters the cost model re-estimates inside them;
+3. gathers per index-supported condition its selectivity, result size and pages from the
+   index statistics (the sample-based count, made exact from the boundary row groups when its
+   guaranteed bounds are loose - equalities on keys with many duplicates), and selects indexes (:mod:`.selection`) with the cost model (:mod:`.cost`)
+   and the store's calibrated weights (:func:`.cost.load_weights`);
+4. queries the selected indexes, sorts the results by seq and computes the replay intervals
+   (:mod:`.intervals`, Algorithm 3.1), intersects them with the CPM's regions, widens them for
+   PREV/NEXT, and joins intervals whose gap costs less to replay than a new interval's
+   navigation (``Weights.interval_events``);
+5. returns a :class:`~replaydb.planner.query.Plan` whose ``intervals`` the hub replays into the
+   operator, with EXPLAIN details (:mod:`.explain`).
+
+``--plan`` (``ctx.options.plan``): ``auto`` (Optimal, falling back to the plan without index -
+the CPM's regions, or full replay when the CPM prunes nothing - when that is estimated cheaper),
+``all``, ``greedy``, ``budget``, ``optimal`` (forced index strategies, at least one index when
+any is supported), ``cpm`` (histogram only: replay the CPM's regions), ``replay`` (handled by the
+hub: no planner). Options in ``ctx.options.extra``: ``cpm`` (default True: use the coarse
+pattern map; False: uniform estimates over the whole stream, no region pruning),
+``cpm_buckets`` (default 4096: the lowest tree level with at most that many nodes),
+``cpm_level`` (a level directly), ``weights`` (a dict overriding the weights), ``rivals``
+(default True: also run the other strategies, for EXPLAIN; False: only the chosen one).
+
+**Why replaying only the intervals gives exactly the matches of full replay.** Let R be the
+replayed ranges (disjoint time intervals; between two of them the operator's ``end_interval``
+drops every partial match).
+
+* Every match of full replay is a match of the rewritten pattern whose basic-symbol events
+  form a candidate of Algorithm 3.1 (the rewrite only widens; index results contain every event
+  satisfying the kept ranges; the interval of a candidate contains all events of every match
+  built on it). So it lies inside one interval of R - and intersecting with CPM regions,
+  widening and joining keep that.
+* Conversely, a match found while replaying R is a match of the rewritten pattern over the
+  same events (its range conditions read only the event itself), so it too lies inside an
+  interval computed before widening; its PREV/NEXT rows lie inside R thanks to the widening
+  (stream order: with partitions a PREV can reach arbitrarily far back, so PREV/NEXT with
+  PARTITION BY or an equivalence partition plans full replay). Its conditions therefore see what
+  full replay sees. For the all-runs strategies (SASE+) a match is defined by its own events
+  only, so it is a match of full replay. For SQL MATCH_RECOGNIZE the attempts also depend on
+  where earlier matches ended (AFTER MATCH SKIP): no full-replay match straddles the start of an
+  interval of R (it would lie in no interval), so full replay starts an attempt at the first
+  row of every interval too, and from there both see the same rows and make the same choices
+  (an attempt's preferred match lies inside R; one cut off at an interval's end would be a
+  full-replay match outside R).
+
+Documented consequences: results are the same rows; with PARTITION BY and SQL semantics the
+interleaving of *different* partitions' matches in the output (hence ``match_id``) may differ,
+because replay resolves pending attempts at each interval's end; per partition the order and
+``match_number`` are the same. Several streams merged by event type (SASE+ types as streams)
+are planned as full replay (their seqs are not one stream's positions). No WITHIN: the span of a
+match is bounded only when its first/last basic symbols are selected (a fixed-length contiguous
+pattern spans exactly its events: the interval is the seq range, mapped to time through the
+tree); otherwise the intervals reach to the stream's start/end.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replaydb.errors import UsageError
+from replaydb.indexes.kernels import radix_argsort_u64, sortable_u64
+from replaydb.planner.pattern.conditions import Condition
+from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights, load_weights
+from replaydb.planner.pattern.cpm import DEFAULT_MAX_BUCKETS, Scope, build_cpm, whole_stream
+from replaydb.planner.pattern.intervals import (
+    I64,
+    Geometry,
+    SymbolResult,
+    coalesce_by_leaves,
+    intersect_intervals,
+    intersect_results,
+    replay_intervals,
+    widen_for_navigation,
+)
+from replaydb.planner.pattern.navigation import navigation_extent
+from replaydb.planner.pattern.rewrite import RewrittenPattern, rewrite
+from replaydb.planner.pattern.selection import STRATEGIES, Selection
+
+PLAN_CHOICES = ("auto", "replay", "all", "greedy", "optimal", "budget", "cpm")
+EXACT_SLACK = 256
+"""Count a condition's entries exactly when the index's sample bounds are looser than 10% of
+the estimate and this many entries."""
+
+
+@dataclass
+class Lookup:
+    """One distinct index range lookup (a condition may serve several basic symbols)."""
+
+    id: int
+    condition: Condition
+    index: Any
+    entries: float = 0.0
+    pages: float = 0.0
+
+
+@dataclass
+class PatternPlanState:
+    """Everything the planner derived, kept on the plan for EXPLAIN and the benchmarks."""
+
+    rp: RewrittenPattern | None = None
+    geo: Geometry | None = None
+    scope: Scope | None = None
+    model: CostModel | None = None
+    conds: list[CondInfo] = field(default_factory=list)
+    lookups: dict[int, Lookup] = field(default_factory=dict)
+    selections: dict[str, Selection] = field(default_factory=dict)
+    chosen: Estimate | None = None
+    strategy: str = "replay"
+    nav: tuple[int, int] = (0, 0)
+    intervals: np.ndarray | None = None
+    interval_counts: dict[str, int] = field(default_factory=dict)
+    index_reads: dict[str, int] = field(default_factory=dict)
+    lookup_sizes: dict[int, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    spec_text: str = ""
+
+
+def _kinds(snap: Any) -> dict[str, str]:
+    out = {}
+    for a in snap.schema.attributes:
+        if a.kind in ("float64", "int64"):
+            out[a.name] = "numeric"
+        elif a.kind == "string":
+            out[a.name] = "string"
+    return out
+
+
+def _extra(ctx: Any, key: str, default: Any) -> Any:
+    return (ctx.options.extra or {}).get(key, default)
+
+
+def _levels_cols(snap: Any, max_buckets: int, level: int | None) -> tuple[int, dict]:
+    tree = snap.tree
+    if level is None:
+        level = tree.level_for_buckets(max_buckets)
+    level = max(0, min(int(level), tree.height - 1))
+    return level, tree.histogram(level)
+
+
+def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: int
+                      ) -> tuple[list[CondInfo], dict[int, Lookup]]:
+    """Index-supported conditions with their statistics (one count/read plan per lookup)."""
+    lookups: dict[Condition, Lookup] = {}
+    conds: list[CondInfo] = []
+    for s in rp.symbols:
+        for c in s.conditions:
+            idx = indexes.get(c.column)
+            if idx is None:
+                continue
+            lk = lookups.get(c)
+            if lk is None:
+                lk = Lookup(len(lookups), c, idx)
+                for r in c.ranges:
+                    est = idx.count(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                                    hi_inclusive=r.hi_inclusive, max_seq=n_events)
+                    if est.high - est.low > max(0.1 * est.estimate, EXACT_SLACK):
+                        # sample-based bounds are loose (typically an equality on a key with
+                        # many duplicates): count exactly from the boundary row groups
+                        est = idx.count(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                                        hi_inclusive=r.hi_inclusive, max_seq=n_events,
+                                        exact=True)
+                    lk.entries += est.estimate
+                    lk.pages += idx.read_plan(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                                              hi_inclusive=r.hi_inclusive)["pages_read"]
+                lookups[c] = lk
+            sel = min(1.0, lk.entries / n_events) if n_events else 0.0
+            conds.append(CondInfo(len(conds), s.index, c, lk.id, sel, lk.entries, lk.pages))
+    return conds, {lk.id: lk for lk in lookups.values()}
+
+
+def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
+               reads: dict[str, int]) -> SymbolResult:
+    """Query the index for every range of the condition; the union sorted by seq."""
+    t0 = time.perf_counter()
+    seqs, ts = [], []
+    for r in lk.condition.ranges:
+        res = lk.index.range(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                             hi_inclusive=r.hi_inclusive, order="key", max_seq=n_events)
+        seqs.append(np.asarray(res.seq, I64))
+        ts.append(np.asarray(res.t, I64))
+        reads["entries_read"] = reads.get("entries_read", 0) + res.cost.entries_read
+        reads["entries_returned"] = reads.get("entries_returned", 0) + len(res)
+        reads["pages_read"] = reads.get("pages_read", 0) + res.cost.pages_read
+        reads["bytes_read"] = reads.get("bytes_read", 0) + res.cost.bytes_read
+        reads["lookups"] = reads.get("lookups", 0) + 1
+    t1 = time.perf_counter()
+    seq = np.concatenate(seqs) if seqs else np.empty(0, I64)
+    t = np.concatenate(ts) if ts else np.empty(0, I64)
+    if seq.size > 1:
+        perm = radix_argsort_u64(sortable_u64(seq))
+        seq, t = seq[perm], t[perm]
+    t2 = time.perf_counter()
+    timings["index_lookups"] = timings.get("index_lookups", 0.0) + (t1 - t0)
+    timings["sort"] = timings.get("sort", 0.0) + (t2 - t1)
+    return SymbolResult(seq, t)
+
+
+def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: int,
+                      timings: dict[str, float]) -> np.ndarray:
+    """Replay intervals for ``config`` (rows ``[a, b)``), before CPM/navigation/joining."""
+    rp, geo = st.rp, st.geo
+    assert rp is not None and geo is not None
+    by_id = {c.id: c for c in st.conds}
+    results: dict[int, SymbolResult] = {}
+    for lk_id in sorted({by_id[i].lookup for i in config}):
+        results[lk_id] = run_lookup(st.lookups[lk_id], n_events, timings, st.index_reads)
+        st.lookup_sizes[lk_id] = len(results[lk_id])
+    t0 = time.perf_counter()
+    per_bs: dict[int, list[SymbolResult]] = {}
+    for i in sorted(config):
+        c = by_id[i]
+        per_bs.setdefault(c.bs, []).append(results[c.lookup])
+    selected = {bs: (parts[0] if len(parts) == 1 else intersect_results(parts))
+                for bs, parts in per_bs.items()}
+    iv, ist = replay_intervals(rp, selected, geo)
+    st.interval_counts.update({"first_events": ist.first_events,
+                               "candidates": ist.candidates_with_interval,
+                               "merged": int(iv.shape[0])})
+    st.interval_counts["block_occurrences"] = sum(ist.occurrences)
+    timings["merge"] = timings.get("merge", 0.0) + time.perf_counter() - t0
+    return iv
+
+
+def finish_intervals(st: PatternPlanState, iv: np.ndarray | None, timings: dict[str, float],
+                     *, use_cpm: bool) -> np.ndarray | None:
+    """CPM intersection, navigation widening and leaf joining; None stays full replay."""
+    geo = st.geo
+    assert geo is not None
+    t0 = time.perf_counter()
+    scope = st.scope
+    if iv is None:
+        if use_cpm and scope is not None and not _covers_all(scope, geo):
+            iv = scope.regions
+        else:
+            return None
+    elif use_cpm and scope is not None and not _covers_all(scope, geo):
+        iv = intersect_intervals(iv, scope.regions)
+        st.interval_counts["after_cpm"] = int(iv.shape[0])
+    before, after = st.nav
+    iv = widen_for_navigation(iv, geo, before, after)
+    iv = coalesce_by_leaves(iv, geo, st.model.join_leaves if st.model is not None else 0.0)
+    st.interval_counts["final"] = int(iv.shape[0])
+    timings["merge"] = timings.get("merge", 0.0) + time.perf_counter() - t0
+    return iv
+
+
+def _covers_all(scope: Scope, geo: Geometry) -> bool:
+    r = scope.regions
+    return r.shape[0] == 1 and int(r[0, 0]) <= geo.t_min and int(r[0, 1]) > geo.t_max
+
+
+def _replay_plan(ctx: Any, st: PatternPlanState, note: str) -> Any:
+    from replaydb.planner.query import Plan
+
+    st.notes.append(note)
+    st.strategy = "replay"
+    plan = Plan(ctx, strategy="replay", intervals=None)
+    _attach(plan, st)
+    return plan
+
+
+def _attach(plan: Any, st: PatternPlanState) -> None:
+    from replaydb.planner.pattern.explain import describe, make_annotate
+
+    plan.details["pattern"] = describe(st, plan)
+    plan.details["note"] = "; ".join(st.notes) if st.notes else plan.details.get("note", "")
+    if not plan.details["note"]:
+        del plan.details["note"]
+    plan.annotate = make_annotate(st, plan)
+    plan.pattern_state = st  # type: ignore[attr-defined]
+
+
+def _partitioned(spec: Any) -> bool:
+    from replaydb.operators.pattern.model import Strategy
+
+    return bool(spec.partition_by) or (bool(spec.equivalence)
+                                       and spec.strategy != Strategy.CONTIGUOUS)
+
+
+def plan(ctx: Any) -> Any:
+    """The planner entry point (``PLANNERS`` calls it with a QueryContext)."""
+    from replaydb.planner.query import Plan
+
+    choice = ctx.options.plan or "auto"
+    if choice not in PLAN_CHOICES:
+        raise UsageError(f"unknown --plan {choice!r} for pattern queries",
+                         hint=f"choose one of {', '.join(PLAN_CHOICES)}")
+    timings: dict[str, float] = {}
+    st = PatternPlanState()
+    t_bind = time.perf_counter()
+    op = ctx.bind()
+    spec = op.config.spec
+    st.spec_text = spec.to_text()
+    timings["bind"] = time.perf_counter() - t_bind
+    if len(ctx.snapshots) != 1:
+        return _replay_plan(ctx, st, "several streams merged by event type: full replay")
+    snap = ctx.snapshots[0]
+    geo = Geometry.of(snap)
+    st.geo = geo
+    nav = navigation_extent(spec)
+    if nav is None:
+        return _replay_plan(ctx, st, "PREV/NEXT with a non-literal offset: full replay")
+    st.nav = nav
+    if (nav[0] or nav[1]) and _partitioned(spec):
+        return _replay_plan(ctx, st, "PREV/NEXT in a partitioned pattern can reach any earlier "
+                                     "event of the partition: full replay")
+    kinds = _kinds(snap)
+    type_col = spec.type_column if spec.type_column in kinds else None
+    t0 = time.perf_counter()
+    rp = rewrite(spec, kinds, n_streams=1, type_column=type_col)
+    st.rp = rp
+    timings["rewrite"] = time.perf_counter() - t0
+    if geo.n_events == 0 or not rp.satisfiable:
+        st.strategy = "empty"
+        st.notes.append("no event can match (empty stream or an unsatisfiable range condition)")
+        plan_ = Plan(ctx, strategy="empty", intervals=[])
+        plan_.timings.update(timings)
+        st.intervals = np.empty((0, 2), I64)
+        _attach(plan_, st)
+        return plan_
+    if rp.n == 0:
+        return _replay_plan(ctx, st, "the pattern has no basic symbol: full replay")
+    use_cpm = bool(_extra(ctx, "cpm", True)) or choice == "cpm"
+    t0 = time.perf_counter()
+    if use_cpm and snap.tree.height > 0:
+        level, cols = _levels_cols(snap, int(_extra(ctx, "cpm_buckets", DEFAULT_MAX_BUCKETS)),
+                                   _extra(ctx, "cpm_level", None))
+        st.scope = build_cpm(rp, geo, cols, level)
+    else:
+        st.scope = whole_stream(geo)
+    timings["cpm"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    indexes = snap.indexes()
+    st.conds, st.lookups = gather_conditions(rp, indexes, geo.n_events)
+    timings["statistics"] = time.perf_counter() - t0
+    weights = load_weights(ctx.store)
+    override = _extra(ctx, "weights", None)
+    if isinstance(override, dict):
+        weights = Weights(float(override.get("w_pio", weights.w_pio)),
+                          float(override.get("w_sio", weights.w_sio)),
+                          float(override.get("w_sort", weights.w_sort)), "option",
+                          float(override.get("interval_events", weights.interval_events)))
+    model = CostModel(rp, st.conds, geo, st.scope, weights, snap.schema.leaf_capacity,
+                      snap.schema.event_width, before=nav[0],
+                      after=nav[1])
+    st.model = model
+    t0 = time.perf_counter()
+    wanted = "optimal" if choice in ("auto", "cpm") else choice
+    for name, fn in STRATEGIES.items():
+        if name == wanted or _extra(ctx, "rivals", True):
+            st.selections[name] = fn(model, st.conds)
+    timings["select"] = st.selections[wanted].seconds
+    timings["select_all_strategies"] = time.perf_counter() - t0
+    cpm_prunes = st.scope is not None and not _covers_all(st.scope, geo)
+    base = model.replay_estimate()
+    if choice == "cpm":
+        chosen: Estimate | None = None
+        strategy = "cpm"
+    elif choice == "auto":
+        opt = st.selections["optimal"].estimate
+        if opt is not None and opt.cost < base.cost:
+            chosen, strategy = opt, "optimal"
+        else:
+            chosen, strategy = None, ("cpm" if cpm_prunes and use_cpm else "replay")
+    else:
+        chosen = st.selections[choice].estimate
+        strategy = choice
+        if chosen is None:
+            st.notes.append(f"no index supports a condition of the pattern: {choice} "
+                            "replays without index")
+            strategy = "cpm" if cpm_prunes and use_cpm else "replay"
+    st.chosen = chosen if chosen is not None else base
+    st.strategy = strategy
+    if not _extra(ctx, "lookups", True):  # estimates only (calibration)
+        plan_ = Plan(ctx, strategy=strategy, intervals=None)
+        plan_.timings.update(timings)
+        _attach(plan_, st)
+        return plan_
+    if chosen is not None and chosen.config:
+        iv = compute_intervals(st, chosen.config, geo.n_events, timings)
+    else:
+        iv = None
+    iv = finish_intervals(st, iv, timings, use_cpm=use_cpm)
+    st.intervals = iv
+    intervals = None if iv is None else [(int(a), int(b)) for a, b in iv]
+    plan_ = Plan(ctx, strategy=strategy, intervals=intervals)
+    plan_.timings.update(timings)
+    _attach(plan_, st)
+    return plan_

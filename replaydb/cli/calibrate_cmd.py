@@ -1,0 +1,68 @@
+"""``replaydb calibrate``: fit the pattern planner's cost weights on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import replaydb
+from replaydb.cli.output import print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from replaydb.cli import common
+
+    p = common(sub.add_parser(
+        "calibrate", help="measure plans and fit the pattern planner's cost weights "
+                          "(stored in the store's configuration)"))
+    p.add_argument("store", help="store directory")
+    p.add_argument("stream", nargs="?", help="stream to measure on (default: the only one)")
+    p.add_argument("--queries", type=int, default=24,
+                   help="random pattern queries to measure (several plans each; default 24)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random queries")
+    p.add_argument("--repeat", type=int, default=3, help="runs per plan (best is kept)")
+    p.add_argument("--plot", default=None, metavar="PATH",
+                   help="save an estimated-vs-measured plot (PNG)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="fit and report, but do not store the weights")
+    p.set_defaults(handler=cmd_calibrate)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from replaydb.planner.pattern.calibrate import calibrate
+
+    store = replaydb.open(args.store, read_only=args.dry_run)
+
+    def progress(qi: int, label: str, sec: float) -> None:
+        if sys.stderr.isatty() and not args.json:
+            print(f"\rquery {qi + 1}/{args.queries}: {label} {sec * 1000:.0f} ms   ",
+                  end="", file=sys.stderr)
+
+    cal = calibrate(store, args.stream, queries=args.queries, seed=args.seed,
+                    repeat=args.repeat, save=not args.dry_run, plot=args.plot,
+                    progress=progress)
+    if sys.stderr.isatty() and not args.json:
+        print(file=sys.stderr)
+    out = cal.summary()
+    if args.plot:
+        out["plot"] = args.plot
+    if args.json:
+        print_json(out)
+        return 0
+    w = cal.weights
+    print(f"calibrated on stream {cal.stream!r}: {len(cal.samples)} measured plans in "
+          f"{cal.seconds:.1f} s")
+    print(f"  w_PIO  = {w.w_pio:.4g} s/byte   (primary leaves replayed)")
+    print(f"  w_SIO  = {w.w_sio:.4g} s/byte   (index pages read; {w.w_sio / w.w_pio:.3g} x w_PIO)"
+          if w.w_pio else f"  w_SIO  = {w.w_sio:.4g} s/byte")
+    print(f"  w_sort = {w.w_sort:.4g} s per n log2 n")
+    print(f"  navigation {cal.interval_seconds * 1000:.3g} ms per replay interval "
+          f"(= {w.interval_events:,.0f} events replayed)")
+    print(f"  fixed overhead per query {cal.intercept * 1000:.1f} ms (not used to rank plans)")
+    print(f"fit: R^2 (log times) = {cal.r2:.3f}, median relative error {cal.median_rel_error:.1%}, "
+          f"Spearman(estimated cost, time) = {cal.spearman_estimated:.3f}")
+    print("weights stored in the store configuration" if not args.dry_run
+          else "dry run: weights not stored")
+    if args.plot:
+        print(f"plot saved to {args.plot}")
+    return 0

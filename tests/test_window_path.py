@@ -1,0 +1,199 @@
+"""Index path (optimized and naive) against full replay on real stores, plus the planner choice."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import replaydb
+from replaydb.errors import UsageError
+from replaydb.operators.expr import Binary, Column, Literal
+from replaydb.operators.window import AggSpec, WindowConfig
+from replaydb.operators.window.oracle import INDEX_AGGS, assert_same_rows, make_stream, oracle
+from replaydb.planner import window_path
+from replaydb.planner.window_path import (
+    index_applicable,
+    run,
+    run_index,
+    run_index_grouped,
+    run_naive,
+    run_replay,
+)
+from replaydb.store.schema import StreamSchema
+
+AGGS = INDEX_AGGS + (AggSpec("COUNT", Column("y"), "ny"), AggSpec("SUM", Column("y"), "sy"),
+                     AggSpec("MIN", Column("y"), "mny"), AggSpec("MAX", Column("z"), "mz"))
+LAYOUTS = {"deep": (37, 4), "tiny": (8, 3), "flat": (500, 16), "one": (5000, 8)}
+
+
+def _create(store, name: str, table: pa.Table, B: int, D: int) -> None:  # noqa: N803
+    sch = StreamSchema.infer(table.schema, time_unit="ms", leaf_capacity=B, fanout=D)
+    sch = dataclasses.replace(sch, attributes=tuple(
+        dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))
+    store.create_stream(name, sch)
+    # several appends: several data files, leaves continue across them
+    n = table.num_rows
+    for a, b in ((0, n // 3), (n // 3, n // 2), (n // 2, n)):
+        if b > a:
+            store.append(name, table.slice(a, b - a))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    st_ = replaydb.open(tmp_path_factory.mktemp("winpath") / "store", create=True)
+    rng = np.random.default_rng(42)
+    table = make_stream(rng, 3000, max_step=6, gap_p=0.01, gap=700, t0=1_000).drop_columns("seq")
+    for name, (B, D) in LAYOUTS.items():
+        _create(st_, name, table, B, D)
+    # one stream per key (GROUP BY on the index path: one tree per key)
+    keys = table.column("k").to_pylist()
+    for key in ("a", "b", "c"):
+        mask = pa.array([k == key for k in keys])
+        _create(st_, f"key_{key}", table.filter(mask), 20, 4)
+    return st_
+
+
+@st.composite
+def window_cases(draw: st.DrawFn) -> tuple[WindowConfig, str, int | None, int | None]:
+    kind = draw(st.sampled_from(["time", "time", "count"]))
+    if kind == "time":
+        size = draw(st.integers(1, 3000))
+        slide = draw(st.one_of(st.integers(1, size), st.integers(1, 4000),
+                               st.sampled_from([size, max(1, size // 7), max(1, size // 2)])))
+    else:
+        size = draw(st.integers(1, 400))
+        slide = draw(st.one_of(st.integers(1, size), st.integers(1, 500)))
+    align = draw(st.sampled_from(["epoch", "first"])) if kind == "time" else "first"
+    offset = draw(st.integers(-500, 500)) if align == "epoch" and kind == "time" else 0
+    empty = draw(st.sampled_from(["skip", "emit"])) if kind == "time" else "skip"
+    if empty == "emit" and slide < 20:
+        slide = 20  # keep the number of (mostly empty) windows small
+    cfg = WindowConfig(size=size, slide=slide, kind=kind, align=align, offset=offset,
+                       empty=empty, aggregates=AGGS)
+    stream = draw(st.sampled_from(sorted(LAYOUTS)))
+    bounds = draw(st.sampled_from(["none", "both", "lo", "hi"]))
+    t0 = draw(st.integers(0, 40_000)) if bounds in ("both", "lo") else None
+    t1 = None
+    if bounds in ("both", "hi"):
+        t1 = draw(st.integers((t0 or 0) + 1, 60_000))
+    return cfg, stream, t0, t1
+
+
+@settings(max_examples=45)
+@given(case=window_cases())
+def test_index_and_naive_equal_replay(store, case) -> None:
+    cfg, stream, t0, t1 = case
+    snap = store.stream(stream)
+    expected, _ = run_replay(snap, cfg, t0=t0, t1=t1)
+    exp = expected.to_pylist()
+    got, stats = run_index(snap, cfg, t0=t0, t1=t1)
+    assert_same_rows(got.to_pylist(), exp)
+    assert got.schema.equals(expected.schema)
+    naive, _ = run_naive(snap, cfg, t0=t0, t1=t1)
+    assert_same_rows(naive.to_pylist(), exp)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500)
+@given(case=window_cases())
+def test_index_and_naive_equal_replay_many(store, case) -> None:
+    test_index_and_naive_equal_replay.hypothesis.inner_test(store, case)
+
+
+def test_replay_equals_oracle_on_the_stored_stream(store) -> None:
+    snap = store.stream("deep")
+    table = snap.read()
+    for cfg in (WindowConfig(size=900, slide=250, aggregates=AGGS),
+                WindowConfig(size=40, slide=15, kind="count", aggregates=AGGS),
+                WindowConfig(size=500, slide=700, align="first", empty="emit", aggregates=AGGS)):
+        got, _ = run_replay(snap, cfg)
+        assert_same_rows(got.to_pylist(), oracle(table, cfg))
+
+
+def test_optimized_path_reads_each_boundary_leaf_once(store) -> None:
+    """Forward scan: no leaf is read twice, and large slides skip most leaves."""
+    snap = store.stream("deep")
+    n_leaves = snap.tree.n_leaves
+    cfg = WindowConfig(size=20_000, slide=5_000, aggregates=INDEX_AGGS)
+    _, st_ = run_index(snap, cfg, chunk=3)  # tiny chunks: the scan spans many fetches
+    assert st_.leaf_reads <= st_.ranges + 1
+    assert st_.leaf_reads < n_leaves / 4
+    assert st_.io["io_leaves"] == st_.leaf_reads
+    _, rs = run_replay(snap, cfg)
+    assert rs.io["io_leaves"] == n_leaves
+    # the naive path merges more nodes for the same windows
+    _, ns = run_naive(snap, cfg)
+    assert ns.nodes_merged > st_.nodes_merged
+
+
+def test_naive_rereads(store) -> None:
+    snap = store.stream("tiny")  # 8 events per leaf: a window of 3000 ms spans ~120 leaves
+    cfg = WindowConfig(size=3000, slide=100, aggregates=INDEX_AGGS)
+    _, small = run_naive(snap, cfg, buffer_leaves=4)
+    _, big = run_naive(snap, cfg, buffer_leaves=100_000)
+    assert small.leaf_reads > big.leaf_reads
+    assert big.leaf_reads <= snap.tree.n_leaves
+
+
+def test_group_by_on_per_key_streams_equals_replay(store) -> None:
+    snaps = [store.stream(f"key_{k}") for k in ("a", "b", "c")]
+    for cfg in (WindowConfig(size=1500, slide=400, group_by=("type",), aggregates=AGGS),
+                WindowConfig(size=700, slide=700, align="first", group_by=("type",),
+                             aggregates=AGGS),
+                WindowConfig(size=30, slide=11, kind="count", group_by=("type",),
+                             aggregates=AGGS)):
+        exp, _ = run_index_grouped(snaps, cfg, variant="replay")
+        got, _ = run_index_grouped(snaps, cfg, variant="index")
+        assert_same_rows(got.to_pylist(), exp.to_pylist(), ("type",))
+        naive, _ = run_index_grouped(snaps, cfg, variant="naive")
+        assert_same_rows(naive.to_pylist(), exp.to_pylist(), ("type",))
+        assert len(exp) > 10
+
+
+def test_not_applicable_falls_back_to_replay(store) -> None:
+    snap = store.stream("deep")
+    cases = [
+        (WindowConfig(size=100, group_by=("k",), aggregates=INDEX_AGGS), "GROUP BY"),
+        (WindowConfig(size=100, where=Binary(">", Column("x"), Literal(1.0)),
+                      aggregates=INDEX_AGGS), "WHERE"),
+        (WindowConfig(size=100, aggregates=(AggSpec("FIRST", Column("x"), "f"),)), "FIRST"),
+        (WindowConfig(size=100, aggregates=(AggSpec("SUM", Binary("*", Column("x"), Column("y")),
+                                                    "s"),)), "plain"),
+        (WindowConfig(size=100, aggregates=(AggSpec("COUNT", Column("k"), "c"),)), "numeric"),
+    ]
+    for cfg, why in cases:
+        ok, reason = index_applicable(cfg, snap)
+        assert not ok and why in reason
+        out, choice, stats = run(snap, cfg, "auto")
+        assert choice.path == "replay" and stats.path == "replay"
+        assert why in choice.reason
+        with pytest.raises(UsageError, match=why):
+            run(snap, cfg, "index")
+
+
+def test_planner_choice_follows_the_cost_model(store) -> None:
+    snap = store.stream("deep")
+    small = WindowConfig(size=2000, slide=10, aggregates=INDEX_AGGS)
+    large = WindowConfig(size=20_000, slide=10_000, aggregates=INDEX_AGGS)
+    assert window_path.plan(snap, small).path == "replay"
+    assert window_path.plan(snap, large).path == "index"
+    for p in ("replay", "index", "naive"):
+        out, choice, stats = run(snap, large, p)
+        assert choice.forced and choice.path == p == stats.path
+    lines = window_path.plan(snap, large).explain("ms")
+    assert any("break-even" in ln for ln in lines)
+    with pytest.raises(UsageError, match="unknown plan"):
+        window_path.plan(snap, large, "fast")
+
+
+def test_empty_range_gives_no_rows(store) -> None:
+    snap = store.stream("flat")
+    cfg = WindowConfig(size=100, aggregates=INDEX_AGGS)
+    for fn in (run_index, run_naive, run_replay):
+        out, _ = fn(snap, cfg, t0=10**9, t1=10**9 + 5)
+        assert out.num_rows == 0
