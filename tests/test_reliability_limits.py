@@ -382,3 +382,26 @@ def test_match_recognize_time_limit_at_the_cli(typed_store, capsys):
     assert code == 1 and out == ""
     code, out, err = cli(capsys, "query", str(typed_store), MR, "--timeout", "600", "--json")
     assert code == 0 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- the join's cap
+def test_join_window_state_is_capped():
+    """The windowed join retains its windows' events; a window larger than the cap stops it
+    with the cap named (the pattern, imprecise, TPStream and window operators' caps are tested
+    with those operators and above through the query path)."""
+    from replaydb.operators.expr import Binary, Column
+    from replaydb.operators.join import JoinConfig, JoinOperator, Window
+
+    schema = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                        ("v", pa.int64())])
+    n = 600
+    batch = pa.table({"t": np.arange(n, dtype=np.int64), "seq": np.arange(n, dtype=np.int64),
+                      "type": ["E1", "E2"] * (n // 2), "v": np.arange(n) % 5}, schema=schema)
+    phi = Binary("<=", Column("v", "E1"), Column("v", "E2"))
+    cfg = JoinConfig(schema, "E1", "E2", Window("count", 200), Window("count", 200), phi)
+    with pytest.raises(StateCapExceeded) as ei:
+        JoinOperator(cfg, state_cap=100).process(batch)
+    assert ei.value.cap_name == "state_cap" and ei.value.cap == 100
+    assert str(ei.value).startswith("join")
+    out = JoinOperator(cfg, state_cap=10_000).process(batch)  # the same join under a larger cap
+    assert out.num_rows > 0
