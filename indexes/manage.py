@@ -18,6 +18,7 @@ from typing import Any
 from replaydb.errors import UsageError
 from replaydb.indexes.lsm import LSMIndex
 from replaydb.indexes.sidetable import build_local, index_path, index_ref, key_type_of
+from replaydb.store.failpoints import failpoint
 
 
 def create_index(store: Any, stream: str, column: str, *, engine: str = "local",
@@ -49,7 +50,9 @@ def create_index(store: Any, stream: str, column: str, *, engine: str = "local",
             else:
                 version = LSMIndex.create(str(path), kt).version
             ref = index_ref(column, kt, version)
+        failpoint("index.backfilled")
         stream_version = w.add_side(ref)
+        failpoint("index.committed")
         idx = LSMIndex.open(str(path), version=ref.version)
         return {"stream": stream, "column": column, "index_version": ref.version,
                 "stream_version": stream_version, "entries": idx.num_entries,
@@ -74,9 +77,11 @@ def compact(store: Any, stream: str, *, full: bool = False) -> dict[str, Any]:
                 manifest = manifest.with_side(index_ref(ref.options["column"],
                                                         ref.options["key_type"], idx.version))
                 changed = True
+                failpoint("compact.index_committed")
             out["indexes"][ref.options["column"]] = {"runs_before": before,
                                                      "runs_after": idx.num_runs,
                                                      "version": idx.version}
         if changed:
             out["stream_version"] = w.set_manifest(manifest, "compact indexes")
+            failpoint("compact.committed")
     return out

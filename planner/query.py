@@ -279,6 +279,12 @@ def plan_query(store: Any, text: str, options: QueryOptions | None = None) -> Pl
 
 class _Limits:
     def __init__(self, options: QueryOptions) -> None:
+        if options.timeout is not None and not options.timeout > 0:  # NaN too
+            raise UsageError(f"timeout must be a positive number of seconds, not "
+                             f"{options.timeout!r}", hint="e.g. --timeout 30")
+        if options.max_memory is not None and options.max_memory <= 0:
+            raise UsageError(f"max_memory must be a positive size, not {options.max_memory!r}",
+                             hint="e.g. --max-memory 4G")
         self.deadline = None if options.timeout is None else time.monotonic() + options.timeout
         self.timeout = options.timeout
         self.max_memory = options.max_memory
@@ -310,6 +316,16 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
     extra = {} if plan.batch_rows is None else {"batch_rows": plan.batch_rows}
     rep = Replay(ctx.snapshots, plan.intervals, columns=columns, type_column=ctx.type_column,
                  aliases=ctx.aliases, **extra)
+    if limits is not None:
+        # check before every batch: an operator that emits nothing until the end of its input
+        # would otherwise run to completion whatever its limits
+        push = op.push
+
+        def push_within_limits(data: Any) -> None:
+            limits.check()
+            push(data)
+
+        op.push = push_within_limits
     parts = []
     for tbl in rep.results(op):
         parts.append(tbl)

@@ -119,6 +119,9 @@ def file_stats(table: pa.Table, numeric: dict[str, tuple[Any, Any, int]]) -> str
     for name in table.column_names[2:]:
         if name in numeric:
             mn, mx, nn = numeric[name]
+            if pa.types.is_boolean(table.schema.field(name).type):  # tree aggregates are 0/1
+                mn = None if mn is None else bool(mn)
+                mx = None if mx is None else bool(mx)
             if mn is not None and _finite(mn):
                 mins[name] = mn
             if mx is not None and _finite(mx):

@@ -19,11 +19,16 @@ _seen = 0
 
 POINTS = (
     "append.files_written",   # data files written, nothing committed
+    "append.side_applied",    # one more side table (index) committed, events not yet
     "append.sides_committed", # side tables (indexes, quarantine) committed, events not yet
     "append.segment_written", # tree segment written, events not yet committed
     "append.committed",       # events committed, caller not yet told
     "ingest.files_written",   # Spark tasks wrote data files and index runs
     "ingest.before_commit",   # index and quarantine tables committed, events not yet
+    "index.backfilled",       # a new index built and committed, not yet pinned by the stream
+    "index.committed",        # the stream pins the new index, caller not yet told
+    "compact.index_committed",  # one more index compacted (committed), manifest not yet
+    "compact.committed",      # the manifest pins the compacted indexes, caller not yet told
 )
 
 

@@ -7,13 +7,14 @@ leaves a stream locked.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
 from pathlib import Path
 from types import TracebackType
 
-from replaydb.errors import ConcurrentWriterError
+from replaydb.errors import ConcurrentWriterError, ReadOnlyError
 
 
 class WriterLock:
@@ -25,8 +26,17 @@ class WriterLock:
         self._fd: int | None = None
 
     def __enter__(self) -> WriterLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            raise ReadOnlyError(
+                f"cannot write stream {self.path.parent.name!r}: the store is read-only here "
+                f"({exc.strerror})",
+                hint="writing needs write access to the store directory; reading works "
+                     "without it") from None
         deadline = time.monotonic() + self.timeout
         while True:
             try:

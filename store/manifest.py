@@ -18,6 +18,7 @@ so a query sees one consistent snapshot from start to end, whatever commits mean
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -26,6 +27,7 @@ from replaydb.store.schema import StreamSchema
 
 MANIFEST_KEY = "replaydb"
 FORMAT = 1
+_INSIDE = re.compile(r"(tree/seg-[0-9a-f]+\.parquet|indexes/[A-Za-z_][A-Za-z0-9_]{0,127}|quarantine)")
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,12 @@ class Manifest:
                 raise CorruptionError(f"unsupported manifest format {d.get('format')!r}")
             d["schema"] = StreamSchema.from_json(d["schema"])
             d["side"] = tuple(SideTableRef(**s) for s in d.get("side", ()))
-            return cls(**d)
+            m = cls(**d)
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptionError(f"unreadable stream manifest: {exc}") from exc
+        # paths are relative to the stream directory and must stay inside it (a tampered or
+        # foreign log must not make a reader - or a recovering writer - go elsewhere)
+        for path in [m.tree_head, *[s.path for s in m.side]]:
+            if path is not None and not _INSIDE.fullmatch(path):
+                raise CorruptionError(f"stream manifest names a path outside the stream: {path!r}")
+        return m

@@ -172,12 +172,26 @@ def parse_iso(arr: pa.Array) -> pa.Array:
     naive = pc.and_(ok, pc.invert(zoned))
     trimmed = pc.utf8_trim_whitespace(arr)
     null = pa.scalar(None, pa.string())
-    out = pc.cast(pc.if_else(naive, trimmed, null), pa.timestamp("ns"))
+    out = _cast_or_null(pc.if_else(naive, trimmed, null), pa.timestamp("ns"))
     if pc.any(zoned).as_py():
-        z = pc.cast(pc.cast(pc.if_else(zoned, trimmed, null), pa.timestamp("ns", tz="UTC")),
+        z = pc.cast(_cast_or_null(pc.if_else(zoned, trimmed, null), pa.timestamp("ns", tz="UTC")),
                     pa.timestamp("ns"))
         out = pc.if_else(zoned, z, out)
     return out
+
+
+def _cast_or_null(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    """``pc.cast`` that turns values it cannot convert into nulls instead of failing the whole
+    array (strings shaped like ISO times but out of range: month 13, hour 99, 30 February).
+    Halves the array around failures: vectorized, plus O(bad values x log n) extra casts."""
+    try:
+        return pc.cast(arr, typ)
+    except (pa.ArrowInvalid, OverflowError):
+        if len(arr) <= 1:
+            return pa.nulls(len(arr), typ)
+        mid = len(arr) // 2
+        return pa.concat_arrays([_cast_or_null(arr.slice(0, mid), typ),
+                                 _cast_or_null(arr.slice(mid), typ)])
 
 
 def _rescale(v: np.ndarray, src_ns: int, dst_ns: int) -> np.ndarray:
@@ -282,7 +296,8 @@ def normalize(
         raise SchemaError(
             f"input has columns the stream does not: {', '.join(unknown)}",
             column=unknown[0],
-            hint="add them to the stream first (schema evolution), or pass extra='ignore'",
+            hint="add them to the stream first (schema evolution), or pass extra='ignore' "
+                 "(replaydb ingest --extra ignore)",
         )
     n = table.num_rows
     bad = _Bad(n)

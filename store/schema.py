@@ -42,7 +42,7 @@ _NUMERIC = ("float64", "int64", "bool")
 
 def check_name(name: str, what: str) -> str:
     """Validate a stream or column name: letters, digits, underscore; no path characters."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise UsageError(
             f"invalid {what} name {name!r}",
             hint="use letters, digits and '_', starting with a letter or '_' (at most 128 chars)",

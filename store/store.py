@@ -11,6 +11,7 @@ Layout::
         indexes/<column>/           LSM secondary indexes (Delta tables, pinned by the manifest)
         quarantine/                 rows set aside by ingestion (Delta table, pinned)
         _writer.lock                the single-writer lock
+      .trash/                       dropped streams being deleted (see drop_stream)
 
 Stream names are validated (letters, digits, ``_``), so no name can escape the store directory.
 A store opened with ``read_only=True`` refuses every write with
@@ -91,6 +92,10 @@ class Store:
     def _require_writable(self) -> None:
         if self.read_only:
             raise ReadOnlyError(f"store {self.path} is open read-only")
+        if not os.access(self.path, os.W_OK):  # a read-only file system or no permission
+            raise ReadOnlyError(f"store {self.path} is read-only here (no write access)",
+                                hint="writing needs write access to the store directory; "
+                                     "reading works without it")
 
     # ------------------------------------------------------------------ catalog
     def stream_dir(self, name: str) -> Path:
@@ -149,13 +154,20 @@ class Store:
         return self.stream(name)
 
     def drop_stream(self, name: str) -> None:
-        """Delete a stream and everything it holds."""
+        """Delete a stream and everything it holds.
+
+        The stream's directory is first renamed into ``.trash/`` (atomic), then deleted, so a
+        crash never leaves a half-deleted stream in the catalog; leftovers of such a crash are
+        deleted by the next ``drop_stream``."""
         self._require_writable()
         if not self.has_stream(name):
             raise StreamNotFound(f"no stream {name!r} in {self.path}")
+        trash = self.path / ".trash"
+        trash.mkdir(exist_ok=True)
         with StreamWriter(self, name):
-            shutil.rmtree(self.stream_dir(name) / "events")
-        shutil.rmtree(self.stream_dir(name))
+            os.rename(self.stream_dir(name), trash / f"{name}.{time.time_ns()}")
+        for leftover in list(trash.iterdir()):
+            shutil.rmtree(leftover, ignore_errors=True)
         self._writer_snaps.pop(name, None)
         for key in [k for k in self._snapshots if k[0] == name]:
             del self._snapshots[key]

@@ -3,7 +3,8 @@
 A writer that dies before its events commit leaves data files, tree segments and temporary files
 behind; they are invisible (no manifest names them) but take space. Vacuum removes, per stream:
 
-* data files in ``events/`` that no Delta version of the table adds;
+* data files in ``events/`` that no Delta version of the table adds (the JSON commits still in
+  the log, every checkpoint and the latest version are consulted);
 * tree segments that no version's manifest chain reaches;
 * ``*.tmp`` files.
 
@@ -43,6 +44,19 @@ def _log_entries(table: Path) -> tuple[set[str], list[str]]:
     return added, heads
 
 
+def _checkpointed_files(table: Path) -> set[str]:
+    """Files live at every checkpointed version and at the latest version."""
+    from replaydb.store import deltaio
+
+    versions = {int(f.name[:20]) for f in (table / "_delta_log").glob("*.checkpoint*.parquet")}
+    versions.add(deltaio.latest_version(table))
+    out: set[str] = set()
+    for v in sorted(versions):
+        if v >= 0:
+            out |= deltaio.table_files(table, v)
+    return out
+
+
 def _reachable_segments(stream_dir: Path, heads: list[str]) -> set[str]:
     seen: set[str] = set()
     for head in heads:
@@ -64,6 +78,10 @@ def vacuum_stream(store: Store, name: str, *, dry_run: bool = False) -> dict[str
     size = 0
     with store.writer(name):
         added, heads = _log_entries(d / "events")
+        # Delta's log cleanup drops JSON commits older than a checkpoint: the files they added
+        # are listed only in the checkpoint, so keep what the checkpoints and the latest version
+        # reference too
+        added |= _checkpointed_files(d / "events")
         live_segments = _reachable_segments(d, heads)
         candidates: list[Path] = []
         for f in (d / "events").glob("*.parquet"):

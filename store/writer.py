@@ -29,6 +29,7 @@ Append semantics (``StreamWriter.append``):
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -142,6 +143,15 @@ class StreamWriter:
             if latest > ref.version:
                 side.restore(ref.version)
                 done.append(f"{ref.name}: rolled back from version {latest} to {ref.version}")
+        # A side table no manifest pins was created by a writer that died before its events
+        # commit (manifests never drop a side table, so no version can reference it): remove
+        # it, or the next commit would pin it together with the dead writer's rows.
+        pinned = {ref.path for ref in self.manifest.side}
+        for d in [self.dir / "quarantine", *sorted((self.dir / "indexes").glob("*"))]:
+            rel = d.relative_to(self.dir).as_posix()
+            if d.is_dir() and rel not in pinned:
+                shutil.rmtree(d)
+                done.append(f"{rel}: removed (never committed)")
         return done
 
     # ------------------------------------------------------------------ append
@@ -340,6 +350,7 @@ class StreamWriter:
                 v = writer_side(self.dir, ref).apply(events, rewrite_from, batch_id=batch_id)
                 if v is not None:
                     side_versions[ref.name] = v
+                failpoint("append.side_applied")
         n_quarantined = 0
         if quarantine is not None and quarantine.num_rows:
             ref = manifest.side_table("quarantine") or Quarantine.ref(-1)

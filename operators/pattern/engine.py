@@ -235,7 +235,7 @@ class AllRunsEngine(_Base):
             m, total, status = nfa_cep.cep_enumerate(
                 finals, nf, cp.window, s["n_ev"], s["n_pos"], s["n_t"], s["n_lstart"],
                 s["n_edge"], s["n_isstart"], s["e_src"], s["e_next"], out_ev, out_pos, out_off,
-                st_node, st_edge)
+                st_node, st_edge, -1 if enumerate_cap is None else int(enumerate_cap))
             if status == 0:
                 break
             if status == 2:  # pragma: no cover - the stack holds every node

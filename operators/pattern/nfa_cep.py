@@ -238,13 +238,16 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
 
 @njit(cache=True)
 def cep_enumerate(finals, nf, window, n_ev, n_pos, n_t, n_lstart, n_edge,  # noqa: C901
-                  n_isstart, e_src, e_next, out_ev, out_pos, out_off, st_node, st_edge):
+                  n_isstart, e_src, e_next, out_ev, out_pos, out_off, st_node, st_edge,
+                  max_m=-1):
     """All paths (matches) ending at the final nodes ``finals[:nf]``.
 
     Writes match ``m``'s events (first to last) to ``out_ev[out_off[m]:out_off[m+1]]`` and
     positions to ``out_pos``. Returns (matches, total events, status): status 0 when done, 1 when
     an output array was too small (the counts then say how much is needed), 2 when the walk
-    stack was too small. O(output) thanks to window pruning on each predecessor's latest start.
+    stack was too small, 3 when more than ``max_m`` matches were found (``max_m >= 0``; the walk
+    stops there, so a skip-till-any-match blow-up of 2^k paths costs O(max_m), not O(2^k)).
+    O(output) thanks to window pruning on each predecessor's latest start.
     """
     total = 0
     m = 0
@@ -275,6 +278,8 @@ def cep_enumerate(finals, nf, window, n_ev, n_pos, n_t, n_lstart, n_edge,  # noq
                     else:
                         total += L
                     m += 1
+                    if max_m >= 0 and m > max_m:
+                        return m, total, 3
             e = st_edge[depth]
             if e < 0:
                 depth -= 1

@@ -47,6 +47,12 @@ class Token:
         return repr(self.text)
 
 
+def _isdigit(c: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts superscripts such as '²', which ``int``
+    cannot convert."""
+    return "0" <= c <= "9"
+
+
 def tokenize(text: str) -> list[Token]:
     """Split ``text`` into tokens (comments ``-- ...`` to end of line and ``/* ... */`` skipped)."""
     if len(text) > MAX_QUERY_CHARS:
@@ -112,33 +118,37 @@ def tokenize(text: str) -> list[Token]:
             toks.append(Token("string", text[i : j + 1], "".join(buf), i))
             i = j + 1
             continue
-        if c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+        if _isdigit(c) or (c == "." and i + 1 < n and _isdigit(text[i + 1])):
             j = i
-            while j < n and text[j].isdigit():
+            while j < n and _isdigit(text[j]):
                 j += 1
             is_float = False
             if j < n and text[j] == "." and not text.startswith("..", j):
                 is_float = True
                 j += 1
-                while j < n and text[j].isdigit():
+                while j < n and _isdigit(text[j]):
                     j += 1
             if j < n and text[j] in "eE":
                 k = j + 1
                 if k < n and text[k] in "+-":
                     k += 1
-                if k < n and text[k].isdigit():
+                if k < n and _isdigit(text[k]):
                     is_float = True
                     j = k
-                    while j < n and text[j].isdigit():
+                    while j < n and _isdigit(text[j]):
                         j += 1
             num_text = text[i:j]
-            value: object = float(num_text) if is_float else int(num_text)
+            try:
+                value: object = float(num_text) if is_float else int(num_text)
+            except ValueError:  # more digits than int() converts
+                raise ParseError(f"number too long ({len(num_text)} characters)", text=text,
+                                 pos=i) from None
             unit = None
             if j < n and (text[j].isalpha() or text[j] == "_"):
                 k = j
                 while k < n and text[k].isalpha():
                     k += 1
-                if k < n and (text[k].isdigit() or text[k] == "_"):
+                if k < n and (_isdigit(text[k]) or text[k] == "_"):
                     raise ParseError(f"malformed number {text[i:k + 1]!r}", text=text, pos=i)
                 unit = text[j:k]
                 j = k

@@ -77,7 +77,7 @@ from replaydb.operators.pattern.model import (
     VarDef,
 )
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
-from replaydb.planner.lang.parser_base import ParserBase
+from replaydb.planner.lang.parser_base import MAX_DEPTH, ParserBase
 from replaydb.timeunits import to_units
 
 LANGUAGE = "match_recognize"
@@ -366,7 +366,13 @@ class _Parser(ParserBase):
         t = self.tok
         if t.is_op("("):
             self.advance()
-            inner = self.parse_alt(bare=False)
+            self._depth += 1
+            try:
+                if self._depth > MAX_DEPTH:
+                    raise self.error(f"pattern nested deeper than {MAX_DEPTH} levels", t.pos)
+                inner = self.parse_alt(bare=False)
+            finally:
+                self._depth -= 1
             self.expect_op(")")
             node: PatternNode = inner if isinstance(inner, Seq) else Seq((inner,))
         elif t.is_op("^", "$"):

@@ -21,6 +21,9 @@ Expression grammar (lowest to highest precedence)::
               | name [. name]            -- column, optionally qualified
 
 The nesting depth is bounded (:data:`MAX_DEPTH`) so a hostile query cannot overflow the stack.
+One level of parenthesized expression costs about ten Python frames (``parse_expr`` down to
+``parse_primary``), so the bound must keep ``MAX_DEPTH * 10`` well under the interpreter's default
+recursion limit (1000) with room for the caller's frames: 50 levels, far more than any real query.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from replaydb.operators.expr import (
 from replaydb.planner.lang.lexer import Token, tokenize
 from replaydb.timeunits import duration_word_ns
 
-MAX_DEPTH = 200
+MAX_DEPTH = 50
 
 _CMP = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -131,6 +134,13 @@ class ParserBase:
         )
 
     # ------------------------------------------------------------------ durations
+    def _finite_amount(self, num: Token) -> Fraction:
+        """The exact value of a number token; a ParseError for one out of range (``1e309``)."""
+        try:
+            return Fraction(str(num.value))
+        except (ValueError, OverflowError):
+            raise self.error(f"number {num.text} out of range", num.pos) from None
+
     def parse_duration(self, default_word: str | None = None) -> tuple[Fraction, str, int]:
         """Parse a duration: ``30 MINUTES``, ``5s``, ``INTERVAL '5' SECOND``, ``300``.
 
@@ -152,7 +162,7 @@ class ParserBase:
                 if len(parts) != 1:
                     raise self.error(f"bad interval literal {raw!r}", pos)
             elif self.tok.kind == "number":
-                amount = Fraction(str(self.advance().value))
+                amount = self._finite_amount(self.advance())
             else:
                 self._expected.append("a quoted amount such as '5'")
                 raise self.error(f"unexpected {self.tok.describe()}")
@@ -163,7 +173,7 @@ class ParserBase:
             return amount, word, pos
         sign = -1 if self.accept_op("-") else 1
         num = self.expect_number("a duration")
-        amount = Fraction(str(num.value)) * sign
+        amount = self._finite_amount(num) * sign
         if num.unit:
             if duration_word_ns(num.unit) is None:
                 raise self.error(f"unknown time unit {num.unit!r}", num.pos)

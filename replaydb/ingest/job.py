@@ -119,6 +119,7 @@ def ingest(
 
     from replaydb.spark import get_spark
 
+    store._require_writable()  # before anything starts (Spark takes seconds to)
     start = time.perf_counter()
     stages: dict[str, float] = {}
     is_frame = not isinstance(sources, list | tuple | str)
@@ -149,10 +150,12 @@ def ingest(
                                         upper_column=upper_column, pmf_column=pmf_column)
         store.create_stream(stream, schema)
         created = True
-    spark = spark or get_spark(master, app_name=f"replaydb ingest {stream}", quiet=quiet)
-    sc = spark.sparkContext
-    sc.setJobGroup(f"replaydb-ingest-{stream}", f"replaydb ingest into {stream}")
     try:
+        if files:
+            check_source_schemas(files, store.stream(stream).schema, options)
+        spark = spark or get_spark(master, app_name=f"replaydb ingest {stream}", quiet=quiet)
+        sc = spark.sparkContext
+        sc.setJobGroup(f"replaydb-ingest-{stream}", f"replaydb ingest into {stream}")
         with store.writer(stream, timeout=60) as w:
             return _run(store, w, stream, sources, files, is_frame, options, index, strict,
                         batch_id, rows_per_partition, spark, F, StorageLevel, start, stages,
@@ -352,6 +355,24 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
     result.stages = {k: round(v, 3) for k, v in stages.items()}
     result.seconds = time.perf_counter() - start
     return result
+
+
+def check_source_schemas(files: list[tuple[str, str]], schema: StreamSchema,
+                         options: dict[str, Any]) -> None:
+    """Apply the column rules of :func:`~replaydb.store.normalize.normalize` (time column present,
+    no unknown columns unless ``extra="ignore"``, non-nullable columns present, types castable) to
+    every source's schema on the driver, before any Spark task runs: schema drift is a clear
+    :class:`~replaydb.errors.SchemaError` naming the source, not a failed task. O(sources)
+    small reads (Parquet footers, CSV headers, a JSON block)."""
+    from replaydb.errors import SchemaError
+    from replaydb.ingest.sources import source_schema
+    from replaydb.store.normalize import normalize
+
+    for path, fmt in files:
+        try:
+            normalize(source_schema(path, fmt).empty_table(), schema, **options)
+        except SchemaError as exc:
+            raise SchemaError(exc.reason, column=exc.column, source=path, hint=exc.hint) from None
 
 
 @dataclass

@@ -144,6 +144,28 @@ def _csv_header(path: str, delimiter: str) -> list[str]:
     return reader.schema.names
 
 
+def source_schema(path: str, fmt: str) -> pa.Schema:
+    """The Arrow schema a source is read with (CSV: every column a string, as :func:`read_task`
+    reads it; JSON: as inferred from the lines of its first MiB). Reads at most a footer, a
+    header line or one MiB."""
+    if fmt == "parquet":
+        return pq.read_schema(path)
+    if fmt == "csv":
+        delimiter = "\t" if path.lower().removesuffix(".gz").endswith(".tsv") else ","
+        return pa.schema([pa.field(c, pa.string()) for c in _csv_header(path, delimiter)])
+    if fmt == "json":
+        import gzip
+        import io
+
+        opener = gzip.open if path.lower().endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            head = fh.read(1 << 20)
+        if len(head) == 1 << 20 and b"\n" in head:
+            head = head[: head.rfind(b"\n") + 1]
+        return pajson.read_json(io.BytesIO(head)).schema
+    raise UsageError(f"unsupported format {fmt}")
+
+
 def infer_schema(files: list[tuple[str, str]]) -> pa.Schema:
     """Arrow schema of the first source (CSV types inferred from its first MiB)."""
     path, fmt = files[0]
