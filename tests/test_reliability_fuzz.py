@@ -98,6 +98,15 @@ SEEDS: dict[str, list[str]] = {
         "SELECT window_start, window_end, k, FIRST_VALUE(x), LAST_VALUE(y), STDDEV(x) FROM "
         "TABLE(HOP(TABLE s, DESCRIPTOR(t), 4, 11)) GROUP BY window_start, window_end, k",
     ],
+    "greta": [
+        "RETURN k, COUNT(*) PATTERN A S+ WHERE [k] AND S.x > NEXT(S).x GROUP-BY k "
+        "WITHIN 10 minutes SLIDE 10 seconds",
+        "RETURN k, SUM(M.x) PATTERN SEQ(A S, B M+, C E) WHERE [k] AND M.y < NEXT(M).y "
+        "GROUP-BY k WITHIN 1 minute SLIDE 30 seconds",
+        "RETURN k, COUNT(*), AVG(P.x) PATTERN SEQ(NOT C N, B P+) WHERE [P.k] AND "
+        "P.x > NEXT(P).x GROUP-BY k WITHIN 5 minutes SLIDE 1 minute",
+        "FROM s RETURN COUNT(*), MIN(A.y) PATTERN A+ WITHIN 5",
+    ],
     "imprecise": [
         "PATTERN SEQ(A a, B b) WITHIN 2 seconds",
         "PATTERN SEQ(A a, B b) WHERE a.x = 1 WITHIN 5 RETURN b, a.k, b.x",
@@ -120,7 +129,7 @@ VOCAB = sorted({
      "HOP_ROWS DESCRIPTOR GROUP window_start window_end INTERVAL SECOND MINUTES HOUR DAY ms s "
      "before meets overlaps starts during finishes equal contains met overlapped-by AT LEAST "
      "MOST BETWEEN AND OR NOT IN IS NULL TRUE FALSE COUNT SUM AVG MIN MAX len i a b c A B C x y "
-     "k t seq".split(),
+     "k t seq GROUP-BY SLIDE NOT".split(),
     *"( ) [ ] { } , ; . .. + - * / % = <> != < <= > >= => | ? ~ ^ $ ' \" -- /* */ ` @ # \\".split(),
     "0", "1", "-1", "2.5", "1e309", "-1e309", "99999999999999999999999999", "0x10", "1e", ".",
     "'unterminated", '"unterminated', "'it''s'", '""', "''", "1s", "5 MINUTES", "{,}", "{3,1}",
