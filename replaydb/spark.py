@@ -37,6 +37,8 @@ def get_spark(master: str | None = None, app_name: str = "replaydb", *,
         raise ReplayDBError("pyspark is not installed", hint="pip install 'pyspark[sql]'") from exc
     master = master or os.environ.get("REPLAYDB_SPARK_MASTER", "local[*]")
     active = SparkSession.getActiveSession()
+    if active is not None and getattr(active.sparkContext, "_jsc", None) is None:
+        active = None  # stopped elsewhere: start a new one
     if active is not None:
         current = active.sparkContext.master
         if master in (current, None) or (master == "local[*]" and current.startswith("local")):

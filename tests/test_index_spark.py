@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,25 +19,6 @@ from replaydb.indexes.spark_build import (
 )
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    # Python workers must run the interpreter replaydb is installed in; PySpark reads this
-    # variable when the SparkContext starts (the spark.pyspark.python setting is only read by
-    # spark-submit).
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("replaydb-index-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
 
 
 def write_events(tmp_path, n_files=3, rows=4000, seed=0):
