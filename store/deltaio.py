@@ -166,13 +166,44 @@ def commit(
             commit_properties=props,
         )
         return 0
-    dt = DeltaTable(str(table))
-    dt.create_write_transaction(
-        [*adds, *removes], mode="append", schema=arrow_schema, partition_by=None,
-        commit_properties=props,
-    )
+    dt = _writable(table)
+    try:
+        dt.create_write_transaction(
+            [*adds, *removes], mode="append", schema=arrow_schema, partition_by=None,
+            commit_properties=props,
+        )
+    except Exception:
+        _OPEN.pop(str(table), None)  # next commit starts from a fresh snapshot
+        raise
     dt.update_incremental()
     return dt.version()
+
+
+_OPEN: dict[str, tuple[tuple[int, int], DeltaTable]] = {}
+"""Open tables of this process, by path, with the identity of their first log entry."""
+
+
+def _writable(table: Path) -> DeltaTable:
+    """The table brought up to its latest version. Opening a DeltaTable replays its log, which
+    costs more than a small append's whole commit; a process that commits to the same table
+    again reuses its open table and reads only the new log entries. The cached table is
+    trusted only while the log's first entry is the same file (a dropped and re-created table
+    starts a new log)."""
+    key = str(table)
+    first = log_dir(table) / ("0" * 20 + ".json")
+    try:
+        st = first.stat()
+        ident = (st.st_ino, st.st_mtime_ns)
+    except OSError:
+        ident = (-1, -1)
+    hit = _OPEN.get(key)
+    if hit is not None and hit[0] == ident and ident != (-1, -1):
+        dt = hit[1]
+        dt.update_incremental()
+        return dt
+    dt = DeltaTable(key)
+    _OPEN[key] = (ident, dt)
+    return dt
 
 
 def applied(table: Path, app_id: str) -> bool:

@@ -65,7 +65,10 @@ def unsafe_calls(source: str, filename: str) -> list[str]:
         name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
             else None
         where = f"{filename}:{node.lineno}"
-        if name in ("eval", "exec"):
+        builtin = isinstance(f, ast.Name) or (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id in ("builtins", "__builtins__"))
+        if name in ("eval", "exec") and builtin:  # not methods that happen to be named so
             found.append(f"{where}: {name}()")
         elif name == "compile" and isinstance(f, ast.Name) and any(
                 isinstance(a, ast.Constant) and a.value in ("exec", "eval", "single")
@@ -81,7 +84,7 @@ def test_the_checker_finds_what_it_looks_for():
     bad = ("eval(x)\nbuiltins.exec(y)\ncompile(s, 'f', 'exec')\nspark.sql(f'select {c}')\n"
            "con.execute('select ' + c)\ncon.execute('select {}'.format(c))\n")
     assert len(unsafe_calls(bad, "t.py")) == 6
-    ok = "con.execute('select ?', [c])\nre.compile(p)\nspark.sql('select 1')\n"
+    ok = "con.execute('select ?', [c])\nre.compile(p)\nspark.sql('select 1')\nenv.eval(node)\n"
     assert unsafe_calls(ok, "t.py") == []
 
 
