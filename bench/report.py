@@ -126,7 +126,8 @@ def _load(d: Path) -> tuple[Path | None, dict[str, Any] | None, str | None]:
     path = d / "results.json"
     if not path.is_file():
         others = sorted(d.glob("*.json"))
-        path = others[0] if len(others) == 1 else None
+        full = [p for p in others if "full" in p.stem]  # the papers' sizes over a quick run
+        path = others[0] if len(others) == 1 else full[0] if len(full) == 1 else None
     if path is None:
         return None, None, None
     try:
