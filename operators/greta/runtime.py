@@ -66,6 +66,20 @@ I64_MAX = np.iinfo(np.int64).max
 _EMPTY_I = np.zeros(0, np.int64)
 
 
+
+def _relink(same: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Linked lists over ``m`` rows sorted by group, ``same[i]`` telling whether rows ``i`` and
+    ``i + 1`` share a group: each row's successor in its group (-1 at the group's last row),
+    and the first and last row of every group. O(m)."""
+    nxt = np.full(m, -1, np.int64)
+    if m == 0:
+        e = np.zeros(0, np.int64)
+        return nxt, e, e
+    nxt[:-1] = np.where(same, np.arange(1, m), -1)
+    starts = np.flatnonzero(np.concatenate([[True], ~same]))
+    ends = np.flatnonzero(np.concatenate([~same, [True]]))
+    return nxt, starts, ends
+
 class _Env:
     """Expression environment over a sub-chunk's rows; qualifiers and NEXT(...) are ignored (the
     plan has already decided which event each side of a predicate refers to)."""
@@ -904,15 +918,10 @@ class GraphState:
         self.r_n = m
         self.r_head[:] = -1
         self.r_tail[:] = -1
-        nxt = np.full(m, -1, np.int64)
-        if m:
-            ix, pp = self.r_ix[:m], self.r_pid[:m]
-            same = (ix[1:] == ix[:-1]) & (pp[1:] == pp[:-1])
-            nxt[:-1] = np.where(same, np.arange(1, m), -1)
-            starts = np.flatnonzero(np.concatenate([[True], ~same]))
-            ends = np.flatnonzero(np.concatenate([~same, [True]]))
-            self.r_head[ix[starts], pp[starts]] = starts
-            self.r_tail[ix[ends], pp[ends]] = ends
+        ix, pp = self.r_ix[:m], self.r_pid[:m]
+        nxt, starts, ends = _relink((ix[1:] == ix[:-1]) & (pp[1:] == pp[:-1]), m)
+        self.r_head[ix[starts], pp[starts]] = starts
+        self.r_tail[ix[ends], pp[ends]] = ends
         self.r_nxt[:m] = nxt
 
     def _compact_queue(self) -> None:
@@ -931,15 +940,10 @@ class GraphState:
         self.q_n = m
         self.qh[:] = -1
         self.qt[:] = -1
-        nxt = np.full(m, -1, np.int64)
-        if m:
-            pp = self.q_pid[:m]
-            same = pp[1:] == pp[:-1]
-            nxt[:-1] = np.where(same, np.arange(1, m), -1)
-            starts = np.flatnonzero(np.concatenate([[True], ~same]))
-            ends = np.flatnonzero(np.concatenate([~same, [True]]))
-            self.qh[pp[starts]] = starts
-            self.qt[pp[ends]] = ends
+        pp = self.q_pid[:m]
+        nxt, starts, ends = _relink(pp[1:] == pp[:-1], m)
+        self.qh[pp[starts]] = starts
+        self.qt[pp[ends]] = ends
         self.q_nxt[:m] = nxt
 
     def _ensure_records(self, n: int) -> None:
