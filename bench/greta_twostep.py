@@ -203,7 +203,7 @@ class TwoStepBaseline:
                 continue
             rows = np.flatnonzero(ev.type_codes == code)
             if g.local[k] is not None and rows.size:
-                rows = rows[np.asarray(ev.eval(g.local[k], rows), bool)]
+                rows = rows[np.asarray(ev.values(g.local[k], rows), bool)]
             rows_l.append(rows)
             x_l.append(np.full(rows.size, k, np.int64))
         rows = np.concatenate(rows_l) if rows_l else np.zeros(0, np.int64)
@@ -225,10 +225,10 @@ class TwoStepBaseline:
             if ix.kind in (FENWICK, POINT):
                 ops[tr.id] = _OPS[tr.op]
                 src = np.flatnonzero(xs == tr.src)
-                v = ev.eval(ix.key, rows[src])
+                v = ev.values(ix.key, rows[src])
                 key[src, tr.id] = np.where(_null_mask(v), np.nan, v).astype(np.float64)
                 dst = np.flatnonzero(xs == tr.dst)
-                v = ev.eval(tr.probe, rows[dst])
+                v = ev.values(tr.probe, rows[dst])
                 probe[dst, tr.id] = np.where(_null_mask(v), np.nan, v).astype(np.float64)
         gcols = np.zeros((n, max(len(g.gcols), 1)))
         for j, name in enumerate(g.gcols):
@@ -277,7 +277,7 @@ class TwoStepBaseline:
             nrows = np.flatnonzero(ev.type_codes == code) if code is not None else \
                 np.zeros(0, np.int64)
             if child.local[0] is not None and nrows.size:
-                nrows = nrows[np.asarray(ev.eval(child.local[0], nrows), bool)]
+                nrows = nrows[np.asarray(ev.values(child.local[0], nrows), bool)]
             ninv, nkeys = encode_keys(ev, nrows, ng.common)
             by_bucket: dict[tuple, list[int]] = {}
             for r, i in zip(nrows.tolist(), ninv.tolist()):

@@ -125,7 +125,8 @@ class EventChunk:
             self._np[name] = a
         return a
 
-    def eval(self, expr: Expr, rows: np.ndarray) -> np.ndarray:
+    def values(self, expr: Expr, rows: np.ndarray) -> np.ndarray:
+        """``expr`` (compiled once from its parsed form) evaluated over ``rows``, vectorized."""
         f = self._compiled.get(id(expr))
         if f is None:
             f = compile_expr(expr)
@@ -546,7 +547,7 @@ class GraphState:
                 continue
             rows = np.flatnonzero(ev.type_codes == code)
             if rows.size and g.local[k] is not None:
-                rows = rows[_as_bool(ev.eval(g.local[k], rows))]
+                rows = rows[_as_bool(ev.values(g.local[k], rows))]
             rows_l.append(rows)
             x_l.append(np.full(rows.size, k, np.int64))
         if not rows_l:
@@ -694,7 +695,7 @@ class GraphState:
                 n_key = np.zeros(len(src_sel), np.int64)
                 valid = np.ones(len(src_sel), bool)
             else:
-                n_key = ev.eval(ix.key, rows[src_sel])
+                n_key = ev.values(ix.key, rows[src_sel])
                 valid = ~_null_mask(n_key)
             new_keys[ii] = (src_sel, n_key, valid)
             gk, uc = self.u_gk[ii], self.u_uc[ii]
@@ -868,7 +869,7 @@ class GraphState:
             gk, uc = self.u_gk[T.index], self.u_uc[T.index]
             mult = len(gk) + 1
             pv = pid[tgt]
-            v = ev.eval(T.probe, rows[tgt])
+            v = ev.values(T.probe, rows[tgt])
             ok = ~_null_mask(v)
             b = np.zeros(len(tgt), np.int64) if ix.kind == FENWICK else \
                 np.full(len(tgt), -1, np.int64)
