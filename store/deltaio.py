@@ -181,6 +181,8 @@ def commit(
 
 _OPEN: dict[str, tuple[tuple[int, int], DeltaTable]] = {}
 """Open tables of this process, by path, with the identity of their first log entry."""
+_OPEN_MAX = 64
+"""Tables kept open at most (a process writing to many streams re-opens the oldest)."""
 
 
 def _writable(table: Path) -> DeltaTable:
@@ -202,6 +204,9 @@ def _writable(table: Path) -> DeltaTable:
         dt.update_incremental()
         return dt
     dt = DeltaTable(key)
+    _OPEN.pop(key, None)
+    while len(_OPEN) >= _OPEN_MAX:  # forget the least recently opened table
+        _OPEN.pop(next(iter(_OPEN)))
     _OPEN[key] = (ident, dt)
     return dt
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -93,4 +91,3 @@ def test_calibrate_plot_renders(store, tmp_path) -> None:
                  "--plot", str(path)]) == 0
     img = _image(path)
     assert img.shape[1] >= 600
-    json.dumps({"ok": True})
