@@ -124,9 +124,9 @@ def plot_plan(plan: Any, path: str | Path, *, result: pa.Table | None = None,
     for name, tmin, tmax, cnt in lines:
         if not tmin.size:
             continue
-        width = np.maximum(tmax - tmin, 1).astype(np.float64)
+        width = np.maximum(tmax - tmin, 1)
         rate = cnt / width
-        xs = ax_t(np.column_stack([tmin, tmin + width.astype(np.int64)]).ravel())
+        xs = ax_t(np.column_stack([tmin, tmin + width]).ravel())
         ax.plot(xs, np.repeat(rate, 2), lw=0.8, label=name)
     _shade(ax, plan.intervals, lo, hi, ax_t)
     ax.set_ylabel(f"events per {ctx.time_unit or 'unit'}")
