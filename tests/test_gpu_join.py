@@ -14,7 +14,6 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 from replaydb.errors import DataError  # noqa: E402
 from replaydb.operators.expr import Binary, Call, Column, Expr, Literal  # noqa: E402
@@ -22,7 +21,7 @@ from replaydb.operators.gpu import join as gjoin  # noqa: E402
 from replaydb.operators.gpu.exprvm import GpuUnsupported  # noqa: E402
 from replaydb.operators.gpu.join import GpuJoinOperator  # noqa: E402
 from replaydb.operators.join import JoinConfig, JoinOperator, Window  # noqa: E402
-from tests.test_join import SCHEMA, merged, oracle_join  # noqa: E402
+from tests.test_join import SCHEMA, join_inputs, merged, oracle_join  # noqa: E402
 
 T = 100
 PHI = Binary("<=", Column("v", "E1"), Column("v", "E2"))
@@ -52,25 +51,8 @@ def test_fig_2_5_event_v6_joins_only_v5() -> None:
     assert op.backend == BACKEND
 
 
-@st.composite
-def join_inputs(draw):  # type: ignore[no-untyped-def]
-    n = draw(st.integers(0, 25))
-    t, evs = 0, []
-    for _ in range(n):
-        t += draw(st.integers(0, 3))
-        evs.append((t, draw(st.sampled_from(["E1", "E2"])), draw(st.integers(0, 5))))
-
-    def win():  # type: ignore[no-untyped-def]
-        kind = draw(st.sampled_from(["count", "time"]))
-        size = draw(st.integers(1, 5))
-        return Window(kind, size, draw(st.integers(1, size)),
-                      draw(st.sampled_from(["first", "epoch"])))
-
-    return evs, win(), win(), draw(st.sampled_from(["<=", ">"])), draw(st.integers(1, 12))
-
-
 @settings(max_examples=12, deadline=None)
-@given(join_inputs())
+@given(join_inputs(max_chunk=12))
 def test_gpu_join_matches_oracle_and_cpu(inp) -> None:  # type: ignore[no-untyped-def]
     evs, lw, rw, cmp, chunk = inp
     tab = merged(evs)

@@ -76,7 +76,8 @@ def oracle_join(events: list[tuple[int, str, int]], lw: Window, rw: Window,
 
 
 @st.composite
-def join_inputs(draw):  # type: ignore[no-untyped-def]
+def join_inputs(draw, max_chunk: int = 6):  # type: ignore[no-untyped-def]
+    """Random merged E1/E2 events, two windows, a comparison and a batch size."""
     n = draw(st.integers(0, 25))
     t, evs = 0, []
     for _ in range(n):
@@ -89,7 +90,7 @@ def join_inputs(draw):  # type: ignore[no-untyped-def]
         return Window(kind, size, draw(st.integers(1, size)),
                       draw(st.sampled_from(["first", "epoch"])))
 
-    return evs, win(), win(), draw(st.sampled_from(["<=", ">"])), draw(st.integers(1, 6))
+    return evs, win(), win(), draw(st.sampled_from(["<=", ">"])), draw(st.integers(1, max_chunk))
 
 
 @settings(max_examples=150, deadline=None)
