@@ -122,16 +122,13 @@ class DeviceSlideState(SlideState):
         return self._ring_n == 0 and int(self.pending["n"].sum()) == 0
 
     def _steps(self, x: Partials, out_k: list[np.ndarray], out_p: list[Partials]) -> None:
+        new = self._whole_steps(x)
+        if new is None:
+            return
         lay = self.layout
         W, p = self.geom.W, self.geom.p
-        n = length(x)
-        k = n // p
-        if k == 0:
-            self.pending = x
-            return
-        use = k * p
-        new = take(x, slice(0, use))
-        self.pending = take(x, slice(use, None))
+        use = length(new)
+        k = use // p
         m = W + use
         res: Partials = {}
         for key, val, op in self._pairs:

@@ -165,18 +165,26 @@ class SlideState:
         self.k_r = k_new
         self.pending = self.layout.identity(0)
 
+    def _whole_steps(self, x: Partials) -> Partials | None:
+        """The leading whole window steps of ``x`` (``len(x) // p`` of them, or None when there
+        is none); the remainder becomes ``pending``."""
+        p = self.geom.p
+        use = (length(x) // p) * p
+        if use == 0:
+            self.pending = x
+            return None
+        self.pending = take(x, slice(use, None))
+        return take(x, slice(0, use))
+
     def _steps(self, x: Partials, out_k: list[np.ndarray], out_p: list[Partials]) -> None:
         """Advance the ring by ``len(x) // p`` window steps; keep the remainder pending."""
+        new = self._whole_steps(x)
+        if new is None:
+            return
         lay = self.layout
         W, p = self.geom.W, self.geom.p
-        n = length(x)
-        k = n // p
-        if k == 0:
-            self.pending = x
-            return
-        use = k * p
-        new = take(x, slice(0, use))
-        self.pending = take(x, slice(use, None))
+        use = length(new)
+        k = use // p
         pos0 = (self.k_r * p) % W
         if use <= W:
             old = self.ring.gather(pos0, use)
