@@ -10,14 +10,17 @@ Side by side in one script run, on one Spark session:
   ``replaydb ingest``) into a fresh store, with secondary indexes on ``a1`` and ``a5``: parsing and
   validation of every row, the global sort, seq assignment, data files with TAB+-tree leaves and
   aggregates, two index runs, and the Delta commits.
+* **no-index ingest**: the same job without secondary indexes, for issue 5's goal on the cost of
+  building indexes inside the ingest.
 
 Goals (issue 4): ingest time / plain time <= 2x; peak resident memory of the whole process tree
 (this Python driver, Spark's JVM and its Python workers; RSS sampled every 50 ms in a thread and
 summed over the tree, so pages shared between forked workers are counted once per process - an
-over-estimate) < 8 GiB.
+over-estimate) < 8 GiB. Goal (issue 5): the index build cost per indexed attribute, (ingest -
+no-index ingest) / 2, at most 0.5 of the no-index ingest time.
 
-Each job runs ``--repeat`` rounds (default 2; plain first in odd rounds, ingest first in even
-ones) after a warm-up on 20,000 events; the best wall time of each job counts. After each ingest
+Each job runs ``--repeat`` rounds (default 2; the order of the three jobs rotates from round to
+round) after a warm-up on 20,000 events; the best wall time of each job counts. After each ingest
 the stream is verified (event count equals N, no row quarantined, both indexes exist,
 ``Store.check`` passes - after the first round the ``deep`` check that compares every row group and
 every index entry with the data, later rounds the quick one) and the plain job's output is checked
@@ -172,14 +175,15 @@ def plain_job(spark: Any, files: list[str], out: Path) -> None:
 
 
 def ingest_job(spark: Any, files: list[str], store_dir: Path,
-               rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION) -> Any:
+               rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
+               index: tuple[str, ...] = INDEXED) -> Any:
     """``replaydb ingest STORE bench FILES --index a1 --index a5 [--rows-per-partition R]`` on
-    the given session."""
+    the given session (``index=()``: the same job without secondary indexes)."""
     import replaydb
     from replaydb.ingest.job import ingest
 
     store = replaydb.open(store_dir, create=True)
-    return ingest(store, "bench", files, time_column="t", time_unit="ms", index=INDEXED,
+    return ingest(store, "bench", files, time_column="t", time_unit="ms", index=index,
                   spark=spark, quiet=True, rows_per_partition=rows_per_partition)
 
 
@@ -268,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
         plain_s: list[float] = []
         ingest_s: list[float] = []
+        bare_s: list[float] = []
         stages: list[dict[str, float]] = []
         checks: list[dict[str, Any]] = []
         def run_plain(r: int) -> None:
@@ -300,8 +305,20 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             shutil.rmtree(store_dir, ignore_errors=True)
 
-        for r in range(args.repeat):  # alternate the order so neither job always runs first
-            for job in ((run_plain, run_ingest) if r % 2 == 0 else (run_ingest, run_plain)):
+        def run_bare(r: int) -> None:
+            store_dir = scratch / f"bare-{r}"
+            sampler.phase(f"no-index ingest #{r + 1}")
+            res = ingest_job(spark, files, store_dir, args.rows_per_partition, index=())
+            ph = sampler.end()
+            bare_s.append(ph["wall"])
+            if res.events != n:
+                raise VerificationError(f"no-index ingest reported {res.events:,} events")
+            print(f"round {r + 1}: no-index ingest {ph['wall']:.1f} s", flush=True)
+            shutil.rmtree(store_dir, ignore_errors=True)
+
+        jobs = [run_plain, run_ingest, run_bare]
+        for r in range(args.repeat):  # rotate the order so no job always runs first
+            for job in jobs[r % 3:] + jobs[:r % 3]:
                 job(r)
         from replaydb.spark import stop_spark
 
@@ -334,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg_1min_end": round(load[0], 1),
     })
     res_out.goal("ingest time / plain Spark sort+write time", "<= 2x", round(ratio, 2), ratio <= 2)
+    best_bare = min(bare_s)
+    per_index = (best_ingest - best_bare) / len(INDEXED) / best_bare
+    res_out.goal("index build cost per indexed attribute / ingest time without indexes "
+                 "(issue 5)", "<= 0.5", round(per_index, 3), per_index <= 0.5)
     res_out.goal("peak RSS of the process tree (driver + JVM + workers), whole run", "< 8 GiB",
                  f"{peak:.2f} GiB", peak < 8)
     rows = []
@@ -343,10 +364,16 @@ def main(argv: list[str] | None = None) -> int:
                      round(n / ph["wall"]) if not ph["name"].startswith("spark") else "-"])
     res_out.table("Phases (wall time, CPU of the process tree, peak tree RSS)",
                   ["phase", "wall s", "tree CPU s", "peak RSS GiB", "events/s"], rows)
+    res_out.notes.append(
+        "The index goal of issue 5 compares the same job with and without its two secondary "
+        "indexes: (ingest with indexes - ingest without) / 2 / ingest without. "
+        "bench/results/index compares the index build alone with a plain Parquet write.")
     plain_cpu = min(ph["cpu"] for ph in sampler.phases if ph["name"].startswith("plain"))
     ingest_cpu = min(ph["cpu"] for ph in sampler.phases if ph["name"].startswith("ingest"))
     res_out.table("Ratios ingest / plain (best rounds)", ["measure", "plain", "ingest", "ratio"], [
         ["wall s", round(best_plain, 2), round(best_ingest, 2), round(ratio, 2)],
+        ["wall s, ingest without indexes", round(best_plain, 2), round(best_bare, 2),
+         round(best_bare / best_plain, 2)],
         ["tree CPU s", round(plain_cpu, 1), round(ingest_cpu, 1),
          round(ingest_cpu / plain_cpu, 2) if plain_cpu else "-"]])
     st = stages[best_round]
@@ -381,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     ts = np.array([s[0] for s in sampler.samples])
     rss = np.array([s[1] for s in sampler.samples]) / GIB
     ax2.plot(ts, rss, color="#333333", lw=1)
-    colors = {"spark": "#dddddd", "plain": "#bbbbbb", "ingest": "#aec7e8"}
+    colors = {"spark": "#dddddd", "plain": "#bbbbbb", "ingest": "#aec7e8", "no-index": "#c7e9c0"}
     for ph in sampler.phases:
         ax2.axvspan(ph["start"], ph["stop"], color=colors[ph["name"].split()[0]], alpha=0.6)
         ax2.text((ph["start"] + ph["stop"]) / 2, 0.02, ph["name"], rotation=90, ha="center",

@@ -6,7 +6,8 @@ behind; they are invisible (no manifest names them) but take space. Vacuum remov
 * data files in ``events/`` that no Delta version of the table adds (the JSON commits still in
   the log, every checkpoint and the latest version are consulted);
 * tree segments that no version's manifest chain reaches;
-* ``*.tmp`` files.
+* ``*.tmp`` files;
+* the staging folders of ingests that did not finish (``_staging/*``).
 
 It never removes anything a committed version references, so time travel to any version keeps
 working. It holds the stream's writer lock, so files of a write in progress are never taken for
@@ -16,6 +17,7 @@ garbage. Complexity: O(log entries + files).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,9 +93,14 @@ def vacuum_stream(store: Store, name: str, *, dry_run: bool = False) -> dict[str
             if f"tree/{f.name}" not in live_segments:
                 candidates.append(f)
         candidates += list(d.rglob("*.tmp"))
+        candidates += [f for f in (d / "_staging").rglob("*") if f.is_file()]
         for f in candidates:
             size += f.stat().st_size
             removed.append(str(f.relative_to(d)))
             if not dry_run:
                 f.unlink()
+        if not dry_run:
+            for sub in sorted((d / "_staging").glob("*"), reverse=True):
+                if sub.is_dir():
+                    shutil.rmtree(sub, ignore_errors=True)
     return {"stream": name, "files": sorted(removed), "bytes": size, "dry_run": dry_run}

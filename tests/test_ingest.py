@@ -20,6 +20,7 @@ from deltalake import DeltaTable
 import replaydb
 from replaydb.errors import DataError
 from replaydb.ingest.job import ingest
+from replaydb.store.vacuum import vacuum_stream
 
 pytestmark = pytest.mark.spark
 
@@ -190,3 +191,67 @@ def test_ingest_builds_and_maintains_indexes(tmp_path, spark):
     assert np.array_equal(got.seq, want)
     names = snap.side("index/name").point("n3", order="seq")
     assert np.array_equal(names.seq, seq[np.array(data.column("name").to_pylist()) == "n3"])
+
+
+def test_time_buckets_keep_ties_together_and_seq_is_dense(tmp_path, spark):
+    """Many events on few distinct times (a time held by 40% of the rows) and several buckets:
+    each time stays in one bucket, seq is 0..n-1, and the order is (t, source, row)."""
+    rng = np.random.default_rng(7)
+    n = 5000
+    t = np.where(rng.random(n) < 0.4, 500, rng.integers(0, 1000, n))
+    parts = np.array_split(np.arange(n), 3)
+    paths = []
+    for j, idx in enumerate(parts):
+        tbl = pa.table({"ts": pa.array(t[idx], pa.int64()), "i": pa.array(idx, pa.int64())})
+        pq.write_table(tbl, tmp_path / f"p{j}.parquet", row_group_size=700)
+        paths.append(str(tmp_path / f"p{j}.parquet"))
+    store = replaydb.open(tmp_path / "store", create=True)
+    res = ingest(store, "ev", paths, time_column="ts", spark=spark, quiet=True,
+                 rows_per_partition=600, index=["i"])
+    assert res.events == n
+    got = store.stream("ev").read()
+    assert got.column("seq").to_pylist() == list(range(n))
+    order = np.lexsort((np.arange(n), t))  # by time, then file order (files hold rising i)
+    assert got.column("i").to_pylist() == order.tolist()
+    assert store.check("ev", deep=True) == {"ev": []}
+    assert not any((store.stream_dir("ev") / "_staging").glob("*"))  # staging removed
+
+
+def test_partition_labels_put_bucket_i_in_partition_i(spark):
+    from pyspark.sql import functions as F
+
+    from replaydb.ingest.job import bucket_expr, partition_labels, time_bounds
+
+    for n in (1, 2, 5, 13):
+        labels = partition_labels(spark, n)
+        assert len(set(labels)) == n
+        bounds = time_bounds([{"n_good": 1000, "sample": list(range(0, 1000, 10))}], n)
+        assert len(bounds) == n - 1
+        df = spark.range(0, 1000).select(F.col("id").alias("t"))
+        lab = bucket_expr(F, F.col("t"), bounds, labels)
+        got = df.repartition(n, lab).select(
+            "t", F.spark_partition_id().alias("p")).toArrow()
+        exp = np.searchsorted(np.asarray(bounds, dtype=np.int64),
+                              got.column("t").to_numpy(), side="right")
+        assert np.array_equal(got.column("p").to_numpy(), exp)
+
+
+def test_failed_job_removes_its_staging_and_vacuum_removes_leftovers(tmp_path, spark):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("ts,x\n1,1.0\n,2.0\n3,3.0\n")
+    store = replaydb.open(tmp_path / "store", create=True)
+    ingest(store, "ev", [str(csv)], time_column="ts", spark=spark, quiet=True,
+           batch_id="first")
+    staging = store.stream_dir("ev") / "_staging"
+    with pytest.raises(DataError):
+        ingest(store, "ev", [str(csv)], time_column="ts", strict=True, batch_id="strict",
+               spark=spark, quiet=True)
+    assert not any(staging.glob("*"))
+    # what a killed job leaves behind is garbage for vacuum, never part of the stream
+    left = staging / "deadbeef"
+    left.mkdir(parents=True)
+    pq.write_table(pa.table({"t": [1]}), left / "good-x.parquet")
+    out = vacuum_stream(store, "ev")
+    assert "_staging/deadbeef/good-x.parquet" in out["files"]
+    assert not left.exists()
+    assert store.stream("ev").n_events == 2 and store.check("ev") == {"ev": []}

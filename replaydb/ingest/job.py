@@ -5,22 +5,29 @@ Stages (each a Spark job; the driver only ever holds metadata):
 1. **parse** - read tasks (files or Parquet row-group ranges) are read with pyarrow inside Spark
    tasks and normalized with the same rules as the append path
    (:mod:`replaydb.store.normalize`): every row is converted or marked bad with its source file,
-   row number and reason. With ``strict`` the job stops at the first bad row, naming it, before
-   anything is written.
+   row number and reason. Each task writes its good and bad rows to its own staging Parquet
+   files (``<stream>/_staging/<job>/``) and returns one summary row: counts, time range, its
+   first bad row and a sample of its times. The events reach the JVM later through Spark's
+   native Parquet reader, never as Arrow batches converted row by row, and nothing is cached.
+   With ``strict`` the job stops at the first bad row, naming it, before anything is written.
 2. **late events** - rows older than the stream's end minus its lateness bound are quarantined
    (``late event``) or, with ``strict``, fail the job. Rows within the bound are merged with the
    stored tail (read by Spark from the Delta files) so the stream stays in (t, arrival) order;
    on equal times stored events come first, then new rows in (source, row) order.
-3. **sort** - a global sort by time with Spark range partitioning (no collect), then one pass
-   counts each partition so ``seq`` can continue the stream's last seq.
+3. **sort** - the driver cuts time into buckets of about ``rows_per_partition`` events from the
+   tasks' samples (:func:`time_bounds`); one JVM aggregation counts each bucket exactly, so
+   ``seq`` can continue the stream's last seq; then Spark shuffles the rows so that every
+   bucket lands whole in one partition (range partitioning by time with boundaries known in
+   advance: no sampling job, no collect, no cache) and sorts each partition.
 4. **write** - every partition writes its data files (one Parquet row group per TAB+-tree leaf)
-   with their leaf aggregates and Delta statistics, and one sorted run per requested secondary
-   index; bad rows are written to the quarantine table by the tasks too.
+   with their leaf aggregates and Delta statistics, and one sorted run per bucket and requested
+   secondary index; bad rows are written to the quarantine table by Spark tasks too.
 5. **commit** - the driver merges the leaf entries into the tree and commits: index and
    quarantine tables first, then the events table with the manifest and the job's transaction
    id. Re-running the same ingest (same sources, same options, or the same ``batch_id``) finds
    the id in the Delta log and does nothing: exactly once. A failure or kill before the commit
-   leaves the stream as it was; unreferenced files are removed by ``replaydb vacuum``.
+   leaves the stream as it was; unreferenced files (and the staging folder of a killed job) are
+   removed by ``replaydb vacuum``; a job that ends, well or not, removes its staging folder.
 
 Delta commits go through delta-rs; see :func:`replaydb.spark.delta_spark_available` and the README
 for running with delta-spark's jars on the classpath (the table format is the same either way).
@@ -30,8 +37,10 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import sys
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,6 +60,9 @@ from replaydb.store.quarantine import Quarantine
 from replaydb.store.schema import StreamSchema
 
 DEFAULT_ROWS_PER_PARTITION = 2_000_000
+STAGING = "_staging"
+"""Folder of a stream where running ingests stage their parsed rows (removed when the job ends;
+``replaydb vacuum`` removes what a killed job left)."""
 
 
 @dataclass
@@ -114,7 +126,6 @@ def ingest(
     """Run the ingestion job (see the module docstring); ``sources`` are paths/globs or a Spark
     DataFrame. Creates the stream if it does not exist (``time_unit``, ``lateness``,
     ``type_column`` and ``schema`` apply then)."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from replaydb.spark import get_spark
@@ -158,7 +169,7 @@ def ingest(
         sc.setJobGroup(f"replaydb-ingest-{stream}", f"replaydb ingest into {stream}")
         with store.writer(stream, timeout=60) as w:
             return _run(store, w, stream, sources, files, is_frame, options, index, strict,
-                        batch_id, rows_per_partition, spark, F, StorageLevel, start, stages,
+                        batch_id, rows_per_partition, spark, F, start, stages,
                         quiet)
     except BaseException:
         if created and store.has_stream(stream) and store.stream(stream).n_events == 0:
@@ -168,7 +179,7 @@ def ingest(
 
 def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, str]],
          is_frame: bool, options: dict, index: Any, strict: bool, batch_id: str,
-         rows_per_partition: int, spark: Any, F: Any, StorageLevel: Any, start: float,
+         rows_per_partition: int, spark: Any, F: Any, start: float,
          stages: dict[str, float], quiet: bool) -> IngestResult:
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -190,14 +201,15 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         if not schema.has(col) or col in ("t", "seq"):
             raise UsageError(f"cannot index {col!r}: not an attribute of stream {stream!r}")
 
-    # ---- 1. parse
+    # ---- 1. parse (into staging files)
     t0 = time.perf_counter()
-    parsed_arrow = T.parsed_schema(schema)
-    parsed_spark = from_arrow_schema(parsed_arrow)
+    stage_dir = str(w.dir / STAGING / uuid.uuid4().hex)
+    stage_spark = from_arrow_schema(T.STAGE_SCHEMA)
     if is_frame:
         df = sources.withColumn("_row", F.monotonically_increasing_id())
-        parsed = df.mapInArrow(functools.partial(T.parse_frame, schema_json=schema_json,
-                                                 options=options), parsed_spark)
+        staged = df.mapInArrow(functools.partial(T.parse_frame, schema_json=schema_json,
+                                                 options=options, stage_dir=stage_dir),
+                               stage_spark)
     else:
         read_tasks = plan_tasks(files)
         _say(f"reading {len(files)} source file(s) in {len(read_tasks)} task(s)", quiet)
@@ -205,31 +217,51 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
                                     "source int, path string, fmt string, rg_start int, "
                                     "rg_stop int, row_offset long")
         tdf = tdf.repartition(max(1, len(read_tasks)))
-        parsed = tdf.mapInArrow(functools.partial(
-            T.parse_tasks, schema_json=schema_json, options=options), parsed_spark)
-    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
-    summary = parsed.groupBy("_bad").agg(F.count(F.lit(1)).alias("n"), F.min("t").alias("lo"),
-                                         F.max("t").alias("hi")).toArrow().to_pylist()
-    n_good = sum(r["n"] for r in summary if not r["_bad"])
-    n_bad = sum(r["n"] for r in summary if r["_bad"])
-    lo = next((r["lo"] for r in summary if not r["_bad"]), None)
-    hi = next((r["hi"] for r in summary if not r["_bad"]), None)
+        staged = tdf.mapInArrow(functools.partial(
+            T.parse_tasks, schema_json=schema_json, options=options, stage_dir=stage_dir),
+            stage_spark)
+    try:
+        return _after_parse(store, w, stream, staged.toArrow().to_pylist(), files, index,
+                            strict, batch_id, rows_per_partition, spark, F, start, stages, t0,
+                            result, schema, schema_json, quiet)
+    finally:
+        shutil.rmtree(stage_dir, ignore_errors=True)
+
+
+def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: list,
+                 index: list[str], strict: bool, batch_id: str, rows_per_partition: int,
+                 spark: Any, F: Any, start: float, stages: dict[str, float], t0: float,
+                 result: IngestResult, schema: StreamSchema, schema_json: str,
+                 quiet: bool) -> IngestResult:
+    """Stages 2-5, on the staged parse output (one summary row per parse task)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from replaydb.ingest import indexing
+
+    snap = w.snap
+    n_good = sum(r["n_good"] for r in summary)
+    n_bad = sum(r["n_bad"] for r in summary)
+    lo = min((r["t_min"] for r in summary if r["n_good"]), default=None)
+    hi = max((r["t_max"] for r in summary if r["n_good"]), default=None)
+    good_paths = [r["good"] for r in summary if r["n_good"]]
+    bad_paths = [r["bad"] for r in summary if r["n_bad"]]
     result.rows_read = n_good + n_bad
     stages["parse"] = time.perf_counter() - t0
     _say(f"parsed {result.rows_read:,} rows ({n_bad:,} bad)", quiet)
     source_names = [p for p, _ in files]
     if strict and n_bad:
-        first = parsed.filter("_bad").orderBy("_src", "_row").limit(1).toArrow().to_pylist()[0]
-        parsed.unpersist()
-        src = source_names[first["_src"]] if first["_src"] >= 0 else "dataframe"
-        raise DataError(first["_reason"], row=first["_row"], column=first["_col"], source=src,
+        first = min((r for r in summary if r["n_bad"]),
+                    key=lambda r: (r["first_src"], r["first_row"]))
+        src = source_names[first["first_src"]] if first["first_src"] >= 0 else "dataframe"
+        raise DataError(first["first_reason"], row=first["first_row"], column=first["first_col"],
+                        source=src,
                         hint="fix the source, or ingest without --strict to quarantine bad rows")
+    good = spark.read.parquet(*good_paths) if good_paths else None
+    bad = spark.read.parquet(*bad_paths) if bad_paths else None
 
     # ---- 2. late events
     n_stored = snap.n_events
     stored_max = snap.t_range[1] if n_stored else None
-    good = parsed.filter(~F.col("_bad"))
-    bad = parsed.filter(F.col("_bad"))
     f0 = n_stored
     tail_df = None
     n_late = 0
@@ -240,7 +272,6 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         if n_too_late:
             if strict:
                 first = too_late.orderBy("_src", "_row").limit(1).toArrow().to_pylist()[0]
-                parsed.unpersist()
                 src = source_names[first["_src"]] if first["_src"] >= 0 else "dataframe"
                 raise LateEventError(
                     f"t={first['t']} is older than the stream's end {stored_max} minus its "
@@ -250,7 +281,7 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
                 .withColumn("_col", F.lit(schema.time_column)) \
                 .withColumn("_reason", F.lit("late event")) \
                 .withColumn("_raw", F.to_json(F.struct(*[F.col(c) for c in ["t", *schema.names]])))
-            bad = bad.unionByName(late_rows)
+            bad = late_rows if bad is None else bad.unionByName(late_rows)
             n_bad += n_too_late
             good = good.filter(F.col("t") >= bound)
             n_good -= n_too_late
@@ -270,10 +301,6 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
 
     # ---- 3. sort
     t0 = time.perf_counter()
-    new = good.select("t", *schema.names, F.lit(1).alias("_o1"),
-                      ((F.col("_src").cast("long") + 1) * F.lit(1 << 40) + F.col("_row"))
-                      .alias("_o2"))
-    rows = new if tail_df is None else tail_df.unionByName(new)
     total = n_good + result.rewritten
     P = max(1, -(-total // max(1, rows_per_partition)))
     prepared_files: list[FileInfo] = []
@@ -282,17 +309,24 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
     index_runs: dict[str, list[dict]] = {c: [] for c in index}
     index_jobs: list[dict] = []
     if total:
-        sorted_df = rows.repartitionByRange(P, "t", "_o1", "_o2") \
-            .sortWithinPartitions("t", "_o1", "_o2").persist(StorageLevel.MEMORY_AND_DISK)
-        # rows per partition, counted in the JVM (no pass of the events through Python)
-        counts = sorted_df.select(F.spark_partition_id().alias("pid")).groupBy("pid") \
-            .agg(F.count(F.lit(1)).alias("n")).toArrow()
-        n_parts = sorted_df.rdd.getNumPartitions()
-        per = np.zeros(n_parts, dtype=np.int64)
-        per[counts.column("pid").to_numpy()] = counts.column("n").to_numpy()
+        assert good is not None
+        new = good.select("t", *schema.names, F.lit(1).alias("_o1"),
+                          ((F.col("_src").cast("long") + 1) * F.lit(1 << 40) + F.col("_row"))
+                          .alias("_o2"))
+        rows = new if tail_df is None else tail_df.unionByName(new)
+        bounds = time_bounds(summary, P)
+        labels = partition_labels(spark, len(bounds) + 1)
+        label = bucket_expr(F, F.col("t"), bounds, labels)
+        # rows per bucket, counted in the JVM from the staged files (no Python pass)
+        counted = rows.groupBy(label.alias("b")).agg(F.count(F.lit(1)).alias("n")).toArrow()
+        per = np.zeros(len(labels), dtype=np.int64)
+        slot = {lab: i for i, lab in enumerate(labels)}
+        for lab, n in zip(counted.column("b").to_pylist(), counted.column("n").to_pylist()):
+            per[slot[lab]] = n
         offsets = np.concatenate([[0], np.cumsum(per)[:-1]]).tolist()
+        sorted_df = rows.repartition(len(labels), label).sortWithinPartitions("t", "_o1", "_o2")
         stages["sort"] = time.perf_counter() - t0
-        _say(f"sorted {total:,} events into {n_parts} partition(s)", quiet)
+        _say(f"{total:,} events in {len(labels)} time bucket(s)", quiet)
 
         # ---- 4. write
         t0 = time.perf_counter()
@@ -300,9 +334,8 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
                       for c in index]
         meta = sorted_df.mapInArrow(functools.partial(
             T.write_partition, schema_json=schema_json, events_dir=str(w.events_dir),
-            offsets=offsets, first_seq=f0, index_jobs=index_jobs),
-            from_arrow_schema(T.META_SCHEMA)).toArrow()
-        sorted_df.unpersist()
+            bounds=bounds, counts=per.tolist(), offsets=offsets, first_seq=f0,
+            index_jobs=index_jobs), from_arrow_schema(T.META_SCHEMA)).toArrow()
         meta = meta.sort_by([("pid", "ascending"), ("kind", "ascending"), ("idx", "ascending")])
         for r in meta.to_pylist():
             if r["kind"] == "data":
@@ -331,7 +364,6 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         side_versions["quarantine"] = qv
         if w.manifest.side_table("quarantine") is None:
             new_refs.append(Quarantine.ref(qv))
-    parsed.unpersist()
 
     # ---- 5. commit
     t0 = time.perf_counter()
@@ -355,6 +387,64 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
     result.stages = {k: round(v, 3) for k, v in stages.items()}
     result.seconds = time.perf_counter() - start
     return result
+
+
+def time_bounds(summary: list[dict], parts: int) -> list[int]:
+    """Bucket boundaries for ``parts`` time buckets of about equal size, from the parse tasks'
+    samples (each task's sample points stand for ``n_good / len(sample)`` rows).
+
+    Bucket ``b`` holds the times ``t`` with exactly ``b`` boundaries at or below ``t``. The
+    boundaries are strictly increasing times, so equal times always share a bucket (ties in
+    time never split across buckets; a time held by very many events makes its bucket larger,
+    never wrong). Returns at most ``parts - 1`` boundaries. O(samples log samples)."""
+    vals, weights = [], []
+    for r in summary:
+        sample = r.get("sample") or []
+        if r["n_good"] and sample:
+            vals.append(np.asarray(sample, dtype=np.int64))
+            weights.append(np.full(len(sample), r["n_good"] / len(sample)))
+    if parts <= 1 or not vals:
+        return []
+    v = np.concatenate(vals)
+    wt = np.concatenate(weights)
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.cumsum(wt[order])
+    targets = cum[-1] * np.arange(1, parts) / parts
+    picks = v[np.minimum(np.searchsorted(cum, targets, side="left") + 1, len(v) - 1)]
+    bounds = np.unique(picks)
+    return [int(b) for b in bounds if b > v[0]]
+
+
+def partition_labels(spark: Any, n: int) -> list[int]:
+    """One long label per time bucket such that Spark's hash partitioning into ``n`` partitions
+    (``pmod(murmur3(label), n)``, what ``repartition(n, col)`` uses) sends bucket ``i`` to
+    partition ``i``: every partition then gets exactly one bucket, with no sampling job (range
+    partitioning samples its input first). Found by one small Spark query over candidate longs.
+    The write tasks do not rely on it (they split whatever buckets they get), so a mismatch
+    could only unbalance the work, never change the result."""
+    from pyspark.sql import functions as F
+
+    found: dict[int, int] = {}
+    span = 64 * n
+    lo = 0
+    while len(found) < n:
+        tbl = spark.range(lo, lo + span).select(
+            "id", F.pmod(F.hash(F.col("id")), F.lit(n)).alias("p")).toArrow()
+        for i, p in zip(tbl.column("id").to_pylist(), tbl.column("p").to_pylist()):
+            found.setdefault(p, i)
+        lo += span
+    return [found[i] for i in range(n)]
+
+
+def bucket_expr(F: Any, t: Any, bounds: list[int], labels: list[int]) -> Any:
+    """A Spark column giving the label of ``t``'s bucket (see :func:`time_bounds`): a balanced
+    tree of comparisons with integer literals, O(log buckets) per row."""
+    def build(lo: int, hi: int) -> Any:  # buckets lo..hi
+        if lo == hi:
+            return F.lit(labels[lo]).cast("long")
+        mid = (lo + hi + 1) // 2  # bucket mid starts at bounds[mid - 1]
+        return F.when(t < F.lit(bounds[mid - 1]), build(lo, mid - 1)).otherwise(build(mid, hi))
+    return build(0, len(bounds))
 
 
 def check_source_schemas(files: list[tuple[str, str]], schema: StreamSchema,
