@@ -58,7 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="what to do with source columns the stream does not have")
     p.add_argument("--duplicates", default="keep", choices=["keep", "drop", "quarantine"],
                    help="rows equal in every column (within a source file)")
-    p.add_argument("--rows-per-partition", type=int, default=2_000_000)
+    p.add_argument("--rows-per-partition", type=int, default=2_000_000,
+                   help="events per sort/write partition at most; the partition count is "
+                        "rounded up to a multiple of Spark's cores (default: 2,000,000)")
     p.set_defaults(handler=cmd_ingest)
 
 

@@ -303,6 +303,9 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     t0 = time.perf_counter()
     total = n_good + result.rewritten
     P = max(1, -(-total // max(1, rows_per_partition)))
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    if P > 1:  # whole waves of tasks: no core idles while the last partition is written
+        P = -(-P // cores) * cores
     prepared_files: list[FileInfo] = []
     leaves_parts: list[dict[str, np.ndarray]] = []
     stats: list[str] = []
