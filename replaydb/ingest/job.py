@@ -60,6 +60,7 @@ from replaydb.store.quarantine import Quarantine
 from replaydb.store.schema import StreamSchema
 
 DEFAULT_ROWS_PER_PARTITION = 2_000_000
+MIN_ROWS_PER_PARTITION = 250_000
 STAGING = "_staging"
 """Folder of a stream where running ingests stage their parsed rows (removed when the job ends;
 ``replaydb vacuum`` removes what a killed job left)."""
@@ -82,6 +83,9 @@ class IngestResult:
     skipped: bool = False
     indexes: list[str] = field(default_factory=list)
     stages: dict[str, float] = field(default_factory=dict)
+    index_seconds: dict[str, float] = field(default_factory=dict)
+    """Per index: CPU seconds its runs took in the write tasks (summed over tasks) plus the
+    driver's wall seconds to prepare and commit it."""
 
     @property
     def throughput(self) -> float:
@@ -304,13 +308,17 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     total = n_good + result.rewritten
     P = max(1, -(-total // max(1, rows_per_partition)))
     cores = max(1, int(spark.sparkContext.defaultParallelism))
-    if P > 1:  # whole waves of tasks: no core idles while the last partition is written
+    # every core gets work once there are MIN_ROWS_PER_PARTITION rows per core, and partitions
+    # come in whole waves of tasks (no core idles while the last partition is written)
+    P = max(P, min(cores, total // MIN_ROWS_PER_PARTITION))
+    if P > 1:
         P = -(-P // cores) * cores
     prepared_files: list[FileInfo] = []
     leaves_parts: list[dict[str, np.ndarray]] = []
     stats: list[str] = []
     index_runs: dict[str, list[dict]] = {c: [] for c in index}
     index_jobs: list[dict] = []
+    index_s = dict.fromkeys(index, 0.0)
     if total:
         assert good is not None
         new = good.select("t", *schema.names, F.lit(1).alias("_o1"),
@@ -333,8 +341,10 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
 
         # ---- 4. write
         t0 = time.perf_counter()
-        index_jobs = [indexing.prepare(spark, w, c, f0 if f0 < n_stored else None)
-                      for c in index]
+        for c in index:
+            c0 = time.perf_counter()
+            index_jobs.append(indexing.prepare(spark, w, c, f0 if f0 < n_stored else None))
+            index_s[c] += time.perf_counter() - c0
         meta = sorted_df.mapInArrow(functools.partial(
             T.write_partition, schema_json=schema_json, events_dir=str(w.events_dir),
             bounds=bounds, counts=per.tolist(), offsets=offsets, first_seq=f0,
@@ -350,7 +360,9 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
                 leaves_parts.append(T.from_ipc(r["payload"]))
                 stats.append(json.dumps(file_stats))
             elif r["kind"].startswith("index:"):
-                index_runs[r["kind"][6:]].append(json.loads(r["stats"]))
+                add = json.loads(r["stats"])
+                index_s[r["kind"][6:]] += add.pop("cpu_seconds", 0.0)
+                index_runs[r["kind"][6:]].append(add)
         stages["write"] = time.perf_counter() - t0
         failpoint("ingest.files_written")
         _say(f"wrote {len(prepared_files)} data file(s)", quiet)
@@ -371,7 +383,9 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     # ---- 5. commit
     t0 = time.perf_counter()
     for job in index_jobs if total else []:
+        c0 = time.perf_counter()
         ref = indexing.commit(job, index_runs[job["column"]])
+        index_s[job["column"]] += time.perf_counter() - c0
         side_versions[ref.name] = ref.version
         if w.manifest.side_table(ref.name) is None:
             new_refs.append(ref)
@@ -388,6 +402,7 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     result.t_min, result.t_max = (lo, hi) if n_good else (None, None)
     result.indexes = list(index)
     result.stages = {k: round(v, 3) for k, v in stages.items()}
+    result.index_seconds = {k: round(v, 3) for k, v in index_s.items()}
     result.seconds = time.perf_counter() - start
     return result
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -247,8 +248,10 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
             seq = np.arange(seq0, seq0 + run.num_rows, dtype=np.int64)
             t = t_all[s:e]
             for k, job in enumerate(index_jobs):
+                c0 = time.process_time()
                 add = write_task_run(job, run.column(job["column"]), seq, t, b)
                 if add is not None:
+                    add["cpu_seconds"] = time.process_time() - c0
                     rows.append({"pid": b, "idx": k, "kind": "index:" + job["column"],
                                  "path": add["path"], "rows": 0, "size": int(add["size"]),
                                  "seq_min": int(seq0), "t_min": int(t[0]), "t_max": int(t[-1]),
@@ -260,8 +263,6 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
 def write_quarantine(batches: Iterator[pa.RecordBatch], *, table_dir: str, batch_id: str,
                      sources: list[str]) -> Iterator[pa.RecordBatch]:
     """Write bad rows as Parquet files of the quarantine table; yield their metadata."""
-    import time
-
     parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     if not parts:
         return
