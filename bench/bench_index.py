@@ -16,7 +16,8 @@ Measured side by side, in one process:
    Goal: at 0.1% the index is at least 50x faster than the scan.
 2. Build cost as a fraction of writing the events as Parquet: bulk build (sort + write one run +
    commit) and incremental build (``add`` batches of 100k, ``flush`` every 1M, automatic
-   compaction). Goal: at most 0.5 per indexed attribute.
+   compaction). A stricter yardstick than the issue's: its goal (at most 0.5 per indexed
+   attribute) is against the ingest time, and ``bench_ingest`` measures it inside the ingest job.
 3. Selectivity estimates (``count`` without reading entries) for random ranges of selectivity
    0.01%..10%: relative error; goal: median under 5%. Also how many logical pages a query reads
    versus the pages of its answer (the planner's C_SIO).
@@ -344,15 +345,18 @@ def write_report(res: dict[str, Any], out_dir: Path, mode: str) -> None:
         "",
         "## Build cost (fraction of writing the events as Parquet)",
         "",
+        "A stricter yardstick than the issue's goal (at most 0.5 per indexed attribute of the "
+        "ingest time), which bench/results/ingest measures inside the Spark ingest job.",
+        "",
         f"Best of {b['repeats']} runs each. Bulk: sort + write one run + commit (default: 1 thread; and with 2 threads). "
         "Incremental: add() batches of 100k, flush() every 600k, automatic leveled compaction (the live-append path; "
         "it rewrites entries on compaction).",
         "",
-        "| events Parquet write | bulk build | fraction | bulk, 2 threads | fraction | incremental build | fraction | goal |",
+        "| events Parquet write | bulk build | fraction | bulk, 2 threads | fraction | incremental build | fraction | fraction of ingest (issue's goal) |",
         "|---|---|---|---|---|---|---|---|",
         f"| {b['write_events_parquet_s']:.2f} s ({b['events_parquet_bytes'] / 2**20:.0f} MiB) | {b['bulk_build_s']:.2f} s "
         f"| {b['bulk_fraction']:.2f} | {b['bulk_build_2threads_s']:.2f} s | {b['bulk_2threads_fraction']:.2f} "
-        f"| {b['incremental_build_s']:.2f} s | {b['incremental_fraction']:.2f} | <= 0.5 |",
+        f"| {b['incremental_build_s']:.2f} s | {b['incremental_fraction']:.2f} | see bench/results/ingest |",
         "",
         f"Index size: {b['index_bytes'] / 2**20:.0f} MiB, {res['index']['bulk']['pages']:,} pages of "
         f"{res['index']['entries_per_page']} entries. Incremental index: {res['index']['incremental']['runs']} runs on levels "
