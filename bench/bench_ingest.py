@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replaydb.bench.common import Results, arguments
-from replaydb.ingest.job import DEFAULT_ROWS_PER_PARTITION
+from replaydb.ingest.job import DEFAULT_ROWS_PER_PARTITION, partition_count
 
 ATTRS = ["a1", "a2", "a3", "a4", "a5", "a6"]
 INDEXED = ["a1", "a5"]
@@ -326,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         from replaydb.spark import stop_spark
 
         master = spark.sparkContext.master
+        cores = int(spark.sparkContext.defaultParallelism)
         shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
         stop_spark()
     finally:
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         "input_mib": round(input_bytes / 2**20, 1), "repeat": args.repeat,
         "spark_master": master,
         "rows_per_partition": args.rows_per_partition,
-        "ingest_sort_partitions": -(-n // args.rows_per_partition),
+        "ingest_sort_partitions": partition_count(n, args.rows_per_partition, cores),
         "plain_shuffle_partitions": shuffle_partitions,
         "driver_memory": os.environ["REPLAYDB_SPARK_DRIVER_MEMORY"],
         "verification": "every round: event count, indexes "

@@ -255,3 +255,13 @@ def test_failed_job_removes_its_staging_and_vacuum_removes_leftovers(tmp_path, s
     assert "_staging/deadbeef/good-x.parquet" in out["files"]
     assert not left.exists()
     assert store.stream("ev").n_events == 2 and store.check("ev") == {"ev": []}
+
+
+def test_partition_count_whole_waves():
+    from replaydb.ingest.job import partition_count
+
+    assert partition_count(1000, 2_000_000, 2) == 1            # tiny: one partition
+    assert partition_count(1_000_000, 2_000_000, 2) == 2       # every core gets work
+    assert partition_count(10_000_000, 2_000_000, 2) == 6      # 5 rounded to whole waves
+    assert partition_count(10_000_000, 2_000_000, 4) == 8
+    assert partition_count(0, 2_000_000, 2) == 1

@@ -306,13 +306,7 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     # ---- 3. sort
     t0 = time.perf_counter()
     total = n_good + result.rewritten
-    P = max(1, -(-total // max(1, rows_per_partition)))
-    cores = max(1, int(spark.sparkContext.defaultParallelism))
-    # every core gets work once there are MIN_ROWS_PER_PARTITION rows per core, and partitions
-    # come in whole waves of tasks (no core idles while the last partition is written)
-    P = max(P, min(cores, total // MIN_ROWS_PER_PARTITION))
-    if P > 1:
-        P = -(-P // cores) * cores
+    P = partition_count(total, rows_per_partition, int(spark.sparkContext.defaultParallelism))
     prepared_files: list[FileInfo] = []
     leaves_parts: list[dict[str, np.ndarray]] = []
     stats: list[str] = []
@@ -405,6 +399,17 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     result.index_seconds = {k: round(v, 3) for k, v in index_s.items()}
     result.seconds = time.perf_counter() - start
     return result
+
+
+def partition_count(total: int, rows_per_partition: int, cores: int) -> int:
+    """Sort/write partitions for ``total`` rows: at most about ``rows_per_partition`` rows each;
+    every core gets work once there are :data:`MIN_ROWS_PER_PARTITION` rows per core; and the
+    count is a multiple of ``cores`` (whole waves of tasks: no core idles while the last
+    partition is written)."""
+    cores = max(1, cores)
+    p = max(1, -(-total // max(1, rows_per_partition)))
+    p = max(p, min(cores, total // MIN_ROWS_PER_PARTITION))
+    return -(-p // cores) * cores if p > 1 else 1
 
 
 def time_bounds(summary: list[dict], parts: int) -> list[int]:
