@@ -624,11 +624,13 @@ def run_replay(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int |
     io0 = snap.counters.as_dict()
     cfg = _config_for(cfg, snap)
     op = WindowAggregate(cfg, state_cap=None)
-    cols = op.input_columns  # the replay layer adds seq
     intervals = None if t0 is None and t1 is None else [
         (t0 if t0 is not None else np.iinfo(np.int64).min,
          t1 if t1 is not None else np.iinfo(np.int64).max)]
-    rp = Replay([snap], intervals, columns=cols, batch_rows=batch_rows)
+    # only the columns the query needs; seq only for FIRST/LAST (a single stream's order is its
+    # row order, so time and count windows need no seq)
+    rp = Replay([snap], intervals, columns=op.input_columns, batch_rows=batch_rows,
+                seq=op.requires_seq)
     out = _Collector(op, sink)
     for tbl in rp.results(op):
         out.put(tbl)
@@ -664,7 +666,9 @@ def run_index_grouped(snaps: Sequence[Any], cfg: WindowConfig, *, variant: str =
         intervals = None if t0 is None and t1 is None else [
             (t0 if t0 is not None else np.iinfo(np.int64).min,
              t1 if t1 is not None else np.iinfo(np.int64).max)]
-        rp = Replay(list(snaps), intervals, columns=cols, type_column=key)
+        seq = WindowAggregate(replace(cfg, schema=None), state_cap=None).requires_seq
+        # the merge reads seq to break ties between streams; the operator gets it for FIRST/LAST
+        rp = Replay(list(snaps), intervals, columns=cols, type_column=key, seq=seq)
         op = WindowAggregate(replace(cfg, schema=rp.schema), state_cap=None)
         out = rp.run(op)
         return out, [PathStats(path="replay", ranges=rp.stats.events, windows=out.num_rows,
