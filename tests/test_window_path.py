@@ -247,3 +247,15 @@ def test_replay_reads_seq_only_when_the_query_needs_it(tmp_path) -> None:
     with pytest.raises(OSError):
         run_index_grouped(snaps, WindowConfig(size=900, slide=250, group_by=("type",),
                                               aggregates=AGGS), variant="replay")
+
+
+def test_slices_per_step_bounds_boundary_leaf_events() -> None:
+    from replaydb.planner.window_path import CHUNK, MIN_CHUNK, STEP_EVENTS, slices_per_step
+
+    # one event per slice: whole steps
+    assert slices_per_step(60_000_000, 60_000_000, 458) == CHUNK
+    # a leaf or more per slice: about STEP_EVENTS boundary-leaf events per step
+    n = slices_per_step(60_000_000, 60_000, 458)
+    assert n == STEP_EVENTS // 458 and n * 458 <= STEP_EVENTS
+    assert slices_per_step(10**12, 10, 10**9) == MIN_CHUNK
+    assert slices_per_step(0, 0, 16) == CHUNK
