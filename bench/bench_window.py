@@ -17,7 +17,7 @@ day (``--full``: one week = 60.48M events) for slides from 10 ms to the window s
 
 Every competitor's result is checked against replay's (number of windows, sum of counts, sum of
 sums and of averages). Competitors whose projected time exceeds ``--budget`` seconds (from their
-previous, larger slide) are skipped and marked so.
+previous, larger slide) are skipped and marked so (naive and the peers; replay and optimized always run).
 
 A second table measures the online operator alone (in-memory batches) next to DuckDB on the same
 in-memory table for a few window shapes.
@@ -69,6 +69,7 @@ AGGS = (AggSpec("SUM", Column(ATTR), "sum_x"), AggSpec("AVG", Column(ATTR), "avg
 CHUNK_EVENTS = 4_000_000
 REPEAT_BELOW_S = 2.0
 REPEAT = {"quick": 5, "full": 3}
+CHOSEN_COL = 11  # "chosen / best (cpu)" in a stream's table rows
 
 
 # --------------------------------------------------------------------------- data
@@ -169,23 +170,6 @@ def run_spark(spark: Any, slide: int, size: int, t_range: tuple[int, int]) -> Ch
     return cs
 
 
-def replay_same_columns(snap: Any, cfg: WindowConfig, *, sink: Callable[[pa.Table], None]
-                        ) -> None:
-    """Reference only: replay reading just the columns the index path reads (``t`` and the
-    aggregated attribute, no ``seq``), straight from the leaves into the same operator. The
-    project's replay layer always reads ``seq`` too; this curve shows the cost model against
-    equal per-event decoding costs."""
-    op = WindowAggregate(cfg, state_cap=None)
-    cols = [c for c in op.input_columns if c != "seq"]
-    per_read = max(1, (1 << 18) // max(1, snap.tree.leaf_capacity))
-    for tbl in snap._iter_leaf_tables(0, snap.tree.n_leaves, cols, max_leaves=per_read):
-        op.push(tbl)
-        if op.has_results():
-            sink(op.results())
-    op.flush()
-    sink(op.results())
-
-
 def _run(runner: Callable[..., Any], snap: Any, cfg: WindowConfig) -> Checksum:
     cs = Checksum()
     runner(snap, cfg, sink=cs)
@@ -204,10 +188,8 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
     n = snap.n_events
     rows: list[list[Any]] = []
     series: dict[str, dict[int, float]] = {k: {} for k in
-                                          ("replay", "replay_tx", "optimized", "naive",
-                                           "duckdb", "spark")}
-    cpu: dict[str, dict[int, float]] = {k: {} for k in ("replay", "replay_tx", "optimized",
-                                                         "naive")}
+                                          ("replay", "optimized", "naive", "duckdb", "spark")}
+    cpu: dict[str, dict[int, float]] = {k: {} for k in ("replay", "optimized", "naive")}
     last: dict[str, tuple[int, float]] = {}
 
     def work(kind: str, slide: int) -> float:
@@ -220,7 +202,9 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
 
     def timed(kind: str, slide: int, fn: Callable[[], Checksum]) -> tuple[float | None, Any]:
         prev = last.get(kind)
-        if prev is not None:
+        # replay (the reference of every checksum) and optimized (the cost model's other path)
+        # always run; the budget only skips naive and the peers
+        if prev is not None and kind not in ("replay", "optimized"):
             projected = prev[1] * work(kind, slide) / work(kind, prev[0])
             if projected > budget:
                 return None, f"skipped (projected {projected:,.0f} s)"
@@ -244,8 +228,6 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
         t_rep, ref = timed("replay", slide, lambda cfg=cfg: _run(window_path.run_replay, snap, cfg))
         cells: dict[str, Any] = {"replay": t_rep}
         ok = True
-        _, out = timed("replay_tx", slide, lambda cfg=cfg: _run(replay_same_columns, snap, cfg))
-        ok &= out.matches(ref)
         for kind, runner in (("optimized", window_path.run_index), ("naive", window_path.run_naive)):
             t, out = timed(kind, slide, lambda runner=runner, cfg=cfg: _run(runner, snap, cfg))
             cells[kind] = t if t is not None else out
@@ -264,7 +246,7 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
                 ok &= out.matches(ref)
         chosen = {"replay": "replay", "index": "optimized"}[choice.path]
         best = min(cpu["replay"][slide], cpu["optimized"][slide])
-        rows.append([slide, cells["replay"], cpu["replay"][slide], cpu["replay_tx"][slide],
+        rows.append([slide, cells["replay"], cpu["replay"][slide],
                      cells["optimized"], cpu["optimized"][slide], cells["naive"],
                      cells.get("duckdb", "-"), cells.get("spark", "-"),
                      round(c_replay(slide, stats), 1), round(choice.c_index, 1), choice.path,
@@ -275,8 +257,7 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
               f", duckdb {cells.get('duckdb')}, spark {cells.get('spark')}, ok={ok}", flush=True)
     rows.sort(key=lambda r: r[0])
     res.table(f"{name} events ({n:,} events, h={stats.h}, B={stats.B}, D={stats.D}; seconds)",
-              ["slide (ms)", "replay wall", "replay cpu", "replay (t,A1) cpu", "optimized wall",
-               "optimized cpu",
+              ["slide (ms)", "replay wall", "replay cpu", "optimized wall", "optimized cpu",
                "naive wall", "DuckDB wall", "Spark SQL wall", "est. merges replay",
                "est. merges index", "chosen", "chosen / best (cpu)", "windows",
                "results agree"], rows)
@@ -284,9 +265,8 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
     common = sorted(set(rep_c) & set(opt_c))
     measured, bracket = measured_break_even(common, rep_c, opt_c)
     measured_wall, _ = measured_break_even(common, series["replay"], series["optimized"])
-    measured_tx, bracket_tx = measured_break_even(common, cpu["replay_tx"], opt_c)
-    return {"name": name, "events": n, "stats": stats, "estimated": est, "measured": measured,
-            "measured_wall": measured_wall, "measured_tx": measured_tx, "bracket_tx": bracket_tx, "bracket": bracket, "rows": rows, "series": series,
+    return {"name": name, "events": n, "files": len(snap.files), "stats": stats, "estimated": est, "measured": measured,
+            "measured_wall": measured_wall, "bracket": bracket, "rows": rows, "series": series,
             "cpu": cpu, "slides": sorted(slides)}
 
 
@@ -368,6 +348,20 @@ def operator_throughput(res: Results, n: int) -> None:
 
 
 # --------------------------------------------------------------------------- main
+def file_cache_notes(streams: list[dict[str, Any]], capacity: int) -> list[str]:
+    """A note for every stream with more data files than the store keeps open."""
+    over = [s for s in streams if s["files"] > capacity]
+    if not over:
+        return []
+    names = ", ".join(f"{s['name']} {s['files']:,}" for s in over)
+    return [f"Data files per stream: {names}; the store keeps at most {capacity} Parquet files "
+            "open (LRU), so a time-ordered sweep over more files re-opens every file it touches "
+            "on every run (parsing a footer of about 1,000 row groups: about 2-5 ms per file). "
+            "The index path then pays one open per boundary leaf as soon as the boundary leaves "
+            "span more than that many files (its curve levels off at a few seconds instead of "
+            "falling with the number of slices), and replay pays one open per file."]
+
+
 def plot(res: Results, streams: list[dict[str, Any]], size: int) -> None:
     import matplotlib
 
@@ -376,13 +370,12 @@ def plot(res: Results, streams: list[dict[str, Any]], size: int) -> None:
 
     fig, axes = plt.subplots(1, len(streams), figsize=(6.2 * len(streams), 4.4), squeeze=False)
     style = {"replay": ("Replay", "#444444", "-"),
-             "replay_tx": ("Replay, t and A1 only", "#999999", "-"),
              "optimized": ("Optimized (index)", "#1f77b4", "-"),
              "naive": ("Naive (index)", "#ff7f0e", "--"), "duckdb": ("DuckDB", "#2ca02c", ":"),
              "spark": ("Spark SQL", "#d62728", ":")}
     for ax, s in zip(axes[0], streams):
         for key, (label, color, ls) in style.items():
-            pts = sorted(s["series"][key].items()) if key != "replay_tx" else []
+            pts = sorted(s["series"][key].items())
             if pts:
                 ax.plot([p[0] / 1000 for p in pts], [p[1] for p in pts], ls, color=color,
                         marker="o", ms=3, label=f"{label} (wall)")
@@ -456,14 +449,8 @@ def main() -> None:
                  "<= 2x", f"est {est} ms, measured {meas} ms (between grid slides "
                  f"{s['bracket']}; wall clock: {s['measured_wall']} ms)"
                  + (f", ratio {ratio:.2f}" if ratio else ""), ratio is not None and ratio <= 2)
-        mt = s["measured_tx"]
-        ratio_tx = (max(est, mt) / min(est, mt)) if est and mt else None
-        res.goal(f"{s['name']}: estimated break-even within 2x of measured, replay reading the "
-                 "same columns as the index path (cpu)", "<= 2x",
-                 f"est {est} ms, measured {mt} ms (between {s['bracket_tx']})"
-                 + (f", ratio {ratio_tx:.2f}" if ratio_tx else ""),
-                 ratio_tx is not None and ratio_tx <= 2)
-        within = [r[12] for r in s["rows"] if isinstance(r[12], float) and not math.isnan(r[12])]
+        within = [r[CHOSEN_COL] for r in s["rows"]
+                  if isinstance(r[CHOSEN_COL], float) and not math.isnan(r[CHOSEN_COL])]
         frac = sum(1 for v in within if v <= 1.1) / max(1, len(within))
         res.goal(f"{s['name']}: cost-chosen path within 10% of the faster path (cpu)",
                  ">= 90% of slides", f"{frac:.0%} of {len(within)}", frac >= 0.9)
@@ -493,8 +480,9 @@ def main() -> None:
         "Estimated merges per slide are the cost model of 3.3.2 with the stream's h, B, D and r; "
         "'chosen' is the model's path, 'chosen / best' its time over the faster of replay and "
         "optimized.",
-        "Replay reads the columns the query needs (t, seq, A1) of every leaf; each leaf is one "
-        "Parquet row group, so replay cost is dominated by row groups decoded. The index path "
+        "Replay (the system's replay layer) reads the columns the query needs (t, A1) of every "
+        "leaf - no seq: a single stream's order is its row order and no aggregate orders by seq; "
+        "each leaf is one Parquet row group, so replay cost is dominated by row groups decoded. The index path "
         "reads t and A1 of the boundary leaves only (at most one per slide) and merges the rest "
         "from inner nodes; below about one leaf per slide it reads every leaf and does more "
         "work per event than replay.",
@@ -502,6 +490,7 @@ def main() -> None:
         "size/slide; DuckDB uses a segment tree. Skipped cells were projected over the budget "
         "from the previous (larger) slide.",
     ]
+    res.notes += file_cache_notes(streams, store.parquet_cache.capacity)
     out = res.write()
     print((out / "results.md").read_text())
 

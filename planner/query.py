@@ -314,8 +314,10 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
     op = plan.make_operator()
     columns = getattr(op, "input_columns", None)
     extra = {} if plan.batch_rows is None else {"batch_rows": plan.batch_rows}
+    # an operator that names its input columns without seq and does not order by it gets no seq
+    seq = columns is None or "seq" in columns or getattr(op, "requires_seq", True)
     rep = Replay(ctx.snapshots, plan.intervals, columns=columns, type_column=ctx.type_column,
-                 aliases=ctx.aliases, **extra)
+                 aliases=ctx.aliases, seq=seq, **extra)
     if limits is not None:
         # check before every batch: an operator that emits nothing until the end of its input
         # would otherwise run to completion whatever its limits

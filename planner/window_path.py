@@ -52,7 +52,26 @@ from replaydb.operators.window.aggregates import INDEXABLE_FUNCS, Layout, Partia
 from replaydb.planner.window_cost import PathChoice, TreeStats, choose_path
 
 CHUNK = 1 << 17
-"""Ranges (slices or windows) aggregated per vectorized step."""
+"""Ranges (slices or windows) aggregated per vectorized step, at most."""
+
+STEP_EVENTS = 1 << 20
+"""Boundary-leaf events the optimized path aims to hold per vectorized step. A step reads (at
+most) one boundary leaf per slice, so a step of ``CHUNK`` slices of a leaf or more each would
+decode up to ``CHUNK * B`` events at once (hundreds of MB for a week of events): the arrays fall
+out of the CPU caches and the per-event cost of the boundary leaves doubles. Bounding the step by
+events keeps it near the small-stream cost; small slides (many slices per leaf) keep whole
+``CHUNK`` steps."""
+
+MIN_CHUNK = 256
+"""Fewest slices per step (bounds the per-step Python overhead)."""
+
+
+def slices_per_step(events: int, slices: int, leaf_capacity: int) -> int:
+    """Slices per vectorized step of the optimized path: about ``STEP_EVENTS`` boundary-leaf
+    events, with ``events / slices`` events per slice on average and at most one boundary leaf
+    (``leaf_capacity`` events) read per slice; within ``[MIN_CHUNK, CHUNK]``. O(1)."""
+    per_slice = min(max(1.0, events / max(1, slices)), float(leaf_capacity))
+    return int(min(CHUNK, max(MIN_CHUNK, STEP_EVENTS // per_slice)))
 
 NAIVE_BUFFER_LEAVES = 50
 """Leaf buffer of the naive path (the paper limits the page cache to 50 pages)."""
@@ -505,13 +524,15 @@ def _finish(out: _Collector, agg: TreeAggregator, stats: PathStats, io0: dict[st
 
 
 def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
-              chunk: int = CHUNK, anchor: int | None = None, sink: Sink | None = None
+              chunk: int | None = None, anchor: int | None = None, sink: Sink | None = None
               ) -> tuple[pa.Table, PathStats]:
     """The optimized index path: one temporal aggregation per slice, into the slide tree.
 
     ``[t0, t1)`` restricts the stream (None: unbounded), like replaying that interval.
     ``anchor`` overrides the anchor of first-event-aligned time windows (several streams share
-    the first event of their merge). Returns the operator's result table and what the path did.
+    the first event of their merge). ``chunk`` is the number of slices per vectorized step
+    (default :func:`slices_per_step`; results do not depend on it). Returns the operator's result
+    table and what the path did.
     """
     t_start = time.perf_counter()
     io0 = snap.counters.as_dict()
@@ -536,6 +557,8 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
             n = span.p1 - span.p0
             s_lo, s_hi = st.next_slice, int(geom.slice_of(n))
             s_lo = max(s_lo, 0)
+        if chunk is None:
+            chunk = slices_per_step(span.p1 - span.p0, s_hi - s_lo, snap.tree.leaf_capacity)
         for c0 in range(s_lo, s_hi, chunk):
             c1 = min(s_hi, c0 + chunk)
             sl = np.arange(c0, c1 + 1, dtype=np.int64)
@@ -624,11 +647,13 @@ def run_replay(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int |
     io0 = snap.counters.as_dict()
     cfg = _config_for(cfg, snap)
     op = WindowAggregate(cfg, state_cap=None)
-    cols = op.input_columns  # the replay layer adds seq
     intervals = None if t0 is None and t1 is None else [
         (t0 if t0 is not None else np.iinfo(np.int64).min,
          t1 if t1 is not None else np.iinfo(np.int64).max)]
-    rp = Replay([snap], intervals, columns=cols, batch_rows=batch_rows)
+    # only the columns the query needs; seq only for FIRST/LAST (a single stream's order is its
+    # row order, so time and count windows need no seq)
+    rp = Replay([snap], intervals, columns=op.input_columns, batch_rows=batch_rows,
+                seq=op.requires_seq)
     out = _Collector(op, sink)
     for tbl in rp.results(op):
         out.put(tbl)
@@ -664,7 +689,9 @@ def run_index_grouped(snaps: Sequence[Any], cfg: WindowConfig, *, variant: str =
         intervals = None if t0 is None and t1 is None else [
             (t0 if t0 is not None else np.iinfo(np.int64).min,
              t1 if t1 is not None else np.iinfo(np.int64).max)]
-        rp = Replay(list(snaps), intervals, columns=cols, type_column=key)
+        seq = WindowAggregate(replace(cfg, schema=None), state_cap=None).requires_seq
+        # the merge reads seq to break ties between streams; the operator gets it for FIRST/LAST
+        rp = Replay(list(snaps), intervals, columns=cols, type_column=key, seq=seq)
         op = WindowAggregate(replace(cfg, schema=rp.schema), state_cap=None)
         out = rp.run(op)
         return out, [PathStats(path="replay", ranges=rp.stats.events, windows=out.num_rows,

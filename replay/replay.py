@@ -9,6 +9,14 @@ not invent one). Results come out through a pull iterator (:meth:`Replay.results
 replay operator - pop the result buffer, else pull events and push them until a result appears or
 the input ends) or all at once (:meth:`Replay.run`).
 
+Reading ``seq``: by default every batch carries ``seq``. ``seq=False`` is for operators that take
+the order from the row position alone (:attr:`~replaydb.operators.base.Operator.requires_seq`
+False) and do not ask for ``seq`` among ``columns``: a single stream is then read without its
+``seq`` column at all (it is a stored column like any other, so this saves decoding one int64 per
+event); several streams still read ``seq``, because the merge breaks ties by it, and drop it from
+the batches they deliver. Either way the batches' schema is :attr:`Replay.schema`, and the events
+and their order are the same as with ``seq=True``.
+
 Several streams: every stream contributes the columns the query needs; a column missing from a
 stream is null in its rows. With ``type_column`` set, a stream that has no such column gets it
 filled with the stream's name, so event types can come from stream names (SASE+ components,
@@ -83,6 +91,7 @@ class Replay:
         type_column: str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         aliases: dict[str, str] | None = None,
+        seq: bool = True,
     ) -> None:
         if not snapshots:
             raise UsageError("replay needs at least one stream")
@@ -91,17 +100,22 @@ class Replay:
         self.aliases = dict(aliases or {})
         self.columns = list(columns) if columns is not None else None
         self.type_column = type_column
+        self.seq = seq or (columns is not None and "seq" in columns)
         self.batch_rows = batch_rows
         self.stats = ReplayStats()
         self.schema = self._output_schema()
 
     # ------------------------------------------------------------------ schema
-    def _stream_columns(self, snap: Any) -> list[str]:
+    def _stream_columns(self, snap: Any, *, seq: bool | None = None) -> list[str]:
+        """The columns read from ``snap`` (``seq`` included per ``seq``, default
+        :attr:`seq`)."""
+        seq = self.seq if seq is None else seq
         names = snap.arrow_schema.names
         if self.columns is None:
-            return names
+            return names if seq else [c for c in names if c != "seq"]
         wanted = [self.aliases.get(c, c) for c in self.columns]
-        return ["t", "seq", *[c for c in dict.fromkeys(wanted) if c in names and c not in ("t", "seq")]]
+        head = ["t", "seq"] if seq else ["t"]
+        return [*head, *[c for c in dict.fromkeys(wanted) if c in names and c not in ("t", "seq")]]
 
     def _output_schema(self) -> pa.Schema:
         fields: dict[str, pa.Field] = {}
@@ -162,7 +176,7 @@ class Replay:
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         t0 = time.perf_counter()
-        for tbl in snap.iter_batches(a, b, cols, max_leaves=max_leaves):
+        for tbl in snap.iter_batches(a, b, cols, max_leaves=max_leaves, seq=self.seq):
             tbl = self._conform(tbl, snap)
             self.stats.read_seconds += time.perf_counter() - t0
             yield from tbl.to_batches(max_chunksize=self.batch_rows)
@@ -195,18 +209,18 @@ class Replay:
         cuts = self._chunk_bounds(a, b)
         for c0, c1 in zip(cuts[:-1], cuts[1:]):
             t0 = time.perf_counter()
-            parts, order_keys = [], []
+            tables, seqs, order_keys = [], [], []
             for pos, snap in enumerate(self.snapshots):
-                tbl = snap.read(c0, c1, self._stream_columns(snap))
+                tbl = snap.read(c0, c1, self._stream_columns(snap, seq=True))
                 if tbl.num_rows:
-                    parts.append(self._conform(tbl, snap))
+                    seqs.append(tbl.column("seq").to_numpy())  # the merge's tie-breaker
+                    tables.append(self._conform(tbl, snap))
                     order_keys.append(np.full(tbl.num_rows, pos, dtype=np.int64))
-            if not parts:
+            if not tables:
                 continue
-            tbl = pa.concat_tables(parts)
+            tbl = pa.concat_tables(tables)
             t = tbl.column("t").to_numpy()
-            seq = tbl.column("seq").to_numpy()
-            order = np.lexsort((seq, np.concatenate(order_keys), t))
+            order = np.lexsort((np.concatenate(seqs), np.concatenate(order_keys), t))
             tbl = tbl.take(pa.array(order))
             self.stats.read_seconds += time.perf_counter() - t0
             yield from tbl.to_batches(max_chunksize=self.batch_rows)

@@ -140,10 +140,13 @@ class StreamSnapshot:
     def arrow_schema(self) -> pa.Schema:
         return self.schema.arrow_schema
 
-    def _columns(self, columns: Sequence[str] | None) -> list[str]:
+    def _columns(self, columns: Sequence[str] | None, *, seq: bool = True) -> list[str]:
+        """The physical columns to read: ``t``, ``seq`` (unless ``seq`` is False), then the
+        requested ones (all of the stream's when ``columns`` is None)."""
         if columns is None:
-            return self.arrow_schema.names
-        out = ["t", "seq"]
+            names = self.arrow_schema.names
+            return names if seq else [c for c in names if c != "seq"]
+        out = ["t", "seq"] if seq else ["t"]
         for c in columns:
             if c == self.schema.time_column and c != "t":
                 continue
@@ -199,11 +202,14 @@ class StreamSnapshot:
         columns: Sequence[str] | None = None,
         *,
         max_leaves: int = DEFAULT_BATCH_LEAVES,
+        seq: bool = True,
     ) -> Iterator[pa.Table]:
         """Events with ``t0 <= t < t1`` as a sequence of tables (at most ``max_leaves`` leaves of
-        data each), in (t, seq) order. Only overlapping leaves are read."""
+        data each), in (t, seq) order. Only overlapping leaves are read. ``seq=False`` leaves the
+        ``seq`` column out of the read (and the tables) unless ``columns`` names it: for readers
+        that take the order from the row position alone."""
         i, j = self.tree.leaf_range_for_time(t0, t1)
-        cols = self._columns(columns)
+        cols = self._columns(columns, seq=seq or (columns is not None and "seq" in columns))
         if j <= i:
             return
         first_partial = t0 is not None and self.tree.leaves.col("t_min")[i] < t0

@@ -36,3 +36,26 @@ def batch(t, x, k) -> pa.Table:
     return pa.table({"ts": pa.array(np.asarray(t), pa.int64()),
                      "x": pa.array(np.asarray(x), pa.float64()),
                      "k": pa.array(np.asarray(k), pa.int64())})
+
+
+def destroy_column(snap, column: str) -> int:
+    """Overwrite every stored chunk of ``column`` in the stream's data files with garbage (the
+    Parquet footers stay intact), so that any later read of that column fails while reads of the
+    other columns still work. Returns the number of bytes overwritten. Proves a reader does not
+    decode a column, without instrumenting the reader."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for info in snap.files.values():
+        path = snap.events_dir / info.path
+        md = pq.ParquetFile(path).metadata
+        idx = md.schema.to_arrow_schema().names.index(column)
+        with open(path, "r+b") as f:
+            for r in range(md.num_row_groups):
+                col = md.row_group(r).column(idx)
+                start = col.dictionary_page_offset if col.has_dictionary_page else \
+                    col.data_page_offset
+                f.seek(start)
+                f.write(b"\xff" * col.total_compressed_size)
+                total += col.total_compressed_size
+    return total

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 import replaydb
 from replaydb.operators.base import Operator
@@ -93,3 +94,46 @@ def test_pull_iterator_yields_incrementally(tmp_path):
     rep = Replay([store.stream("a")], batch_rows=64)
     first = next(iter(rep.results(Recorder())))
     assert 0 < first.num_rows <= 64 * 2
+
+
+def test_seq_false_does_not_read_seq_of_a_single_stream(tmp_path):
+    from tests.helpers import destroy_column
+
+    store = _store(tmp_path)
+    snap = store.stream("a")
+    with_seq = Replay([snap], [(30, 3000)], batch_rows=100).table()
+    assert destroy_column(snap, "seq") > 0
+    fresh = replaydb.open(tmp_path / "s").stream("a")
+    with pytest.raises(Exception):  # noqa: B017 - the garbage fails wherever Arrow trips on it
+        Replay([fresh], [(30, 3000)], batch_rows=100).table()
+    fresh = replaydb.open(tmp_path / "s").stream("a")
+    rep = Replay([fresh], [(30, 3000)], batch_rows=100, seq=False)
+    assert "seq" not in rep.schema.names
+    tbl = rep.table()
+    assert tbl.schema.names == ["t", "x"] and tbl.schema.equals(rep.schema)
+    assert tbl.equals(with_seq.drop_columns("seq"))
+
+
+def test_seq_false_reads_fewer_bytes_and_keeps_seq_when_asked(tmp_path):
+    store = _store(tmp_path)
+    snap = store.stream("a")
+    a = Replay([snap], columns=["x"])
+    a.table()
+    b = Replay([snap], columns=["x"], seq=False)
+    b.table()
+    assert b.stats.events == a.stats.events == 2000
+    assert 0 < b.stats.bytes < a.stats.bytes
+    # naming seq among the columns wins over seq=False
+    assert Replay([snap], columns=["seq", "x"], seq=False).schema.names == ["t", "seq", "x"]
+    # every column but seq
+    assert Replay([snap], seq=False).table().schema.names == ["t", "x"]
+
+
+def test_seq_false_merge_of_two_streams_has_the_same_order(tmp_path):
+    store = _store(tmp_path)
+    snaps = [store.stream("a"), store.stream("b")]
+    ref = Replay(snaps, type_column="type", batch_rows=100).table()
+    rep = Replay(snaps, type_column="type", batch_rows=100, seq=False)
+    tbl = rep.table()
+    assert rep.schema.names == ["t", "x", "y", "type"]
+    assert tbl.equals(ref.drop_columns("seq"))

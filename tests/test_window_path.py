@@ -197,3 +197,65 @@ def test_empty_range_gives_no_rows(store) -> None:
     for fn in (run_index, run_naive, run_replay):
         out, _ = fn(snap, cfg, t0=10**9, t1=10**9 + 5)
         assert out.num_rows == 0
+
+
+def test_replay_reads_seq_only_when_the_query_needs_it(tmp_path) -> None:
+    """A single stream's replay reads no seq unless FIRST/LAST order by it: with the stored seq
+    column destroyed, every other query still replays to exactly the rows the seq-reading
+    replay gave before (time and count windows, WHERE, GROUP BY, empty windows), while FIRST/LAST
+    and the multi-stream merge (ties broken by seq) fail to read it."""
+    from replaydb.operators.window import WindowAggregate
+    from replaydb.replay import Replay
+    from tests.helpers import destroy_column
+
+    st_ = replaydb.open(tmp_path / "store", create=True)
+    table = make_stream(np.random.default_rng(7), 2500, max_step=6, gap_p=0.01, gap=700,
+                        t0=1_000).drop_columns("seq")
+    _create(st_, "s", table, 37, 4)
+    keys = table.column("k").to_pylist()
+    for key in ("a", "b"):
+        _create(st_, f"key_{key}", table.filter(pa.array([k == key for k in keys])), 20, 4)
+    no_seq = [
+        WindowConfig(size=900, slide=250, aggregates=AGGS),
+        WindowConfig(size=40, slide=15, kind="count", aggregates=AGGS),
+        WindowConfig(size=500, slide=700, align="first", empty="emit", aggregates=AGGS),
+        WindowConfig(size=600, slide=200, group_by=("k",), aggregates=AGGS,
+                     where=Binary(">", Column("x"), Literal(0.0))),
+    ]
+    with_seq = [WindowConfig(size=900, slide=300, aggregates=(
+        AggSpec("FIRST", Column("x"), "fx"), AggSpec("LAST", Column("y"), "ly")))]
+    snap = st_.stream("s")
+    before = {}
+    for cfg in no_seq + with_seq:
+        op = WindowAggregate(dataclasses.replace(cfg, schema=snap.arrow_schema), state_cap=None)
+        assert op.requires_seq == (cfg in with_seq)
+        rp = Replay([snap], columns=[*op.input_columns, "seq"])  # seq read, as before
+        before[cfg] = rp.run(op).to_pylist()
+        assert before[cfg]
+    assert destroy_column(snap, "seq") > 0
+    snap = replaydb.open(tmp_path / "store").stream("s")
+    for cfg in no_seq:
+        got, stats = run_replay(snap, cfg)
+        assert got.to_pylist() == before[cfg]
+        assert stats.io["io_events"] == snap.n_events
+    for cfg in with_seq:
+        with pytest.raises(OSError):
+            run_replay(snap, cfg)
+    for key in ("a", "b"):
+        destroy_column(st_.stream(f"key_{key}"), "seq")
+    snaps = [replaydb.open(tmp_path / "store").stream(f"key_{k}") for k in ("a", "b")]
+    with pytest.raises(OSError):
+        run_index_grouped(snaps, WindowConfig(size=900, slide=250, group_by=("type",),
+                                              aggregates=AGGS), variant="replay")
+
+
+def test_slices_per_step_bounds_boundary_leaf_events() -> None:
+    from replaydb.planner.window_path import CHUNK, MIN_CHUNK, STEP_EVENTS, slices_per_step
+
+    # one event per slice: whole steps
+    assert slices_per_step(60_000_000, 60_000_000, 458) == CHUNK
+    # a leaf or more per slice: about STEP_EVENTS boundary-leaf events per step
+    n = slices_per_step(60_000_000, 60_000, 458)
+    assert n == STEP_EVENTS // 458 and n * 458 <= STEP_EVENTS
+    assert slices_per_step(10**12, 10, 10**9) == MIN_CHUNK
+    assert slices_per_step(0, 0, 16) == CHUNK

@@ -124,3 +124,27 @@ def test_explain_analyze_reports_what_the_index_path_did(store) -> None:
     out = replaydb.explain(store, text, analyze=True, plan="index")
     assert "index_path" in out, sorted(out)
     assert out["result_rows"] > 0
+
+
+def test_replay_plan_reads_no_seq_for_window_sql(tmp_path) -> None:
+    """The hub's replay honours the operator's input columns: without FIRST/LAST the stored seq
+    column is never read (destroying it changes nothing), with them it is."""
+    from tests.helpers import destroy_column
+
+    st = replaydb.open(tmp_path / "store", create=True)
+    table = make_stream(np.random.default_rng(5), 1500, max_step=5, t0=0).drop_columns("seq")
+    sch = StreamSchema.infer(table.schema, time_unit="ms", leaf_capacity=40, fanout=6)
+    sch = dataclasses.replace(sch, attributes=tuple(
+        dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))
+    st.create_stream("s", sch)
+    st.append("s", table)
+    text = Q.format(slide=500, where="WHERE x > 1 ")
+    before = replaydb.query(st, text, plan="replay").table.to_pylist()
+    assert before
+    destroy_column(st.stream("s"), "seq")
+    st = replaydb.open(tmp_path / "store")
+    assert replaydb.query(st, text, plan="replay").table.to_pylist() == before
+    with pytest.raises(OSError):
+        replaydb.query(st, "SELECT window_start, window_end, FIRST_VALUE(x) AS f FROM TABLE("
+                           "TUMBLE(TABLE s, DESCRIPTOR(t), INTERVAL '1' SECOND)) "
+                           "GROUP BY window_start, window_end", plan="replay")
