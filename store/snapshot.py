@@ -65,12 +65,23 @@ class IOCounters:
 
 
 class ParquetCache:
-    """Open ``ParquetFile`` handles keyed by path (files are immutable), LRU-bounded."""
+    """Open ``ParquetFile`` handles keyed by path (files are immutable), LRU-bounded by both a
+    number of files and the bytes of their footers (the parsed metadata is what a handle keeps in
+    memory). A stream sweeping more files than the bound reopens each file (one footer read)
+    per sweep, so the bound is generous: ``capacity`` files and ``footer_budget`` bytes.
 
-    def __init__(self, capacity: int = 256) -> None:
+    ``rg_bytes`` results are cached per file and column set and leave with their file.
+    Invariant (:meth:`check`): the footer byte total equals the sum over open files, and both
+    bounds hold after every ``get``.
+    """
+
+    def __init__(self, capacity: int = 4096, footer_budget: int = 256 << 20) -> None:
         self.capacity = capacity
+        self.footer_budget = footer_budget
         self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
-        self._rg_bytes: dict[str, np.ndarray] = {}
+        self._footer: dict[str, int] = {}
+        self._footer_total = 0
+        self._rg_bytes: dict[str, dict[str, np.ndarray]] = {}
 
     def get(self, path: str, counters: IOCounters) -> pq.ParquetFile:
         pf = self._files.get(path)
@@ -82,25 +93,40 @@ class ParquetCache:
                                       f"{exc}") from exc
             counters.files_opened += 1
             self._files[path] = pf
-            if len(self._files) > self.capacity:
+            size = int(pf.metadata.serialized_size)
+            self._footer[path] = size
+            self._footer_total += size
+            while len(self._files) > 1 and (len(self._files) > self.capacity
+                                            or self._footer_total > self.footer_budget):
                 old, _ = self._files.popitem(last=False)
+                self._footer_total -= self._footer.pop(old)
                 self._rg_bytes.pop(old, None)
         else:
             self._files.move_to_end(path)
         return pf
 
     def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
-        """Compressed bytes per row group for ``columns`` (cached per file)."""
-        key = path + "|" + ",".join(columns)
-        got = self._rg_bytes.get(key)
+        """Compressed bytes per row group for ``columns`` (cached per file and column set)."""
+        per_file = self._rg_bytes.get(path)
+        key = ",".join(columns)
+        got = per_file.get(key) if per_file is not None else None
         if got is None:
             md = pf.metadata
             names = pf.schema_arrow.names
             idx = [names.index(c) for c in columns]
             got = np.array([sum(md.row_group(r).column(i).total_compressed_size for i in idx)
                             for r in range(md.num_row_groups)], dtype=np.int64)
-            self._rg_bytes[key] = got
+            if path in self._files:  # cached only while the file is open (leaves with it)
+                self._rg_bytes.setdefault(path, {})[key] = got
         return got
+
+    def check(self) -> None:
+        """Raise AssertionError unless the cache's invariants hold."""
+        assert set(self._footer) == set(self._files)
+        assert self._footer_total == sum(self._footer.values())
+        assert len(self._files) <= max(1, self.capacity)
+        assert len(self._files) == 1 or self._footer_total <= self.footer_budget
+        assert set(self._rg_bytes) <= set(self._files)  # entries leave with their file
 
 
 class StreamSnapshot:
