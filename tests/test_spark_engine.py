@@ -27,7 +27,8 @@ from replaydb.errors import StateCapExceeded, UsageError
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.replay.spark import run_plan
 from replaydb.replay.spark.adapters import traits
-from replaydb.replay.spark.engine import choose_mode
+from replaydb.replay.spark.buckets import balanced_owner, sample_weights, scan_owner
+from replaydb.replay.spark.engine import SCAN_MAX_TASKS, choose_mode, choose_partition_read
 from replaydb.replay.spark.executors import InlineExecutor
 from replaydb.replay.spark.keys import (
     bijective_slots,
@@ -132,9 +133,11 @@ def sort_all(t: pa.Table) -> pa.Table:
 
 
 def local_and_spark(store: replaydb.Store, text: str, intervals: list | None, mode: str,
-                    tasks: int = 3, plan: str = "replay") -> tuple[pa.Table, pa.Table, dict]:
+                    tasks: int = 3, plan: str = "replay", read: str = "auto"
+                    ) -> tuple[pa.Table, pa.Table, dict]:
     """Local and (in-process) Spark execution of one plan; ``intervals`` replace the planned
-    ones unless ``plan`` is not ``replay`` (the planner's own intervals then)."""
+    ones unless ``plan`` is not ``replay`` (the planner's own intervals then); ``read``: how
+    partition mode's tasks get their events (scan or shuffle)."""
     stream = next((STREAM[k] for k, v in QUERIES.items() if v == text and k in STREAM), None)
     p1 = plan_query(store, text, QueryOptions(plan=plan, stream=stream))
     if plan == "replay":
@@ -145,8 +148,15 @@ def local_and_spark(store: replaydb.Store, text: str, intervals: list | None, mo
     if plan == "replay":
         plan2.intervals = intervals
     got, stats = run_plan(plan2, mode=mode, executor=InlineExecutor(2), tasks=tasks,
-                          read_tasks=3)
+                          read_tasks=3, partition_read=read)
+    if stats["spark"]["mode"] == "partition" and read != "auto":
+        assert stats["spark"]["partition_read"] == read
     return local, got, stats
+
+
+RUNS = (("single", "auto"), ("interval", "auto"), ("partition", "scan"),
+        ("partition", "shuffle"))
+"""(mode, partition read) pairs every comparison tries."""
 
 
 def check_equal(local: pa.Table, got: pa.Table, stats: dict) -> None:
@@ -166,9 +176,9 @@ def test_every_applicable_mode_equals_local(store: replaydb.Store, name: str) ->
     rng = np.random.default_rng(abs(hash(name)) % 1000)
     ran = []
     for intervals in (None, random_intervals(rng, 1500, 12)):
-        for mode in ("single", "interval", "partition"):
+        for mode, read in RUNS:
             try:
-                local, got, stats = local_and_spark(store, text, intervals, mode)
+                local, got, stats = local_and_spark(store, text, intervals, mode, read=read)
             except UsageError as exc:
                 assert "cannot run" in str(exc)
                 continue
@@ -185,9 +195,10 @@ def test_random_intervals_and_task_counts(store: replaydb.Store, seed: int, name
                                           n_iv: int, tasks: int) -> None:
     rng = np.random.default_rng(seed)
     intervals = None if n_iv == 0 else random_intervals(rng, 1600, n_iv)
-    for mode in ("interval", "partition"):
+    for mode, read in RUNS[1:]:
         try:
-            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks)
+            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks,
+                                                read=read)
         except UsageError:
             continue
         check_equal(local, got, stats)
@@ -247,8 +258,66 @@ def test_task_errors_come_back_with_their_type(store: replaydb.Store) -> None:
     with pytest.raises(StateCapExceeded) as ei:
         run_plan(plan, mode="interval", executor=InlineExecutor(2))
     assert ei.value.cap == 5 and ei.value.cap_name == "state_cap"
-    with pytest.raises(StateCapExceeded):
-        run_plan(plan, mode="partition", executor=InlineExecutor(2))
+    for read in ("scan", "shuffle"):
+        with pytest.raises(StateCapExceeded):
+            run_plan(plan, mode="partition", executor=InlineExecutor(2), partition_read=read)
+
+
+def test_scan_tasks_split_the_events_by_key(store: replaydb.Store) -> None:
+    ivs = [(50, 400), (420, 1300)]
+    local, got, stats = local_and_spark(store, QUERIES["tps_part"], ivs, "partition", tasks=3,
+                                        read="scan")
+    check_equal(local, got, stats)
+    sp = stats["spark"]
+    per = [t for t in sp["per_task"] if t["stage"] == "scan"]
+    assert sp["partition_read"] == "scan" and len(per) <= 3
+    # every task reads the whole replay; together they push each event exactly once
+    plan = plan_query(store, QUERIES["tps_part"], QueryOptions(plan="replay"))
+    plan.intervals = ivs
+    assert stats["replay"]["events"] == len(per) * execute(plan).stats["replay"]["events"]
+    assert sum(t["events"] for t in per) == sum(
+        store.stream("ev").read(a, b).num_rows for a, b in ivs)
+
+
+def test_partition_read_choice() -> None:
+    assert choose_partition_read("auto", 1) == "scan"
+    assert choose_partition_read("auto", SCAN_MAX_TASKS) == "scan"
+    assert choose_partition_read("auto", SCAN_MAX_TASKS + 1) == "shuffle"
+    assert choose_partition_read("shuffle", 1) == "shuffle"
+    with pytest.raises(UsageError, match="partition read"):
+        choose_partition_read("broadcast", 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(weights=st.lists(st.integers(0, 1000), min_size=1, max_size=300),
+       n=st.integers(1, 9))
+def test_balanced_owner_is_lpt(weights: list[int], n: int) -> None:
+    w = np.array(weights, np.float64)
+    owner = balanced_owner(w, n)
+    assert owner.shape == w.shape and owner.min() >= 0 and owner.max() < n
+    loads = np.bincount(owner, weights=w, minlength=n)
+    # LPT: the heaviest task exceeds the average by at most the heaviest slot
+    assert loads.max() <= w.sum() / n + w.max() + 1e-9
+    unseen = np.flatnonzero(w == 0)
+    assert np.array_equal(owner[unseen], np.arange(len(unseen)) % n)
+
+
+def test_sampled_owner_balances_equal_keys(tmp_path: Path) -> None:
+    s = replaydb.open(tmp_path / "s", create=True)
+    s.create_stream("ev", StreamSchema((Attribute("k", "int64"),), time_unit="s",
+                                       leaf_capacity=256))
+    rng = np.random.default_rng(5)
+    n = 64 * 400
+    s.append("ev", pa.table({"t": np.arange(n), "k": rng.permutation(np.arange(n) % 64)}))
+    snap = s.stream("ev")
+    w = sample_weights([snap], [(None, None)], ["k"])
+    assert np.count_nonzero(w) == 64 and abs(w.sum() - n) < 1e-6 * n
+    for tasks in (2, 3, 4):
+        owner = scan_owner([snap], [(None, None)], ["k"], tasks)
+        keys_of = np.bincount(owner[key_targets(pa.table({"k": np.arange(64)}), ["k"],
+                                                len(owner))], minlength=tasks)
+        assert keys_of.max() - keys_of.min() <= 1   # equal keys: equal shares
+    assert not scan_owner([snap], [(None, None)], ["k"], 1).any()
 
 
 def test_forced_modes_that_cannot_apply(store: replaydb.Store) -> None:
@@ -410,9 +479,10 @@ def test_random_cases_slow(tmp_path_factory: pytest.TempPathFactory, seed: int, 
     store = _slow_store(tmp_path_factory, store_seed)
     rng = np.random.default_rng(seed)
     intervals = None if n_iv == 0 else random_intervals(rng, 1600, n_iv)
-    for mode in ("single", "interval", "partition"):
+    for mode, read in RUNS:
         try:
-            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks)
+            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks,
+                                                read=read)
         except UsageError:
             continue
         check_equal(local, got, stats)

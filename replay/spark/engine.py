@@ -12,10 +12,25 @@ usual) and returns ``(table, stats)`` equal to local execution. The mode (``stat
   better).
 * ``partition`` - **partition-parallel**: the operator's partition keys (PARTITION BY, SASE+
   ``[attr]``, TPStream PARTITION BY, GRETA GROUP-BY, windowed GROUP BY) split its work into
-  independent key groups. Read tasks replay balanced time ranges and split the events by key hash;
-  Spark repartitions them by target and sorts the chunks back into replay order; one task per
-  target replays all events of its keys, in the local replay's order, across every planned
-  interval (``end_interval`` at each boundary, as locally).
+  independent key groups; each task replays all events of its keys, in the local replay's
+  order, across every planned interval (``end_interval`` at each boundary, as locally). The
+  events reach the tasks in one of two ways (``stats["spark"]["partition_read"]``):
+
+  - ``scan`` (no shuffle): each of ``S`` tasks reads the whole planned replay itself (the local
+    replay's batches, projected to the operator's columns), hashes the key column and keeps the
+    events of the keys it owns (a balanced owner table from a sample of the keys,
+    :mod:`.buckets`). No event crosses the JVM: cost ``S x`` the read plus ``1/S`` of the
+    operator work per task;
+  - ``shuffle``: read tasks replay balanced time ranges and split the events by key hash;
+    Spark repartitions them by target and sorts the chunks back into replay order; one task per
+    target replays its keys. Every event is read once but serialized, shuffled and sorted
+    (Arrow IPC chunks through the JVM).
+
+  Measured per event on one core (``bench/results/spark``): reading and hashing costs about a
+  fifth of what the shuffle adds (serializing, the JVM's shuffle and sort, decoding), so the
+  scan does less work in total while a scan has fewer than :data:`SCAN_MAX_TASKS` tasks
+  (``auto`` picks it then) and the shuffle wins with many executor cores, where reading the
+  whole replay in every task would dominate.
 * ``single`` - the **full-replay fallback** for queries that are neither: one task replays
   everything (the whole stream, or the planned intervals, in order) into one operator. Reading
   and matching then run on one executor core; Spark adds its start-up and transfer costs only.
@@ -38,7 +53,9 @@ inside every task (a task's operator state, not the whole query's).
 
 Options (keyword arguments or environment): ``mode`` (``REPLAYDB_SPARK_MODE``: auto | interval |
 partition | single), ``tasks`` (``REPLAYDB_SPARK_TASKS``: interval tasks / key targets; default
-two per executor core), ``read_tasks`` (partition mode's read tasks; default two per core).
+two per executor core; a scan's tasks: one per core), ``read_tasks`` (the shuffle's read tasks;
+default two per core), ``partition_read`` (``REPLAYDB_SPARK_PARTITION_READ``: auto | scan |
+shuffle).
 """
 
 from __future__ import annotations
@@ -58,6 +75,7 @@ from replaydb.replay.replay import Replay, normalize_intervals
 from replaydb.replay.spark import order as O
 from replaydb.replay.spark import tasks as T
 from replaydb.replay.spark.adapters import Traits, strip_select, traits
+from replaydb.replay.spark.buckets import scan_owner
 from replaydb.replay.spark.drive import from_ipc
 from replaydb.replay.spark.keys import bijective_slots
 from replaydb.replay.spark.progress import Progress, job_group
@@ -65,7 +83,12 @@ from replaydb.replay.spark.reader import ship
 from replaydb.replay.spark.split import group_intervals, interval_events, read_ranges
 
 MODES = ("auto", "interval", "partition", "single")
+PARTITION_READS = ("auto", "scan", "shuffle")
 TASKS_PER_CORE = 2
+SCAN_MAX_TASKS = 6
+"""Partition mode scans (no shuffle) up to this many tasks: the whole read costs about a fifth
+of the shuffle's per-event overhead, so ``S`` scans read less than one shuffle while ``S - 1``
+reads cost less than the shuffle's overhead (see the module docstring)."""
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""
@@ -112,6 +135,17 @@ def choose_mode(mode: str, tr: Traits, counts: np.ndarray, slots: int) -> str:
     return "single"
 
 
+def choose_partition_read(read: str, n_tasks: int) -> str:
+    """How partition mode's tasks get their events: ``scan`` or ``shuffle`` (module
+    docstring); ``auto`` scans while ``n_tasks <= SCAN_MAX_TASKS``."""
+    if read not in PARTITION_READS:
+        raise UsageError(f"unknown partition read {read!r}",
+                         hint=f"use one of {', '.join(PARTITION_READS)}")
+    if read != "auto":
+        return read
+    return "scan" if n_tasks <= SCAN_MAX_TASKS else "shuffle"
+
+
 def _env_int(name: str) -> int | None:
     v = os.environ.get(name)
     return int(v) if v else None
@@ -128,7 +162,8 @@ def _executor(master: str | None, executor: Any) -> Any:
 
 def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: str | None = None,
              tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
-             progress: bool | None = None) -> tuple[pa.Table, dict[str, Any]]:
+             progress: bool | None = None, partition_read: str | None = None
+             ) -> tuple[pa.Table, dict[str, Any]]:
     """Execute ``plan`` on Spark; returns ``(result table, stats)`` (see the module docstring)."""
     ctx = plan.ctx
     t_start = time.perf_counter()
@@ -171,7 +206,14 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
         key_report=chosen != "partition" and tr.numbering is not None
         and bool(tr.numbering.keys), time_carrier=chosen == "partition" and tr.time_carrier,
         recipe=recipe)
-    n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS") or TASKS_PER_CORE * slots
+    n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS")
+    read = None
+    if chosen == "partition":
+        read = choose_partition_read(
+            partition_read or os.environ.get("REPLAYDB_SPARK_PARTITION_READ") or "auto",
+            n_tasks or slots)
+        n_tasks = n_tasks or (slots if read == "scan" else TASKS_PER_CORE * slots)
+    n_tasks = n_tasks or TASKS_PER_CORE * slots
     info: dict[str, Any] = {"mode": chosen, "executor": ex.name, "slots": slots,
                             "intervals": len(intervals), "estimated_events": int(counts.sum()),
                             "operator": tr.kind}
@@ -202,6 +244,19 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
                      if chosen == "interval" else "full replay in one task")
             _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
             result = _run(ex.interval, prog, label, q, rows)
+        elif read == "scan":
+            owner = scan_owner(ctx.snapshots, intervals, tr.partition_keys, n_tasks)
+            ivs = tuple((k, a, b) for k, (a, b) in enumerate(intervals))
+            shipped = tuple(ship(s, list(intervals)) for s in ctx.snapshots)
+            rows = [(i, pickle.dumps(T.ScanTask(i, ivs, shipped, owner)))
+                    for i in range(n_tasks)]
+            info["partition_read"] = "scan"
+            info["tasks"] = n_tasks
+            info["exact_order"] = q.exact_order
+            label = (f"partition replay by {', '.join(tr.partition_keys)}: {n_tasks} scan "
+                     "tasks")
+            _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
+            result = _run(ex.scan, prog, label, q, rows)
         else:
             n_read = read_tasks or TASKS_PER_CORE * slots
             ranges = read_ranges(ctx.snapshots, intervals, n_read)
@@ -210,6 +265,7 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
             for i, rg in enumerate(ranges):
                 shipped = tuple(ship(s, [(a, b) for _, a, b in rg]) for s in ctx.snapshots)
                 rows.append((i, pickle.dumps(T.ReadTask(i, tuple(rg), shipped, tuple(slots_)))))
+            info["partition_read"] = "shuffle"
             info["read_tasks"] = len(rows)
             info["tasks"] = n_tasks
             info["exact_order"] = q.exact_order

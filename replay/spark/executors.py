@@ -6,7 +6,8 @@ one id per partition (one Spark task each), each picking its ``(index, payload)`
 read with one stage, then ``repartition(n, slot)`` (Spark's hash partitioning; the driver picks
 slot values that land one per partition, :func:`~replaydb.replay.spark.keys.bijective_slots`),
 ``sortWithinPartitions(r, j)`` (chunks back in replay order) and run the operators in a second
-``mapInArrow``. Results come back with ``toArrow()``.
+``mapInArrow`` - or, without a shuffle, one stage of scan tasks that each read the planned
+replay and keep their keys' events. Results come back with ``toArrow()``.
 
 :class:`InlineExecutor` runs the very same stage functions in this process, one task after the
 other, with the same payloads (pickled and unpickled, as Spark would ship them) and a shuffle that
@@ -50,6 +51,14 @@ class InlineExecutor:
         out: list[pa.RecordBatch] = []
         for i, _ in rows:  # as Spark runs them: one id of a range per task
             out.extend(T.by_id(iter([self._ids([i])]), stage=T.interval_stage, query=q,
+                               rows=tuple(rows)))
+        return pa.Table.from_batches(out, schema=T.RESULT_SCHEMA)
+
+    def scan(self, q: T.QueryShipment, rows: list[tuple[int, bytes]]) -> pa.Table:
+        q = pickle.loads(pickle.dumps(q))
+        out: list[pa.RecordBatch] = []
+        for i, _ in rows:
+            out.extend(T.by_id(iter([self._ids([i])]), stage=T.scan_stage, query=q,
                                rows=tuple(rows)))
         return pa.Table.from_batches(out, schema=T.RESULT_SCHEMA)
 
@@ -101,6 +110,9 @@ class SparkExecutor:
         if on_start is not None:
             on_start(label)
         return self._tasks_df(T.interval_stage, q, rows, RESULT_DDL).toArrow()
+
+    def scan(self, q: T.QueryShipment, rows: list[tuple[int, bytes]]) -> pa.Table:
+        return self._tasks_df(T.scan_stage, q, rows, RESULT_DDL).toArrow()
 
     def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
                   on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:

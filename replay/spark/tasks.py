@@ -20,7 +20,10 @@ Stages:
   position; chunks end at batch ends);
 * :func:`partition_stage` - partition-parallel, step 2: after Spark repartitioned the chunks by
   target and sorted them by (read task, chunk), replay the partition's events - all events of its
-  keys, in the order of the local replay - into one operator.
+  keys, in the order of the local replay - into one operator;
+* :func:`scan_stage` - partition-parallel without a shuffle: replay every planned interval (the
+  local replay's batches, read by the task itself) and push only the events of the keys the task
+  owns (:mod:`.buckets`) into one operator.
 
 Errors the project raises on purpose (:class:`~replaydb.errors.ReplayDBError`) are returned as
 rows of kind ``error`` and raised again on the driver with their type and fields, instead of
@@ -158,6 +161,18 @@ class ReadTask:
     streams: tuple[StreamShipment, ...]
     slots: tuple[int, ...]
     chunk_events: int = CHUNK_EVENTS
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    """Every planned interval ``(k, t0, t1)``; the task keeps the events whose key's virtual
+    slot (:func:`~replaydb.replay.spark.keys.key_targets` over ``len(owner)`` slots) has
+    ``owner[slot] == index``."""
+
+    index: int
+    intervals: tuple[tuple[int, int | None, int | None], ...]
+    streams: tuple[StreamShipment, ...]
+    owner: np.ndarray
 
 
 @dataclass
@@ -390,6 +405,84 @@ def read_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
                 [pa.array([task.slots[0]], pa.int32()), pa.array([index], pa.int32()),
                  pa.array([-2], pa.int32()), pa.array([error_payload(exc)], pa.binary())],
                 schema=BLOB_SCHEMA)
+
+
+# --------------------------------------------------------------------------- scan stage
+def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
+    """Replay all planned intervals; push each local batch restricted to the owned keys.
+
+    The operator sees exactly what a partition task of the shuffle path sees - the local
+    replay's batches restricted to its keys, ``end_interval`` at every boundary, time carriers
+    when the operator needs them, positions in the whole replay for exact order - without any
+    event leaving the task. Cost: the whole planned read (the key column hashed, O(n)) plus the
+    operator work of the owned events only."""
+    t0 = time.perf_counter()
+    op = bind_query(q)
+    if q.time_carrier:
+        op = with_time_carrier(op)
+    st = TaskStats(bind_seconds=time.perf_counter() - t0)
+    cache = ParquetCache()
+    streams = [ShippedStream(s, cache) for s in task.streams]
+    out = Collector()
+    exact = ExactOrder() if q.exact_order else None
+    owner = task.owner
+    everything = bool(np.all(owner == task.index))
+    reps: list[Replay] = []
+    carriers = [0]
+
+    def source() -> Iterator[tuple[int, pa.Table]]:
+        pos = 0
+        for k, a, b in task.intervals:
+            rep = _replay(streams, q, a, b)
+            reps.append(rep)
+            for _, batch in rep.batches():
+                tbl = pa.Table.from_batches([batch])
+                n = tbl.num_rows
+                if everything:
+                    keep = None
+                    piece = tbl
+                else:
+                    mask = owner[key_targets(tbl, q.partition_keys, len(owner))] == task.index
+                    keep = np.flatnonzero(mask)
+                    piece = tbl.take(pa.array(keep)) if len(keep) < n else tbl
+                if exact is not None:
+                    where = np.arange(pos, pos + n, dtype=np.int64) if keep is None \
+                        else keep.astype(np.int64) + pos
+                    piece = piece.append_column("__r", pa.array(np.zeros(len(where), np.int64)))
+                    piece = piece.append_column("__l", pa.array(where))
+                pos += n
+                if q.time_carrier:
+                    m = piece.num_rows
+                    carrier = tbl.slice(n - 1, 1)
+                    if exact is not None:
+                        carrier = carrier.append_column("__r", pa.array([0], pa.int64())
+                                                        ).append_column("__l", pa.array(
+                                                            [pos - 1], pa.int64()))
+                    piece = piece.append_column(CARRIER, pa.array(np.zeros(m, np.int8)))
+                    carrier = carrier.append_column(CARRIER, pa.array(np.ones(1, np.int8)))
+                    # one record batch: one push, as locally
+                    piece = pa.concat_tables([piece, carrier]).combine_chunks()
+                    carriers[0] += 1
+                elif piece.num_rows == 0:
+                    continue
+                yield k, piece
+
+    st.events = drive(op, source(), out, task_index=task.index, exact=exact,
+                      positions=exact is not None) - carriers[0]
+    for rep in reps:
+        _merge_stats(st.replay, rep.stats.as_dict())
+    st.operator = op.counters.as_dict()
+    st.seconds = time.perf_counter() - t0
+    yield _rows(task.index, "rows", out.take())
+    yield _rows(task.index, "stats", [json.dumps(st.payload(task.index, "scan")).encode()])
+
+
+def scan_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
+               ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: one :class:`ScanTask` per input row."""
+    for index, payload in _task_rows(batches):
+        task: ScanTask = pickle.loads(payload)
+        yield from _guarded(index, lambda t=task: run_scan_task(query, t))
 
 
 # --------------------------------------------------------------------------- partition stage
