@@ -26,7 +26,7 @@ import replaydb
 from replaydb.errors import StateCapExceeded, UsageError
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.replay.spark import run_plan
-from replaydb.replay.spark.adapters import traits
+from replaydb.replay.spark.adapters import Traits, traits
 from replaydb.replay.spark.buckets import balanced_owner, sample_weights, scan_owner
 from replaydb.replay.spark.engine import SCAN_MAX_TASKS, choose_mode, choose_partition_read
 from replaydb.replay.spark.executors import InlineExecutor
@@ -162,7 +162,7 @@ RUNS = (("single", "auto"), ("interval", "auto"), ("partition", "scan"),
 def check_equal(local: pa.Table, got: pa.Table, stats: dict) -> None:
     sp = stats["spark"]
     assert got.schema.equals(local.schema, check_metadata=True)
-    exact = sp["mode"] != "partition" or sp.get("exact_order", False)
+    exact = sp["mode"] != "partition" or sp.get("result_order") == "local"
     if exact:
         assert got.equals(local, check_metadata=True)
     else:
@@ -279,6 +279,24 @@ def test_scan_tasks_split_the_events_by_key(store: replaydb.Store) -> None:
         store.stream("ev").read(a, b).num_rows for a, b in ivs)
 
 
+def test_partition_results_do_not_depend_on_the_task_count(store: replaydb.Store) -> None:
+    """Sorted partition results (TPStream: by its complete integer sort columns, nulls last)
+    are one table whatever the task count and read; and equal to the full sort."""
+    ivs = [(0, 700), (760, 1500)]
+    runs = [local_and_spark(store, QUERIES["tps_part"], ivs, "partition", tasks=n, read=r)
+            for n in (1, 2, 5) for r in ("scan", "shuffle")]
+    local = runs[0][0]
+    for _, got, stats in runs:
+        assert stats["spark"]["result_order"] == "sorted"
+        assert got.equals(runs[0][1])
+    assert runs[0][1].equals(local.sort_by(
+        [(c, "ascending") for c in traits_of(store, "tps_part").sort_columns]))
+
+
+def traits_of(store: replaydb.Store, name: str) -> Traits:
+    return traits(plan_query(store, QUERIES[name], QueryOptions(plan="replay")).make_operator())
+
+
 def test_partition_read_choice() -> None:
     assert choose_partition_read("auto", 1) == "scan"
     assert choose_partition_read("auto", SCAN_MAX_TASKS) == "scan"
@@ -377,7 +395,6 @@ def test_window_plans_ship_their_own_operator(store: replaydb.Store) -> None:
 
 
 def test_choose_mode_prefers_partitions_for_one_big_interval() -> None:
-    from replaydb.replay.spark.adapters import Traits
 
     keyed = Traits("x", partition_keys=("k",))
     assert choose_mode("auto", keyed, np.array([10, 10, 10, 10]), 2) == "interval"

@@ -81,6 +81,12 @@ class Traits:
     order that depends on how many slices each call closes). Each partition task then receives,
     after its share of every local batch, that batch's last event as a *time carrier* that the
     operator's WHERE rejects (:func:`with_time_carrier`) - rejected events still advance time."""
+    sort_complete: bool = False
+    """The integer :attr:`sort_columns` alone order the results totally: two results equal on
+    all of them are equal rows (TPStream: the detecting event's time and seq, then every
+    situation's start and end - on a single stream a seq names one event, so one key, and the
+    same intervals of the same key's situations are the same match). Partition-parallel results
+    are then ordered by those int64 columns alone, without comparing every column."""
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -161,7 +167,8 @@ def _tpstream_traits(op: Any) -> Traits:
     cfg = op.config
     sort = ["detection_time", "detection_seq", *[f"{n}_ts" for n in cfg.names],
             *[f"{n}_te" for n in cfg.names]]
-    return Traits("tpstream", partition_keys=tuple(cfg.partition_by), sort_columns=tuple(sort))
+    return Traits("tpstream", partition_keys=tuple(cfg.partition_by), sort_columns=tuple(sort),
+                  sort_complete=True)
 
 
 def _greta_traits(op: Any) -> Traits:

@@ -40,11 +40,19 @@ TAGS = ("__k", "__ph", "__r", "__l", "__i")
 EVENT_TAGS = ("__k", "__b", "__r", "__l")
 """Columns the read stage adds to events: interval, local batch, global position."""
 RESULT_ROWS = 65_536
+RESULT_COMPRESSION = "zstd"
+"""Result payloads are compressed (Arrow IPC buffer compression): every byte of a result passes
+the JVM twice on its way to the driver (task to executor, executor to driver), about 10 ms per
+MB on one core, while zstd shrinks typical results (sorted int64 times and seqs, small counts)
+about four times for about 3 ms per MB in the task and 2 ms per MB on the driver."""
 
 
-def to_ipc(table: pa.Table) -> bytes:
+def to_ipc(table: pa.Table, compression: str | None = None) -> bytes:
+    """``table`` as an Arrow IPC stream (``compression``: None, ``"lz4"`` or ``"zstd"``;
+    readers need no option)."""
     sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as w:
+    opts = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=opts) as w:
         w.write_table(table)
     return sink.getvalue()
 
@@ -119,7 +127,7 @@ class Collector:
 
     def seal(self) -> None:
         if self._parts:
-            self.payloads.append(to_ipc(pa.concat_tables(self._parts)))
+            self.payloads.append(to_ipc(pa.concat_tables(self._parts), RESULT_COMPRESSION))
             self._parts, self._rows = [], 0
 
     def take(self) -> list[bytes]:

@@ -181,6 +181,8 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
     if tr.exact_partition_order and len(ctx.snapshots) > 1:
         tr = replace(tr, exact_partition_order=False, partition_blocker=(
             "match_id of merged streams: a match's last event is not named by its seq alone"))
+    if tr.sort_complete and len(ctx.snapshots) > 1:
+        tr = replace(tr, sort_complete=False)  # seq names no single event across streams
     mode = mode or os.environ.get("REPLAYDB_SPARK_MODE") or "auto"
     intervals = normalize_intervals(plan.intervals)
     if plan.intervals is not None and not intervals:
@@ -253,6 +255,7 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
             info["partition_read"] = "scan"
             info["tasks"] = n_tasks
             info["exact_order"] = q.exact_order
+            info["result_order"] = _result_order(tr)
             label = (f"partition replay by {', '.join(tr.partition_keys)}: {n_tasks} scan "
                      "tasks")
             _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
@@ -269,6 +272,7 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
             info["read_tasks"] = len(rows)
             info["tasks"] = n_tasks
             info["exact_order"] = q.exact_order
+            info["result_order"] = _result_order(tr)
             label = (f"partition replay by {', '.join(tr.partition_keys)}: {len(rows)} read "
                      f"tasks, {n_tasks} key groups")
             _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
@@ -295,6 +299,12 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
     if limits is not None:
         limits.check()
     return table, stats
+
+
+def _result_order(tr: Traits) -> str:
+    """Partition mode's result order: ``local`` (the local execution's order, reproduced from
+    tags) or ``sorted`` (by the operator's documented columns; equal to local after sorting)."""
+    return "local" if tr.exact_partition_order else "sorted"
 
 
 def _describe(sc: Any, text: str) -> None:

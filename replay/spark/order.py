@@ -13,7 +13,8 @@ The final order, per execution mode (the tags are described in :mod:`.drive`):
   task, emission) - the order in which the local replay emits them.
 * **partition-parallel** (everything else): sorted by the operator's documented order
   (:attr:`~replaydb.replay.spark.adapters.Traits.sort_columns`, then every other sortable
-  column) - equal to the local result after sorting both the same way. Pattern queries run this
+  column; only the integer sort columns when they order the results totally,
+  :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete`, with nulls last) - equal to the local result after sorting both the same way. Pattern queries run this
   way only when ``match_id`` is not shown; their ``match_number`` is already final (all matches of
   a key come from one task, numbered in the local order).
 
@@ -22,7 +23,9 @@ final order (``match_id``: 1, 2, ...
 per match; ``match_number`` and measures that are exactly ``MATCH_NUMBER()``: 1, 2, ... per
 partition key), the tags are dropped and the SQL select list is applied.
 
-Complexity: O(R log R) for R result rows (one lexsort), O(K) per key report.
+Complexity: O(R log R) for R result rows (one lexsort; over int64 tags or integer columns
+except for the sorted partition order of operators whose sort columns are not complete), O(K) per key report; applying an
+order that is already the identity copies nothing.
 """
 
 from __future__ import annotations
@@ -86,6 +89,14 @@ def _task_of(rows: pa.Table) -> np.ndarray:
 
 def sorted_order(rows: pa.Table, tr: Traits) -> np.ndarray:
     """Row order by the operator's documented columns, then every other sortable column."""
+    if tr.sort_complete and rows.num_rows and all(
+            pa.types.is_integer(rows.schema.field(c).type) for c in tr.sort_columns):
+        keys = []
+        for c in tr.sort_columns:
+            col = rows.column(c)
+            keys.append(col.is_null().to_numpy(zero_copy_only=False))  # nulls last
+            keys.append(col.fill_null(0).to_numpy().astype(np.int64, copy=False))
+        return np.lexsort(keys[::-1])  # the first sort column is the primary key
     skip = {"match_id"} if tr.numbering is not None else set()
     names = [c for c in rows.column_names if c not in TAGS and c != "__task" and c not in skip]
     first = [c for c in tr.sort_columns if c in names]
@@ -146,7 +157,8 @@ def finish(rows: pa.Table, order: np.ndarray, tr: Traits, select: Any | None,
            renumbered: bool = True) -> pa.Table:
     """Apply ``order``, renumber (unless the order is not the local one: then the numbers are
     the tasks' own, complete per key), drop tags, apply the select list (``select(table)``)."""
-    out = rows.take(pa.array(order, pa.int64())) if rows.num_rows else rows
+    identity = len(order) == 0 or bool(np.all(order == np.arange(len(order))))
+    out = rows if identity else rows.take(pa.array(order, pa.int64()))
     if tr.numbering is not None and renumbered:
         out = renumber(out, tr.numbering)
     drop = [c for c in out.column_names if c in TAGS or c == "__task"]
