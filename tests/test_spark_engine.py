@@ -297,6 +297,27 @@ def traits_of(store: replaydb.Store, name: str) -> Traits:
     return traits(plan_query(store, QUERIES[name], QueryOptions(plan="replay")).make_operator())
 
 
+@pytest.mark.parametrize("name, mode", [("tps_part", "partition"), ("sase_equiv", "partition"),
+                                        ("mr_part_one", "interval")])
+def test_results_through_files_or_through_spark(store: replaydb.Store, tmp_path: Path,
+                                                name: str, mode: str) -> None:
+    """Result files in a shared directory and results sent through Spark give one table; the
+    query's own file directory is removed afterwards."""
+    plan = plan_query(store, QUERIES[name], QueryOptions(plan="replay"))
+    plan.intervals = [(0, 800), (900, 1500)]
+    local = execute(plan).table
+    got = {}
+    for where in ("none", str(tmp_path / "results")):
+        p = plan_query(store, QUERIES[name], QueryOptions(plan="replay", engine="spark"))
+        p.intervals = plan.intervals
+        got[where], stats = run_plan(p, mode=mode, executor=InlineExecutor(2), tasks=3,
+                                     result_dir=where)
+        assert stats["spark"]["results_via"] == ("spark" if where == "none" else "files")
+        check_equal(local, got[where], stats)
+    assert got["none"].equals(got[str(tmp_path / "results")])
+    assert list((tmp_path / "results").iterdir()) == []
+
+
 def test_partition_read_choice() -> None:
     assert choose_partition_read("auto", 1) == "scan"
     assert choose_partition_read("auto", SCAN_MAX_TASKS) == "scan"

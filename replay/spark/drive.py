@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -99,15 +101,43 @@ class KeyBook:
                                  ).append_column("__l", pa.array(self.first, pa.int64()))
 
 
-class Collector:
-    """Gathers tagged result tables into IPC payloads of about ``chunk_rows`` rows."""
+def write_result_file(directory: str, task_index: int, table: pa.Table) -> bytes:
+    """Write ``table`` as an uncompressed Arrow IPC file (memory-mappable) into ``directory``
+    under a name of its own (a retried task attempt never overwrites another's file) and return
+    its path, UTF-8 encoded. Written to a temporary name, then renamed: the driver never sees a
+    partial file."""
+    name = f"{task_index:06d}-{uuid.uuid4().hex}.arrow"
+    path = os.path.join(directory, name)
+    tmp = path + ".tmp"
+    with pa.OSFile(tmp, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+        w.write_table(table)
+    os.replace(tmp, path)
+    return path.encode("utf-8")
 
-    def __init__(self, chunk_rows: int = RESULT_ROWS) -> None:
+
+def read_result_file(payload: bytes) -> pa.Table:
+    """The table of :func:`write_result_file`, memory-mapped (no copy, no decoding)."""
+    return pa.ipc.open_file(pa.memory_map(payload.decode("utf-8"), "r")).read_all()
+
+
+class Collector:
+    """Gathers tagged result tables into payloads of about ``chunk_rows`` rows: compressed IPC
+    bytes (kind ``rows``), or, with a ``result_dir`` that the driver shares, the paths of IPC
+    files written there (kind ``file``; the results then bypass the JVM entirely)."""
+
+    def __init__(self, chunk_rows: int = RESULT_ROWS, result_dir: str | None = None,
+                 task_index: int = 0) -> None:
         self.chunk_rows = chunk_rows
+        self.result_dir = result_dir
+        self.task_index = task_index
         self._parts: list[pa.Table] = []
         self._rows = 0
         self.emitted = 0
         self.payloads: list[bytes] = []
+
+    @property
+    def kind(self) -> str:
+        return "rows" if self.result_dir is None else "file"
 
     def add(self, table: pa.Table, k: int, phase: int, r: Any, pos: Any) -> None:
         n = table.num_rows
@@ -127,7 +157,11 @@ class Collector:
 
     def seal(self) -> None:
         if self._parts:
-            self.payloads.append(to_ipc(pa.concat_tables(self._parts), RESULT_COMPRESSION))
+            table = pa.concat_tables(self._parts)
+            if self.result_dir is None:
+                self.payloads.append(to_ipc(table, RESULT_COMPRESSION))
+            else:
+                self.payloads.append(write_result_file(self.result_dir, self.task_index, table))
             self._parts, self._rows = [], 0
 
     def take(self) -> list[bytes]:

@@ -55,13 +55,20 @@ Options (keyword arguments or environment): ``mode`` (``REPLAYDB_SPARK_MODE``: a
 partition | single), ``tasks`` (``REPLAYDB_SPARK_TASKS``: interval tasks / key targets; default
 two per executor core; a scan's tasks: one per core), ``read_tasks`` (the shuffle's read tasks;
 default two per core), ``partition_read`` (``REPLAYDB_SPARK_PARTITION_READ``: auto | scan |
-shuffle).
+shuffle), ``result_dir`` (``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for
+the driver. By default results of ``local[...]`` masters (executors on the driver's machine)
+travel as Arrow IPC files in a fresh temporary directory that the driver memory-maps and removes
+(no JVM transfer, no decoding: about 10 ms per MB less on the driver's critical path); other
+masters send them through Spark (zstd-compressed IPC) unless ``result_dir`` names a directory
+that the driver and every executor share. ``none`` forces the transfer through Spark.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -76,7 +83,7 @@ from replaydb.replay.spark import order as O
 from replaydb.replay.spark import tasks as T
 from replaydb.replay.spark.adapters import Traits, strip_select, traits
 from replaydb.replay.spark.buckets import scan_owner
-from replaydb.replay.spark.drive import from_ipc
+from replaydb.replay.spark.drive import from_ipc, read_result_file
 from replaydb.replay.spark.keys import bijective_slots
 from replaydb.replay.spark.progress import Progress, job_group
 from replaydb.replay.spark.reader import ship
@@ -162,8 +169,8 @@ def _executor(master: str | None, executor: Any) -> Any:
 
 def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: str | None = None,
              tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
-             progress: bool | None = None, partition_read: str | None = None
-             ) -> tuple[pa.Table, dict[str, Any]]:
+             progress: bool | None = None, partition_read: str | None = None,
+             result_dir: str | None = None) -> tuple[pa.Table, dict[str, Any]]:
     """Execute ``plan`` on Spark; returns ``(result table, stats)`` (see the module docstring)."""
     ctx = plan.ctx
     t_start = time.perf_counter()
@@ -230,6 +237,8 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
     if sc is not None:
         sc.setJobGroup(group, desc, interruptOnCancel=True)
         info["job_group"] = group
+    out_dir, own_dir = _result_dir(result_dir, ex)
+    q = replace(q, result_dir=out_dir)
     timer, fired = _arm_timeout(limits, sc, group)
     t_ship = time.perf_counter()
     try:
@@ -286,13 +295,17 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
                 hint="raise --timeout, or narrow the query (time range, window, predicates)"
             ) from None
         raise
+    else:  # gathered before the finally removes the result files
+        t_gather = time.perf_counter()
+        table, stats = _gather(result, tr, chosen, op, task_schema_op)
     finally:
         if timer is not None:
             timer.cancel()
-    t_gather = time.perf_counter()
-    table, stats = _gather(result, tr, chosen, op, task_schema_op)
+        if own_dir:
+            shutil.rmtree(out_dir, ignore_errors=True)
     info["seconds"] = {"prepare": t_ship - t_start, "spark": t_gather - t_ship,
                        "gather": time.perf_counter() - t_gather}
+    info["results_via"] = "files" if out_dir else "spark"
     info.update(stats.pop("spark", {}))
     stats["engine"] = "spark"
     stats["spark"] = info
@@ -305,6 +318,22 @@ def _result_order(tr: Traits) -> str:
     """Partition mode's result order: ``local`` (the local execution's order, reproduced from
     tags) or ``sorted`` (by the operator's documented columns; equal to local after sorting)."""
     return "local" if tr.exact_partition_order else "sorted"
+
+
+def _result_dir(option: str | None, ex: Any) -> tuple[str | None, bool]:
+    """``(directory for result files or None, whether this query created it)`` (see the
+    module docstring's ``result_dir``)."""
+    value = option or os.environ.get("REPLAYDB_SPARK_RESULT_DIR") or "auto"
+    if value == "none":
+        return None, False
+    if value != "auto":
+        os.makedirs(value, exist_ok=True)
+        return tempfile.mkdtemp(prefix="replaydb-results-", dir=value), True
+    sc = getattr(ex, "sc", None)
+    local = sc is None or str(sc.master).startswith("local")
+    if not local:
+        return None, False
+    return tempfile.mkdtemp(prefix="replaydb-results-"), True
 
 
 def _describe(sc: Any, text: str) -> None:
@@ -350,8 +379,8 @@ def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any
     for kind, task, payload in zip(kinds, task_ids, payloads):
         if kind == "error":
             T.raise_error(payload)
-        elif kind == "rows":
-            t = from_ipc(payload)
+        elif kind in ("rows", "file"):
+            t = from_ipc(payload) if kind == "rows" else read_result_file(payload)
             parts.append(t.append_column("__task", pa.array(np.full(t.num_rows, task,
                                                                     np.int64))))
         elif kind == "keys":

@@ -64,7 +64,7 @@ from replaydb.store.snapshot import ParquetCache
 
 RESULT_SCHEMA = pa.schema([("task", pa.int32()), ("chunk", pa.int32()), ("kind", pa.string()),
                            ("payload", pa.binary())])
-"""Rows every stage returns: ``kind`` is rows | keys | stats | readstats | error."""
+"""Rows every stage returns: ``kind`` is rows | file | keys | stats | readstats | error."""
 TASK_SCHEMA = pa.schema([("index", pa.int32()), ("payload", pa.binary())])
 BLOB_SCHEMA = pa.schema([("slot", pa.int32()), ("r", pa.int32()), ("j", pa.int32()),
                          ("payload", pa.binary())])
@@ -96,6 +96,9 @@ class QueryShipment:
     (:attr:`~replaydb.replay.spark.adapters.Traits.time_carrier`)."""
     recipe: OperatorRecipe | None = None
     """Set when the planner built the operator itself (not the language's ``bind``)."""
+    result_dir: str | None = None
+    """A directory the driver and every executor share: results travel as IPC files written
+    there instead of through the JVM (:class:`~replaydb.replay.spark.drive.Collector`)."""
 
 
 @dataclass(frozen=True)
@@ -296,7 +299,7 @@ def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.Recor
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
     cache = ParquetCache()
     streams = [ShippedStream(s, cache) for s in task.streams]
-    out = Collector()
+    out = Collector(result_dir=q.result_dir, task_index=task.index)
     book = KeyBook(q.partition_keys) if q.key_report else None
     reps: list[Replay] = []
 
@@ -312,7 +315,7 @@ def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.Recor
         _merge_stats(st.replay, rep.stats.as_dict())
     st.operator = op.counters.as_dict()
     st.seconds = time.perf_counter() - t0
-    yield _rows(task.index, "rows", out.take())
+    yield _rows(task.index, out.kind, out.take())
     if book is not None:
         yield _rows(task.index, "keys", [to_ipc(book.first_table(task.index))])
     yield _rows(task.index, "stats", [json.dumps(st.payload(task.index, "interval")).encode()])
@@ -423,7 +426,7 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
     cache = ParquetCache()
     streams = [ShippedStream(s, cache) for s in task.streams]
-    out = Collector()
+    out = Collector(result_dir=q.result_dir, task_index=task.index)
     exact = ExactOrder() if q.exact_order else None
     owner = task.owner
     everything = bool(np.all(owner == task.index))
@@ -473,7 +476,7 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
         _merge_stats(st.replay, rep.stats.as_dict())
     st.operator = op.counters.as_dict()
     st.seconds = time.perf_counter() - t0
-    yield _rows(task.index, "rows", out.take())
+    yield _rows(task.index, out.kind, out.take())
     yield _rows(task.index, "stats", [json.dumps(st.payload(task.index, "scan")).encode()])
 
 
@@ -494,7 +497,7 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
     if q.time_carrier:
         op = with_time_carrier(op)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
-    out = Collector()
+    out = Collector(result_dir=q.result_dir, task_index=index)
     passthrough: list[tuple[str, bytes]] = []
     exact = ExactOrder() if q.exact_order else None
     carriers = [0]
@@ -525,7 +528,7 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
     st.events -= carriers[0]
     st.operator = op.counters.as_dict()
     st.seconds = time.perf_counter() - t0
-    yield _rows(index, "rows", out.take())
+    yield _rows(index, out.kind, out.take())
     for kind, payload in passthrough:
         yield _rows(index, kind, [payload])
     if st.events:
