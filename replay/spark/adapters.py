@@ -86,7 +86,9 @@ class Traits:
     all of them are equal rows (TPStream: the detecting event's time and seq, then every
     situation's start and end - on a single stream a seq names one event, so one key, and the
     same intervals of the same key's situations are the same match). Partition-parallel results
-    are then ordered by those int64 columns alone, without comparing every column."""
+    are then ordered by those int64 columns alone, without comparing every column: each task
+    sorts its own results, and the driver merges the runs by the first two columns (the
+    emitting event), on which only results of one task can tie."""
     notes: tuple[str, ...] = field(default=())
 
     @property

@@ -210,6 +210,10 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
         task_schema_op = T.accepting(ctx.module.bind, strip_select(ctx.query), ctx.schema,
                                      ctx.time_unit, **opts)
     columns = getattr(op, "input_columns", None)
+    out_schema = task_schema_op.output_schema
+    if tr.sort_complete and not all(c in out_schema.names and pa.types.is_integer(
+            out_schema.field(c).type) for c in tr.sort_columns):
+        tr = replace(tr, sort_complete=False)
     q = T.QueryShipment(
         text=ctx.text, module=ctx.module.__name__, schema=ctx.schema, time_unit=ctx.time_unit,
         bind_options=opts, strip_select=tr.strip_select and recipe is None,
@@ -219,7 +223,9 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
         exact_order=chosen == "partition" and tr.exact_partition_order,
         key_report=chosen != "partition" and tr.numbering is not None
         and bool(tr.numbering.keys), time_carrier=chosen == "partition" and tr.time_carrier,
-        recipe=recipe)
+        recipe=recipe,
+        sorted_runs=tuple(tr.sort_columns) if chosen == "partition" and tr.sort_complete
+        else ())
     n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS")
     read = None
     if chosen == "partition":
@@ -302,7 +308,7 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
         raise
     else:  # gathered before the finally removes the result files
         t_gather = time.perf_counter()
-        table, stats = _gather(result, tr, chosen, op, task_schema_op)
+        table, stats = _gather(result, tr, chosen, op, task_schema_op, bool(q.sorted_runs))
     finally:
         if timer is not None:
             timer.cancel()
@@ -372,8 +378,8 @@ def _arm_timeout(limits: Any, sc: Any, group: str) -> tuple[Any, threading.Event
     return timer, fired
 
 
-def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any
-            ) -> tuple[pa.Table, dict[str, Any]]:
+def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any,
+            runs: bool = False) -> tuple[pa.Table, dict[str, Any]]:
     """Decode the task rows, raise task errors, order, renumber, select; sum the stats."""
     kinds = result.column("kind").to_pylist()
     task_ids = result.column("task").to_pylist()
@@ -399,7 +405,8 @@ def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any
         return op.output_schema.empty_table(), stats
     rows = pa.concat_tables(parts)
     if mode == "partition":
-        order = O.exact_order(rows) if tr.exact_partition_order else O.sorted_order(rows, tr)
+        order = O.exact_order(rows) if tr.exact_partition_order else \
+            O.sorted_order(rows, tr, runs)
     else:
         order = O.interval_order(rows, keys, tr)
     select = None

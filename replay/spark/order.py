@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from replaydb.replay.spark.adapters import PatternNumbering, Traits, sortable
-from replaydb.replay.spark.drive import TAGS
+from replaydb.replay.spark.drive import TAGS, integer_sort_order
 from replaydb.replay.spark.keys import key_codes
 
 
@@ -87,16 +87,15 @@ def _task_of(rows: pa.Table) -> np.ndarray:
                                                                               np.int64)
 
 
-def sorted_order(rows: pa.Table, tr: Traits) -> np.ndarray:
-    """Row order by the operator's documented columns, then every other sortable column."""
-    if tr.sort_complete and rows.num_rows and all(
-            pa.types.is_integer(rows.schema.field(c).type) for c in tr.sort_columns):
-        keys = []
-        for c in tr.sort_columns:
-            col = rows.column(c)
-            keys.append(col.is_null().to_numpy(zero_copy_only=False))  # nulls last
-            keys.append(col.fill_null(0).to_numpy().astype(np.int64, copy=False))
-        return np.lexsort(keys[::-1])  # the first sort column is the primary key
+def sorted_order(rows: pa.Table, tr: Traits, runs: bool = False) -> np.ndarray:
+    """Row order by the operator's documented columns, then every other sortable column.
+
+    With :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete` only the (integer) sort
+    columns count; ``runs``: the rows are sorted runs by them, one per task, in task order, so a
+    stable sort by the first two (the emitting event: results tied on it come from one task)
+    merges them."""
+    if tr.sort_complete and rows.num_rows:
+        return integer_sort_order(rows, tr.sort_columns[:2] if runs else tr.sort_columns)
     skip = {"match_id"} if tr.numbering is not None else set()
     names = [c for c in rows.column_names if c not in TAGS and c != "__task" and c not in skip]
     first = [c for c in tr.sort_columns if c in names]

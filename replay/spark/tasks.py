@@ -96,6 +96,9 @@ class QueryShipment:
     (:attr:`~replaydb.replay.spark.adapters.Traits.time_carrier`)."""
     recipe: OperatorRecipe | None = None
     """Set when the planner built the operator itself (not the language's ``bind``)."""
+    sorted_runs: tuple[str, ...] = ()
+    """Partition tasks sort their results by these integer columns (the operator's complete
+    sort columns), so that the driver merges sorted runs instead of sorting."""
     result_dir: str | None = None
     """A directory the driver and every executor share: results travel as IPC files written
     there instead of through the JVM (:class:`~replaydb.replay.spark.drive.Collector`)."""
@@ -450,7 +453,7 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
     cache = ParquetCache()
     streams = [ShippedStream(s, cache) for s in task.streams]
-    out = Collector(result_dir=q.result_dir, task_index=task.index)
+    out = Collector(result_dir=q.result_dir, task_index=task.index, sort_columns=q.sorted_runs)
     exact = ExactOrder() if q.exact_order else None
     owner = task.owner
     everything = bool(np.all(owner == task.index))
@@ -521,7 +524,7 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
     if q.time_carrier:
         op = with_time_carrier(op)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
-    out = Collector(result_dir=q.result_dir, task_index=index)
+    out = Collector(result_dir=q.result_dir, task_index=index, sort_columns=q.sorted_runs)
     passthrough: list[tuple[str, bytes]] = []
     exact = ExactOrder() if q.exact_order else None
     carriers = [0]
