@@ -26,11 +26,13 @@ usual) and returns ``(table, stats)`` equal to local execution. The mode (``stat
     target replays its keys. Every event is read once but serialized, shuffled and sorted
     (Arrow IPC chunks through the JVM).
 
-  Measured per event on one core (``bench/results/spark``): reading and hashing costs about a
-  fifth of what the shuffle adds (serializing, the JVM's shuffle and sort, decoding), so the
-  scan does less work in total while a scan has fewer than :data:`SCAN_MAX_TASKS` tasks
-  (``auto`` picks it then) and the shuffle wins with many executor cores, where reading the
-  whole replay in every task would dominate.
+  The scan does ``S - 1`` redundant reads; the shuffle serializes, shuffles, sorts and decodes
+  every event. Per event, reading and hashing costs a fraction of what the shuffle adds (task
+  CPU and the JVM's shuffle; measured in ``bench/results/spark``, whose design note derives the
+  crossover), so ``auto`` scans while a query has at most :data:`SCAN_MAX_TASKS` tasks and
+  shuffles with more executor cores, where reading the whole replay in every task would
+  dominate.
+
 * ``single`` - the **full-replay fallback** for queries that are neither: one task replays
   everything (the whole stream, or the planned intervals, in order) into one operator. Reading
   and matching then run on one executor core; Spark adds its start-up and transfer costs only.
@@ -98,9 +100,11 @@ INTERVAL_TASKS_PER_CORE = 1
 every extra task costs a Python worker round trip and its own operator (measured: 4 tasks on
 one core used 15 % more CPU than one)."""
 SCAN_MAX_TASKS = 6
-"""Partition mode scans (no shuffle) up to this many tasks: the whole read costs about a fifth
-of the shuffle's per-event overhead, so ``S`` scans read less than one shuffle while ``S - 1``
-reads cost less than the shuffle's overhead (see the module docstring)."""
+"""Partition mode scans (no shuffle) up to this many tasks, shuffles beyond: ``S`` scan tasks
+cost ``S - 1`` extra reads of the replay, the shuffle its serializing, shuffling, sorting and
+decoding of every event; the crossover measured on one machine lies between about 2 (counting
+only the tasks' CPU) and well over 6 (counting the JVM's shuffle and sort as well; see
+``bench/results/spark/design.md``)."""
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""

@@ -157,11 +157,14 @@ def finish(rows: pa.Table, order: np.ndarray, tr: Traits, select: Any | None,
     """Apply ``order``, renumber (unless the order is not the local one: then the numbers are
     the tasks' own, complete per key), drop tags, apply the select list (``select(table)``)."""
     identity = len(order) == 0 or bool(np.all(order == np.arange(len(order))))
+    renumbering = tr.numbering is not None and renumbered
+    drop = [c for c in rows.column_names if c in TAGS or c == "__task"]
+    if not renumbering:  # the tags are spent: not copied by the take
+        rows = rows.drop_columns(drop)
     out = rows if identity else rows.take(pa.array(order, pa.int64()))
-    if tr.numbering is not None and renumbered:
+    if renumbering:
         out = renumber(out, tr.numbering)
-    drop = [c for c in out.column_names if c in TAGS or c == "__task"]
-    out = out.drop_columns(drop)
+        out = out.drop_columns(drop)
     if select is not None:
         out = select(out)
     return out.combine_chunks() if out.num_rows else out
