@@ -233,6 +233,31 @@ def _replay(streams: list[ShippedStream], q: QueryShipment, a: int | None,
                   type_column=q.type_column, aliases=q.aliases)
 
 
+def _replay_batches(streams: list[ShippedStream], q: QueryShipment,
+                    ivs: tuple[tuple[int, int | None, int | None], ...], reps: list[Replay]
+                    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``(interval index, batch)`` of the intervals ``ivs`` (disjoint, in order), from one
+    :class:`~replaydb.replay.Replay` over all of them (the same batches as one replay per
+    interval; one replay set-up instead of one per interval). ``reps`` collects the replays
+    (their statistics)."""
+    if len(ivs) == 1:
+        rep = _replay(streams, q, ivs[0][1], ivs[0][2])
+    else:
+        bounds = [(I64_MIN if a is None else a, I64_MAX if b is None else b) for _, a, b in ivs]
+        rep = Replay(streams, bounds, columns=list(q.columns) if q.columns is not None else None,
+                     type_column=q.type_column, aliases=q.aliases)
+        if len(rep.intervals) != len(ivs):  # touching or empty intervals: one replay each
+            for k, a, b in ivs:
+                one = _replay(streams, q, a, b)
+                reps.append(one)
+                for _, batch in one.batches():
+                    yield k, batch
+            return
+    reps.append(rep)
+    for j, batch in rep.batches():
+        yield ivs[j][0], batch
+
+
 def _merge_stats(acc: dict[str, Any], d: dict[str, Any]) -> None:
     for k, v in d.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -331,11 +356,8 @@ def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.Recor
     reps: list[Replay] = []
 
     def source() -> Iterator[tuple[int, pa.Table]]:
-        for k, a, b in task.intervals:
-            rep = _replay(streams, q, a, b)
-            reps.append(rep)
-            for _, batch in rep.batches():
-                yield k, pa.Table.from_batches([batch])
+        for k, batch in _replay_batches(streams, q, task.intervals, reps):
+            yield k, pa.Table.from_batches([batch])
 
     st.events = drive(op, source(), out, task_index=task.index, book=book)
     for rep in reps:
@@ -462,40 +484,37 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
 
     def source() -> Iterator[tuple[int, pa.Table]]:
         pos = 0
-        for k, a, b in task.intervals:
-            rep = _replay(streams, q, a, b)
-            reps.append(rep)
-            for _, batch in rep.batches():
-                tbl = pa.Table.from_batches([batch])
-                n = tbl.num_rows
-                if everything:
-                    keep = None
-                    piece = tbl
-                else:
-                    mask = owner[key_targets(tbl, q.partition_keys, len(owner))] == task.index
-                    keep = np.flatnonzero(mask)
-                    piece = tbl.take(pa.array(keep)) if len(keep) < n else tbl
+        for k, batch in _replay_batches(streams, q, task.intervals, reps):
+            tbl = pa.Table.from_batches([batch])
+            n = tbl.num_rows
+            if everything:
+                keep = None
+                piece = tbl
+            else:
+                mask = owner[key_targets(tbl, q.partition_keys, len(owner))] == task.index
+                keep = np.flatnonzero(mask)
+                piece = tbl.take(pa.array(keep)) if len(keep) < n else tbl
+            if exact is not None:
+                where = np.arange(pos, pos + n, dtype=np.int64) if keep is None \
+                    else keep.astype(np.int64) + pos
+                piece = piece.append_column("__r", pa.array(np.zeros(len(where), np.int64)))
+                piece = piece.append_column("__l", pa.array(where))
+            pos += n
+            if q.time_carrier:
+                m = piece.num_rows
+                carrier = tbl.slice(n - 1, 1)
                 if exact is not None:
-                    where = np.arange(pos, pos + n, dtype=np.int64) if keep is None \
-                        else keep.astype(np.int64) + pos
-                    piece = piece.append_column("__r", pa.array(np.zeros(len(where), np.int64)))
-                    piece = piece.append_column("__l", pa.array(where))
-                pos += n
-                if q.time_carrier:
-                    m = piece.num_rows
-                    carrier = tbl.slice(n - 1, 1)
-                    if exact is not None:
-                        carrier = carrier.append_column("__r", pa.array([0], pa.int64())
-                                                        ).append_column("__l", pa.array(
-                                                            [pos - 1], pa.int64()))
-                    piece = piece.append_column(CARRIER, pa.array(np.zeros(m, np.int8)))
-                    carrier = carrier.append_column(CARRIER, pa.array(np.ones(1, np.int8)))
-                    # one record batch: one push, as locally
-                    piece = pa.concat_tables([piece, carrier]).combine_chunks()
-                    carriers[0] += 1
-                elif piece.num_rows == 0:
-                    continue
-                yield k, piece
+                    carrier = carrier.append_column("__r", pa.array([0], pa.int64())
+                                                    ).append_column("__l", pa.array(
+                                                        [pos - 1], pa.int64()))
+                piece = piece.append_column(CARRIER, pa.array(np.zeros(m, np.int8)))
+                carrier = carrier.append_column(CARRIER, pa.array(np.ones(1, np.int8)))
+                # one record batch: one push, as locally
+                piece = pa.concat_tables([piece, carrier]).combine_chunks()
+                carriers[0] += 1
+            elif piece.num_rows == 0:
+                continue
+            yield k, piece
 
     st.events = drive(op, source(), out, task_index=task.index, exact=exact,
                       positions=exact is not None) - carriers[0]
