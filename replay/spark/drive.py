@@ -136,7 +136,8 @@ class Collector:
     bytes (kind ``rows``), or, with a ``result_dir`` that the driver shares, the paths of IPC
     files written there (kind ``file``; the results then bypass the JVM entirely). With
     ``sort_columns`` the task's whole output is sorted by them (:func:`integer_sort_order`)
-    before it is cut into payloads: a sorted run that the driver only merges."""
+    before it is cut into payloads: a sorted run that the driver only merges (its order tags
+    are then dropped: the run's order replaces them)."""
 
     def __init__(self, chunk_rows: int = RESULT_ROWS, result_dir: str | None = None,
                  task_index: int = 0, sort_columns: Sequence[str] = ()) -> None:
@@ -182,7 +183,7 @@ class Collector:
 
     def take(self) -> list[bytes]:
         if self.sort_columns and self._parts:
-            table = pa.concat_tables(self._parts)
+            table = pa.concat_tables(self._parts).drop_columns(list(TAGS))  # order: the run's
             self._parts, self._rows = [], 0
             table = table.take(pa.array(integer_sort_order(table, self.sort_columns)))
             for a in range(0, table.num_rows, self.chunk_rows):
