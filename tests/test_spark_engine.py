@@ -28,6 +28,12 @@ from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.replay.spark import run_plan
 from replaydb.replay.spark.adapters import Traits, traits
 from replaydb.replay.spark.buckets import balanced_owner, sample_weights, scan_owner
+from replaydb.replay.spark.drive import (
+    Collector,
+    from_ipc,
+    integer_sort_order,
+    read_result_file,
+)
 from replaydb.replay.spark.engine import SCAN_MAX_TASKS, choose_mode, choose_partition_read
 from replaydb.replay.spark.executors import InlineExecutor
 from replaydb.replay.spark.keys import (
@@ -316,6 +322,19 @@ def test_results_through_files_or_through_spark(store: replaydb.Store, tmp_path:
         check_equal(local, got[where], stats)
     assert got["none"].equals(got[str(tmp_path / "results")])
     assert list((tmp_path / "results").iterdir()) == []
+
+
+def test_sorted_runs_nulls_last_and_without_tags(tmp_path: Path) -> None:
+    t = pa.table({"a": pa.array([3, 1, None, 1, 2], pa.int64()),
+                  "b": pa.array([0, None, 5, 2, 9], pa.int64()), "v": list("pqrst")})
+    assert integer_sort_order(t, ["a", "b"]).tolist() == [3, 1, 4, 0, 2]
+    for where in (None, str(tmp_path)):
+        out = Collector(chunk_rows=2, result_dir=where, sort_columns=("a", "b"))
+        out.add(t.slice(0, 3), 0, 0, 0, 0)
+        out.add(t.slice(3), 0, 1, 0, 0)
+        parts = [from_ipc(p) if where is None else read_result_file(p) for p in out.take()]
+        assert [p.num_rows for p in parts] == [2, 2, 1]
+        assert pa.concat_tables(parts).equals(t.take([3, 1, 4, 0, 2]))
 
 
 def test_partition_read_choice() -> None:
