@@ -14,18 +14,19 @@ The final order, per execution mode (the tags are described in :mod:`.drive`):
 * **partition-parallel** (everything else): sorted by the operator's documented order
   (:attr:`~replaydb.replay.spark.adapters.Traits.sort_columns`, then every other sortable
   column; only the integer sort columns when they order the results totally,
-  :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete`, with nulls last) - equal to the local result after sorting both the same way. Pattern queries run this
-  way only when ``match_id`` is not shown; their ``match_number`` is already final (all matches of
-  a key come from one task, numbered in the local order).
+  :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete`, with nulls last) - equal to
+  the local result after sorting both the same way. Pattern queries run this way only when
+  ``match_id`` is not shown; their ``match_number`` is already final (all matches of a key come
+  from one task, numbered in the local order).
 
 Then (interval-parallel and exact runs) the order-dependent pattern columns are renumbered in the
 final order (``match_id``: 1, 2, ...
 per match; ``match_number`` and measures that are exactly ``MATCH_NUMBER()``: 1, 2, ... per
 partition key), the tags are dropped and the SQL select list is applied.
 
-Complexity: O(R log R) for R result rows (one lexsort; over int64 tags or integer columns
-except for the sorted partition order of operators whose sort columns are not complete), O(K) per key report; applying an
-order that is already the identity copies nothing.
+Complexity: O(R log R) for R result rows (one lexsort; over int64 tags or integer columns,
+except for the sorted partition order of operators whose sort columns are not complete), O(K)
+per key report; applying an order that is already the identity copies nothing.
 """
 
 from __future__ import annotations
