@@ -3,9 +3,9 @@
 Side by side in one run, over one synthetic store (``ev``: one event every 10 ms on average,
 ``k`` = one of 64 keys, ``x`` and ``y`` uniform on [0, 1), an LSM index on ``x``):
 
-* **pattern** - an interval-parallel MATCH_RECOGNIZE query: ``A`` is rare (``x > 0.9999``, found
-  through the index), so the pattern planner replays short intervals (20 s) after each ``A``; the Spark
-  engine groups the intervals into balanced tasks;
+* **pattern** - an interval-parallel MATCH_RECOGNIZE query: ``A`` is rare (``x > 0.9999``,
+  found through the index), so the pattern planner replays short intervals (20 s) after each
+  ``A``; the Spark engine groups the intervals into balanced tasks (one per executor core);
 * **tpstream** - a partitioned TPStream query (``PARTITION BY k``) over the whole stream; the
   Spark engine's partition mode scans (one task per executor core reads the stream and keeps
   the events of its keys, no shuffle);

@@ -57,8 +57,8 @@ Options (keyword arguments or environment): ``mode`` (``REPLAYDB_SPARK_MODE``: a
 partition | single), ``tasks`` (``REPLAYDB_SPARK_TASKS``: interval tasks / key targets; default
 one interval task or scan task per executor core, two shuffle targets per core),
 ``read_tasks`` (the shuffle's read tasks; default two per core), ``partition_read``
-(``REPLAYDB_SPARK_PARTITION_READ``: auto | scan | shuffle), ``result_dir`` (``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for
-the driver. By default results of ``local[...]`` masters (executors on the driver's machine)
+(``REPLAYDB_SPARK_PARTITION_READ``: auto | scan | shuffle), ``result_dir``
+(``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for the driver. By default results of ``local[...]`` masters (executors on the driver's machine)
 travel as Arrow IPC files in a fresh temporary directory that the driver memory-maps and removes
 (no JVM transfer, no decoding: about 10 ms per MB less on the driver's critical path); other
 masters send them through Spark (zstd-compressed IPC) unless ``result_dir`` names a directory
