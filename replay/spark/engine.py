@@ -58,11 +58,12 @@ partition | single), ``tasks`` (``REPLAYDB_SPARK_TASKS``: interval tasks / key t
 one interval task or scan task per executor core, two shuffle targets per core),
 ``read_tasks`` (the shuffle's read tasks; default two per core), ``partition_read``
 (``REPLAYDB_SPARK_PARTITION_READ``: auto | scan | shuffle), ``result_dir``
-(``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for the driver. By default results of ``local[...]`` masters (executors on the driver's machine)
-travel as Arrow IPC files in a fresh temporary directory that the driver memory-maps and removes
-(no JVM transfer, no decoding: about 10 ms per MB less on the driver's critical path); other
-masters send them through Spark (zstd-compressed IPC) unless ``result_dir`` names a directory
-that the driver and every executor share. ``none`` forces the transfer through Spark.
+(``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for the driver. By default
+results of ``local[...]`` masters (executors on the driver's machine) travel as Arrow IPC files
+in a fresh temporary directory that the driver memory-maps and removes (no JVM transfer, no
+decoding: about 10 ms per MB less on the driver's critical path); other masters send them
+through Spark (zstd-compressed IPC) unless ``result_dir`` names a directory that the driver and
+every executor share. ``none`` forces the transfer through Spark.
 """
 
 from __future__ import annotations
