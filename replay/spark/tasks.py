@@ -372,7 +372,8 @@ def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.Recor
 
 def interval_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
                    ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: one :class:`IntervalTask` per input row."""
+    """Stage function (through :func:`by_partition` or :func:`by_id`): one
+    :class:`IntervalTask` per input row."""
     for index, payload in _task_rows(batches):
         task: IntervalTask = pickle.loads(payload)
         yield from _guarded(index, lambda t=task: run_interval_task(query, t))
@@ -528,7 +529,8 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
 
 def scan_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
                ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: one :class:`ScanTask` per input row."""
+    """Stage function (through :func:`by_partition` or :func:`by_id`): one :class:`ScanTask`
+    per input row."""
     for index, payload in _task_rows(batches):
         task: ScanTask = pickle.loads(payload)
         yield from _guarded(index, lambda t=task: run_scan_task(query, t))
