@@ -126,8 +126,10 @@ def integer_sort_order(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     keys = []
     for c in columns:
         col = table.column(c)
-        keys.append(col.is_null().to_numpy(zero_copy_only=False))
-        keys.append(col.fill_null(0).to_numpy().astype(np.int64, copy=False))
+        if col.null_count:
+            keys.append(col.is_null().to_numpy(zero_copy_only=False))
+            col = col.fill_null(0)
+        keys.append(col.to_numpy().astype(np.int64, copy=False))
     return np.lexsort(keys[::-1])
 
 

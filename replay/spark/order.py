@@ -96,6 +96,8 @@ def sorted_order(rows: pa.Table, tr: Traits, runs: bool = False) -> np.ndarray:
     stable sort by the first two (the emitting event: results tied on it come from one task)
     merges them."""
     if tr.sort_complete and rows.num_rows:
+        if runs and len(np.unique(_task_of(rows))) == 1:
+            return np.arange(rows.num_rows)  # one sorted run
         return integer_sort_order(rows, tr.sort_columns[:2] if runs else tr.sort_columns)
     skip = {"match_id"} if tr.numbering is not None else set()
     names = [c for c in rows.column_names if c not in TAGS and c != "__task" and c not in skip]

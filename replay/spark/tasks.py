@@ -71,6 +71,9 @@ BLOB_SCHEMA = pa.schema([("slot", pa.int32()), ("r", pa.int32()), ("j", pa.int32
 """Rows of the read stage: events for target ``slot`` from read task ``r``, chunk ``j``
 (``j = -1``: the read task's statistics, passed through by whichever partition gets them)."""
 CHUNK_EVENTS = 131_072
+FILES = ParquetCache()
+"""Open data files of this Python worker, shared by its tasks (data files are immutable; Spark
+reuses workers across tasks and queries, as a local process reuses its store's open files)."""
 I64_MIN = int(np.iinfo(np.int64).min)
 I64_MAX = int(np.iinfo(np.int64).max)
 
@@ -349,7 +352,7 @@ def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.Recor
     t0, c0 = time.perf_counter(), time.process_time()
     op = bind_query(q)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
-    cache = ParquetCache()
+    cache = FILES
     streams = [ShippedStream(s, cache) for s in task.streams]
     out = Collector(result_dir=q.result_dir, task_index=task.index)
     book = KeyBook(q.partition_keys) if q.key_report else None
@@ -363,8 +366,9 @@ def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.Recor
     for rep in reps:
         _merge_stats(st.replay, rep.stats.as_dict())
     st.operator = op.counters.as_dict()
+    payloads = out.take()
     st.seconds, st.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-    yield _rows(task.index, out.kind, out.take())
+    yield _rows(task.index, out.kind, payloads)
     if book is not None:
         yield _rows(task.index, "keys", [to_ipc(book.first_table(task.index))])
     yield _rows(task.index, "stats", [json.dumps(st.payload(task.index, "interval")).encode()])
@@ -382,7 +386,7 @@ def interval_stage(batches: Iterator[pa.RecordBatch], *, query: QueryShipment
 # --------------------------------------------------------------------------- read stage
 def run_read_task(q: QueryShipment, task: ReadTask) -> Iterator[pa.RecordBatch]:
     t0, c0 = time.perf_counter(), time.process_time()
-    cache = ParquetCache()
+    cache = FILES
     streams = [ShippedStream(s, cache) for s in task.streams]
     n_t = len(task.slots)
     buffers: list[list[pa.Table]] = [[] for _ in range(n_t)]
@@ -474,7 +478,7 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
     if q.time_carrier:
         op = with_time_carrier(op)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
-    cache = ParquetCache()
+    cache = FILES
     streams = [ShippedStream(s, cache) for s in task.streams]
     out = Collector(result_dir=q.result_dir, task_index=task.index, sort_columns=q.sorted_runs)
     exact = ExactOrder() if q.exact_order else None
@@ -522,8 +526,9 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
     for rep in reps:
         _merge_stats(st.replay, rep.stats.as_dict())
     st.operator = op.counters.as_dict()
+    payloads = out.take()
     st.seconds, st.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-    yield _rows(task.index, out.kind, out.take())
+    yield _rows(task.index, out.kind, payloads)
     yield _rows(task.index, "stats", [json.dumps(st.payload(task.index, "scan")).encode()])
 
 
@@ -575,8 +580,9 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
     st.events = drive(op, source(), out, task_index=index, exact=exact, positions=True)
     st.events -= carriers[0]
     st.operator = op.counters.as_dict()
+    payloads = out.take()
     st.seconds, st.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-    yield _rows(index, out.kind, out.take())
+    yield _rows(index, out.kind, payloads)
     for kind, payload in passthrough:
         yield _rows(index, kind, [payload])
     if st.events:
