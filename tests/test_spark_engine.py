@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import replaydb
 from replaydb.errors import StateCapExceeded, UsageError
 from replaydb.planner.query import QueryOptions, execute, plan_query
+from replaydb.replay.replay import Replay
 from replaydb.replay.spark import run_plan
 from replaydb.replay.spark.adapters import Traits, traits
 from replaydb.replay.spark.buckets import balanced_owner, sample_weights, scan_owner
@@ -165,14 +166,38 @@ RUNS = (("single", "auto"), ("interval", "auto"), ("partition", "scan"),
 """(mode, partition read) pairs every comparison tries."""
 
 
-def check_equal(local: pa.Table, got: pa.Table, stats: dict) -> None:
+FLOAT_DRIFT = {"tps_part"}
+"""Queries whose float aggregates may differ in the last bits when key groups run apart: the
+TPStream operator holds back each pushed batch's last time step, so a key group's batches (the
+local batches restricted to its keys) end at other times than the local ones, and a situation
+that spans a batch boundary sums its doubles in other partial sums
+(:func:`test_tpstream_float_sums_depend_on_the_batch_end` pins this operator behaviour)."""
+
+
+def check_equal(local: pa.Table, got: pa.Table, stats: dict, drift: bool = False) -> None:
+    """Equal, byte for byte (after sorting for sorted partition results); ``drift``: float
+    columns within 1e-12 relative instead (see :data:`FLOAT_DRIFT`), all others exact."""
     sp = stats["spark"]
     assert got.schema.equals(local.schema, check_metadata=True)
     exact = sp["mode"] != "partition" or sp.get("result_order") == "local"
     if exact:
         assert got.equals(local, check_metadata=True)
-    else:
+    elif not drift:
         assert sort_all(got).equals(sort_all(local))
+    else:
+        a, b = sort_all(got), sort_all(local)
+        for f in a.schema:
+            if pa.types.is_floating(f.type):
+                assert np.allclose(a.column(f.name).to_numpy(zero_copy_only=False),
+                                   b.column(f.name).to_numpy(zero_copy_only=False),
+                                   rtol=1e-12, atol=0, equal_nan=True), f.name
+            else:
+                assert a.column(f.name).equals(b.column(f.name)), f.name
+
+
+def drifts(name: str, stats: dict) -> bool:
+    sp = stats["spark"]
+    return name in FLOAT_DRIFT and sp["mode"] == "partition" and sp["tasks"] > 1
 
 
 # --------------------------------------------------------------------------- engine vs local
@@ -207,7 +232,7 @@ def test_random_intervals_and_task_counts(store: replaydb.Store, seed: int, name
                                                 read=read)
         except UsageError:
             continue
-        check_equal(local, got, stats)
+        check_equal(local, got, stats, drifts(name, stats))
 
 
 def test_auto_mode_choice(store: replaydb.Store) -> None:
@@ -335,6 +360,33 @@ def test_sorted_runs_nulls_last_and_without_tags(tmp_path: Path) -> None:
         parts = [from_ipc(p) if where is None else read_result_file(p) for p in out.take()]
         assert [p.num_rows for p in parts] == [2, 2, 1]
         assert pa.concat_tables(parts).equals(t.take([3, 1, 4, 0, 2]))
+
+
+@pytest.mark.xfail(strict=True, reason="the TPStream operator's float sums depend on where "
+                   "the pushed batches end (it holds back each batch's last time step)")
+def test_tpstream_float_sums_depend_on_the_batch_end(tmp_path: Path) -> None:
+    """The local batches restricted to one key give the same avg as the whole batches. Fails
+    today: a U situation spanning a batch boundary is summed in other partial sums, because the
+    operator processes each batch up to its *own* last time (a key's batch ends earlier than
+    the whole batch). Partition-parallel TPStream runs inherit this (:data:`FLOAT_DRIFT`)."""
+    s = make_store(tmp_path / "s", seed=101, n=3000, leaf=32)
+    plan = plan_query(s, QUERIES["tps_part"], QueryOptions(plan="replay"))
+    local = execute(plan).table
+    batches = [pa.Table.from_batches([b]) for _, b in
+               Replay([s.stream("ev")], None).batches()]
+    parts = []
+    for key in sorted(set(local.column("k").to_pylist())):
+        op = plan.make_operator()
+        for b in batches:
+            piece = b.filter(pa.compute.equal(b.column("k"), key))
+            if piece.num_rows:
+                op.push(piece)
+                if op.has_results():
+                    parts.append(op.results())
+        op.flush()
+        if op.has_results():
+            parts.append(op.results())
+    assert sort_all(pa.concat_tables(parts)).equals(sort_all(local))
 
 
 def test_partition_read_choice() -> None:
@@ -542,7 +594,7 @@ def test_random_cases_slow(tmp_path_factory: pytest.TempPathFactory, seed: int, 
                                                 read=read)
         except UsageError:
             continue
-        check_equal(local, got, stats)
+        check_equal(local, got, stats, drifts(name, stats))
 
 
 _SLOW_STORES: dict[int, replaydb.Store] = {}
