@@ -336,12 +336,12 @@ def design_note(res: Results, summary: dict[str, dict[str, float]],
              "``mapPartitions`` over the task ids), results left by the tasks as Arrow IPC "
              "files the driver memory-maps (local masters or a shared ``result_dir``; "
              "otherwise zstd-compressed IPC through Spark).",
-             "- **partition, scan** (TPStream, up to 6 tasks): every task reads the whole "
+             "- **partition, scan** (TPStream, up to 3 tasks): every task reads the whole "
              "planned replay (the operator's columns only), hashes the key column and keeps the "
              "events of the keys it owns (an owner table balanced on a 64-row-group sample of "
              "the keys); no event crosses the JVM. Each task sorts its results by the "
              "operator's integer sort columns; the driver merges the runs.",
-             "- **partition, shuffle** (more than 6 tasks): read tasks split balanced time "
+             "- **partition, shuffle** (more than 3 tasks): read tasks split balanced time "
              "ranges by key, Spark's shuffle and sort bring each key group's chunks together in "
              "replay order, one task per group runs the operator.",
              "", "## Model", "",
@@ -392,7 +392,7 @@ def design_note(res: Results, summary: dict[str, dict[str, float]],
             "(the shuffle's Spark job at one core, less the empty job). A scan does less work "
             "per core than the shuffle while ``S < (c_shuffle - o) / r``: "
             f"{cross:.1f} counting the tasks' CPU only, {cross_job:.1f} counting the whole "
-            "shuffle job. The engine scans up to 6 tasks (``SCAN_MAX_TASKS``) and shuffles "
+            "shuffle job. The engine scans up to 3 tasks (``SCAN_MAX_TASKS``) and shuffles "
             f"beyond: with 800 cores and 100x the data a scan would read {100 * ev:,} events "
             "in every task, so the cluster runs the shuffle.",
         ]

@@ -100,12 +100,12 @@ INTERVAL_TASKS_PER_CORE = 1
 """Interval tasks per executor core: the groups are balanced by the tree's event counts, and
 every extra task costs a Python worker round trip and its own operator (measured: 4 tasks on
 one core used 15 % more CPU than one)."""
-SCAN_MAX_TASKS = 6
+SCAN_MAX_TASKS = 3
 """Partition mode scans (no shuffle) up to this many tasks, shuffles beyond: ``S`` scan tasks
 cost ``S - 1`` extra reads of the replay, the shuffle its serializing, shuffling, sorting and
-decoding of every event; the crossover measured on one machine lies between about 2 (counting
-only the tasks' CPU) and well over 6 (counting the JVM's shuffle and sort as well; see
-``bench/results/spark/design.md``)."""
+decoding of every event. Measured at 10M events (``bench/results/spark/design.md``): reading
+and hashing 0.15 us per event in every task, the operator 0.31 us per event in all, the whole
+shuffle job 0.81 us per event - a scan does less work per core while ``S < 3.4``."""
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""
