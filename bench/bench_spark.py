@@ -3,12 +3,15 @@
 Side by side in one run, over one synthetic store (``ev``: one event every 10 ms on average,
 ``k`` = one of 64 keys, ``x`` and ``y`` uniform on [0, 1), an LSM index on ``x``):
 
-* **pattern** - an interval-parallel MATCH_RECOGNIZE query: ``A`` is rare (``x > 0.9999``, found
-  through the index), so the pattern planner replays short intervals (20 s) after each ``A``; the Spark
-  engine groups the intervals into balanced tasks;
+* **pattern** - an interval-parallel MATCH_RECOGNIZE query: ``A`` is rare (``x > 0.9999``,
+  found through the index), so the pattern planner replays short intervals (20 s) after each
+  ``A``; the Spark engine groups the intervals into balanced tasks (one per executor core);
 * **tpstream** - a partitioned TPStream query (``PARTITION BY k``) over the whole stream; the
-  Spark engine reads in balanced time ranges, splits by key and replays each key group in its own
-  task.
+  Spark engine's partition mode scans (one task per executor core reads the stream and keeps
+  the events of its keys, no shuffle);
+* **tpstream-shuffle** - the same query forced through partition mode's shuffle (read tasks split
+  by key, Spark's shuffle and sort, one task per key group): the trade between the two reads,
+  measured (no goal).
 
 Competitors per query: **local** (``engine="local"``, this process, one core), **Spark
 local[1]** and **Spark local[2]** (the engine with one and two executor cores: Python workers on
@@ -45,7 +48,11 @@ PATTERN_Q = ("SELECT * FROM ev MATCH_RECOGNIZE (MEASURES A.x AS ax, LAST(B.y) AS
              "B AS y < 0.9, C AS y >= 0.9)")
 TPSTREAM_Q = ("FROM ev PARTITION BY k DEFINE U AS x > 0.6, L AS y < 0.4 "
               "PATTERN U before;meets L WITHIN 3000 RETURN count(L) AS nl, max(U.x) AS mu")
-QUERIES = {"pattern": (PATTERN_Q, "interval"), "tpstream": (TPSTREAM_Q, "partition")}
+QUERIES = {"pattern": (PATTERN_Q, "interval"), "tpstream": (TPSTREAM_Q, "partition"),
+           "tpstream-shuffle": (TPSTREAM_Q, "partition")}
+READ = {"tpstream": "scan", "tpstream-shuffle": "shuffle"}
+"""Partition mode's read per query (``REPLAYDB_SPARK_PARTITION_READ``)."""
+GOALS = ("pattern", "tpstream")
 
 
 # --------------------------------------------------------------------------- data
@@ -90,10 +97,19 @@ def run_local(store: replaydb.Store, text: str) -> tuple[float, pa.Table, dict]:
     return time.perf_counter() - t0, res.table, res.stats
 
 
-def run_spark(store: replaydb.Store, text: str, master: str) -> tuple[float, pa.Table, dict]:
-    t0 = time.perf_counter()
-    res = replaydb.query(store, text, engine="spark", master=master)
-    return time.perf_counter() - t0, res.table, res.stats
+def run_spark(store: replaydb.Store, text: str, master: str, read: str | None = None
+              ) -> tuple[float, pa.Table, dict]:
+    old = os.environ.pop("REPLAYDB_SPARK_PARTITION_READ", None)
+    if read:
+        os.environ["REPLAYDB_SPARK_PARTITION_READ"] = read
+    try:
+        t0 = time.perf_counter()
+        res = replaydb.query(store, text, engine="spark", master=master)
+        return time.perf_counter() - t0, res.table, res.stats
+    finally:
+        os.environ.pop("REPLAYDB_SPARK_PARTITION_READ", None)
+        if old is not None:
+            os.environ["REPLAYDB_SPARK_PARTITION_READ"] = old
 
 
 def sort_all(t: pa.Table) -> pa.Table:
@@ -111,21 +127,21 @@ def session(master: str) -> float:
     return time.perf_counter() - t0
 
 
-def _pass(batches: Any) -> Any:
-    yield from batches
+def _count(items: Any) -> Any:
+    yield sum(1 for _ in items)
 
 
 def null_job(tasks: int, repeat: int = 3) -> float:
     """Best wall time of a Spark job that does nothing in ``tasks`` Python tasks (the same
-    ``spark.range`` + ``mapInArrow`` + ``toArrow`` shape as the engine's jobs): the per-job floor
-    of this machine."""
+    ``parallelize(range(n), n)`` + ``mapPartitions`` + ``collect`` shape as the engine's
+    single-stage jobs): the per-job floor of this machine."""
     from replaydb.spark import get_spark
 
-    spark = get_spark()
+    sc = get_spark().sparkContext
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        spark.range(0, tasks, numPartitions=tasks).mapInArrow(_pass, "id long").toArrow()
+        sc.parallelize(range(tasks), tasks).mapPartitions(_count).collect()
         best = min(best, time.perf_counter() - t0)
     return best
 
@@ -137,7 +153,9 @@ def task_costs(stats: dict) -> dict[str, Any]:
         ps = [p for p in per if p["stage"] == stage]
         ev = sum(p["events"] for p in ps)
         sec = sum(p["seconds"] for p in ps)
+        cpu = sum(p.get("cpu_seconds", 0.0) for p in ps)
         out[stage] = {"tasks": len(ps), "events": ev, "seconds": round(sec, 3),
+                      "cpu_seconds": round(cpu, 3),
                       "max_task_s": round(max(p["seconds"] for p in ps), 3),
                       "us_per_event": round(1e6 * sec / ev, 3) if ev else None}
     return out
@@ -165,6 +183,11 @@ def main() -> None:
     spark_stats: dict[str, dict[str, dict]] = {q: {} for q in QUERIES}
     local_stats: dict[str, dict] = {}
     for q, (text, _) in QUERIES.items():
+        twin = next((o for o in local_tables if QUERIES[o][0] == text), None)
+        if twin is not None:  # the same query: one local measurement
+            times[q]["local"], local_tables[q] = times[twin]["local"], local_tables[twin]
+            local_stats[q] = local_stats[twin]
+            continue
         run_local(store, text)  # warm-up (JIT)
         for _ in range(args.repeat):
             s, table, st = run_local(store, text)
@@ -177,13 +200,14 @@ def main() -> None:
     for cores in (1, 2):
         master = f"local[{cores}]"
         startup[master] = session(master)
-        floor[master] = null_job(2 * cores)
+        floor[master] = null_job(cores)
         for q, (text, want_mode) in QUERIES.items():
-            run_spark(store, text, master)  # warm-up: Python workers, Numba
+            run_spark(store, text, master, READ.get(q))  # warm-up: Python workers, Numba
             for _ in range(args.repeat):
-                s, table, st = run_spark(store, text, master)
+                s, table, st = run_spark(store, text, master, READ.get(q))
                 times[q].setdefault(master, []).append(s)
             assert st["spark"]["mode"] == want_mode, (q, st["spark"]["mode"])
+            assert st["spark"].get("partition_read") == READ.get(q), q
             assert sort_all(table).equals(sort_all(local_tables[q])), f"{q} differs on {master}"
             spark_stats[q][master] = st
             print(f"{q}: {master} {min(times[q][master]):.2f} s ({st['spark']['mode']}, "
@@ -201,7 +225,8 @@ def main() -> None:
         st2 = spark_stats[q]["local[2]"]["spark"]
         summary[q] = {"local": lo, "spark1": s1, "spark2": s2, "speedup": s1 / s2,
                       "overhead": s1 / lo}
-        rows.append([q, st2["mode"], local_stats[q]["replay"]["events"],
+        label = st2["mode"] + (f" ({st2['partition_read']})" if "partition_read" in st2 else "")
+        rows.append([q, label, local_stats[q]["replay"]["events"],
                      local_tables[q].num_rows, lo, s1, s2, s1 / s2, s1 / lo, s2 / lo])
     res.table("Wall time (best of runs, seconds) and ratios",
               ["query", "Spark mode", "events replayed", "rows", "local", "Spark 1 core",
@@ -215,17 +240,18 @@ def main() -> None:
             costs = task_costs(spark_stats[q][master])
             for stage, c in costs.items():
                 phase_rows.append([q, master, stage, c["tasks"], c["events"], c["seconds"],
-                                   c["max_task_s"], c["us_per_event"],
+                                   c["cpu_seconds"], c["max_task_s"], c["us_per_event"],
                                    round(sec["prepare"], 3), round(sec["spark"], 3),
                                    round(sec["gather"], 3)])
     res.table("Where the time goes (last run): per stage, summed over tasks; driver phases",
-              ["query", "master", "stage", "tasks", "events", "task s (sum)", "slowest task s",
-               "us / event", "prepare s", "Spark job s", "gather s"], phase_rows)
+              ["query", "master", "stage", "tasks", "events", "task s (sum)",
+               "task CPU s (sum)", "slowest task s", "us / event", "prepare s", "Spark job s",
+               "gather s"], phase_rows)
     res.table("Spark session start-up (not in the query times) and the per-job floor (an "
               "empty job with the engine's job shape and task count)",
               ["master", "session start s", "empty job s"],
               [[m, round(s, 2), round(floor[m], 2)] for m, s in startup.items()])
-    for q in QUERIES:
+    for q in GOALS:
         res.goal(f"{q}: speedup from 1 to 2 executor cores", ">= 1.6x",
                  round(summary[q]["speedup"], 2), summary[q]["speedup"] >= 1.6)
         res.goal(f"{q}: Spark at 1 core vs local execution", "<= 1.5x",
@@ -241,6 +267,10 @@ def main() -> None:
         "Times are per query after a warm-up run in the same session (Python workers started, "
         "Numba compiled); session start-up is listed separately.",
         "Every Spark result equals the local result (checked after sorting all columns).",
+        "tpstream-shuffle is the tpstream query forced through partition mode's shuffle (no "
+        "goal): the comparison behind the engine's choice of the scan for a few tasks.",
+        "Task CPU seconds exclude waiting for a core: on a busy machine they show the work "
+        "itself when wall times do not.",
     ]
     plot(res, summary)
     design_note(res, summary, spark_stats, n, floor)
@@ -277,62 +307,117 @@ def plot(res: Results, summary: dict[str, dict[str, float]]) -> None:
     plt.close(fig)
 
 
+def scan_split(spark_stats: dict[str, dict[str, dict]], q: str = "tpstream"
+               ) -> tuple[float, float] | None:
+    """``(r, o)`` seconds per event of a scan, from task CPU seconds at one and two tasks: every
+    scan task reads and hashes all E events (``E * r``) and runs the operator on its share
+    (``E * o / S``), so ``T1 = E (r + o)`` and the mean two-task time is ``E (r + o / 2)``."""
+    try:
+        one = task_costs(spark_stats[q]["local[1]"])["scan"]
+        two = task_costs(spark_stats[q]["local[2]"])["scan"]
+    except KeyError:
+        return None
+    e = one["events"]
+    t1 = one["cpu_seconds"]
+    t2 = two["cpu_seconds"] / max(1, two["tasks"])
+    return max(0.0, 2 * t2 - t1) / e, max(0.0, 2 * (t1 - t2)) / e
+
+
 def design_note(res: Results, summary: dict[str, dict[str, float]],
                 spark_stats: dict[str, dict[str, dict]], n: int,
                 floor: dict[str, float]) -> None:
     """``design.md``: a 100-node cluster on 100x the data, from the measured per-task costs."""
+    cores = 100 * 8
     lines = ["# Spark engine at scale: an estimate from the measured per-task costs", "",
              f"Measured on {n:,} events (this run's ``results.md``); extrapolated, not measured.",
-             "", "Model: a query's time on Spark is ``T = T_fixed + E * c / S + G``, where",
-             "``T_fixed`` is the per-query overhead of the driver and of Spark's job scheduling "
-             "(the time of a run minus the work of its slowest task chain), ``E`` the events the "
-             "plan replays, ``c`` the measured task cost per event (reading the Delta table's "
-             "row groups, replaying, the operator; for partition mode both stages), ``S`` the "
-             "executor cores and ``G`` gathering and ordering the results on the driver (here "
-             "measured as the engine's gather phase). Tasks stay balanced while there are at "
-             "least a few tasks per core: interval mode needs that many planned intervals, "
-             "partition mode that many keys (and no key much larger than 1/S of the events).",
-             "", "| query | events E | c (us/event) | T_fixed (s) | G (s) | "
+             "", "## Execution shapes", "",
+             "- **interval** (pattern query): one task per executor core, each a run of planned "
+             "intervals balanced by the tree's event counts; one Spark job (an RDD "
+             "``mapPartitions`` over the task ids), results left by the tasks as Arrow IPC "
+             "files the driver memory-maps (local masters or a shared ``result_dir``; "
+             "otherwise zstd-compressed IPC through Spark).",
+             "- **partition, scan** (TPStream, up to 3 tasks): every task reads the whole "
+             "planned replay (the operator's columns only), hashes the key column and keeps the "
+             "events of the keys it owns (an owner table balanced on a 64-row-group sample of "
+             "the keys); no event crosses the JVM. Each task sorts its results by the "
+             "operator's integer sort columns; the driver merges the runs.",
+             "- **partition, shuffle** (more than 3 tasks): read tasks split balanced time "
+             "ranges by key, Spark's shuffle and sort bring each key group's chunks together in "
+             "replay order, one task per group runs the operator.",
+             "", "## Model", "",
+             "A query's time on Spark is ``T = T_fixed + W / S + G``: ``T_fixed`` the per-query "
+             "overhead of the driver and Spark's job scheduling (the time of a run at one core "
+             "minus its task work and gathering), ``W`` the task work (``E * c`` for ``E`` "
+             "replayed events at ``c`` seconds per event), ``S`` the executor cores and ``G`` "
+             "the driver's gathering (merging, ordering and copying the results). A scan does "
+             "``E * r`` reading in *every* task and ``E * o`` operator work in total: "
+             "``T = T_fixed + E * r + E * o / S + G``, cheaper than the shuffle's "
+             "``E * c_shuffle / S`` while ``S < (c_shuffle - o) / r``.",
+             "", "| query | shape on 800 cores | events E | c (us/event) | T_fixed (s) | G (s) | "
              "100 nodes x 8 cores, 100x E: estimate (s) | one core, 100x E (s) |",
-             "|---|---|---|---|---|---|---|"]
-    for q in summary:
-        st = spark_stats[q]["local[1]"]
+             "|---|---|---|---|---|---|---|---|"]
+    shapes = {"pattern": ("pattern", "interval"), "tpstream": ("tpstream-shuffle", "shuffle")}
+    for q, (src, shape) in shapes.items():
+        if src not in spark_stats or "local[1]" not in spark_stats[src]:
+            continue
+        st = spark_stats[src]["local[1]"]
         sp = st["spark"]
         costs = task_costs(st)
         events = max(c["events"] for c in costs.values())
-        c = sum(v["seconds"] for v in costs.values()) / max(1, events)
-        run = summary[q]["spark1"]
         work = sum(v["seconds"] for v in costs.values())
+        c = work / max(1, events)
         gather = sp["seconds"]["gather"]
-        fixed = max(0.0, run - work - gather)
+        fixed = max(0.0, summary[src]["spark1"] - work - gather)
         big_e = 100 * events
-        cores = 100 * 8
         est = fixed + big_e * c / cores + gather
-        one = big_e * c
-        lines.append(f"| {q} | {events:,} | {c * 1e6:.2f} | {fixed:.2f} | {gather:.3f} | "
-                     f"{est:.1f} | {one:,.0f} |")
+        lines.append(f"| {q} | {shape} | {events:,} | {c * 1e6:.2f} | {fixed:.2f} | "
+                     f"{gather:.3f} | {est:.1f} | {big_e * c:,.0f} |")
+    split = scan_split(spark_stats)
+    if split is not None and "tpstream-shuffle" in spark_stats:
+        r, o = split
+        sh = task_costs(spark_stats["tpstream-shuffle"]["local[1]"])
+        ev = max(v["events"] for v in sh.values())
+        c_sh = sum(v["cpu_seconds"] for v in sh.values()) / max(1, ev)
+        cross = (c_sh - o) / r if r > 0 else float("inf")
+        job = spark_stats["tpstream-shuffle"]["local[1]"]["spark"]["seconds"]["spark"]
+        c_job = max(0.0, job - floor["local[1]"]) / max(1, ev)
+        cross_job = (c_job - o) / r if r > 0 else float("inf")
+        lines += [
+            "", "## Scan or shuffle (TPStream)", "",
+            f"Scan: reading and hashing ``r = {r * 1e6:.2f}`` us per event in every task, the "
+            f"operator ``o = {o * 1e6:.2f}`` us per event in total (from the scan's task CPU "
+            f"seconds at one and two tasks). Shuffle: ``c_shuffle = {c_sh * 1e6:.2f}`` us per "
+            "event of task CPU over both stages (reading, splitting, serializing, decoding, the "
+            f"operator), ``{c_job * 1e6:.2f}`` us per event with the JVM's shuffle and sort "
+            "(the shuffle's Spark job at one core, less the empty job). A scan does less work "
+            "per core than the shuffle while ``S < (c_shuffle - o) / r``: "
+            f"{cross:.1f} counting the tasks' CPU only, {cross_job:.1f} counting the whole "
+            "shuffle job. The engine scans up to 3 tasks (``SCAN_MAX_TASKS``) and shuffles "
+            f"beyond: with 800 cores and 100x the data a scan would read {100 * ev:,} events "
+            "in every task, so the cluster runs the shuffle.",
+        ]
     lines += [
-        "", f"An empty Spark job of the same shape took {floor['local[1]']:.2f} s (1 core) and "
-        f"{floor['local[2]']:.2f} s (2 cores) here: that part of ``T_fixed`` is Spark's own "
-        "per-job latency on this machine. The rest is the engine's: for interval mode "
-        "shipping the plan and starting the operators; for partition mode also Spark's shuffle "
-        "and sort of the event chunks between the read and the replay stage (JVM time, not in "
-        "the tasks' seconds).",
+        "", f"An empty Spark job of the engine's shape took {floor['local[1]']:.2f} s (1 core) "
+        f"and {floor['local[2]']:.2f} s (2 cores) here: that part of ``T_fixed`` is Spark's own "
+        "per-job latency on this machine; the rest is the engine's (planning, sampling the "
+        "keys, shipping the plan, starting the operators) and, for the shuffle, Spark's "
+        "shuffle and sort between the two stages (JVM time, not in the tasks' seconds).",
         "", "Reading the table:",
-        "- At this machine's sizes ``T_fixed`` (seconds: job scheduling, shipping the plan, "
-        "Python worker round trips) is of the order of the work itself, which is why two local "
-        "cores cannot show the 1.6x goal here. With 100x the data on 800 cores each core gets "
-        "about 1/8 of the events one core has here, so ``T_fixed`` stays the larger share "
-        "unless each task holds millions of events: the engine should run on a cluster only "
-        "when ``E * c`` is many times ``T_fixed * S``.",
-        "- Gathering is done on the driver (ordering tags, renumbering match ids); it scales "
-        "with the number of *results*, not events. The estimate keeps it at the measured value "
-        "(results grow with data, but a 100x larger result set should be written by the tasks "
-        "to the store rather than collected - not done yet).",
-        "- The read path opens the Delta table's Parquet files from every task (shared file "
-        "system or object store); on a real cluster the per-task read cost grows with network "
-        "latency per row group, which this single-machine measurement does not include.",
-        "- Partition mode shuffles every replayed event once (Arrow IPC chunks through Spark's "
+        "- At this machine's sizes ``T_fixed`` and ``G`` are a fair share of a query, and two "
+        "local cores also run the driver's JVM and Python: the speedup from one to two cores is "
+        "bounded by them. With 100x the data on 800 cores each core gets about 1/8 of the "
+        "events one core has here, so ``T_fixed`` stays a large share unless each task holds "
+        "millions of events: the engine pays off on a cluster when ``E * c`` is many times "
+        "``T_fixed * S``.",
+        "- Gathering runs on the driver and scales with the number of *results*, not events. "
+        "The estimate keeps it at the measured value; a 100x larger result set should be "
+        "written by the tasks to the store rather than collected (not done).",
+        "- Every task opens the Delta table's Parquet files (shared file system or object "
+        "store); on a real cluster the per-task read cost grows with network latency per row "
+        "group, which this single-machine measurement does not include. Result files need a "
+        "directory the driver and the executors share; without one results travel through "
+        "Spark, about 10 ms per MB of compressed results on one core here.",
+        "- The shuffle moves every replayed event once (Arrow IPC chunks through Spark's "
         "shuffle): its ``c`` includes serializing, which a cluster pays over the network.",
     ]
     (res.dir / "design.md").write_text("\n".join(lines) + "\n")

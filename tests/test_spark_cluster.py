@@ -46,6 +46,11 @@ CASES = [  # (query, mode, replay intervals?)
     ("tps_plain", "interval", True),
     ("imprecise", "single", False),
 ]
+READ = {"mr_select": "shuffle", "sase_equiv": "scan", "tps_part": "scan"}
+"""Partition mode's read per case (both run on the cluster)."""
+SHARED_RESULTS = {"tps_plain", "tps_part"}
+"""Cases whose results the executors leave as files in a directory the driver shares (the
+workers run on this machine); the others send them through Spark."""
 
 
 def intervals_for(name: str, with_intervals: bool) -> list[tuple[int, int]] | None:
@@ -73,7 +78,9 @@ def driver_main(store_path: str, master: str, out_dir: str) -> None:
     out = Path(out_dir)
     for name, mode, with_iv in CASES:
         plan = plan_for(store, name, "spark", with_iv, master)
-        table, stats = run_plan(plan, mode=mode, tasks=4, read_tasks=4)
+        shared = str(out / "results") if name in SHARED_RESULTS else None
+        table, stats = run_plan(plan, mode=mode, tasks=4, read_tasks=4,
+                                partition_read=READ.get(name), result_dir=shared)
         with pa.OSFile(str(out / f"{name}.arrow"), "wb") as f, \
                 pa.ipc.new_file(f, table.schema) as w:
             w.write_table(table)
@@ -114,6 +121,9 @@ def compare_all(store: replaydb.Store, out: Path) -> list[dict]:
             got = pa.ipc.open_file(src).read_all()
         stats = json.loads((out / f"{name}.json").read_text())
         assert stats["spark"]["mode"] == mode, name
+        assert stats["spark"].get("partition_read") == READ.get(name), name
+        assert stats["spark"]["results_via"] == ("files" if name in SHARED_RESULTS
+                                                 else "spark"), name
         assert local.num_rows > 0, name
         check_equal(local, got, stats)
         all_stats.append(stats)
@@ -131,6 +141,7 @@ def test_standalone_cluster_equals_local(cluster, store: replaydb.Store,
         assert any("Running task" in p.read_text(errors="replace") for p in logs)
     pids = {t["pid"] for s in stats for t in s["spark"]["per_task"]}
     assert len(pids) >= 2
+    assert list((tmp_path / "out" / "results").iterdir()) == []  # result files removed
     apps = cluster.status()
     assert len(apps.get("completedapps", [])) + len(apps.get("activeapps", [])) >= 1
 

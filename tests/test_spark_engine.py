@@ -25,9 +25,17 @@ from hypothesis import strategies as st
 import replaydb
 from replaydb.errors import StateCapExceeded, UsageError
 from replaydb.planner.query import QueryOptions, execute, plan_query
+from replaydb.replay.replay import Replay
 from replaydb.replay.spark import run_plan
-from replaydb.replay.spark.adapters import traits
-from replaydb.replay.spark.engine import choose_mode
+from replaydb.replay.spark.adapters import Traits, traits
+from replaydb.replay.spark.buckets import balanced_owner, sample_weights, scan_owner
+from replaydb.replay.spark.drive import (
+    Collector,
+    from_ipc,
+    integer_sort_order,
+    read_result_file,
+)
+from replaydb.replay.spark.engine import SCAN_MAX_TASKS, choose_mode, choose_partition_read
 from replaydb.replay.spark.executors import InlineExecutor
 from replaydb.replay.spark.keys import (
     bijective_slots,
@@ -132,9 +140,11 @@ def sort_all(t: pa.Table) -> pa.Table:
 
 
 def local_and_spark(store: replaydb.Store, text: str, intervals: list | None, mode: str,
-                    tasks: int = 3, plan: str = "replay") -> tuple[pa.Table, pa.Table, dict]:
+                    tasks: int = 3, plan: str = "replay", read: str = "auto"
+                    ) -> tuple[pa.Table, pa.Table, dict]:
     """Local and (in-process) Spark execution of one plan; ``intervals`` replace the planned
-    ones unless ``plan`` is not ``replay`` (the planner's own intervals then)."""
+    ones unless ``plan`` is not ``replay`` (the planner's own intervals then); ``read``: how
+    partition mode's tasks get their events (scan or shuffle)."""
     stream = next((STREAM[k] for k, v in QUERIES.items() if v == text and k in STREAM), None)
     p1 = plan_query(store, text, QueryOptions(plan=plan, stream=stream))
     if plan == "replay":
@@ -145,18 +155,49 @@ def local_and_spark(store: replaydb.Store, text: str, intervals: list | None, mo
     if plan == "replay":
         plan2.intervals = intervals
     got, stats = run_plan(plan2, mode=mode, executor=InlineExecutor(2), tasks=tasks,
-                          read_tasks=3)
+                          read_tasks=3, partition_read=read)
+    if stats["spark"]["mode"] == "partition" and read != "auto":
+        assert stats["spark"]["partition_read"] == read
     return local, got, stats
 
 
-def check_equal(local: pa.Table, got: pa.Table, stats: dict) -> None:
+RUNS = (("single", "auto"), ("interval", "auto"), ("partition", "scan"),
+        ("partition", "shuffle"))
+"""(mode, partition read) pairs every comparison tries."""
+
+
+FLOAT_DRIFT = {"tps_part"}
+"""Queries whose float aggregates may differ in the last bits when key groups run apart: the
+TPStream operator holds back each pushed batch's last time step, so a key group's batches (the
+local batches restricted to its keys) end at other times than the local ones, and a situation
+that spans a batch boundary sums its doubles in other partial sums
+(:func:`test_tpstream_float_sums_depend_on_the_batch_end` pins this operator behaviour)."""
+
+
+def check_equal(local: pa.Table, got: pa.Table, stats: dict, drift: bool = False) -> None:
+    """Equal, byte for byte (after sorting for sorted partition results); ``drift``: float
+    columns within 1e-12 relative instead (see :data:`FLOAT_DRIFT`), all others exact."""
     sp = stats["spark"]
     assert got.schema.equals(local.schema, check_metadata=True)
-    exact = sp["mode"] != "partition" or sp.get("exact_order", False)
+    exact = sp["mode"] != "partition" or sp.get("result_order") == "local"
     if exact:
         assert got.equals(local, check_metadata=True)
-    else:
+    elif not drift:
         assert sort_all(got).equals(sort_all(local))
+    else:
+        a, b = sort_all(got), sort_all(local)
+        for f in a.schema:
+            if pa.types.is_floating(f.type):
+                assert np.allclose(a.column(f.name).to_numpy(zero_copy_only=False),
+                                   b.column(f.name).to_numpy(zero_copy_only=False),
+                                   rtol=1e-12, atol=0, equal_nan=True), f.name
+            else:
+                assert a.column(f.name).equals(b.column(f.name)), f.name
+
+
+def drifts(name: str, stats: dict) -> bool:
+    sp = stats["spark"]
+    return name in FLOAT_DRIFT and sp["mode"] == "partition" and sp["tasks"] > 1
 
 
 # --------------------------------------------------------------------------- engine vs local
@@ -166,9 +207,9 @@ def test_every_applicable_mode_equals_local(store: replaydb.Store, name: str) ->
     rng = np.random.default_rng(abs(hash(name)) % 1000)
     ran = []
     for intervals in (None, random_intervals(rng, 1500, 12)):
-        for mode in ("single", "interval", "partition"):
+        for mode, read in RUNS:
             try:
-                local, got, stats = local_and_spark(store, text, intervals, mode)
+                local, got, stats = local_and_spark(store, text, intervals, mode, read=read)
             except UsageError as exc:
                 assert "cannot run" in str(exc)
                 continue
@@ -185,12 +226,13 @@ def test_random_intervals_and_task_counts(store: replaydb.Store, seed: int, name
                                           n_iv: int, tasks: int) -> None:
     rng = np.random.default_rng(seed)
     intervals = None if n_iv == 0 else random_intervals(rng, 1600, n_iv)
-    for mode in ("interval", "partition"):
+    for mode, read in RUNS[1:]:
         try:
-            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks)
+            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks,
+                                                read=read)
         except UsageError:
             continue
-        check_equal(local, got, stats)
+        check_equal(local, got, stats, drifts(name, stats))
 
 
 def test_auto_mode_choice(store: replaydb.Store) -> None:
@@ -247,8 +289,145 @@ def test_task_errors_come_back_with_their_type(store: replaydb.Store) -> None:
     with pytest.raises(StateCapExceeded) as ei:
         run_plan(plan, mode="interval", executor=InlineExecutor(2))
     assert ei.value.cap == 5 and ei.value.cap_name == "state_cap"
-    with pytest.raises(StateCapExceeded):
-        run_plan(plan, mode="partition", executor=InlineExecutor(2))
+    for read in ("scan", "shuffle"):
+        with pytest.raises(StateCapExceeded):
+            run_plan(plan, mode="partition", executor=InlineExecutor(2), partition_read=read)
+
+
+def test_scan_tasks_split_the_events_by_key(store: replaydb.Store) -> None:
+    ivs = [(50, 400), (420, 1300)]
+    local, got, stats = local_and_spark(store, QUERIES["tps_part"], ivs, "partition", tasks=3,
+                                        read="scan")
+    check_equal(local, got, stats)
+    sp = stats["spark"]
+    per = [t for t in sp["per_task"] if t["stage"] == "scan"]
+    assert sp["partition_read"] == "scan" and len(per) <= 3
+    # every task reads the whole replay; together they push each event exactly once
+    plan = plan_query(store, QUERIES["tps_part"], QueryOptions(plan="replay"))
+    plan.intervals = ivs
+    assert stats["replay"]["events"] == len(per) * execute(plan).stats["replay"]["events"]
+    assert sum(t["events"] for t in per) == sum(
+        store.stream("ev").read(a, b).num_rows for a, b in ivs)
+
+
+def test_partition_results_do_not_depend_on_the_task_count(store: replaydb.Store) -> None:
+    """Sorted partition results (TPStream: by its complete integer sort columns, nulls last)
+    are one table whatever the task count and read; and equal to the full sort."""
+    ivs = [(0, 700), (760, 1500)]
+    runs = [local_and_spark(store, QUERIES["tps_part"], ivs, "partition", tasks=n, read=r)
+            for n in (1, 2, 5) for r in ("scan", "shuffle")]
+    local = runs[0][0]
+    for _, got, stats in runs:
+        assert stats["spark"]["result_order"] == "sorted"
+        assert got.equals(runs[0][1])
+    assert runs[0][1].equals(local.sort_by(
+        [(c, "ascending") for c in traits_of(store, "tps_part").sort_columns]))
+
+
+def traits_of(store: replaydb.Store, name: str) -> Traits:
+    return traits(plan_query(store, QUERIES[name], QueryOptions(plan="replay")).make_operator())
+
+
+@pytest.mark.parametrize("name, mode", [("tps_part", "partition"), ("sase_equiv", "partition"),
+                                        ("mr_part_one", "interval")])
+def test_results_through_files_or_through_spark(store: replaydb.Store, tmp_path: Path,
+                                                name: str, mode: str) -> None:
+    """Result files in a shared directory and results sent through Spark give one table; the
+    query's own file directory is removed afterwards."""
+    plan = plan_query(store, QUERIES[name], QueryOptions(plan="replay"))
+    plan.intervals = [(0, 800), (900, 1500)]
+    local = execute(plan).table
+    got = {}
+    for where in ("none", str(tmp_path / "results")):
+        p = plan_query(store, QUERIES[name], QueryOptions(plan="replay", engine="spark"))
+        p.intervals = plan.intervals
+        got[where], stats = run_plan(p, mode=mode, executor=InlineExecutor(2), tasks=3,
+                                     result_dir=where)
+        assert stats["spark"]["results_via"] == ("spark" if where == "none" else "files")
+        check_equal(local, got[where], stats)
+    assert got["none"].equals(got[str(tmp_path / "results")])
+    assert list((tmp_path / "results").iterdir()) == []
+
+
+def test_sorted_runs_nulls_last_and_without_tags(tmp_path: Path) -> None:
+    t = pa.table({"a": pa.array([3, 1, None, 1, 2], pa.int64()),
+                  "b": pa.array([0, None, 5, 2, 9], pa.int64()), "v": list("pqrst")})
+    assert integer_sort_order(t, ["a", "b"]).tolist() == [3, 1, 4, 0, 2]
+    for where in (None, str(tmp_path)):
+        out = Collector(chunk_rows=2, result_dir=where, sort_columns=("a", "b"))
+        out.add(t.slice(0, 3), 0, 0, 0, 0)
+        out.add(t.slice(3), 0, 1, 0, 0)
+        parts = [from_ipc(p) if where is None else read_result_file(p) for p in out.take()]
+        assert [p.num_rows for p in parts] == [2, 2, 1]
+        assert pa.concat_tables(parts).equals(t.take([3, 1, 4, 0, 2]))
+
+
+@pytest.mark.xfail(strict=True, reason="the TPStream operator's float sums depend on where "
+                   "the pushed batches end (it holds back each batch's last time step)")
+def test_tpstream_float_sums_depend_on_the_batch_end(tmp_path: Path) -> None:
+    """The local batches restricted to one key give the same avg as the whole batches. Fails
+    today: a U situation spanning a batch boundary is summed in other partial sums, because the
+    operator processes each batch up to its *own* last time (a key's batch ends earlier than
+    the whole batch). Partition-parallel TPStream runs inherit this (:data:`FLOAT_DRIFT`)."""
+    s = make_store(tmp_path / "s", seed=101, n=3000, leaf=32)
+    plan = plan_query(s, QUERIES["tps_part"], QueryOptions(plan="replay"))
+    local = execute(plan).table
+    batches = [pa.Table.from_batches([b]) for _, b in
+               Replay([s.stream("ev")], None).batches()]
+    parts = []
+    for key in sorted(set(local.column("k").to_pylist())):
+        op = plan.make_operator()
+        for b in batches:
+            piece = b.filter(pa.compute.equal(b.column("k"), key))
+            if piece.num_rows:
+                op.push(piece)
+                if op.has_results():
+                    parts.append(op.results())
+        op.flush()
+        if op.has_results():
+            parts.append(op.results())
+    assert sort_all(pa.concat_tables(parts)).equals(sort_all(local))
+
+
+def test_partition_read_choice() -> None:
+    assert choose_partition_read("auto", 1) == "scan"
+    assert choose_partition_read("auto", SCAN_MAX_TASKS) == "scan"
+    assert choose_partition_read("auto", SCAN_MAX_TASKS + 1) == "shuffle"
+    assert choose_partition_read("shuffle", 1) == "shuffle"
+    with pytest.raises(UsageError, match="partition read"):
+        choose_partition_read("broadcast", 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(weights=st.lists(st.integers(0, 1000), min_size=1, max_size=300),
+       n=st.integers(1, 9))
+def test_balanced_owner_is_lpt(weights: list[int], n: int) -> None:
+    w = np.array(weights, np.float64)
+    owner = balanced_owner(w, n)
+    assert owner.shape == w.shape and owner.min() >= 0 and owner.max() < n
+    loads = np.bincount(owner, weights=w, minlength=n)
+    # LPT: the heaviest task exceeds the average by at most the heaviest slot
+    assert loads.max() <= w.sum() / n + w.max() + 1e-9
+    unseen = np.flatnonzero(w == 0)
+    assert np.array_equal(owner[unseen], np.arange(len(unseen)) % n)
+
+
+def test_sampled_owner_balances_equal_keys(tmp_path: Path) -> None:
+    s = replaydb.open(tmp_path / "s", create=True)
+    s.create_stream("ev", StreamSchema((Attribute("k", "int64"),), time_unit="s",
+                                       leaf_capacity=256))
+    rng = np.random.default_rng(5)
+    n = 64 * 400
+    s.append("ev", pa.table({"t": np.arange(n), "k": rng.permutation(np.arange(n) % 64)}))
+    snap = s.stream("ev")
+    w = sample_weights([snap], [(None, None)], ["k"])
+    assert np.count_nonzero(w) == 64 and abs(w.sum() - n) < 1e-6 * n
+    for tasks in (2, 3, 4):
+        owner = scan_owner([snap], [(None, None)], ["k"], tasks)
+        keys_of = np.bincount(owner[key_targets(pa.table({"k": np.arange(64)}), ["k"],
+                                                len(owner))], minlength=tasks)
+        assert keys_of.max() - keys_of.min() <= 1   # equal keys: equal shares
+    assert not scan_owner([snap], [(None, None)], ["k"], 1).any()
 
 
 def test_forced_modes_that_cannot_apply(store: replaydb.Store) -> None:
@@ -308,7 +487,6 @@ def test_window_plans_ship_their_own_operator(store: replaydb.Store) -> None:
 
 
 def test_choose_mode_prefers_partitions_for_one_big_interval() -> None:
-    from replaydb.replay.spark.adapters import Traits
 
     keyed = Traits("x", partition_keys=("k",))
     assert choose_mode("auto", keyed, np.array([10, 10, 10, 10]), 2) == "interval"
@@ -410,12 +588,13 @@ def test_random_cases_slow(tmp_path_factory: pytest.TempPathFactory, seed: int, 
     store = _slow_store(tmp_path_factory, store_seed)
     rng = np.random.default_rng(seed)
     intervals = None if n_iv == 0 else random_intervals(rng, 1600, n_iv)
-    for mode in ("single", "interval", "partition"):
+    for mode, read in RUNS:
         try:
-            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks)
+            local, got, stats = local_and_spark(store, QUERIES[name], intervals, mode, tasks,
+                                                read=read)
         except UsageError:
             continue
-        check_equal(local, got, stats)
+        check_equal(local, got, stats, drifts(name, stats))
 
 
 _SLOW_STORES: dict[int, replaydb.Store] = {}

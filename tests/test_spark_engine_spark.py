@@ -24,8 +24,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> replaydb.Store:
     return make_store(tmp_path_factory.mktemp("spark-real") / "s", seed=21, n=4000)
 
 
-def both(store: replaydb.Store, name: str, intervals: list | None, mode: str
-         ) -> tuple[pa.Table, pa.Table, dict]:
+def both(store: replaydb.Store, name: str, intervals: list | None, mode: str,
+         read: str = "auto") -> tuple[pa.Table, pa.Table, dict]:
     text = QUERIES[name]
     opts = {"plan": "replay", "stream": STREAM.get(name)}
     plan = plan_query(store, text, QueryOptions(**opts))
@@ -33,7 +33,8 @@ def both(store: replaydb.Store, name: str, intervals: list | None, mode: str
     local = execute(plan).table
     plan = plan_query(store, text, QueryOptions(**opts, engine="spark"))
     plan.intervals = intervals
-    got, stats = run_plan(plan, mode=mode, tasks=3, read_tasks=3, progress=False)
+    got, stats = run_plan(plan, mode=mode, tasks=3, read_tasks=3, progress=False,
+                          partition_read=read)
     return local, got, stats
 
 
@@ -52,22 +53,27 @@ def test_spark_hash_matches_spark(spark) -> None:
 SLOW = pytest.mark.slow
 
 
-@pytest.mark.parametrize("name, mode, with_intervals", [
-    ("mr_part_one", "interval", True),      # SQL semantics, flush blocks re-ordered
-    pytest.param("mr_part_all", "single", False, marks=SLOW),
-    pytest.param("mr_select", "partition", False, marks=SLOW),  # select list on the driver
-    ("sase_equiv", "partition", True),      # exact order of match_id across key groups
-    pytest.param("sase_types", "single", False, marks=SLOW),  # streams merged by type
-    pytest.param("tps_part", "partition", True, marks=SLOW),  # TPStream, float aggregates
-    ("win_group", "partition", True),       # planner-built operator, time carriers
-    pytest.param("imprecise", "interval", True, marks=SLOW),
+@pytest.mark.parametrize("name, mode, with_intervals, read", [
+    ("mr_part_one", "interval", True, "auto"),     # SQL semantics, flush blocks re-ordered
+    pytest.param("mr_part_all", "single", False, "auto", marks=SLOW),
+    pytest.param("mr_select", "partition", False, "shuffle", marks=SLOW),  # driver's select
+    ("sase_equiv", "partition", True, "scan"),     # exact order of match_id across key groups
+    ("sase_equiv", "partition", True, "shuffle"),
+    pytest.param("sase_types", "single", False, "auto", marks=SLOW),  # streams merged by type
+    pytest.param("tps_part", "partition", True, "scan", marks=SLOW),  # float aggregates
+    pytest.param("tps_part", "partition", True, "shuffle", marks=SLOW),
+    ("win_group", "partition", True, "scan"),      # planner-built operator, time carriers
+    pytest.param("win_group", "partition", True, "shuffle", marks=SLOW),
+    pytest.param("imprecise", "interval", True, "auto", marks=SLOW),
 ])
 def test_real_spark_equals_local(spark, store: replaydb.Store, name: str, mode: str,
-                                 with_intervals: bool) -> None:
+                                 with_intervals: bool, read: str) -> None:
     rng = np.random.default_rng(5)
     intervals = random_intervals(rng, 2000, 9) if with_intervals else None
-    local, got, stats = both(store, name, intervals, mode)
+    local, got, stats = both(store, name, intervals, mode, read)
     assert stats["spark"]["mode"] == mode and stats["spark"]["executor"] == "spark"
+    if mode == "partition":
+        assert stats["spark"]["partition_read"] == read
     assert local.num_rows > 0
     check_equal(local, got, stats)
 
@@ -84,9 +90,10 @@ def test_python_api_and_job_names(spark, store: replaydb.Store) -> None:
     assert "[partition replay by k" in sc.getLocalProperty("spark.job.description")
     assert len(sc.statusTracker().getJobIdsForGroup(group)) >= 1
     stages = {t["stage"] for t in sp["per_task"]}
-    assert stages == {"read", "partition"}
-    assert sum(t["events"] for t in sp["per_task"] if t["stage"] == "read") == \
-        res.stats["replay"]["events"]
+    assert stages == {"scan"} and sp["partition_read"] == "scan"  # few cores: no shuffle
+    # each scan task reads the whole replay and pushes its own keys' events
+    assert sum(t["events"] for t in sp["per_task"]) == local.stats["replay"]["events"]
+    assert res.stats["replay"]["events"] == sp["tasks"] * local.stats["replay"]["events"]
 
 
 @pytest.mark.slow

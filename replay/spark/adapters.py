@@ -29,6 +29,15 @@ function of the matched events):
 TPStream, GRETA, windowed aggregation and imprecise patterns have no order-dependent columns; a
 partition-parallel result of theirs is sorted by the operator's documented order
 (:attr:`Traits.sort_columns`, then every other sortable column).
+
+Known limit (TPStream, partition-parallel with several tasks): the operator processes every
+pushed batch up to the batch's *own* last time step (it holds that step back until a later time
+arrives). A key group's batches - the local batches restricted to its keys - may end earlier
+than the local ones, so a situation that spans a batch boundary can be summed in other partial
+sums: ``sum``/``avg`` over doubles may then differ from local execution in the last bits (every
+other column, and every integer or min/max/first/last aggregate, is exact; one task is exact).
+Making it exact needs the operator to process up to a given time (the windowed aggregation gets
+the same effect from time carriers, which TPStream's partitions cannot absorb).
 """
 
 from __future__ import annotations
@@ -81,6 +90,14 @@ class Traits:
     order that depends on how many slices each call closes). Each partition task then receives,
     after its share of every local batch, that batch's last event as a *time carrier* that the
     operator's WHERE rejects (:func:`with_time_carrier`) - rejected events still advance time."""
+    sort_complete: bool = False
+    """The integer :attr:`sort_columns` alone order the results totally: two results equal on
+    all of them are equal rows (TPStream: the detecting event's time and seq, then every
+    situation's start and end - on a single stream a seq names one event, so one key, and the
+    same intervals of the same key's situations are the same match). Partition-parallel results
+    are then ordered by those int64 columns alone, without comparing every column: each task
+    sorts its own results, and the driver merges the runs by the first two columns (the
+    emitting event), on which only results of one task can tie."""
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -161,7 +178,8 @@ def _tpstream_traits(op: Any) -> Traits:
     cfg = op.config
     sort = ["detection_time", "detection_seq", *[f"{n}_ts" for n in cfg.names],
             *[f"{n}_te" for n in cfg.names]]
-    return Traits("tpstream", partition_keys=tuple(cfg.partition_by), sort_columns=tuple(sort))
+    return Traits("tpstream", partition_keys=tuple(cfg.partition_by), sort_columns=tuple(sort),
+                  sort_complete=True)
 
 
 def _greta_traits(op: Any) -> Traits:

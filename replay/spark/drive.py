@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterable, Iterator
+import os
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,11 +42,19 @@ TAGS = ("__k", "__ph", "__r", "__l", "__i")
 EVENT_TAGS = ("__k", "__b", "__r", "__l")
 """Columns the read stage adds to events: interval, local batch, global position."""
 RESULT_ROWS = 65_536
+RESULT_COMPRESSION = "zstd"
+"""Result payloads are compressed (Arrow IPC buffer compression): every byte of a result passes
+the JVM twice on its way to the driver (task to executor, executor to driver), about 10 ms per
+MB on one core, while zstd shrinks typical results (sorted int64 times and seqs, small counts)
+about four times for about 3 ms per MB in the task and 2 ms per MB on the driver."""
 
 
-def to_ipc(table: pa.Table) -> bytes:
+def to_ipc(table: pa.Table, compression: str | None = None) -> bytes:
+    """``table`` as an Arrow IPC stream (``compression``: None, ``"lz4"`` or ``"zstd"``;
+    readers need no option)."""
     sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as w:
+    opts = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=opts) as w:
         w.write_table(table)
     return sink.getvalue()
 
@@ -91,15 +101,60 @@ class KeyBook:
                                  ).append_column("__l", pa.array(self.first, pa.int64()))
 
 
-class Collector:
-    """Gathers tagged result tables into IPC payloads of about ``chunk_rows`` rows."""
+def write_result_file(directory: str, task_index: int, table: pa.Table) -> bytes:
+    """Write ``table`` as an uncompressed Arrow IPC file (memory-mappable) into ``directory``
+    under a name of its own (a retried task attempt never overwrites another's file) and return
+    its path, UTF-8 encoded. Written to a temporary name, then renamed: the driver never sees a
+    partial file."""
+    name = f"{task_index:06d}-{uuid.uuid4().hex}.arrow"
+    path = os.path.join(directory, name)
+    tmp = path + ".tmp"
+    with pa.OSFile(tmp, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+        w.write_table(table)
+    os.replace(tmp, path)
+    return path.encode("utf-8")
 
-    def __init__(self, chunk_rows: int = RESULT_ROWS) -> None:
+
+def read_result_file(payload: bytes) -> pa.Table:
+    """The table of :func:`write_result_file`, memory-mapped (no copy, no decoding)."""
+    return pa.ipc.open_file(pa.memory_map(payload.decode("utf-8"), "r")).read_all()
+
+
+def integer_sort_order(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """Stable row order of ``table`` by its integer ``columns`` (the first is the primary key;
+    nulls after every value). O(R log R) per column (one ``np.lexsort``)."""
+    keys = []
+    for c in columns:
+        col = table.column(c)
+        if col.null_count:
+            keys.append(col.is_null().to_numpy(zero_copy_only=False))
+            col = col.fill_null(0)
+        keys.append(col.to_numpy().astype(np.int64, copy=False))
+    return np.lexsort(keys[::-1])
+
+
+class Collector:
+    """Gathers tagged result tables into payloads of about ``chunk_rows`` rows: compressed IPC
+    bytes (kind ``rows``), or, with a ``result_dir`` that the driver shares, the paths of IPC
+    files written there (kind ``file``; the results then bypass the JVM entirely). With
+    ``sort_columns`` the task's whole output is sorted by them (:func:`integer_sort_order`)
+    before it is cut into payloads: a sorted run that the driver only merges (its order tags
+    are then dropped: the run's order replaces them)."""
+
+    def __init__(self, chunk_rows: int = RESULT_ROWS, result_dir: str | None = None,
+                 task_index: int = 0, sort_columns: Sequence[str] = ()) -> None:
         self.chunk_rows = chunk_rows
+        self.result_dir = result_dir
+        self.task_index = task_index
+        self.sort_columns = tuple(sort_columns)
         self._parts: list[pa.Table] = []
         self._rows = 0
         self.emitted = 0
         self.payloads: list[bytes] = []
+
+    @property
+    def kind(self) -> str:
+        return "rows" if self.result_dir is None else "file"
 
     def add(self, table: pa.Table, k: int, phase: int, r: Any, pos: Any) -> None:
         n = table.num_rows
@@ -114,15 +169,27 @@ class Collector:
             table = table.append_column(name, pa.array(np.ascontiguousarray(cols[name])))
         self._parts.append(table)
         self._rows += n
-        if self._rows >= self.chunk_rows:
+        if self._rows >= self.chunk_rows and not self.sort_columns:
             self.seal()
+
+    def _encode(self, table: pa.Table) -> None:
+        if self.result_dir is None:
+            self.payloads.append(to_ipc(table, RESULT_COMPRESSION))
+        else:
+            self.payloads.append(write_result_file(self.result_dir, self.task_index, table))
 
     def seal(self) -> None:
         if self._parts:
-            self.payloads.append(to_ipc(pa.concat_tables(self._parts)))
+            self._encode(pa.concat_tables(self._parts))
             self._parts, self._rows = [], 0
 
     def take(self) -> list[bytes]:
+        if self.sort_columns and self._parts:
+            table = pa.concat_tables(self._parts).drop_columns(list(TAGS))  # order: the run's
+            self._parts, self._rows = [], 0
+            table = table.take(pa.array(integer_sort_order(table, self.sort_columns)))
+            for a in range(0, table.num_rows, self.chunk_rows):
+                self._encode(table.slice(a, self.chunk_rows))
         self.seal()
         out, self.payloads = self.payloads, []
         return out

@@ -12,10 +12,27 @@ usual) and returns ``(table, stats)`` equal to local execution. The mode (``stat
   better).
 * ``partition`` - **partition-parallel**: the operator's partition keys (PARTITION BY, SASE+
   ``[attr]``, TPStream PARTITION BY, GRETA GROUP-BY, windowed GROUP BY) split its work into
-  independent key groups. Read tasks replay balanced time ranges and split the events by key hash;
-  Spark repartitions them by target and sorts the chunks back into replay order; one task per
-  target replays all events of its keys, in the local replay's order, across every planned
-  interval (``end_interval`` at each boundary, as locally).
+  independent key groups; each task replays all events of its keys, in the local replay's
+  order, across every planned interval (``end_interval`` at each boundary, as locally). The
+  events reach the tasks in one of two ways (``stats["spark"]["partition_read"]``):
+
+  - ``scan`` (no shuffle): each of ``S`` tasks reads the whole planned replay itself (the local
+    replay's batches, projected to the operator's columns), hashes the key column and keeps the
+    events of the keys it owns (a balanced owner table from a sample of the keys,
+    :mod:`.buckets`). No event crosses the JVM: cost ``S x`` the read plus ``1/S`` of the
+    operator work per task;
+  - ``shuffle``: read tasks replay balanced time ranges and split the events by key hash;
+    Spark repartitions them by target and sorts the chunks back into replay order; one task per
+    target replays its keys. Every event is read once but serialized, shuffled and sorted
+    (Arrow IPC chunks through the JVM).
+
+  The scan does ``S - 1`` redundant reads; the shuffle serializes, shuffles, sorts and decodes
+  every event. Per event, reading and hashing costs a fraction of what the shuffle adds (task
+  CPU and the JVM's shuffle; measured in ``bench/results/spark``, whose design note derives the
+  crossover), so ``auto`` scans while a query has at most :data:`SCAN_MAX_TASKS` tasks and
+  shuffles with more executor cores, where reading the whole replay in every task would
+  dominate.
+
 * ``single`` - the **full-replay fallback** for queries that are neither: one task replays
   everything (the whole stream, or the planned intervals, in order) into one operator. Reading
   and matching then run on one executor core; Spark adds its start-up and transfer costs only.
@@ -38,13 +55,23 @@ inside every task (a task's operator state, not the whole query's).
 
 Options (keyword arguments or environment): ``mode`` (``REPLAYDB_SPARK_MODE``: auto | interval |
 partition | single), ``tasks`` (``REPLAYDB_SPARK_TASKS``: interval tasks / key targets; default
-two per executor core), ``read_tasks`` (partition mode's read tasks; default two per core).
+one interval task or scan task per executor core, two shuffle targets per core),
+``read_tasks`` (the shuffle's read tasks; default two per core), ``partition_read``
+(``REPLAYDB_SPARK_PARTITION_READ``: auto | scan | shuffle), ``result_dir``
+(``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for the driver. By default
+results of ``local[...]`` masters (executors on the driver's machine) travel as Arrow IPC files
+in a fresh temporary directory that the driver memory-maps and removes (no JVM transfer, no
+decoding: about 10 ms per MB less on the driver's critical path); other masters send them
+through Spark (zstd-compressed IPC) unless ``result_dir`` names a directory that the driver and
+every executor share. ``none`` forces the transfer through Spark.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -58,14 +85,27 @@ from replaydb.replay.replay import Replay, normalize_intervals
 from replaydb.replay.spark import order as O
 from replaydb.replay.spark import tasks as T
 from replaydb.replay.spark.adapters import Traits, strip_select, traits
-from replaydb.replay.spark.drive import from_ipc
+from replaydb.replay.spark.buckets import scan_owner
+from replaydb.replay.spark.drive import from_ipc, read_result_file
 from replaydb.replay.spark.keys import bijective_slots
 from replaydb.replay.spark.progress import Progress, job_group
 from replaydb.replay.spark.reader import ship
 from replaydb.replay.spark.split import group_intervals, interval_events, read_ranges
 
 MODES = ("auto", "interval", "partition", "single")
+PARTITION_READS = ("auto", "scan", "shuffle")
 TASKS_PER_CORE = 2
+"""Key targets per executor core of the shuffle (and its read tasks)."""
+INTERVAL_TASKS_PER_CORE = 1
+"""Interval tasks per executor core: the groups are balanced by the tree's event counts, and
+every extra task costs a Python worker round trip and its own operator (measured: 4 tasks on
+one core used 15 % more CPU than one)."""
+SCAN_MAX_TASKS = 3
+"""Partition mode scans (no shuffle) up to this many tasks, shuffles beyond: ``S`` scan tasks
+cost ``S - 1`` extra reads of the replay, the shuffle its serializing, shuffling, sorting and
+decoding of every event. Measured at 10M events (``bench/results/spark/design.md``): reading
+and hashing 0.15 us per event in every task, the operator 0.31 us per event in all, the whole
+shuffle job 0.81 us per event - a scan does less work per core while ``S < 3.4``."""
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""
@@ -112,6 +152,17 @@ def choose_mode(mode: str, tr: Traits, counts: np.ndarray, slots: int) -> str:
     return "single"
 
 
+def choose_partition_read(read: str, n_tasks: int) -> str:
+    """How partition mode's tasks get their events: ``scan`` or ``shuffle`` (module
+    docstring); ``auto`` scans while ``n_tasks <= SCAN_MAX_TASKS``."""
+    if read not in PARTITION_READS:
+        raise UsageError(f"unknown partition read {read!r}",
+                         hint=f"use one of {', '.join(PARTITION_READS)}")
+    if read != "auto":
+        return read
+    return "scan" if n_tasks <= SCAN_MAX_TASKS else "shuffle"
+
+
 def _env_int(name: str) -> int | None:
     v = os.environ.get(name)
     return int(v) if v else None
@@ -128,7 +179,8 @@ def _executor(master: str | None, executor: Any) -> Any:
 
 def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: str | None = None,
              tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
-             progress: bool | None = None) -> tuple[pa.Table, dict[str, Any]]:
+             progress: bool | None = None, partition_read: str | None = None,
+             result_dir: str | None = None) -> tuple[pa.Table, dict[str, Any]]:
     """Execute ``plan`` on Spark; returns ``(result table, stats)`` (see the module docstring)."""
     ctx = plan.ctx
     t_start = time.perf_counter()
@@ -146,6 +198,8 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
     if tr.exact_partition_order and len(ctx.snapshots) > 1:
         tr = replace(tr, exact_partition_order=False, partition_blocker=(
             "match_id of merged streams: a match's last event is not named by its seq alone"))
+    if tr.sort_complete and len(ctx.snapshots) > 1:
+        tr = replace(tr, sort_complete=False)  # seq names no single event across streams
     mode = mode or os.environ.get("REPLAYDB_SPARK_MODE") or "auto"
     intervals = normalize_intervals(plan.intervals)
     if plan.intervals is not None and not intervals:
@@ -161,6 +215,10 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
         task_schema_op = T.accepting(ctx.module.bind, strip_select(ctx.query), ctx.schema,
                                      ctx.time_unit, **opts)
     columns = getattr(op, "input_columns", None)
+    out_schema = task_schema_op.output_schema
+    if tr.sort_complete and not all(c in out_schema.names and pa.types.is_integer(
+            out_schema.field(c).type) for c in tr.sort_columns):
+        tr = replace(tr, sort_complete=False)
     q = T.QueryShipment(
         text=ctx.text, module=ctx.module.__name__, schema=ctx.schema, time_unit=ctx.time_unit,
         bind_options=opts, strip_select=tr.strip_select and recipe is None,
@@ -170,8 +228,17 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
         exact_order=chosen == "partition" and tr.exact_partition_order,
         key_report=chosen != "partition" and tr.numbering is not None
         and bool(tr.numbering.keys), time_carrier=chosen == "partition" and tr.time_carrier,
-        recipe=recipe)
-    n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS") or TASKS_PER_CORE * slots
+        recipe=recipe,
+        sorted_runs=tuple(tr.sort_columns) if chosen == "partition" and tr.sort_complete
+        else ())
+    n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS")
+    read = None
+    if chosen == "partition":
+        read = choose_partition_read(
+            partition_read or os.environ.get("REPLAYDB_SPARK_PARTITION_READ") or "auto",
+            n_tasks or slots)
+        n_tasks = n_tasks or (slots if read == "scan" else TASKS_PER_CORE * slots)
+    n_tasks = n_tasks or (INTERVAL_TASKS_PER_CORE if chosen == "interval" else 1) * slots
     info: dict[str, Any] = {"mode": chosen, "executor": ex.name, "slots": slots,
                             "intervals": len(intervals), "estimated_events": int(counts.sum()),
                             "operator": tr.kind}
@@ -186,6 +253,8 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
     if sc is not None:
         sc.setJobGroup(group, desc, interruptOnCancel=True)
         info["job_group"] = group
+    out_dir, own_dir = _result_dir(result_dir, ex)
+    q = replace(q, result_dir=out_dir)
     timer, fired = _arm_timeout(limits, sc, group)
     t_ship = time.perf_counter()
     try:
@@ -202,6 +271,20 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
                      if chosen == "interval" else "full replay in one task")
             _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
             result = _run(ex.interval, prog, label, q, rows)
+        elif read == "scan":
+            owner = scan_owner(ctx.snapshots, intervals, tr.partition_keys, n_tasks)
+            ivs = tuple((k, a, b) for k, (a, b) in enumerate(intervals))
+            shipped = tuple(ship(s, list(intervals)) for s in ctx.snapshots)
+            rows = [(i, pickle.dumps(T.ScanTask(i, ivs, shipped, owner)))
+                    for i in range(n_tasks)]
+            info["partition_read"] = "scan"
+            info["tasks"] = n_tasks
+            info["exact_order"] = q.exact_order
+            info["result_order"] = _result_order(tr)
+            label = (f"partition replay by {', '.join(tr.partition_keys)}: {n_tasks} scan "
+                     "tasks")
+            _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
+            result = _run(ex.scan, prog, label, q, rows)
         else:
             n_read = read_tasks or TASKS_PER_CORE * slots
             ranges = read_ranges(ctx.snapshots, intervals, n_read)
@@ -210,9 +293,11 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
             for i, rg in enumerate(ranges):
                 shipped = tuple(ship(s, [(a, b) for _, a, b in rg]) for s in ctx.snapshots)
                 rows.append((i, pickle.dumps(T.ReadTask(i, tuple(rg), shipped, tuple(slots_)))))
+            info["partition_read"] = "shuffle"
             info["read_tasks"] = len(rows)
             info["tasks"] = n_tasks
             info["exact_order"] = q.exact_order
+            info["result_order"] = _result_order(tr)
             label = (f"partition replay by {', '.join(tr.partition_keys)}: {len(rows)} read "
                      f"tasks, {n_tasks} key groups")
             _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
@@ -226,19 +311,45 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
                 hint="raise --timeout, or narrow the query (time range, window, predicates)"
             ) from None
         raise
+    else:  # gathered before the finally removes the result files
+        t_gather = time.perf_counter()
+        table, stats = _gather(result, tr, chosen, op, task_schema_op, bool(q.sorted_runs))
     finally:
         if timer is not None:
             timer.cancel()
-    t_gather = time.perf_counter()
-    table, stats = _gather(result, tr, chosen, op, task_schema_op)
+        if own_dir:
+            shutil.rmtree(out_dir, ignore_errors=True)
     info["seconds"] = {"prepare": t_ship - t_start, "spark": t_gather - t_ship,
                        "gather": time.perf_counter() - t_gather}
+    info["results_via"] = "files" if out_dir else "spark"
     info.update(stats.pop("spark", {}))
     stats["engine"] = "spark"
     stats["spark"] = info
     if limits is not None:
         limits.check()
     return table, stats
+
+
+def _result_order(tr: Traits) -> str:
+    """Partition mode's result order: ``local`` (the local execution's order, reproduced from
+    tags) or ``sorted`` (by the operator's documented columns; equal to local after sorting)."""
+    return "local" if tr.exact_partition_order else "sorted"
+
+
+def _result_dir(option: str | None, ex: Any) -> tuple[str | None, bool]:
+    """``(directory for result files or None, whether this query created it)`` (see the
+    module docstring's ``result_dir``)."""
+    value = option or os.environ.get("REPLAYDB_SPARK_RESULT_DIR") or "auto"
+    if value == "none":
+        return None, False
+    if value != "auto":
+        os.makedirs(value, exist_ok=True)
+        return tempfile.mkdtemp(prefix="replaydb-results-", dir=value), True
+    sc = getattr(ex, "sc", None)
+    local = sc is None or str(sc.master).startswith("local")
+    if not local:
+        return None, False
+    return tempfile.mkdtemp(prefix="replaydb-results-"), True
 
 
 def _describe(sc: Any, text: str) -> None:
@@ -272,8 +383,8 @@ def _arm_timeout(limits: Any, sc: Any, group: str) -> tuple[Any, threading.Event
     return timer, fired
 
 
-def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any
-            ) -> tuple[pa.Table, dict[str, Any]]:
+def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any,
+            runs: bool = False) -> tuple[pa.Table, dict[str, Any]]:
     """Decode the task rows, raise task errors, order, renumber, select; sum the stats."""
     kinds = result.column("kind").to_pylist()
     task_ids = result.column("task").to_pylist()
@@ -284,8 +395,8 @@ def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any
     for kind, task, payload in zip(kinds, task_ids, payloads):
         if kind == "error":
             T.raise_error(payload)
-        elif kind == "rows":
-            t = from_ipc(payload)
+        elif kind in ("rows", "file"):
+            t = from_ipc(payload) if kind == "rows" else read_result_file(payload)
             parts.append(t.append_column("__task", pa.array(np.full(t.num_rows, task,
                                                                     np.int64))))
         elif kind == "keys":
@@ -299,7 +410,8 @@ def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any
         return op.output_schema.empty_table(), stats
     rows = pa.concat_tables(parts)
     if mode == "partition":
-        order = O.exact_order(rows) if tr.exact_partition_order else O.sorted_order(rows, tr)
+        order = O.exact_order(rows) if tr.exact_partition_order else \
+            O.sorted_order(rows, tr, runs)
     else:
         order = O.interval_order(rows, keys, tr)
     select = None
@@ -329,6 +441,7 @@ def _sum_stats(per_task: list[dict[str, Any]]) -> dict[str, Any]:
         tasks.append({"task": d["task"], "stage": d["kind"], "pid": d.get("pid"),
                       "host": d.get("host"), "events": d["events"],
                       "seconds": round(d["seconds"], 4),
+                      "cpu_seconds": round(d.get("cpu_seconds", 0.0), 4),
                       "bind_seconds": round(d.get("bind_seconds", 0.0), 4)})
     return {"replay": replay, "operator": operator, "spark": {"per_task": tasks}}
 

@@ -6,7 +6,11 @@ one id per partition (one Spark task each), each picking its ``(index, payload)`
 read with one stage, then ``repartition(n, slot)`` (Spark's hash partitioning; the driver picks
 slot values that land one per partition, :func:`~replaydb.replay.spark.keys.bijective_slots`),
 ``sortWithinPartitions(r, j)`` (chunks back in replay order) and run the operators in a second
-``mapInArrow``. Results come back with ``toArrow()``.
+``mapInArrow`` (results back with ``toArrow()``) - or, without a shuffle, one stage of scan
+tasks that each read the planned replay and keep their keys' events. Single-stage work
+(interval tasks, scans) runs as an RDD job, ``parallelize(range(n), n).mapPartitions``, whose
+result rows come back with ``collect()``: the same tasks, without a DataFrame's planning and
+row conversions.
 
 :class:`InlineExecutor` runs the very same stage functions in this process, one task after the
 other, with the same payloads (pickled and unpickled, as Spark would ship them) and a shuffle that
@@ -46,12 +50,19 @@ class InlineExecutor:
 
     def interval(self, q: T.QueryShipment, rows: list[tuple[int, bytes]],
                  on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
+        return self._tasks(T.interval_stage, q, rows)
+
+    def scan(self, q: T.QueryShipment, rows: list[tuple[int, bytes]]) -> pa.Table:
+        return self._tasks(T.scan_stage, q, rows)
+
+    @staticmethod
+    def _tasks(stage: Callable[..., Any], q: T.QueryShipment,
+               rows: list[tuple[int, bytes]]) -> pa.Table:
         q = pickle.loads(pickle.dumps(q))
-        out: list[pa.RecordBatch] = []
+        out: list[tuple[int, int, str, bytes]] = []
         for i, _ in rows:  # as Spark runs them: one id of a range per task
-            out.extend(T.by_id(iter([self._ids([i])]), stage=T.interval_stage, query=q,
-                               rows=tuple(rows)))
-        return pa.Table.from_batches(out, schema=T.RESULT_SCHEMA)
+            out.extend(T.by_partition(iter([i]), stage=stage, query=q, rows=tuple(rows)))
+        return T.result_table(out)
 
     def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
                   on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
@@ -100,7 +111,20 @@ class SparkExecutor:
                  on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
         if on_start is not None:
             on_start(label)
-        return self._tasks_df(T.interval_stage, q, rows, RESULT_DDL).toArrow()
+        return self._tasks_rdd(T.interval_stage, q, rows)
+
+    def scan(self, q: T.QueryShipment, rows: list[tuple[int, bytes]]) -> pa.Table:
+        return self._tasks_rdd(T.scan_stage, q, rows)
+
+    def _tasks_rdd(self, stage: Callable[..., Any], q: T.QueryShipment,
+                   rows: list[tuple[int, bytes]]) -> pa.Table:
+        """One Spark task per row as an RDD job (``parallelize(range(n), n)``, one id per
+        partition, :func:`~replaydb.replay.spark.tasks.by_partition`): single-stage jobs need
+        no DataFrame, and an RDD job costs less to plan and convert."""
+        n = len(rows)
+        fn = partial(T.by_partition, stage=stage, query=q,
+                     rows=tuple((int(i), p) for i, p in rows))
+        return T.result_table(self.sc.parallelize(range(n), n).mapPartitions(fn).collect())
 
     def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
                   on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:

@@ -13,16 +13,20 @@ The final order, per execution mode (the tags are described in :mod:`.drive`):
   task, emission) - the order in which the local replay emits them.
 * **partition-parallel** (everything else): sorted by the operator's documented order
   (:attr:`~replaydb.replay.spark.adapters.Traits.sort_columns`, then every other sortable
-  column) - equal to the local result after sorting both the same way. Pattern queries run this
-  way only when ``match_id`` is not shown; their ``match_number`` is already final (all matches of
-  a key come from one task, numbered in the local order).
+  column; only the integer sort columns when they order the results totally,
+  :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete`, with nulls last) - equal to
+  the local result after sorting both the same way. Pattern queries run this way only when
+  ``match_id`` is not shown; their ``match_number`` is already final (all matches of a key come
+  from one task, numbered in the local order).
 
 Then (interval-parallel and exact runs) the order-dependent pattern columns are renumbered in the
 final order (``match_id``: 1, 2, ...
 per match; ``match_number`` and measures that are exactly ``MATCH_NUMBER()``: 1, 2, ... per
 partition key), the tags are dropped and the SQL select list is applied.
 
-Complexity: O(R log R) for R result rows (one lexsort), O(K) per key report.
+Complexity: O(R log R) for R result rows (one lexsort; over int64 tags or integer columns,
+except for the sorted partition order of operators whose sort columns are not complete), O(K)
+per key report; applying an order that is already the identity copies nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from replaydb.replay.spark.adapters import PatternNumbering, Traits, sortable
-from replaydb.replay.spark.drive import TAGS
+from replaydb.replay.spark.drive import TAGS, integer_sort_order
 from replaydb.replay.spark.keys import key_codes
 
 
@@ -84,8 +88,17 @@ def _task_of(rows: pa.Table) -> np.ndarray:
                                                                               np.int64)
 
 
-def sorted_order(rows: pa.Table, tr: Traits) -> np.ndarray:
-    """Row order by the operator's documented columns, then every other sortable column."""
+def sorted_order(rows: pa.Table, tr: Traits, runs: bool = False) -> np.ndarray:
+    """Row order by the operator's documented columns, then every other sortable column.
+
+    With :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete` only the (integer) sort
+    columns count; ``runs``: the rows are sorted runs by them, one per task, in task order, so a
+    stable sort by the first two (the emitting event: results tied on it come from one task)
+    merges them."""
+    if tr.sort_complete and rows.num_rows:
+        if runs and len(np.unique(_task_of(rows))) == 1:
+            return np.arange(rows.num_rows)  # one sorted run
+        return integer_sort_order(rows, tr.sort_columns[:2] if runs else tr.sort_columns)
     skip = {"match_id"} if tr.numbering is not None else set()
     names = [c for c in rows.column_names if c not in TAGS and c != "__task" and c not in skip]
     first = [c for c in tr.sort_columns if c in names]
@@ -146,11 +159,15 @@ def finish(rows: pa.Table, order: np.ndarray, tr: Traits, select: Any | None,
            renumbered: bool = True) -> pa.Table:
     """Apply ``order``, renumber (unless the order is not the local one: then the numbers are
     the tasks' own, complete per key), drop tags, apply the select list (``select(table)``)."""
-    out = rows.take(pa.array(order, pa.int64())) if rows.num_rows else rows
-    if tr.numbering is not None and renumbered:
+    identity = len(order) == 0 or bool(np.all(order == np.arange(len(order))))
+    renumbering = tr.numbering is not None and renumbered
+    drop = [c for c in rows.column_names if c in TAGS or c == "__task"]
+    if not renumbering:  # the tags are spent: not copied by the take
+        rows = rows.drop_columns(drop)
+    out = rows if identity else rows.take(pa.array(order, pa.int64()))
+    if renumbering:
         out = renumber(out, tr.numbering)
-    drop = [c for c in out.column_names if c in TAGS or c == "__task"]
-    out = out.drop_columns(drop)
+        out = out.drop_columns(drop)
     if select is not None:
         out = select(out)
     return out.combine_chunks() if out.num_rows else out
