@@ -39,7 +39,7 @@ import os
 import pickle
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,6 +197,16 @@ class TaskStats:
     replay: dict[str, Any] = field(default_factory=dict)
     operator: dict[str, Any] = field(default_factory=dict)
 
+    def finish(self, t0: float, c0: float, *, reps: Sequence[Replay] = (),
+               op: Any = None) -> None:
+        """Close the task's record: add the replays' statistics and the operator's counters,
+        and take the wall and CPU seconds since ``t0`` / ``c0``."""
+        for rep in reps:
+            _merge_stats(self.replay, rep.stats.as_dict())
+        if op is not None:
+            self.operator = op.counters.as_dict()
+        self.seconds, self.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+
     def payload(self, index: int, kind: str) -> dict[str, Any]:
         return {"task": index, "kind": kind, "pid": os.getpid(), "host": socket.gethostname(),
                 "events": self.events, "seconds": self.seconds,
@@ -226,13 +236,15 @@ def bind_query(q: QueryShipment) -> Any:
     return accepting(mod.bind, query, q.schema, q.time_unit, **dict(q.bind_options))
 
 
-def _replay(streams: list[ShippedStream], q: QueryShipment, a: int | None,
-            b: int | None) -> Replay:
-    if a is None and b is None:
-        iv = None
-    else:  # a piece of an unbounded interval: Replay takes None only for "everything"
-        iv = [(I64_MIN if a is None else a, I64_MAX if b is None else b)]
-    return Replay(streams, iv, columns=list(q.columns) if q.columns is not None else None,
+def _replay(streams: list[ShippedStream], q: QueryShipment,
+            ivs: Sequence[tuple[int | None, int | None]]) -> Replay:
+    """One replay over the intervals ``ivs`` (``None`` ends unbounded; a single
+    ``(None, None)`` is everything, the only case Replay takes as None)."""
+    if len(ivs) == 1 and ivs[0] == (None, None):
+        bounds = None
+    else:
+        bounds = [(I64_MIN if a is None else a, I64_MAX if b is None else b) for a, b in ivs]
+    return Replay(streams, bounds, columns=list(q.columns) if q.columns is not None else None,
                   type_column=q.type_column, aliases=q.aliases)
 
 
@@ -243,19 +255,15 @@ def _replay_batches(streams: list[ShippedStream], q: QueryShipment,
     :class:`~replaydb.replay.Replay` over all of them (the same batches as one replay per
     interval; one replay set-up instead of one per interval). ``reps`` collects the replays
     (their statistics)."""
-    if len(ivs) == 1:
-        rep = _replay(streams, q, ivs[0][1], ivs[0][2])
-    else:
-        bounds = [(I64_MIN if a is None else a, I64_MAX if b is None else b) for _, a, b in ivs]
-        rep = Replay(streams, bounds, columns=list(q.columns) if q.columns is not None else None,
-                     type_column=q.type_column, aliases=q.aliases)
-        if len(rep.intervals) != len(ivs):  # touching or empty intervals: one replay each
-            for k, a, b in ivs:
-                one = _replay(streams, q, a, b)
-                reps.append(one)
-                for _, batch in one.batches():
-                    yield k, batch
-            return
+    rep = _replay(streams, q, [(a, b) for _, a, b in ivs])
+    if len(ivs) > 1 and len(rep.intervals) != len(ivs):
+        # touching or empty intervals: one replay each
+        for k, a, b in ivs:
+            one = _replay(streams, q, [(a, b)])
+            reps.append(one)
+            for _, batch in one.batches():
+                yield k, batch
+        return
     reps.append(rep)
     for j, batch in rep.batches():
         yield ivs[j][0], batch
@@ -363,11 +371,8 @@ def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.Recor
             yield k, pa.Table.from_batches([batch])
 
     st.events = drive(op, source(), out, task_index=task.index, book=book)
-    for rep in reps:
-        _merge_stats(st.replay, rep.stats.as_dict())
-    st.operator = op.counters.as_dict()
     payloads = out.take()
-    st.seconds, st.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    st.finish(t0, c0, reps=reps, op=op)
     yield _rows(task.index, out.kind, payloads)
     if book is not None:
         yield _rows(task.index, "keys", [to_ipc(book.first_table(task.index))])
@@ -406,7 +411,7 @@ def run_read_task(q: QueryShipment, task: ReadTask) -> Iterator[pa.RecordBatch]:
 
     n_batches = 0
     for k, a, b in task.ranges:
-        rep = _replay(streams, q, a, b)
+        rep = _replay(streams, q, [(a, b)])
         for _, batch in rep.batches():
             tbl = pa.Table.from_batches([batch])
             n = tbl.num_rows
@@ -441,7 +446,7 @@ def run_read_task(q: QueryShipment, task: ReadTask) -> Iterator[pa.RecordBatch]:
         if buffers[target]:
             yield blob(target)
     st.events = pos
-    st.seconds, st.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    st.finish(t0, c0)
     stats = json.dumps(st.payload(task.index, "read")).encode()
     yield pa.RecordBatch.from_arrays(
         [pa.array([task.slots[0]], pa.int32()), pa.array([task.index], pa.int32()),
@@ -523,11 +528,8 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
 
     st.events = drive(op, source(), out, task_index=task.index, exact=exact,
                       positions=exact is not None) - carriers[0]
-    for rep in reps:
-        _merge_stats(st.replay, rep.stats.as_dict())
-    st.operator = op.counters.as_dict()
     payloads = out.take()
-    st.seconds, st.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    st.finish(t0, c0, reps=reps, op=op)
     yield _rows(task.index, out.kind, payloads)
     yield _rows(task.index, "stats", [json.dumps(st.payload(task.index, "scan")).encode()])
 
@@ -579,9 +581,8 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
 
     st.events = drive(op, source(), out, task_index=index, exact=exact, positions=True)
     st.events -= carriers[0]
-    st.operator = op.counters.as_dict()
     payloads = out.take()
-    st.seconds, st.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    st.finish(t0, c0, op=op)
     yield _rows(index, out.kind, payloads)
     for kind, payload in passthrough:
         yield _rows(index, kind, [payload])
