@@ -166,38 +166,16 @@ RUNS = (("single", "auto"), ("interval", "auto"), ("partition", "scan"),
 """(mode, partition read) pairs every comparison tries."""
 
 
-FLOAT_DRIFT = {"tps_part"}
-"""Queries whose float aggregates may differ in the last bits when key groups run apart: the
-TPStream operator holds back each pushed batch's last time step, so a key group's batches (the
-local batches restricted to its keys) end at other times than the local ones, and a situation
-that spans a batch boundary sums its doubles in other partial sums
-(:func:`test_tpstream_float_sums_depend_on_the_batch_end` pins this operator behaviour)."""
-
-
-def check_equal(local: pa.Table, got: pa.Table, stats: dict, drift: bool = False) -> None:
-    """Equal, byte for byte (after sorting for sorted partition results); ``drift``: float
-    columns within 1e-12 relative instead (see :data:`FLOAT_DRIFT`), all others exact."""
+def check_equal(local: pa.Table, got: pa.Table, stats: dict) -> None:
+    """Equal, byte for byte (after sorting for sorted partition results). Float aggregates too:
+    the operators' float sums do not depend on where the batches a task sees end."""
     sp = stats["spark"]
     assert got.schema.equals(local.schema, check_metadata=True)
     exact = sp["mode"] != "partition" or sp.get("result_order") == "local"
     if exact:
         assert got.equals(local, check_metadata=True)
-    elif not drift:
-        assert sort_all(got).equals(sort_all(local))
     else:
-        a, b = sort_all(got), sort_all(local)
-        for f in a.schema:
-            if pa.types.is_floating(f.type):
-                assert np.allclose(a.column(f.name).to_numpy(zero_copy_only=False),
-                                   b.column(f.name).to_numpy(zero_copy_only=False),
-                                   rtol=1e-12, atol=0, equal_nan=True), f.name
-            else:
-                assert a.column(f.name).equals(b.column(f.name)), f.name
-
-
-def drifts(name: str, stats: dict) -> bool:
-    sp = stats["spark"]
-    return name in FLOAT_DRIFT and sp["mode"] == "partition" and sp["tasks"] > 1
+        assert sort_all(got).equals(sort_all(local))
 
 
 # --------------------------------------------------------------------------- engine vs local
@@ -232,7 +210,7 @@ def test_random_intervals_and_task_counts(store: replaydb.Store, seed: int, name
                                                 read=read)
         except UsageError:
             continue
-        check_equal(local, got, stats, drifts(name, stats))
+        check_equal(local, got, stats)
 
 
 def test_auto_mode_choice(store: replaydb.Store) -> None:
@@ -362,13 +340,12 @@ def test_sorted_runs_nulls_last_and_without_tags(tmp_path: Path) -> None:
         assert pa.concat_tables(parts).equals(t.take([3, 1, 4, 0, 2]))
 
 
-@pytest.mark.xfail(strict=True, reason="the TPStream operator's float sums depend on where "
-                   "the pushed batches end (it holds back each batch's last time step)")
-def test_tpstream_float_sums_depend_on_the_batch_end(tmp_path: Path) -> None:
-    """The local batches restricted to one key give the same avg as the whole batches. Fails
-    today: a U situation spanning a batch boundary is summed in other partial sums, because the
-    operator processes each batch up to its *own* last time (a key's batch ends earlier than
-    the whole batch). Partition-parallel TPStream runs inherit this (:data:`FLOAT_DRIFT`)."""
+def test_tpstream_float_sums_do_not_depend_on_the_batch_end(tmp_path: Path) -> None:
+    """The local batches restricted to one key give the same avg, bit for bit, as the whole
+    batches - although the operator processes each batch up to its *own* last time, so a U
+    situation spanning a batch boundary is cut elsewhere for one key than for all keys. Float
+    sums are summed event by event and continued from the carried sum, so the cut does not
+    matter; partition-parallel TPStream runs rely on it."""
     s = make_store(tmp_path / "s", seed=101, n=3000, leaf=32)
     plan = plan_query(s, QUERIES["tps_part"], QueryOptions(plan="replay"))
     local = execute(plan).table
@@ -594,7 +571,7 @@ def test_random_cases_slow(tmp_path_factory: pytest.TempPathFactory, seed: int, 
                                                 read=read)
         except UsageError:
             continue
-        check_equal(local, got, stats, drifts(name, stats))
+        check_equal(local, got, stats)
 
 
 _SLOW_STORES: dict[int, replaydb.Store] = {}

@@ -16,7 +16,11 @@ max      max ignoring nulls     -           fmax
 
 Primitives of the runs inside one batch come from ``ufunc.reduceat`` over the run events
 (O(events)); situations that span batches combine the carried primitives with the batch part
-(O(1) each). Nulls are NaN (floats) as everywhere in :mod:`replaydb.operators.expr`;
+(O(1) each). Float sums (``sum``, ``avg``) are the exception: they are summed strictly left to
+right (:func:`.kernel.range_prims`), and a run continuing a carried one is re-summed from the
+carried sum over its events (:meth:`continue_sums`), so a situation's float sum is the same
+bits however the input is cut into batches - partition-parallel runs, whose batches end at other
+times than local ones, return identical results. Nulls are NaN (floats) as everywhere in :mod:`replaydb.operators.expr`;
 ``count(S)`` without attribute counts every event of the situation.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from replaydb.operators.tpstream import kernel
 from replaydb.operators.tpstream.config import ReturnItem
 
 
@@ -93,12 +98,29 @@ class AggSpec:
             if self.func == "count":
                 return cnt, np.zeros(k, np.int64)
         if self.func in ("sum", "avg"):
-            src = np.where(np.isnan(vc), 0.0, vc) if is_float else vc
-            s = np.add.reduceat(src, offsets).astype(self.a_dtype, copy=False)
+            if is_float:
+                s, _ = kernel.range_prims(vc.astype(np.float64, copy=False), offsets,
+                                          offsets + lengths, 1, np.zeros(k))
+            else:
+                s = np.add.reduceat(vc, offsets).astype(self.a_dtype, copy=False)
             return (s, cnt) if self.func == "avg" else (s, np.zeros(k, np.int64))
         fn = np.fmin if self.func == "min" else np.fmax
         src = vc if vc.dtype.kind in "iuf" else vc.astype(np.float64)
         return fn.reduceat(src, offsets), np.zeros(k, np.int64)
+
+    @property
+    def sequential(self) -> bool:
+        """A float sum: summed event by event, continued from the carry (not combined)."""
+        return self.func in ("sum", "avg") and self.attr is not None and \
+            self.a_dtype.kind == "f"
+
+    def continue_sums(self, carried: np.ndarray, vals: np.ndarray, lo: np.ndarray,
+                      hi: np.ndarray) -> np.ndarray:
+        """Float sums of runs that continue carried ones: ``carried[q]`` followed by the events
+        ``vals[lo[q]:hi[q]]``, left to right (O(events))."""
+        s, _ = kernel.range_prims(vals.astype(np.float64, copy=False), lo, hi, 1,
+                                  carried.astype(np.float64))
+        return s
 
     def combine(self, earlier: tuple[np.ndarray, np.ndarray],
                 later: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -359,6 +359,18 @@ class Deriver:
             }
             f["prims"] = {i: self.aggs[i].runs(values[i], order, m, starts, lasts)
                           for i in self.items_of[d]}
+            seq_items = [i for i in self.items_of[d] if self.aggs[i].sequential]
+            if seq_items:
+                # head runs may continue a carried run: keep their values so that phase 2 can
+                # continue the carried float sum event by event (AggSpec.continue_sums)
+                heads = np.flatnonzero(f["is_head"])
+                hl = lasts[heads] - starts[heads] + 1
+                offs = np.zeros(len(heads) + 1, np.int64)
+                np.cumsum(hl, out=offs[1:])
+                pos = np.repeat(starts[heads] - offs[:-1], hl) + np.arange(offs[-1])
+                f["seq_heads"] = heads
+                f["seq_offs"] = offs
+                f["seq_vals"] = {i: at(values[i], pos) for i in seq_items}
             if self._kind(d) == "deferred":
                 # first event with k + 1 - ts >= dmin (k < te), with the batch-local start;
                 # head runs keep their event times so the carried start can be applied later
@@ -427,6 +439,10 @@ class Deriver:
                     ca, cb = c[f"a{i}"][cidx], c[f"b{i}"][cidx]
                     ra, rb = prims[i]
                     na, nb = self.aggs[i].combine((ca, cb), (ra[ridx], rb[ridx]))
+                    if self.aggs[i].sequential and len(ridx):
+                        hq = np.searchsorted(f["seq_heads"], ridx)
+                        na = self.aggs[i].continue_sums(ca, f["seq_vals"][i],
+                                                        f["seq_offs"][hq], f["seq_offs"][hq + 1])
                     if ra.dtype != na.dtype:
                         ra = ra.astype(na.dtype)
                     ra[ridx] = na

@@ -613,14 +613,20 @@ def partial_positions(t_sorted, first_pos, last_pos, tau):  # noqa: ANN001, ANN2
 
 
 @nb.njit(cache=True, nogil=True)
-def range_prims(v, lo, hi, func):  # noqa: ANN001, ANN201
-    """Primitives of ``v[lo:hi]`` per row: func 0 count, 1 sum, 2 min, 3 max (nulls = NaN)."""
+def range_prims(v, lo, hi, func, seed):  # noqa: ANN001, ANN201
+    """Primitives of ``v[lo:hi]`` per row: func 0 count, 1 sum, 2 min, 3 max (nulls = NaN).
+
+    Sums are strictly sequential, left to right, starting from ``seed[q]`` (the sum of the
+    situation's earlier events, 0.0 for none): ``((seed + v[lo]) + v[lo+1]) + ...``. A float
+    sum then depends only on the situation's events, never on where the input batches end -
+    a run split over two batches gets the same bits as one seen whole (pairwise summation,
+    as in ``np.add.reduce``, would not)."""
     n = len(lo)
     a = np.zeros(n, np.float64)
     b = np.zeros(n, np.int64)
     for q in range(n):
         cnt = 0
-        acc = 0.0
+        acc = seed[q]
         mn = np.inf
         mx = -np.inf
         for x in range(lo[q], hi[q]):

@@ -517,11 +517,14 @@ class TPStream(Operator):
         func = {"count": 0, "sum": 1, "avg": 1, "min": 2, "max": 3}[f]
         lo = np.where(has_batch, fp, 0)
         hi = np.where(has_batch, end, 0)
-        ba, bb = kernel.range_prims(np.asarray(v, np.float64), lo, hi, func)
+        seeded = f in ("sum", "avg") and np.asarray(pre_a).dtype.kind == "f"
+        seed = np.where(has_pre, pre_a, 0.0).astype(np.float64) if seeded else np.zeros(len(lo))
+        ba, bb = kernel.range_prims(np.asarray(v, np.float64), lo, hi, func, seed)
         if f == "count":
             return np.where(has_pre, pre_a, 0) + ba.astype(np.int64)
         if f in ("sum", "avg"):
-            s = np.where(has_pre, pre_a, 0) + ba
+            # float sums continue the carried sum event by event (see kernel.range_prims)
+            s = ba if seeded else np.where(has_pre, pre_a, 0) + ba
             if f == "sum":
                 return s
             c = np.where(has_pre, pre_b, 0) + bb
