@@ -38,6 +38,7 @@ from replaydb.replay.spark.drive import (
 from replaydb.replay.spark.engine import SCAN_MAX_TASKS, choose_mode, choose_partition_read
 from replaydb.replay.spark.executors import InlineExecutor
 from replaydb.replay.spark.keys import (
+    _hashed_targets,
     bijective_slots,
     key_codes,
     key_targets,
@@ -528,6 +529,26 @@ def test_key_targets_are_deterministic_and_fold_equal_keys() -> None:
     assert np.array_equal(key_targets(t, ["s", "i"], 5), both)
     (codes,) = key_codes([t], ["s", "i"])
     assert codes[0] == codes[1] == codes[4] and len(set(codes.tolist())) == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3000),
+       typ=st.sampled_from(["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"]),
+       span=st.sampled_from([1, 64, 5000, 1 << 20, 1 << 40]), chunks=st.integers(1, 3),
+       targets=st.sampled_from([2, 7, 4096]))
+def test_key_targets_lookup_path_equals_the_hash(seed: int, n: int, typ: str, span: int,
+                                                 chunks: int, targets: int) -> None:
+    """The small-range lookup table gives every row the target of the hash itself (and wide
+    ranges, uint64 and other cases take the hash)."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(typ)
+    lo = max(int(np.iinfo(dt).min), -span)
+    hi = min(int(np.iinfo(dt).max), lo + span)
+    v = rng.integers(lo, hi, n, endpoint=True).astype(dt)
+    cuts = np.sort(rng.integers(0, n + 1, chunks - 1))
+    col = pa.chunked_array([pa.array(p) for p in np.split(v, cuts)], type=pa.from_numpy_dtype(dt))
+    t = pa.table({"k": col})
+    assert np.array_equal(key_targets(t, ["k"], targets), _hashed_targets(t, ["k"], targets))
 
 
 def test_bijective_slots_land_one_per_partition() -> None:

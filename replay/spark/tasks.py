@@ -503,7 +503,8 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
             else:
                 mask = owner[key_targets(tbl, q.partition_keys, len(owner))] == task.index
                 keep = np.flatnonzero(mask)
-                piece = tbl.take(pa.array(keep)) if len(keep) < n else tbl
+                # a boolean filter copies far faster than a take of the same rows
+                piece = tbl.filter(pa.array(mask)) if len(keep) < n else tbl
             if exact is not None:
                 where = np.arange(pos, pos + n, dtype=np.int64) if keep is None \
                     else keep.astype(np.int64) + pos
