@@ -104,8 +104,9 @@ SCAN_MAX_TASKS = 3
 """Partition mode scans (no shuffle) up to this many tasks, shuffles beyond: ``S`` scan tasks
 cost ``S - 1`` extra reads of the replay, the shuffle its serializing, shuffling, sorting and
 decoding of every event. Measured at 10M events (``bench/results/spark/design.md``): reading
-and hashing 0.15 us per event in every task, the operator 0.31 us per event in all, the whole
-shuffle job 0.81 us per event - a scan does less work per core while ``S < 3.4``."""
+and hashing 0.09 us per event in every task, the operator 0.36 us per event in all, the shuffle
+0.60 us per event of task CPU and 0.77 us with the JVM's shuffle job - a scan does less work
+per core while ``S`` is below 2.8 (task CPU) to 4.7 (whole job); 3 sits between."""
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""
