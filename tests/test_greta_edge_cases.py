@@ -123,3 +123,25 @@ def test_no_events_of_the_pattern() -> None:
                   "type": ["X", "Y"]})
     op = bind(parse("RETURN COUNT(*) PATTERN A+ WITHIN 5"), t.schema, None)
     assert op.process(t).num_rows == 0
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 5])
+def test_vectorized_limb_conversion_equals_the_scalar_one(L: int) -> None:
+    """Output conversion of L-limb two's complement numbers: the vectorized path for values of
+    at most 60 bits and the scalar fallback give :func:`limbs_to_int` of every row."""
+    import numpy as np
+
+    from replaydb.operators.greta import kernel as kn
+    from replaydb.operators.greta.operator import limb_rows_to_ints, limbs_to_int
+
+    rng = np.random.default_rng(L)
+    vals = [0, 1, -1, 5, -5, (1 << 59) - 1, -(1 << 59), 1 << 59, -(1 << 59) - 1,
+            (1 << 30) - 1, -(1 << 30), 1 << 61, -(1 << 75)]
+    vals += [int(x) for x in rng.integers(-(1 << 62), 1 << 62, 50)]
+    vals += [int(rng.integers(0, 1 << 62)) << int(rng.integers(0, 40)) for _ in range(20)]
+    vals = [v for v in vals if -(1 << (kn.LIMB * L - 1)) <= v < 1 << (kn.LIMB * L - 1)]
+    rows = np.array([[(v >> (kn.LIMB * i)) & kn.MASK for i in range(L)] for v in vals],
+                    np.int64).reshape(len(vals), L)
+    assert [limbs_to_int(r) for r in rows] == vals
+    assert limb_rows_to_ints(rows) == vals
+    assert limb_rows_to_ints(rows[:0]) == []

@@ -43,6 +43,28 @@ def limbs_to_int(limbs: np.ndarray) -> int:
     return v
 
 
+def limb_rows_to_ints(limbs: np.ndarray) -> list[int]:
+    """:func:`limbs_to_int` of every row of ``limbs`` (n x L), vectorized for the rows whose value
+    fits in 60 bits (every limb above the second is pure sign extension): O(n L) in NumPy plus
+    one Python int per row; the other rows go through :func:`limbs_to_int`."""
+    n, L = limbs.shape
+    if n == 0:
+        return []
+    if L == 1:
+        v = limbs[:, 0].astype(np.int64)
+        return np.where(v >= kn.HALF, v - (1 << kn.LIMB), v).tolist()
+    lo, hi = limbs[:, 0].astype(np.int64), limbs[:, 1].astype(np.int64)
+    neg = hi >= kn.HALF
+    rest = limbs[:, 2:]
+    small = np.where(neg, (rest == kn.MASK).all(axis=1), (rest == 0).all(axis=1)) \
+        if L > 2 else np.ones(n, bool)
+    v = lo + (hi << kn.LIMB) - np.where(neg, np.int64(1) << (2 * kn.LIMB), 0)
+    out = v.tolist()
+    for i in np.flatnonzero(~small).tolist():
+        out[i] = limbs_to_int(limbs[i])
+    return out
+
+
 def _normalize_limbs(a: np.ndarray, L: int) -> np.ndarray:
     """Carry-propagate rows of concatenated L-limb numbers (two's complement, mod 2**(30L))."""
     out = a.copy()
@@ -285,8 +307,14 @@ class GretaOperator(Operator):
                 vals = [None if v is None else int(v) for v in vals]
             cols.append(pa.array(vals, ty))
 
+        big_cache: dict[int, list[int]] = {}
+        pos = {g: i for i, g in enumerate(gids.tolist())}
+
         def big(c: int, g: int) -> int:
-            return limbs_to_int(I_rows[g, c * L:(c + 1) * L])
+            col = big_cache.get(c)
+            if col is None:
+                col = big_cache[c] = limb_rows_to_ints(I_rows[gids, c * L:(c + 1) * L])
+            return col[pos[g]]
 
         schema = plan.output_schema
         for out in plan.outputs:
