@@ -23,6 +23,11 @@ partial aggregates are merged to build one slice (Table 3.1 symbols):
   ``C_index(slide1) + C_index(slide2)``; replay still merges ``slide * r`` events per slide.
 * The naive index path (one temporal aggregation per window, no slide tree; our addition for
   EXPLAIN) costs ``C_index(size)`` per window, i.e. per slide.
+* Calibration (our addition, :mod:`replaydb.planner.window_calibrate`): an index-path merge and a
+  replay merge do not cost the same (single boundary-leaf reads, tree walks, one temporal
+  aggregation per slice), so a calibrated stream weighs the index path as ``w_merge * merges +
+  w_slice`` per slice, in replay merges. Without calibration ``w_merge = 1, w_slice = 0``: the
+  dissertation's model.
 
 Decisions where the text is silent (documented and tested):
 
@@ -58,10 +63,28 @@ class TreeStats:
     h: int
     B: int  # noqa: N815 - the dissertation's symbol
     D: int  # noqa: N815
+    w_merge: float = 1.0
+    """Cost of one index-path merge in replay merges (1 = the dissertation's model)."""
+    w_slice: float = 0.0
+    """Fixed cost of one temporal aggregation (slice) in replay merges (0 = the dissertation's)."""
 
     def __post_init__(self) -> None:
         if self.r < 0 or self.h < 0 or self.B < 1 or self.D < 2:
             raise UsageError(f"invalid tree statistics {self}")
+        if not (self.w_merge > 0 and self.w_slice >= 0 and math.isfinite(self.w_merge)
+                and math.isfinite(self.w_slice)):
+            raise UsageError(f"invalid cost weights w_merge={self.w_merge}, "
+                             f"w_slice={self.w_slice}")
+
+    @property
+    def calibrated(self) -> bool:
+        return self.w_merge != 1.0 or self.w_slice != 0.0
+
+    def weighted(self, weights: tuple[float, float] | None) -> TreeStats:
+        """The same tree with calibrated ``(w_merge, w_slice)`` (None keeps these)."""
+        if weights is None:
+            return self
+        return TreeStats(self.r, self.h, self.B, self.D, float(weights[0]), float(weights[1]))
 
     @classmethod
     def of_snapshot(cls, snap: object) -> TreeStats:
@@ -91,6 +114,14 @@ def c_replay(slide: float, st: TreeStats) -> float:
 
 
 def c_index(slide: float, st: TreeStats) -> float:
+    """Cost per slice of length ``slide`` on the index path in replay merges: the merges of the
+    formula of 3.3.2, times ``w_merge``, plus ``w_slice`` (uncalibrated: the merges)."""
+    if slide <= 0:
+        return 0.0
+    return st.w_merge * index_merges(slide, st) + st.w_slice
+
+
+def index_merges(slide: float, st: TreeStats) -> float:
     """Merges per slice of length ``slide`` on the index path (the formula of 3.3.2)."""
     if slide <= 0:
         return 0.0
@@ -130,7 +161,9 @@ def break_even_slide(st: TreeStats, *, max_slide: int = 2**50) -> int | None:
     level we evaluate those step points, take the last one where the index path loses, and
     binary-search the monotone stretch after it. Levels are walked from the top down while the
     index path wins on a whole level. While a slide stays within one leaf (``L <= 1``) the index
-    path never wins (it pays ``h - 1`` extra merges). For realistic trees (``(D-1)(B-1) > h``)
+    path is not considered (uncalibrated it pays ``h - 1`` extra merges; in any case it then
+    reads every leaf, as replay does). Weights keep the structure: ``w_merge`` scales the step
+    function and ``w_slice`` is a constant per level. For realistic trees (``(D-1)(B-1) > h``)
     there is a single crossing; tiny trees can cross back, which this handles.
     """
     if st.r <= 0 or max_slide < 1:
@@ -204,6 +237,10 @@ class PathChoice:
             f"break-even slide (index cheaper from): {be}",
             f"tree: h={self.stats.h} B={self.stats.B} D={self.stats.D} "
             f"r={self.stats.r:.6g} events/unit",
+            (f"calibrated: an index merge costs {self.stats.w_merge:.3g} replay merges, a slice "
+             f"{self.stats.w_slice:,.1f} more" if self.stats.calibrated else
+             "not calibrated: index and replay merges weigh the same "
+             "(replaydb calibrate --window)"),
         ]
 
 

@@ -725,12 +725,15 @@ def run_index_grouped(snaps: Sequence[Any], cfg: WindowConfig, *, variant: str =
     return tbl.take(pa.array(order)), stats
 
 
-def plan(snap: Any, cfg: WindowConfig, plan: str = "auto") -> PathChoice:
-    """The cost-based choice (3.3.2) for ``cfg`` over ``snap``, with every estimate."""
+def plan(snap: Any, cfg: WindowConfig, plan: str = "auto",
+         weights: tuple[float, float] | None = None) -> PathChoice:
+    """The cost-based choice (3.3.2) for ``cfg`` over ``snap``, with every estimate; ``weights``
+    ``(w_merge, w_slice)`` from :mod:`replaydb.planner.window_calibrate` (None: uncalibrated)."""
     ok, why = index_applicable(cfg, snap)
     st = TreeStats.of_snapshot(snap)
     if cfg.kind == "count":
         st = TreeStats(r=1.0, h=st.h, B=st.B, D=st.D)
+    st = st.weighted(weights)
     return choose_path(int(cfg.size), int(cfg.slide), st, plan=plan,  # type: ignore[arg-type]
                        index_ok=ok, why_not=why)
 
@@ -829,11 +832,15 @@ def plan_query(ctx: Any) -> Any:
                                                       state_cap=opts.state_cap)
         return multi
     snap = ctx.snapshots[0]
-    choice = plan(snap, cfg, plan_name)
+    from replaydb.planner.window_calibrate import weights_of
+
+    choice = plan(snap, cfg, plan_name, weights_of(ctx.store, snap.name))
     est = {"merges_per_slide_replay": choice.c_replay, "merges_per_slide_index": choice.c_index,
            "merges_per_slide_naive": choice.c_naive, "break_even_slide": choice.break_even,
            "tree": {"h": choice.stats.h, "B": choice.stats.B, "D": choice.stats.D,
-                    "r": choice.stats.r}}
+                    "r": choice.stats.r},
+           "weights": {"w_merge": choice.stats.w_merge, "w_slice": choice.stats.w_slice,
+                       "calibrated": choice.stats.calibrated}}
     out = Plan(ctx, strategy=f"window-{choice.path}", intervals=intervals, estimates=est)
     out.details["window_path"] = choice.explain(ctx.time_unit)
     if t0 is not None or t1 is not None:
