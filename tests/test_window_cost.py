@@ -129,3 +129,39 @@ def test_invalid_stats() -> None:
         TreeStats(r=1.0, h=3, B=0, D=4)
     with pytest.raises(UsageError):
         TreeStats(r=1.0, h=3, B=4, D=1)
+
+
+@settings(max_examples=30)
+@given(r=st.floats(0.01, 50), h=st.integers(2, 6), B=st.integers(2, 400),  # noqa: N803
+       D=st.integers(2, 100), w_merge=st.floats(0.2, 6.0), w_slice=st.floats(0.0, 400.0))
+def test_weighted_break_even_matches_a_linear_scan(r: float, h: int, B: int, D: int,  # noqa: N803
+                                                   w_merge: float, w_slice: float) -> None:
+    """Calibrated weights keep the search exact: the smallest slide spanning more than one leaf
+    from which the weighted index cost stays below replay (slides within a leaf never count)."""
+    st_ = TreeStats(r=r, h=h, B=B, D=D, w_merge=w_merge, w_slice=w_slice)
+    limit = 12_000
+    losing = [s for s in range(1, limit + 1)
+              if s * r <= B or not c_index(s, st_) < c_replay(s, st_)]
+    expected = None if losing and losing[-1] == limit else (losing[-1] + 1 if losing else 1)
+    assert break_even_slide(st_, max_slide=limit) == expected
+
+
+def test_weights_scale_the_index_cost_and_move_the_break_even() -> None:
+    plain = PAPER_80
+    heavy = plain.weighted((3.0, 50.0))
+    assert not plain.calibrated and heavy.calibrated
+    assert plain.weighted(None) is plain
+    for s in (1_000, 5_000, 60_000):
+        assert c_index(s, heavy) == pytest.approx(3.0 * c_index(s, plain) + 50.0)
+        assert c_replay(s, heavy) == c_replay(s, plain)
+    assert break_even_slide(heavy) > 3 * break_even_slide(plain)
+    # a slide the plain model sends to the index path goes to replay when index merges cost more
+    be = break_even_slide(plain)
+    assert choose_path(86_400_000, 2 * be, plain).path == "index"
+    assert choose_path(86_400_000, 2 * be, heavy).path == "replay"
+    text = "\n".join(choose_path(86_400_000, 2 * be, heavy).explain("ms"))
+    assert "calibrated: an index merge costs 3 replay merges" in text
+    assert "not calibrated" in "\n".join(choose_path(86_400_000, be, plain).explain("ms"))
+    for bad in ((0.0, 0.0), (-1.0, 0.0), (1.0, -2.0), (float("nan"), 0.0), (float("inf"), 0.0)):
+        with pytest.raises(UsageError, match="cost weights"):
+            plain.weighted(bad)

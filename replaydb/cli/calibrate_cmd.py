@@ -1,4 +1,5 @@
-"""``replaydb calibrate``: fit the pattern planner's cost weights on this machine."""
+"""``replaydb calibrate``: fit the pattern planner's cost weights on this machine, or with
+``--window`` the windowed-aggregation cost model's (index-path merges vs replay merges)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     from replaydb.cli import common
 
     p = common(sub.add_parser(
-        "calibrate", help="measure plans and fit the pattern planner's cost weights "
-                          "(stored in the store's configuration)"))
+        "calibrate", help="measure plans and fit the pattern planner's cost weights, or with "
+                          "--window the window cost model's (stored in the store's "
+                          "configuration)"))
     p.add_argument("store", help="store directory")
     p.add_argument("stream", nargs="?", help="stream to measure on (default: the only one)")
     p.add_argument("--queries", type=int, default=24,
@@ -25,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="save an estimated-vs-measured plot (PNG)")
     p.add_argument("--dry-run", action="store_true",
                    help="fit and report, but do not store the weights")
+    p.add_argument("--window", action="store_true",
+                   help="calibrate the windowed-aggregation cost model instead: replay and the "
+                        "index path on a sample of the stream (weights per stream)")
+    p.add_argument("--sample-events", type=int, default=2_000_000,
+                   help="--window: events of the sample (from the middle of the stream)")
     p.set_defaults(handler=cmd_calibrate)
 
 
@@ -32,6 +39,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from replaydb.planner.pattern.calibrate import calibrate
 
     store = replaydb.open(args.store, read_only=args.dry_run)
+    if args.window:
+        return _window(store, args)
 
     def progress(qi: int, label: str, sec: float) -> None:
         if sys.stderr.isatty() and not args.json:
@@ -65,4 +74,26 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           else "dry run: weights not stored")
     if args.plot:
         print(f"plot saved to {args.plot}")
+    return 0
+
+
+def _window(store: object, args: argparse.Namespace) -> int:
+    from replaydb.planner.window_calibrate import calibrate_window
+
+    cal = calibrate_window(store, args.stream, sample_events=args.sample_events,
+                           repeat=max(1, args.repeat), save=not args.dry_run)
+    if args.json:
+        print_json(cal.summary())
+        return 0
+    print(f"calibrated the window cost model on stream {cal.stream!r}: {cal.events:,} events "
+          f"in {cal.seconds:.1f} s")
+    print(f"  replay: {cal.replay_s_per_event * 1e9:.1f} ns per event (one merge)")
+    for p in cal.probes:
+        print(f"  index path, {p['leaves_per_slice']:.0f} leaves per slice: "
+              f"{p['s_per_slice'] * 1e6:.1f} us per slice ({p['merges_per_slice']:.0f} merges, "
+              f"{p['slices']:,.0f} slices)")
+    print(f"  w_merge = {cal.w_merge:.3g} replay merges per index merge, "
+          f"w_slice = {cal.w_slice:,.1f} per slice")
+    print("weights stored in the store configuration" if not args.dry_run
+          else "dry run: weights not stored")
     return 0
