@@ -34,13 +34,15 @@ Plans with identical replay intervals are executed once and share the execution 
 
 ``--quick`` (default): 500k events, 8 queries per m, 4 skewed queries per attribute, all 64
 plans of an m = 6 query. ``--full``: 10M events, 100 queries per m, 100 per attribute, all 256
-plans of an m = 8 query. Writes ``results.md``, ``results.json`` and PNG plots under
-``bench/results/planner/``.
+plans of an m = 8 query. Writes ``results.md``, ``results.json``, ``queries.json`` (every
+query's measurements) and PNG plots under ``bench/results/planner/``.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -588,6 +590,7 @@ def main(argv: list[str] | None = None) -> None:
                         summ["median_relative_error"], summ["spearman_estimated"],
                         summ["samples"]]])
             store = replaydb.open(path)
+        load0 = os.getloadavg()[0]
         runner = Runner(store, repeat)
         # warm up (JIT compilation of the index and matcher kernels happens on first use)
         runner.query(random_queries(4, 1, seed=1, attributes=("A5",), stream=STREAM)[0],
@@ -614,8 +617,9 @@ def main(argv: list[str] | None = None) -> None:
         plots(res, uni, s, skw, plans)
         res.notes += [
             "Speedups use process CPU time of planning + execution (best of the repeats); "
-            "wall times are in results.json. The machine was shared with other work while "
-            "measuring (load average about 10 on 2 cores), so wall times are inflated and noisy.",
+            "wall times are in queries.json (every query's measurements). Load average "
+            f"{load0:.1f} at the start and {os.getloadavg()[0]:.1f} at the end on "
+            f"{os.cpu_count()} cores.",
             "Every strategy's answer was compared with full replay: "
             f"{len(runner.mismatches)} mismatches.",
             "auto = Optimal with the coarse pattern map (CPM) for estimates and region pruning, "
@@ -629,6 +633,9 @@ def main(argv: list[str] | None = None) -> None:
         res.params["mismatches"] = runner.mismatches[:20]
         res.params["all_plans_query"] = plans["query"] if plans else None
         out = res.write()
+        (out / "queries.json").write_text(json.dumps(
+            {"uniform": {str(m): q for m, q in uni.items()}, "skewed": skw}, indent=1,
+            default=str) + "\n")
         print(f"wrote {out}")
     finally:
         if tmp is not None:
