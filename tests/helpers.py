@@ -59,3 +59,15 @@ def destroy_column(snap, column: str) -> int:
                 f.write(b"\xff" * col.total_compressed_size)
                 total += col.total_compressed_size
     return total
+
+
+def nan_allowing_schema(schema: pa.Schema, *, leaf_capacity: int, fanout: int):  # noqa: ANN201
+    """The stream schema inferred from ``schema`` (time in ms) with the given tree layout, every
+    numeric attribute allowing NaN (the window tests' random streams carry NaN)."""
+    import dataclasses
+
+    from replaydb.store.schema import StreamSchema
+
+    sch = StreamSchema.infer(schema, time_unit="ms", leaf_capacity=leaf_capacity, fanout=fanout)
+    return dataclasses.replace(sch, attributes=tuple(
+        dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))

@@ -3,8 +3,6 @@ planner (EXPLAIN, path choice); the line fit."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -13,6 +11,7 @@ from replaydb.errors import UsageError
 from replaydb.operators.window.oracle import make_stream
 from replaydb.planner.window_calibrate import calibrate_window, fit_line, weights_of
 from replaydb.store.schema import StreamSchema
+from tests.helpers import nan_allowing_schema
 
 Q = ("SELECT window_start, window_end, COUNT(*) AS n, SUM(x) AS sx FROM TABLE(HOP(TABLE s, "
      "DESCRIPTOR(t), {slide}, INTERVAL '20' SECOND)) GROUP BY window_start, window_end")
@@ -23,10 +22,7 @@ def store(tmp_path):
     st = replaydb.open(tmp_path / "store", create=True)
     rng = np.random.default_rng(5)
     table = make_stream(rng, 60_000, max_step=3, t0=0).drop_columns("seq")
-    sch = StreamSchema.infer(table.schema, time_unit="ms", leaf_capacity=20, fanout=5)
-    sch = dataclasses.replace(sch, attributes=tuple(
-        dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))
-    st.create_stream("s", sch)
+    st.create_stream("s", nan_allowing_schema(table.schema, leaf_capacity=20, fanout=5))
     st.append("s", table)
     return st
 

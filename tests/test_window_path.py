@@ -24,7 +24,7 @@ from replaydb.planner.window_path import (
     run_naive,
     run_replay,
 )
-from replaydb.store.schema import StreamSchema
+from tests.helpers import nan_allowing_schema
 
 AGGS = INDEX_AGGS + (AggSpec("COUNT", Column("y"), "ny"), AggSpec("SUM", Column("y"), "sy"),
                      AggSpec("MIN", Column("y"), "mny"), AggSpec("MAX", Column("z"), "mz"))
@@ -32,10 +32,7 @@ LAYOUTS = {"deep": (37, 4), "tiny": (8, 3), "flat": (500, 16), "one": (5000, 8)}
 
 
 def _create(store, name: str, table: pa.Table, B: int, D: int) -> None:  # noqa: N803
-    sch = StreamSchema.infer(table.schema, time_unit="ms", leaf_capacity=B, fanout=D)
-    sch = dataclasses.replace(sch, attributes=tuple(
-        dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))
-    store.create_stream(name, sch)
+    store.create_stream(name, nan_allowing_schema(table.schema, leaf_capacity=B, fanout=D))
     # several appends: several data files, leaves continue across them
     n = table.num_rows
     for a, b in ((0, n // 3), (n // 3, n // 2), (n // 2, n)):

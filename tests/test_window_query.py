@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -14,7 +12,7 @@ from replaydb.operators.expr import Between, Binary, Column, Literal
 from replaydb.operators.window.oracle import assert_same_rows, make_stream
 from replaydb.planner import query as hub
 from replaydb.planner.window_path import time_bounds
-from replaydb.store.schema import StreamSchema
+from tests.helpers import nan_allowing_schema
 
 PLANNER = "replaydb.planner.window_path:plan_query"
 
@@ -24,9 +22,7 @@ def store(tmp_path_factory):
     st = replaydb.open(tmp_path_factory.mktemp("winq") / "store", create=True)
     rng = np.random.default_rng(3)
     table = make_stream(rng, 4000, max_step=5, t0=0).drop_columns("seq")
-    sch = StreamSchema.infer(table.schema, time_unit="ms", leaf_capacity=40, fanout=6)
-    sch = dataclasses.replace(sch, attributes=tuple(
-        dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))
+    sch = nan_allowing_schema(table.schema, leaf_capacity=40, fanout=6)
     st.create_stream("s", sch)
     st.append("s", table)
     return st
@@ -133,9 +129,7 @@ def test_replay_plan_reads_no_seq_for_window_sql(tmp_path) -> None:
 
     st = replaydb.open(tmp_path / "store", create=True)
     table = make_stream(np.random.default_rng(5), 1500, max_step=5, t0=0).drop_columns("seq")
-    sch = StreamSchema.infer(table.schema, time_unit="ms", leaf_capacity=40, fanout=6)
-    sch = dataclasses.replace(sch, attributes=tuple(
-        dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))
+    sch = nan_allowing_schema(table.schema, leaf_capacity=40, fanout=6)
     st.create_stream("s", sch)
     st.append("s", table)
     text = Q.format(slide=500, where="WHERE x > 1 ")
