@@ -1,9 +1,9 @@
 """Calibrating the windowed-aggregation cost model on one stream (``replaydb calibrate --window``).
 
 The model of :mod:`replaydb.planner.window_cost` (dissertation 3.3.2) counts *merges*: replay
-merges every event once, the index path merges ``c_index(slice)`` partial aggregates per slice.
-Counting both in the same unit assumes that a merge costs the same on both paths. It does not
-quite: replay decodes its leaves in long sequential runs, while the index path reads single
+merges every event once, the index path merges ``index_merges(slice)`` partial aggregates per
+slice. Counting both in the same unit assumes that a merge costs the same on both paths. It does
+not quite: replay decodes its leaves in long sequential runs, while the index path reads single
 boundary leaves (one row group each, with the per-read overhead of the file format), walks tree
 levels and starts one temporal aggregation per slice. How much more an index merge costs depends
 on the machine and on the stream's layout (event width, leaf size), so - as for the pattern
@@ -37,9 +37,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from replaydb.errors import UsageError
-from replaydb.planner.window_cost import TreeStats, c_index
+from replaydb.planner.window_cost import TreeStats, index_merges
 
 SAMPLE_EVENTS = 2_000_000
 """Events of the calibration sample (from the middle of the stream)."""
@@ -70,7 +71,7 @@ class WindowCalibration:
                 "measured": time.time()}
 
     def summary(self) -> dict[str, Any]:
-        return {**asdict(self)}
+        return asdict(self)
 
 
 def weights_of(store: Any, stream: str) -> tuple[float, float] | None:
@@ -83,8 +84,6 @@ def weights_of(store: Any, stream: str) -> tuple[float, float] | None:
 
 
 def _numeric_attribute(snap: Any) -> str | None:
-    import pyarrow as pa
-
     for f in snap.arrow_schema:
         if f.name not in ("t", "seq") and (pa.types.is_integer(f.type)
                                            or pa.types.is_floating(f.type)):
@@ -162,7 +161,7 @@ def calibrate_window(store: Any, stream: str | None = None, *, sample_events: in
         sec = _best(lambda slide=slide: window_path.run_index(snap, cfg(slide), t0=t0, t1=t1),
                     repeat)
         probes.append({"slide": float(slide), "leaves_per_slice": float(leaves),
-                       "slices": float(slices), "merges_per_slice": c_index(slide, st),
+                       "slices": float(slices), "merges_per_slice": index_merges(slide, st),
                        "seconds": sec, "s_per_slice": sec / slices})
     if not probes:
         raise UsageError(f"stream {stream!r} is too small to calibrate the window cost model",

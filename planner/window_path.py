@@ -49,6 +49,7 @@ from replaydb.errors import UsageError
 from replaydb.operators.expr import Column, columns
 from replaydb.operators.window import WindowAggregate, WindowConfig
 from replaydb.operators.window.aggregates import INDEXABLE_FUNCS, Layout, Partials, take
+from replaydb.planner.window_calibrate import weights_of
 from replaydb.planner.window_cost import PathChoice, TreeStats, choose_path
 
 CHUNK = 1 << 17
@@ -832,8 +833,6 @@ def plan_query(ctx: Any) -> Any:
                                                       state_cap=opts.state_cap)
         return multi
     snap = ctx.snapshots[0]
-    from replaydb.planner.window_calibrate import weights_of
-
     choice = plan(snap, cfg, plan_name, weights_of(ctx.store, snap.name))
     est = {"merges_per_slide_replay": choice.c_replay, "merges_per_slide_index": choice.c_index,
            "merges_per_slide_naive": choice.c_naive, "break_even_slide": choice.break_even,

@@ -99,8 +99,7 @@ class AggSpec:
                 return cnt, np.zeros(k, np.int64)
         if self.func in ("sum", "avg"):
             if is_float:
-                s, _ = kernel.range_prims(vc.astype(np.float64, copy=False), offsets,
-                                          offsets + lengths, 1, np.zeros(k))
+                s = self.continue_sums(np.zeros(k), vc, offsets, offsets + lengths)
             else:
                 s = np.add.reduceat(vc, offsets).astype(self.a_dtype, copy=False)
             return (s, cnt) if self.func == "avg" else (s, np.zeros(k, np.int64))
