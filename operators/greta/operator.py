@@ -9,7 +9,6 @@ equal timestamps are never split between two calls (they must not precede each o
 from __future__ import annotations
 
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -308,33 +307,32 @@ class GretaOperator(Operator):
             cols.append(pa.array(vals, ty))
 
         big_cache: dict[int, list[int]] = {}
-        pos = {g: i for i, g in enumerate(gids.tolist())}
 
-        def big(c: int, g: int) -> int:
+        def big(c: int) -> list[int]:
             col = big_cache.get(c)
             if col is None:
                 col = big_cache[c] = limb_rows_to_ints(I_rows[gids, c * L:(c + 1) * L])
-            return col[pos[g]]
+            return col
 
         schema = plan.output_schema
         for out in plan.outputs:
             ftype = schema.field(out.name).type
-            vals: list[Any] = []
-            for g in gids:
-                if out.source == "big":
-                    vals.append(big(out.channel, g))
-                elif out.source == "fsum":
-                    vals.append(float(F_rows[g, out.channel]))
-                elif out.source == "mmi":
-                    vals.append(int(I_rows[g, Cb * L + out.channel]))
-                elif out.source == "mmf":
-                    vals.append(float(F_rows[g, Cf + out.channel]))
-                elif out.source == "avg_big":
-                    vals.append(float(Fraction(big(out.channel, g), big(out.channel2, g))))
-                else:
-                    vals.append(float(F_rows[g, out.channel]) / float(big(out.channel2, g)))
-            cols.append(self._exact(vals, ftype, out.name, w) if out.source == "big"
-                        else pa.array(vals, ftype))
+            if out.source == "big":
+                cols.append(self._exact(big(out.channel), ftype, out.name, w))
+                continue
+            if out.source == "fsum":
+                vals: Any = F_rows[gids, out.channel].astype(np.float64)
+            elif out.source == "mmi":
+                vals = I_rows[gids, Cb * L + out.channel].astype(np.int64)
+            elif out.source == "mmf":
+                vals = F_rows[gids, Cf + out.channel].astype(np.float64)
+            elif out.source == "avg_big":
+                # int / int is correctly rounded (as float(Fraction(a, b)) is)
+                vals = [a / b for a, b in zip(big(out.channel), big(out.channel2))]
+            else:
+                den = np.array([float(b) for b in big(out.channel2)], np.float64)
+                vals = F_rows[gids, out.channel].astype(np.float64) / den
+            cols.append(pa.array(vals, ftype))
         cols.append(pa.array(seq[gids].astype(np.int64), pa.int64()))
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 

@@ -14,7 +14,8 @@ with vectorized NumPy/Arrow work, then handed to :func:`~replaydb.operators.gret
    (or after K+1 sub-chunks, when every older entry may have expired), the index is rebuilt from
    its live rows: dead rows dropped, rows moved to their new ranks, trees rebuilt; otherwise it is
    used as is. Every new vertex then has a rank and every probe a prefix bound, computed here with
-   ``searchsorted`` once for the whole sub-chunk;
+   ``searchsorted`` once for the whole sub-chunk (through a lookup table over small integer key
+   ranges, see :class:`Positions`);
 4. live state is compacted: vertices whose windows all closed (all slots zero) and, in negative
    graphs, vertices whose trends all start before the oldest open window are dropped; partitions
    without state are forgotten when they dominate.
@@ -240,6 +241,46 @@ def encode_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]) -> tup
     first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
     cols = [[dct[c] for c in code[first].tolist()] for code, dct in zip(codes, dicts)]
     return inv.astype(np.int64), list(zip(*cols))
+
+
+
+class Positions:
+    """``np.searchsorted(hay, needles, side)`` for sorted integer ``hay``, answered from a lookup
+    table over ``hay``'s value range when that range is small next to the number of needles.
+
+    A binary search per needle costs O(log m) cache misses; with a table, building it costs
+    O(range) (a search over sorted needles) and each needle one gather. The tables are cached per
+    (hay, side) for the object's lifetime (one sub-chunk), so every probe of that sub-chunk
+    shares them; ``hay`` must not change meanwhile. Any other input falls back to
+    ``np.searchsorted`` (same result)."""
+
+    MIN_NEEDLES = 64
+    RANGE_PER_NEEDLE = 8
+
+    def __init__(self) -> None:
+        self._luts: dict[tuple[int, int, str], tuple[np.ndarray, np.ndarray, int]] = {}
+
+    def __call__(self, hay: np.ndarray, needles: np.ndarray, side: str = "left") -> np.ndarray:
+        n, m = len(needles), len(hay)
+        if (n < self.MIN_NEEDLES or m == 0 or hay.dtype.kind not in "iu"
+                or needles.dtype.kind not in "iu"):
+            return np.searchsorted(hay, needles, side).astype(np.int64)
+        key = (id(hay), m, side)
+        hit = self._luts.get(key)
+        if hit is None or hit[0] is not hay:
+            lo, hi = int(hay[0]), int(hay[-1])
+            if hi - lo + 1 > self.RANGE_PER_NEEDLE * n + 1024:
+                return np.searchsorted(hay, needles, side).astype(np.int64)
+            lut = np.searchsorted(hay, np.arange(lo, hi + 1, dtype=np.int64), side)
+            hit = (hay, lut.astype(np.int64), lo)
+            self._luts[key] = hit
+        _, lut, lo = hit
+        span = len(lut)
+        idx = needles.astype(np.int64) - lo
+        out = lut[np.clip(idx, 0, span - 1)]
+        out[idx < 0] = 0
+        out[idx >= span] = m
+        return out
 
 
 class NegState:
@@ -572,10 +613,12 @@ class GraphState:
             wb = wa
         n = len(rows)
         # --- compaction (a partition is live when some row of it is: tree or point rows alike)
-        live_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
-                     if self.g.indexes[ii].kind != SCAN else np.zeros(0, bool)
-                     for ii in range(self.nI)]
-        compacted = self.compact_partitions(runtime, live_rows, W0)
+        compacted = False
+        if len(self.parts) >= self.COMPACT_MIN_PARTITIONS:
+            live_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
+                         if self.g.indexes[ii].kind != SCAN else np.zeros(0, bool)
+                         for ii in range(self.nI)]
+            compacted = self.compact_partitions(runtime, live_rows, W0)
         # --- partitions of the new occurrences
         inv, tuples = encode_keys(ev, rows, g.part_attrs)
         index = self.parts.index
@@ -685,6 +728,7 @@ class GraphState:
         g = self.g
         P = len(self.parts)
         nI = self.nI
+        pos_of = Positions()
         need = [False] * nI
         new_keys: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * nI
         for ii, ix in enumerate(g.indexes):
@@ -703,7 +747,7 @@ class GraphState:
             if not nd and valid.any():
                 nk = n_key[valid]
                 try:
-                    r = np.searchsorted(gk, nk).astype(np.int64)
+                    r = pos_of(gk, nk)
                 except TypeError as e:
                     raise DataError(f"edge-predicate key values cannot be ordered: {e}") from None
                 inside = r < len(gk)
@@ -712,7 +756,7 @@ class GraphState:
                     nd = True
                 else:
                     nc = pid[src_sel][valid] * (len(gk) + 1) + r
-                    pos = np.searchsorted(uc, nc)
+                    pos = pos_of(uc, nc)
                     there = pos < len(uc)
                     there[there] = uc[pos[there]] == nc[there]
                     nd = not there.all()
@@ -749,9 +793,9 @@ class GraphState:
             except TypeError as e:
                 raise DataError(f"edge-predicate key values cannot be ordered: {e}") from None
             mult = len(gk) + 1
-            o_comp = o_pid * mult + np.searchsorted(gk, o_key).astype(np.int64) \
+            o_comp = o_pid * mult + pos_of(gk, o_key) \
                 if len(o_key) else _EMPTY_I
-            n_comp = pid[src_sel][valid] * mult + np.searchsorted(gk, nk).astype(np.int64) \
+            n_comp = pid[src_sel][valid] * mult + pos_of(gk, nk) \
                 if len(nk) else _EMPTY_I
             nu = np.unique(n_comp)
             if len(o_comp):
@@ -769,7 +813,7 @@ class GraphState:
             lay[ii] = {"size": len(uc), "keep": False, "u_pid": u_pid, "u_key": u_key, "gk": gk,
                        "uc": uc, "lo": lo, "sz": szp,
                        "old_rows": row_of[keep_asc],
-                       "new_asc": np.searchsorted(uc, o_comp) if len(o_comp) else _EMPTY_I,
+                       "new_asc": pos_of(uc, o_comp) if len(o_comp) else _EMPTY_I,
                        "o_pid": o_pid}
             self.ix_age[ii] = 0
         # ---- new pools
@@ -829,9 +873,8 @@ class GraphState:
                     rr = self.r_rank[sel]
                     asc = old_sz[ii, rp] - 1 - rr if ix.desc else rr
                     keys = self.u_key[ii][old_off[ii, rp] - old_ubase[ii] + asc]
-                    comp = rp * (len(L_["gk"]) + 1) + np.searchsorted(L_["gk"], keys).astype(
-                        np.int64)
-                    loc = np.searchsorted(L_["uc"], comp) - L_["lo"][rp]
+                    comp = rp * (len(L_["gk"]) + 1) + pos_of(L_["gk"], keys)
+                    loc = pos_of(L_["uc"], comp) - L_["lo"][rp]
                     if ix.desc:
                         loc = L_["sz"][rp] - 1 - loc
                     self.r_rank[sel] = loc
@@ -849,9 +892,9 @@ class GraphState:
             r = np.full(len(src_sel), -1, np.int64)
             if valid.any():
                 pv = pid[src_sel][valid]
-                comp = pv * (len(gk) + 1) + np.searchsorted(gk, n_key[valid]).astype(np.int64)
+                comp = pv * (len(gk) + 1) + pos_of(gk, n_key[valid])
                 lo = self.off[ii, pv] - self.ubase[ii]
-                loc = np.searchsorted(uc, comp) - lo
+                loc = pos_of(uc, comp) - lo
                 if ix.desc:
                     loc = self.sz[ii, pv] - 1 - loc
                 r[valid] = loc
@@ -877,15 +920,15 @@ class GraphState:
                 vv = v[ok]
                 pp = pv[ok]
                 try:
-                    rl = np.searchsorted(gk, vv, "left").astype(np.int64)
-                    rr = np.searchsorted(gk, vv, "right").astype(np.int64)
+                    rl = pos_of(gk, vv, "left")
+                    rr = pos_of(gk, vv, "right")
                 except TypeError as e:
                     raise DataError(f"edge predicate compares values that cannot be ordered: "
                                     f"{e}") from None
                 lo = self.off[T.index, pp] - self.ubase[T.index]
                 szp = self.sz[T.index, pp]
-                cl = np.searchsorted(uc, pp * mult + rl) - lo
-                cr = np.searchsorted(uc, pp * mult + rr) - lo
+                cl = pos_of(uc, pp * mult + rl) - lo
+                cr = pos_of(uc, pp * mult + rr) - lo
                 op = T.op
                 if op == "<":
                     bb = cl
