@@ -326,6 +326,7 @@ def run(sizes: list[int], mode: str, time_limit_s: float,
         only: list[str] | None = None) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}
+    load0 = round(os.getloadavg()[0], 2)
     for name in WORKLOADS:
         if only and name not in only:
             continue
@@ -371,7 +372,8 @@ def run(sizes: list[int], mode: str, time_limit_s: float,
         summary[name] = s
     return {"mode": mode, "time_limit_s": time_limit_s, "trend_cap": TREND_CAP,
             "records": records, "summary": summary,
-            "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+            "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                        "load_avg_start": load0, "load_avg_end": round(os.getloadavg()[0], 2)}}
 
 
 def write(result: dict[str, Any], out: Path) -> None:
@@ -381,7 +383,8 @@ def write(result: dict[str, Any], out: Path) -> None:
     recs = result["records"]
     lines = [f"# GRETA vs two-step ({result['mode']})", "",
              f"Stream: two window lengths per run; baseline limits: {result['time_limit_s']:.0f} s,"
-             f" {result['trend_cap']:,} trends. Times are for the whole stream (wall / CPU).", "",
+             f" {result['trend_cap']:,} trends. Times are for the whole stream (wall / CPU).",
+             "", _load_line(result), "",
              "| workload | events/window | GRETA wall s | GRETA CPU s | GRETA state MB | "
              "GRETA RSS MB | two-step wall s | two-step status | trends | speedup (wall) |",
              "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
@@ -412,6 +415,15 @@ def write(result: dict[str, Any], out: Path) -> None:
                if sp else "two-step finished at no size"))
     (out / f"greta_{mode}.md").write_text("\n".join(lines) + "\n")
     _plots(result, out)
+
+
+def _load_line(result: dict[str, Any]) -> str:
+    m = result.get("machine", {})
+    if "load_avg_start" not in m:
+        return "Load average: not recorded."
+    return (f"Machine: {m.get('cpus')} CPUs, Python {m.get('python')}; 1-minute load average "
+            f"{m['load_avg_start']:.1f} at the start, {m['load_avg_end']:.1f} at the end "
+            "(GRETA wall times far above their CPU times mean a busy machine).")
 
 
 def _fmt(v: float | None) -> str:
