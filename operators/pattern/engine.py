@@ -507,15 +507,20 @@ class SqlEngine(_Base):
         assert total == int(s["p_nthr"][: s["n_parts"]].sum())
 
 
+@njit(cache=True)
 def _chain_lengths(o_node: np.ndarray, n_pred: np.ndarray) -> np.ndarray:
-    lens = np.zeros(len(o_node), dtype=np.int64)
-    cur = o_node.copy()
-    while True:
-        alive = cur >= 0
-        if not alive.any():
-            return lens
-        lens += alive
-        cur = np.where(alive, n_pred[np.maximum(cur, 0)], -1)
+    """Length of the predecessor chain (path of a match) from every output node: O(total path
+    length), compiled (a vectorized pointer chase would cost one pass over all outputs per step of
+    the longest path, which dominates short replay intervals with long Kleene paths)."""
+    lens = np.zeros(o_node.shape[0], dtype=np.int64)
+    for i in range(o_node.shape[0]):
+        cur = o_node[i]
+        n = 0
+        while cur >= 0:
+            n += 1
+            cur = n_pred[cur]
+        lens[i] = n
+    return lens
 
 
 @njit(cache=True)
