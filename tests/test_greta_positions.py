@@ -71,3 +71,45 @@ def test_greta_results_do_not_depend_on_the_position_tables(
     assert calls["table"] > 0, "the table path was not exercised"
     monkeypatch.setattr(Positions, "MIN_NEEDLES", 10**12)
     assert run() == with_tables
+
+
+@pytest.mark.parametrize("name,n", [("cluster", 1500), ("linear_road_segment", 6000),
+                                    ("stock", 300)])
+def test_dense_and_sparse_index_universes_give_the_same_results(
+        name: str, n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dense universes (every partition times every integer key in range) are a layout choice:
+    forcing the sparse layout everywhere changes no result."""
+    from replaydb.operators.greta.runtime import GraphState
+
+    w = WORKLOADS[name]
+    table = w.generate(n, windows=2.0, seed=11)
+    dense_used = []
+    orig = GraphState._universe
+
+    def spy(self: GraphState, *args: object, **kw: object) -> object:
+        out = orig(self, *args, **kw)
+        dense_used.append(out[3])
+        return out
+
+    def run() -> str:
+        op = bind(parse(w.query), table.schema, "s", exact_type="string")
+        op.push(table.slice(0, table.num_rows // 2))
+        for g in op._rt.graphs:
+            g._check()
+        op.push(table.slice(table.num_rows // 2))
+        op.flush()
+        for g in op._rt.graphs:
+            g._check()
+        return _digest(op.results().to_pylist())
+
+    monkeypatch.setattr(GraphState, "_universe", spy)
+    dense = run()
+    if name != "stock":  # float prices: never dense
+        assert any(dense_used), "the dense layout was not exercised"
+    else:
+        assert not any(dense_used)
+    monkeypatch.setattr(GraphState, "DENSE_MIN", 0)
+    monkeypatch.setattr(GraphState, "DENSE_FACTOR", 0)
+    dense_used.clear()
+    assert run() == dense
+    assert not any(dense_used)

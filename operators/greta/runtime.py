@@ -271,7 +271,10 @@ class Positions:
             lo, hi = int(hay[0]), int(hay[-1])
             if hi - lo + 1 > self.RANGE_PER_NEEDLE * n + 1024:
                 return np.searchsorted(hay, needles, side).astype(np.int64)
-            lut = np.searchsorted(hay, np.arange(lo, hi + 1, dtype=np.int64), side)
+            if hi - lo + 1 == m and bool(np.all(np.diff(hay) == 1)):  # hay is lo..hi itself
+                lut = np.arange(m, dtype=np.int64) + (1 if side == "right" else 0)
+            else:
+                lut = np.searchsorted(hay, np.arange(lo, hi + 1, dtype=np.int64), side)
             hit = (hay, lut.astype(np.int64), lo)
             self._luts[key] = hit
         _, lut, lo = hit
@@ -320,6 +323,7 @@ class GraphState:
         self.u_gk: list[np.ndarray | None] = [None] * self.nI  # distinct keys (ranks)
         self.u_uc: list[np.ndarray] = [_EMPTY_I] * self.nI  # sorted (partition, key rank)
         self.ix_age = [0] * self.nI  # sub-chunks since the index was last rebuilt
+        self.u_dense = [False] * self.nI  # universe is dense (see _universe)
         self.ubase = np.zeros(self.nI + 1, np.int64)
         Wi, Wf = self.widths()
         self.ptI = np.zeros((0, Wi), np.int64)
@@ -459,11 +463,15 @@ class GraphState:
     def _widen_I(self, a: np.ndarray, L_new: int) -> np.ndarray:
         rows = a.shape[0]
         nbo = self.Cb * self.K * self.L
+        nbn = self.Cb * self.K * L_new
         big = a[:, :nbo].reshape(rows, self.Cb * self.K, self.L)
-        ext = np.where(big[:, :, -1:] >= kn.HALF, kn.MASK, 0).astype(np.int64)
-        ext = np.repeat(ext, L_new - self.L, axis=2)
-        nbig = np.concatenate([big, ext], axis=2).reshape(rows, self.Cb * self.K * L_new)
-        return np.ascontiguousarray(np.concatenate([nbig, a[:, nbo:]], axis=1))
+        wide = np.empty((rows, self.Cb * self.K, L_new), np.int64)
+        wide[:, :, : self.L] = big
+        wide[:, :, self.L:] = np.where(big[:, :, -1:] >= kn.HALF, kn.MASK, 0)  # sign extension
+        out = np.empty((rows, nbn + a.shape[1] - nbo), np.int64)
+        out[:, :nbn] = wide.reshape(rows, nbn)
+        out[:, nbn:] = a[:, nbo:]
+        return out
 
     def widen(self, L_new: int) -> None:
         """Grow every exact value to ``L_new`` limbs (sign-extended; values unchanged)."""
@@ -688,7 +696,6 @@ class GraphState:
         self.co_t = np.zeros(n if not self.is_main else 0, np.int64)
         self.co_ls = np.zeros_like(self.co_t)
         self.co_pid = np.zeros_like(self.co_t)
-        self._init_z()
         return OCC(t=np.ascontiguousarray(t), seq=np.ascontiguousarray(ev.seq[rows]), x=xs,
                    pid=pid, wa=np.ascontiguousarray(wa), wb=np.ascontiguousarray(wb), ai=ai, af=af,
                    rank=rank, bound=bound, g=gcols)
@@ -718,13 +725,67 @@ class GraphState:
         self.off[ii, :P] = base + lo
         self.sz[ii, :P] = hi - lo
 
+    DENSE_FACTOR = 4
+    """A dense universe may hold up to this many times the entries of the sparse one ..."""
+    DENSE_MIN = 4096
+    """... or this many entries, whichever is larger."""
+
+    def _dense_ok(self, dense_size: int, entries: int) -> bool:
+        return dense_size <= max(self.DENSE_FACTOR * entries, self.DENSE_MIN)
+
+    def _universe(self, ix: Any, gk: np.ndarray, o_pid: np.ndarray, o_key: np.ndarray,
+                  n_pid: np.ndarray, n_key: np.ndarray, P: int, pos_of: Positions
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """The new universe of an index: (distinct keys ``gk``, sorted codes ``pid * (len(gk) +
+        1) + key rank``, codes of the kept old entries, dense?).
+
+        Sparse: the live old entries plus the new vertices' (partition, key) pairs. Dense (main
+        graph, integer keys or the single key of an aggregate index): every partition ``0..P-1``
+        times every integer key in the observed range widened by an eighth of its span on both
+        sides, when that is at most :attr:`DENSE_FACTOR` times the sparse size (or
+        :attr:`DENSE_MIN`). Later sub-chunks whose vertices fall inside a dense universe need no
+        rebuild (no row moves, no Fenwick rebuild), and the age rule does not apply to it while it
+        stays within the size bound of its live entries. Its extra rows hold zero (empty) values,
+        so results are unchanged; memory stays within a constant factor of the sparse layout.
+        Decision: dense layouts only in the main graph, where a dead row is exactly an empty row
+        (negative graphs keep times in their rows). O(size of the new universe)."""
+        mult = len(gk) + 1
+        o_comp = o_pid * mult + pos_of(gk, o_key) if len(o_key) else _EMPTY_I
+        n_comp = n_pid * mult + pos_of(gk, n_key) if len(n_key) else _EMPTY_I
+        nu = np.unique(n_comp)
+        if len(o_comp):
+            pos = np.searchsorted(o_comp, nu)
+            there = pos < len(o_comp)
+            there[there] = o_comp[pos[there]] == nu[there]
+            uc = np.insert(o_comp, pos[~there], nu[~there])
+        else:
+            uc = nu
+        if not self.is_main or not len(gk) or not P:
+            return gk, uc, o_comp, False
+        if ix.kind == NONE:
+            dk = gk
+        elif ix.kind == FENWICK and gk.dtype.kind in "iu":
+            lo, hi = int(gk[0]), int(gk[-1])
+            pad = (hi - lo) // 8
+            dk = np.arange(lo - pad, hi + pad + 1, dtype=gk.dtype)
+        else:
+            return gk, uc, o_comp, False
+        if not self._dense_ok(P * len(dk), len(uc)):
+            return gk, uc, o_comp, False
+        dm = len(dk) + 1
+        duc = (np.arange(P, dtype=np.int64)[:, None] * dm
+               + np.arange(len(dk), dtype=np.int64)[None, :]).reshape(-1)
+        do = o_pid * dm + pos_of(dk, o_key) if len(o_key) else _EMPTY_I
+        return dk, duc, do, True
+
     def _rebuild_indexes(self, ev: EventChunk, rows: np.ndarray, xs: np.ndarray, pid: np.ndarray,
                          compacted: bool, W0: int, rank: np.ndarray, bound: np.ndarray) -> None:
         """Give every new source occurrence a rank and every target occurrence a probe bound.
 
         An index keeps its universe (no copy, no Fenwick rebuild) when all keys of the
         sub-chunk's new vertices are already in it; otherwise, or once every entry present at its
-        last rebuild may have expired (K+1 sub-chunks), it is rebuilt from its live entries."""
+        last rebuild may have expired (K+1 sub-chunks; not for a dense universe still within its
+        size bound, see :meth:`_universe`), it is rebuilt from its live entries."""
         g = self.g
         P = len(self.parts)
         nI = self.nI
@@ -743,7 +804,10 @@ class GraphState:
                 valid = ~_null_mask(n_key)
             new_keys[ii] = (src_sel, n_key, valid)
             gk, uc = self.u_gk[ii], self.u_uc[ii]
-            nd = compacted or gk is None or self.ix_age[ii] >= self.K + 1
+            nd = compacted or gk is None
+            if not nd and self.ix_age[ii] >= self.K + 1:
+                nd = not self.u_dense[ii] or not self._dense_ok(len(uc), int(self._alive_rows(
+                    self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0).sum()))
             if not nd and valid.any():
                 nk = n_key[valid]
                 try:
@@ -792,19 +856,9 @@ class GraphState:
                 gk = np.unique(all_keys)
             except TypeError as e:
                 raise DataError(f"edge-predicate key values cannot be ordered: {e}") from None
+            gk, uc, o_comp, dense = self._universe(ix, gk, o_pid, o_key, pid[src_sel][valid],
+                                                   nk, P, pos_of)
             mult = len(gk) + 1
-            o_comp = o_pid * mult + pos_of(gk, o_key) \
-                if len(o_key) else _EMPTY_I
-            n_comp = pid[src_sel][valid] * mult + pos_of(gk, nk) \
-                if len(nk) else _EMPTY_I
-            nu = np.unique(n_comp)
-            if len(o_comp):
-                pos = np.searchsorted(o_comp, nu)
-                there = pos < len(o_comp)
-                there[there] = o_comp[pos[there]] == nu[there]
-                uc = np.insert(o_comp, pos[~there], nu[~there])
-            else:
-                uc = nu
             u_pid = uc // mult
             u_key = gk[uc % mult] if len(uc) else np.zeros(0, gk.dtype)
             parts = np.arange(P, dtype=np.int64)
@@ -816,6 +870,7 @@ class GraphState:
                        "new_asc": pos_of(uc, o_comp) if len(o_comp) else _EMPTY_I,
                        "o_pid": o_pid}
             self.ix_age[ii] = 0
+            self.u_dense[ii] = dense
         # ---- new pools
         sizes = np.array([lay[ii]["size"] for ii in range(nI)], np.int64)
         ubase = np.zeros(nI + 1, np.int64)
@@ -1012,6 +1067,15 @@ class GraphState:
                            ("q_nxt", -1)):
             setattr(self, name, _grow(getattr(self, name), cap, fill))
 
+    def _tighten_z(self) -> None:
+        """Z := the smaller of the running bound and :meth:`_init_z`'s bound from the stored
+        values (both are valid: every value the kernel computes is a sum of distinct live
+        vertex values). Called only when the running bound would make the values wider: the
+        recount is O(state), so it is not paid on every sub-chunk."""
+        z = self.Z
+        self._init_z()
+        self.Z = min(z, self.Z)
+
     def _init_z(self) -> None:
         """Z := a bound on the sum of the magnitudes of every stored exact value (log2)."""
         if self.Cb == 0:
@@ -1049,7 +1113,12 @@ class GraphState:
         if self.Cb:
             need = int(math.ceil((self.Z + slack + 2) / kn.LIMB))
             if need > self.L:
-                self.widen(need)
+                # the kernel's running bound only grows (closed windows do not lower it):
+                # tighten it from the stored values before widening
+                self._tighten_z()
+                need = int(math.ceil((self.Z + slack + 2) / kn.LIMB))
+                if need > self.L:
+                    self.widen(need)
         CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
         Zarr = np.array([self.Z], np.float64)
         ngt = NGT(bM=self.bM, bL=self.bL, blk=self.blk, p_bucket=self.p_bucket,
@@ -1068,7 +1137,14 @@ class GraphState:
             pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr)
             if pos >= n:
                 break
-            new_L = int(math.ceil((Zarr[0] + slack + 2) / kn.LIMB)) + max(1, self.L // 4)
+            # stopped before a group whose values might not fit: tighten, else widen
+            self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
+            self.Z = float(Zarr[0])
+            self._tighten_z()
+            Zarr[0] = self.Z
+            if int(math.ceil((self.Z + slack + 2) / kn.LIMB)) <= self.L:
+                continue
+            new_L = int(math.ceil((self.Z + slack + 2) / kn.LIMB)) + max(1, self.L // 4)
             self.widen(max(new_L, self.L + 1))
         self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
         co_n = int(CNT[2])
