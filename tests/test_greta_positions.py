@@ -73,7 +73,7 @@ def test_greta_results_do_not_depend_on_the_position_tables(
     assert run() == with_tables
 
 
-@pytest.mark.parametrize("name,n", [("cluster", 1500), ("linear_road_segment", 6000),
+@pytest.mark.parametrize("name,n", [("cluster", 8000), ("linear_road_segment", 6000),
                                     ("stock", 300)])
 def test_dense_and_sparse_index_universes_give_the_same_results(
         name: str, n: int, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -740,7 +740,7 @@ class GraphState:
         1) + key rank``, codes of the kept old entries, dense?).
 
         Sparse: the live old entries plus the new vertices' (partition, key) pairs. Dense (main
-        graph, integer keys or the single key of an aggregate index): every partition ``0..P-1``
+        graph, Fenwick index over integer keys): every partition ``0..P-1``
         times every integer key in the observed range widened by an eighth of its span on both
         sides, when that is at most :attr:`DENSE_FACTOR` times the sparse size (or
         :attr:`DENSE_MIN`). Later sub-chunks whose vertices fall inside a dense universe need no
@@ -748,7 +748,10 @@ class GraphState:
         stays within the size bound of its live entries. Its extra rows hold zero (empty) values,
         so results are unchanged; memory stays within a constant factor of the sparse layout.
         Decision: dense layouts only in the main graph, where a dead row is exactly an empty row
-        (negative graphs keep times in their rows). O(size of the new universe)."""
+        (negative graphs keep times in their rows), and not for aggregate (single-key) indexes:
+        there a dense layout is one row per partition, dead ones included, which costs memory
+        (measured: +29% state on Linear Road per vehicle at 1M events per window) and saves no
+        rebuild that a new partition would not force anyway. O(size of the new universe)."""
         mult = len(gk) + 1
         o_comp = o_pid * mult + pos_of(gk, o_key) if len(o_key) else _EMPTY_I
         n_comp = n_pid * mult + pos_of(gk, n_key) if len(n_key) else _EMPTY_I
@@ -762,9 +765,7 @@ class GraphState:
             uc = nu
         if not self.is_main or not len(gk) or not P:
             return gk, uc, o_comp, False
-        if ix.kind == NONE:
-            dk = gk
-        elif ix.kind == FENWICK and gk.dtype.kind in "iu":
+        if ix.kind == FENWICK and gk.dtype.kind in "iu":
             lo, hi = int(gk[0]), int(gk[-1])
             pad = (hi - lo) // 8
             dk = np.arange(lo - pad, hi + pad + 1, dtype=gk.dtype)
