@@ -1145,8 +1145,9 @@ class GraphState:
             Zarr[0] = self.Z
             if int(math.ceil((self.Z + slack + 2) / kn.LIMB)) <= self.L:
                 continue
-            new_L = int(math.ceil((self.Z + slack + 2) / kn.LIMB)) + max(1, self.L // 4)
-            self.widen(max(new_L, self.L + 1))
+            # exactly the limbs the recounted bound needs: a further stop costs one recount,
+            # while a headroom limb would widen every stored value for good
+            self.widen(max(int(math.ceil((self.Z + slack + 2) / kn.LIMB)), self.L + 1))
         self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
         co_n = int(CNT[2])
         self.co_t, self.co_ls, self.co_pid = self.co_t[:co_n], self.co_ls[:co_n], \
