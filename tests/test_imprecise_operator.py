@@ -428,3 +428,14 @@ def test_trimmed_intervals_do_not_raise_the_pruning_bound(framework, method):
     op.push(table.slice(1))
     op.flush()
     assert op.results().column("signature").to_pylist() == [[1, 0]]
+
+
+def test_next_confidence_of_a_component_without_points_is_zero():
+    """A valid interval can hold only zero-weight instants: that component has no point, and
+    the skip-till-next reference gives no chain (as the chain reference does), not an error."""
+    from replaydb.operators.imprecise.confidence import chain_confidence, next_confidence
+
+    comp = [[(0, 1.0)], [], [(3, 0.5), (4, 0.5)]]
+    spoilers = [([(1, 1.0)], frozenset({1})), ([(2, 1.0)], frozenset({1, 2}))]
+    assert next_confidence(comp, 5, spoilers) == (0, None, None)
+    assert chain_confidence(comp, 5) == (0, None, None)

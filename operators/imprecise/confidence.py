@@ -112,8 +112,12 @@ def next_confidence(comp_pts: Sequence[Points], window: int,
     """Skip-till-next confidence (Eq. 2-4) of one signature; see the module docstring.
 
     ``spoilers`` are ``(points, gaps)``: an unmatched candidate and the gaps ``g`` (between
-    components ``g - 1`` and ``g``) it is a candidate for.
+    components ``g - 1`` and ``g``) it is a candidate for. A component without points (e.g. a
+    valid interval holding only zero-weight instants) admits no chain: ``(0, None, None)``, as
+    :func:`chain_confidence` gives.
     """
+    if any(not pts for pts in comp_pts):
+        return 0, None, None
     l_ = len(comp_pts)
     lo_g = [comp_pts[g - 1][0][0] if g >= 1 else 0 for g in range(l_)]
     hi_g = [comp_pts[g][-1][0] for g in range(l_)]
