@@ -243,7 +243,6 @@ def encode_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]) -> tup
     return inv.astype(np.int64), list(zip(*cols))
 
 
-
 class Positions:
     """``np.searchsorted(hay, needles, side)`` for sorted integer ``hay``, answered from a lookup
     table over ``hay``'s value range when that range is small next to the number of needles.
@@ -251,7 +250,8 @@ class Positions:
     A binary search per needle costs O(log m) cache misses; with a table, building it costs
     O(range) (a search over sorted needles) and each needle one gather. The tables are cached per
     (hay, side) for the object's lifetime (one sub-chunk), so every probe of that sub-chunk
-    shares them; ``hay`` must not change meanwhile. Any other input falls back to
+    shares them; ``hay`` must not change meanwhile. A cached table holds its ``hay``, so the
+    ``id`` in its key cannot be reused by another array. Any other input falls back to
     ``np.searchsorted`` (same result)."""
 
     MIN_NEEDLES = 64
@@ -267,7 +267,7 @@ class Positions:
             return np.searchsorted(hay, needles, side).astype(np.int64)
         key = (id(hay), m, side)
         hit = self._luts.get(key)
-        if hit is None or hit[0] is not hay:
+        if hit is None:
             lo, hi = int(hay[0]), int(hay[-1])
             if hi - lo + 1 > self.RANGE_PER_NEEDLE * n + 1024:
                 return np.searchsorted(hay, needles, side).astype(np.int64)
@@ -540,12 +540,17 @@ class GraphState:
             self.bL = _grow_cols(self.bL, nb_, I64_MIN)
             self.blk = _grow_cols(self.blk, nb_, 0)
 
-    def compact_partitions(self, runtime: Runtime, keep_rows: list[np.ndarray], W0: int) -> bool:
-        """Forget partitions without any live state when they are the majority (``keep_rows``:
-        live rows per index; only which partitions have one matters). True when it did."""
+    def compact_partitions(self, runtime: Runtime, W0: int) -> bool:
+        """Forget partitions without any live state when they are the majority. True when it
+        did. Below :attr:`COMPACT_MIN_PARTITIONS` partitions it returns at once, before the
+        O(state) scan for live rows."""
         P = len(self.parts)
         if P < self.COMPACT_MIN_PARTITIONS:
             return False
+        # a partition is live when some row of it is: tree or point rows alike
+        keep_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
+                     if self.g.indexes[ii].kind != SCAN else np.zeros(0, bool)
+                     for ii in range(self.nI)]
         alive = np.zeros(P, bool)
         for ii in range(self.nI):
             alive[self.u_pid[ii][keep_rows[ii]]] = True
@@ -621,12 +626,7 @@ class GraphState:
             wb = wa
         n = len(rows)
         # --- compaction (a partition is live when some row of it is: tree or point rows alike)
-        compacted = False
-        if len(self.parts) >= self.COMPACT_MIN_PARTITIONS:
-            live_rows = [self._alive_rows(self.ptI[self.ubase[ii]: self.ubase[ii + 1]], W0)
-                         if self.g.indexes[ii].kind != SCAN else np.zeros(0, bool)
-                         for ii in range(self.nI)]
-            compacted = self.compact_partitions(runtime, live_rows, W0)
+        compacted = self.compact_partitions(runtime, W0)
         # --- partitions of the new occurrences
         inv, tuples = encode_keys(ev, rows, g.part_attrs)
         index = self.parts.index
@@ -762,14 +762,11 @@ class GraphState:
             uc = np.insert(o_comp, pos[~there], nu[~there])
         else:
             uc = nu
-        if not self.is_main or not len(gk) or not P:
+        if not (self.is_main and ix.kind == FENWICK and gk.dtype.kind in "iu" and len(gk) and P):
             return gk, uc, o_comp, False
-        if ix.kind == FENWICK and gk.dtype.kind in "iu":
-            lo, hi = int(gk[0]), int(gk[-1])
-            pad = (hi - lo) // 8
-            dk = np.arange(lo - pad, hi + pad + 1, dtype=gk.dtype)
-        else:
-            return gk, uc, o_comp, False
+        lo, hi = int(gk[0]), int(gk[-1])
+        pad = (hi - lo) // 8
+        dk = np.arange(lo - pad, hi + pad + 1, dtype=gk.dtype)
         if not self._dense_ok(P * len(dk), len(uc)):
             return gk, uc, o_comp, False
         dm = len(dk) + 1
@@ -1110,15 +1107,16 @@ class GraphState:
         fan_in = max((len(x) for x in self.g.in_tr), default=0)
         slack = (abits + math.ceil(math.log2(fan_in + 2)) + math.ceil(math.log2(self.Cb + 2))
                  + math.ceil(math.log2(max_group + 1)) + 4)
-        if self.Cb:
-            need = int(math.ceil((self.Z + slack + 2) / kn.LIMB))
-            if need > self.L:
-                # the kernel's running bound only grows (closed windows do not lower it):
-                # tighten it from the stored values before widening
-                self._tighten_z()
-                need = int(math.ceil((self.Z + slack + 2) / kn.LIMB))
-                if need > self.L:
-                    self.widen(need)
+
+        def limbs_needed() -> int:
+            return int(math.ceil((self.Z + slack + 2) / kn.LIMB))
+
+        if self.Cb and limbs_needed() > self.L:
+            # the kernel's running bound only grows (closed windows do not lower it):
+            # tighten it from the stored values before widening
+            self._tighten_z()
+            if limbs_needed() > self.L:
+                self.widen(limbs_needed())
         CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
         Zarr = np.array([self.Z], np.float64)
         ngt = NGT(bM=self.bM, bL=self.bL, blk=self.blk, p_bucket=self.p_bucket,
@@ -1142,11 +1140,11 @@ class GraphState:
             self.Z = float(Zarr[0])
             self._tighten_z()
             Zarr[0] = self.Z
-            if int(math.ceil((self.Z + slack + 2) / kn.LIMB)) <= self.L:
+            if limbs_needed() <= self.L:
                 continue
             # exactly the limbs the recounted bound needs: a further stop costs one recount,
             # while a headroom limb would widen every stored value for good
-            self.widen(max(int(math.ceil((self.Z + slack + 2) / kn.LIMB)), self.L + 1))
+            self.widen(max(limbs_needed(), self.L + 1))
         self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
         co_n = int(CNT[2])
         self.co_t, self.co_ls, self.co_pid = self.co_t[:co_n], self.co_ls[:co_n], \
