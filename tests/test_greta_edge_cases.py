@@ -125,10 +125,11 @@ def test_no_events_of_the_pattern() -> None:
     assert op.process(t).num_rows == 0
 
 
-@pytest.mark.parametrize("L", [1, 2, 3, 5])
+@pytest.mark.parametrize("L", [1, 2, 3, 4, 5])
 def test_vectorized_limb_conversion_equals_the_scalar_one(L: int) -> None:
-    """Output conversion of L-limb two's complement numbers: the vectorized path for values of
-    at most 60 bits and the scalar fallback give :func:`limbs_to_int` of every row."""
+    """Output conversion of L-limb two's complement numbers: the int64 path (every value of at
+    most 60 bits) and the 60-bit-word path (odd and even L) give :func:`limbs_to_int` of every
+    row."""
     import numpy as np
 
     from replaydb.operators.greta import kernel as kn
@@ -145,3 +146,5 @@ def test_vectorized_limb_conversion_equals_the_scalar_one(L: int) -> None:
     assert [limbs_to_int(r) for r in rows] == vals
     assert limb_rows_to_ints(rows) == vals
     assert limb_rows_to_ints(rows[:0]) == []
+    small = [i for i, v in enumerate(vals) if -(1 << 59) <= v < 1 << 59]
+    assert limb_rows_to_ints(rows[small]) == [vals[i] for i in small]

@@ -76,7 +76,7 @@ def _bits(a, r, base, L):
         if v != fill:
             if neg:
                 v = MASK - v
-            b = int(math.log2(v)) + 1 if v > 0 else 0
+            b = math.frexp(v)[1] if v > 0 else 0  # bit length of v (exact: v < 2**30)
             return LIMB * i + b + 1
     return 1
 
@@ -153,8 +153,11 @@ def _acc(dI, dF, dr, sI, sF, sr, G, wa, wb, normalize):
     """Aggregate row ``s`` into row ``d`` for the slots of windows wa..wb."""
     K, L, Cb = G.K, G.L, G.Cb
     nb_ = Cb * K * L
-    for w in range(wa, wb + 1):
-        k = w % K
+    k = wa % K - 1
+    for _w in range(wa, wb + 1):
+        k += 1  # w % K, without a division per window
+        if k == K:
+            k = 0
         for c in range(Cb):
             base = (c * K + k) * L
             for i in range(L):
@@ -262,6 +265,43 @@ def log2_total(vi, nrows, G):
     if best < 0:
         return -1.0
     return best + math.log2(acc)
+
+
+@nb.njit(cache=True)
+def widen_rows(a, nblocks, L, L_new):
+    """``a`` with its first ``nblocks`` groups of ``L`` limbs grown to ``L_new`` limbs each
+    (two's complement sign extension, values unchanged); the columns after them are copied as
+    they are. One pass over ``a``: O(rows x columns)."""
+    rows, cols = a.shape
+    nbo = nblocks * L
+    out = np.empty((rows, nblocks * L_new + cols - nbo), np.int64)
+    for r in range(rows):
+        for b in range(nblocks):
+            src = b * L
+            dst = b * L_new
+            for i in range(L):
+                out[r, dst + i] = a[r, src + i]
+            fill = MASK if a[r, src + L - 1] >= HALF else 0
+            for i in range(L, L_new):
+                out[r, dst + i] = fill
+        for c in range(nbo, cols):
+            out[r, nblocks * L_new + c - nbo] = a[r, c]
+    return out
+
+
+@nb.njit(cache=True)
+def clear_columns(vi, vf, n, big_cols, mmi_cols, mmi_fill, f_cols, f_fill):
+    """Reset the given columns of the first ``n`` rows: exact limbs and float sums to zero,
+    min/max columns to their identity. One pass over the rows (the columns of one window slot are
+    scattered across a row, so clearing them column by column would stride over the array once
+    per column)."""
+    for r in range(min(n, vi.shape[0], vf.shape[0])):
+        for c in big_cols:
+            vi[r, c] = 0
+        for j in range(len(mmi_cols)):
+            vi[r, mmi_cols[j]] = mmi_fill[j]
+        for j in range(len(f_cols)):
+            vf[r, f_cols[j]] = f_fill[j]
 
 
 # ---------------------------------------------------------------------------- negation helpers

@@ -43,25 +43,31 @@ def limbs_to_int(limbs: np.ndarray) -> int:
 
 
 def limb_rows_to_ints(limbs: np.ndarray) -> list[int]:
-    """:func:`limbs_to_int` of every row of ``limbs`` (n x L), vectorized for the rows whose value
-    fits in 60 bits (every limb above the second is pure sign extension): O(n L) in NumPy plus
-    one Python int per row; the other rows go through :func:`limbs_to_int`."""
+    """:func:`limbs_to_int` of every row of ``limbs`` (n x L), vectorized: NumPy joins the limbs
+    in pairs into non-negative 60-bit words, and Python combines a row's ceil(L/2) words into one
+    int (then subtracts 2**(30L) where the top limb is negative). O(n L)."""
     n, L = limbs.shape
     if n == 0:
         return []
+    limbs = limbs.astype(np.int64)
+    neg = limbs[:, -1] >= kn.HALF
     if L == 1:
-        v = limbs[:, 0].astype(np.int64)
-        return np.where(v >= kn.HALF, v - (1 << kn.LIMB), v).tolist()
-    lo, hi = limbs[:, 0].astype(np.int64), limbs[:, 1].astype(np.int64)
-    neg = hi >= kn.HALF
-    rest = limbs[:, 2:]
-    small = np.where(neg, (rest == kn.MASK).all(axis=1), (rest == 0).all(axis=1)) \
-        if L > 2 else np.ones(n, bool)
-    v = lo + (hi << kn.LIMB) - np.where(neg, np.int64(1) << (2 * kn.LIMB), 0)
-    out = v.tolist()
-    for i in np.flatnonzero(~small).tolist():
-        out[i] = limbs_to_int(limbs[i])
-    return out
+        v = limbs[:, 0]
+        return np.where(neg, v - (1 << kn.LIMB), v).tolist()
+    neg2 = limbs[:, 1] >= kn.HALF  # sign of the low 60 bits
+    if L == 2 or bool(np.where(neg2[:, None], limbs[:, 2:] == kn.MASK, limbs[:, 2:] == 0).all()):
+        # every value fits in 60 bits (the limbs above the second only extend its sign)
+        v = limbs[:, 0] + (limbs[:, 1] << kn.LIMB) - np.where(neg2, np.int64(1) << (2 * kn.LIMB),
+                                                             0)
+        return v.tolist()
+    words = [limbs[:, i] + ((limbs[:, i + 1] << kn.LIMB) if i + 1 < L else 0)
+             for i in range(0, L, 2)]
+    shift = 2 * kn.LIMB
+    acc = words[-1].tolist()
+    for w in reversed(words[:-1]):
+        acc = [(a << shift) | b for a, b in zip(acc, w.tolist())]
+    full = 1 << (kn.LIMB * L)
+    return [a - full if s else a for a, s in zip(acc, neg.tolist())]
 
 
 def _normalize_limbs(a: np.ndarray, L: int) -> np.ndarray:
@@ -212,10 +218,11 @@ class GretaOperator(Operator):
             closed = np.floor_divide(tp - d, s)
             splits = np.flatnonzero(np.diff(closed)) + 1
             bounds = [0, *splits.tolist(), cut]
+            whole = EventChunk(proc, plan.config.type_column)
             for a, b in zip(bounds, bounds[1:]):
                 self._close_through(int(closed[a]))
                 W0 = (self._w_next if self._w_next is not None else 0) * s
-                ev = EventChunk(proc.slice(a, b - a), plan.config.type_column)
+                ev = whole.slice(a, b - a)
                 self._rt.process(ev, W0)
                 hi = int(tp[b - 1]) // s
                 self._w_hi = hi if self._w_hi is None else max(self._w_hi, hi)

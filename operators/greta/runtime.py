@@ -118,9 +118,31 @@ class EventChunk:
         self.type_index = {v: i for i, v in enumerate(enc.dictionary.to_pylist())}
         self._np: dict[str, np.ndarray] = {}
         self._compiled: dict[int, Any] = {}
+        self._parent: tuple[EventChunk, int, int] | None = None
+
+    def slice(self, start: int, length: int) -> EventChunk:
+        """The events ``start .. start+length-1`` as a chunk that shares this chunk's type
+        dictionary, compiled expressions and converted columns (views, no copies): a batch is
+        converted once and then cut into sub-chunks at window closes. O(columns converted)."""
+        out = type(self).__new__(type(self))
+        end = start + length
+        out.table = self.table.slice(start, length)
+        out.n = length
+        out.t = self.t[start:end]
+        out.seq = self.seq[start:end]
+        out.type_codes = self.type_codes[start:end]
+        out.type_index = self.type_index
+        out._np = {k: v[start:end] for k, v in self._np.items()}
+        out._compiled = self._compiled
+        out._parent = (self, start, end)
+        return out
 
     def np(self, name: str) -> np.ndarray:
         a = self._np.get(name)
+        if a is None and self._parent is not None:
+            parent, start, end = self._parent
+            a = parent.np(name)[start:end]
+            self._np[name] = a
         if a is None:
             a = column_np(self.table, name)
             self._np[name] = a
@@ -213,9 +235,47 @@ class Keyspace:
 
 def encode_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]) -> tuple[np.ndarray,
                                                                                    list[tuple]]:
-    """(inverse, unique tuples): the tuple of ``attrs`` values of every row, densely coded."""
+    """(inverse, unique tuples): the tuple of ``attrs`` values of every row, densely coded.
+
+    Integer columns without nulls take a NumPy path (:func:`_encode_int_keys`), any other the
+    Arrow path (:func:`_encode_arrow_keys`); both give the same Python values (a test holds
+    them to it). O(n log n) for n rows."""
     if not attrs:
         return np.zeros(len(rows), np.int64), [()]
+    cols_np = [ev.np(a) for a in attrs]
+    if all(c.dtype.kind in "iu" for c in cols_np):  # a null makes column_np return floats
+        out = _encode_int_keys([c[rows] for c in cols_np])
+        if out is not None:
+            return out
+    return _encode_arrow_keys(ev, rows, attrs)
+
+
+def _encode_int_keys(cols: list[np.ndarray]) -> tuple[np.ndarray, list[tuple]] | None:
+    """:func:`encode_keys` of integer columns: a code per column, the codes joined in mixed
+    radix, then one ``np.unique``; None when the radix product exceeds 62 bits."""
+    per = [np.unique(c, return_inverse=True) for c in cols]
+    if len(per) == 1:
+        return per[0][1].reshape(-1).astype(np.int64), [(v,) for v in per[0][0].tolist()]
+    radix = 1.0
+    for u, _ in per:
+        radix *= len(u)
+    if radix >= 2.0**62:
+        return None
+    comb = per[0][1].reshape(-1).astype(np.int64)
+    for u, inv_a in per[1:]:
+        comb = comb * len(u) + inv_a.reshape(-1)
+    uniq, inv = np.unique(comb, return_inverse=True)
+    digits = []
+    for u, _ in reversed(per):
+        digits.append(u[uniq % len(u)].tolist())
+        uniq = uniq // len(u)
+    return inv.reshape(-1).astype(np.int64), list(zip(*reversed(digits)))
+
+
+def _encode_arrow_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]
+                       ) -> tuple[np.ndarray, list[tuple]]:
+    """:func:`encode_keys` of any columns through Arrow's dictionary encoding (nulls are keys,
+    NaN reads as None)."""
     codes = []
     dicts = []
     idx = pa.array(rows, type=pa.int64())
@@ -461,17 +521,7 @@ class GraphState:
 
     # ------------------------------------------------------------------ widening
     def _widen_I(self, a: np.ndarray, L_new: int) -> np.ndarray:
-        rows = a.shape[0]
-        nbo = self.Cb * self.K * self.L
-        nbn = self.Cb * self.K * L_new
-        big = a[:, :nbo].reshape(rows, self.Cb * self.K, self.L)
-        wide = np.empty((rows, self.Cb * self.K, L_new), np.int64)
-        wide[:, :, : self.L] = big
-        wide[:, :, self.L:] = np.where(big[:, :, -1:] >= kn.HALF, kn.MASK, 0)  # sign extension
-        out = np.empty((rows, nbn + a.shape[1] - nbo), np.int64)
-        out[:, :nbn] = wide.reshape(rows, nbn)
-        out[:, nbn:] = a[:, nbo:]
-        return out
+        return kn.widen_rows(np.ascontiguousarray(a), self.Cb * self.K, self.L, L_new)
 
     def widen(self, L_new: int) -> None:
         """Grow every exact value to ``L_new`` limbs (sign-extended; values unchanged)."""
@@ -1181,13 +1231,6 @@ class GraphState:
         kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, np.array([self.Z]))
 
     # ------------------------------------------------------------------ windows
-    def _slot_slices(self, k: int) -> tuple[list[slice], list[int], list[int], list[int]]:
-        K, L = self.K, self.L
-        nb_ = self.Cb * K * L
-        return ([slice((c * K + k) * L, (c * K + k + 1) * L) for c in range(self.Cb)],
-                [nb_ + c * K + k for c in range(self.Cmi)], [c * K + k for c in range(self.Cf)],
-                [self.Cf * K + c * K + k for c in range(self.Cmf)])
-
     def slot_columns(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Columns of slot k: (big int cols, mmi cols, fsum cols, mmf cols)."""
         K, L = self.K, self.L
@@ -1200,24 +1243,19 @@ class GraphState:
         return big, mmi, fs, mmf
 
     def clear_slot(self, k: int) -> None:
-        big, mmi, fs, mmf = self._slot_slices(k)
-        mmi_fill = [I64_MIN if m else I64_MAX for _, _, m in self.g.mmi]
-        mmf_fill = [-np.inf if m else np.inf for _, _, m in self.g.mmf]
+        big, mmi, fs, mmf = self.slot_columns(k)
+        mmi_fill = np.array([I64_MIN if m else I64_MAX for _, _, m in self.g.mmi], np.int64)
+        f_cols = np.concatenate([fs, mmf])
+        f_fill = np.concatenate([np.zeros(len(fs)),
+                                 np.array([-np.inf if m else np.inf for _, _, m in self.g.mmf],
+                                          np.float64)])
         for vi, vf, n in ((self.ptI, self.ptF, self.ptI.shape[0]),
                           (self.fwI, self.fwF, self.fwI.shape[0]),
                           (self.rI, self.rF, self.r_n), (self.qI, self.qF, self.q_n),
                           (self.qtotI, self.qtotF, len(self.parts)),
                           (self.finI, self.finF, len(self.groups))):
-            if n == 0:
-                continue
-            for sl in big:
-                vi[:n, sl] = 0
-            for col, fill in zip(mmi, mmi_fill):
-                vi[:n, col] = fill
-            for col in fs:
-                vf[:n, col] = 0.0
-            for col, fill in zip(mmf, mmf_fill):
-                vf[:n, col] = fill
+            if n:
+                kn.clear_columns(vi, vf, n, big, mmi, mmi_fill, f_cols, f_fill)
         if self.fin_seq.shape[0]:
             self.fin_seq[:, k] = -1
         if self.blk.shape[1]:
