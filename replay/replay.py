@@ -22,6 +22,12 @@ stream is null in its rows. With ``type_column`` set, a stream that has no such 
 filled with the stream's name, so event types can come from stream names (SASE+ components,
 GRETA and TPStream symbols) or from a column - operators cannot tell the difference.
 
+One stream: consecutive short intervals are read together (their distinct leaves in one read
+per data file, up to ``batch_rows`` events' worth) and cut into per-interval batches, so a plan of
+thousands of short intervals pays a few reads, not one per interval; a leaf shared by two
+intervals is read once. The operator still sees each interval's batches and an
+``end_interval`` between intervals, exactly as if they had been read one by one.
+
 What was read (intervals, leaves, row groups, events, bytes, seconds) is in :attr:`Replay.stats`
 for EXPLAIN ANALYZE.
 
@@ -154,13 +160,15 @@ class Replay:
         """``(interval index, batch)`` in (t, stream, seq) order."""
         before = [s.counters.copy() for s in self.snapshots]
         try:
+            if len(self.snapshots) == 1:
+                self.stats.intervals += len(self.intervals)
+                for k, batch in self._single_grouped(self.snapshots[0]):
+                    self.stats.batches += 1
+                    yield k, batch
+                return
             for k, (a, b) in enumerate(self.intervals):
                 self.stats.intervals += 1
-                if len(self.snapshots) == 1:
-                    gen = self._single(self.snapshots[0], a, b)
-                else:
-                    gen = self._merged(a, b)
-                for batch in gen:
+                for batch in self._merged(a, b):
                     self.stats.batches += 1
                     yield k, batch
         finally:
@@ -172,14 +180,20 @@ class Replay:
                 self.stats.bytes += d.bytes
                 self.stats.per_stream[snap.name] = d.as_dict()
 
-    def _single(self, snap: Any, a: int | None, b: int | None) -> Iterator[pa.RecordBatch]:
+    def _single_grouped(self, snap: Any) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """One stream: short intervals are read together, up to ``batch_rows`` events' leaves
+        per read (:meth:`StreamSnapshot.read_interval_groups`), and conformed to the output
+        schema once per read; each interval's batches are slices of it (no copies)."""
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         t0 = time.perf_counter()
-        for tbl in snap.iter_batches(a, b, cols, max_leaves=max_leaves, seq=self.seq):
+        for tbl, parts in snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
+                                                    seq=self.seq):
             tbl = self._conform(tbl, snap)
             self.stats.read_seconds += time.perf_counter() - t0
-            yield from tbl.to_batches(max_chunksize=self.batch_rows)
+            for k, off, rows in parts:
+                for batch in tbl.slice(off, rows).to_batches(max_chunksize=self.batch_rows):
+                    yield k, batch
             t0 = time.perf_counter()
 
     def _chunk_bounds(self, a: int | None, b: int | None) -> list[int | None]:

@@ -270,6 +270,90 @@ class StreamSnapshot:
         first = int(self.tree.leaves.col("seq_min")[i])
         return tbl.slice(s0 - first, s1 - s0)
 
+    def read_interval_groups(
+        self,
+        intervals: Sequence[tuple[int | None, int | None]],
+        columns: Sequence[str] | None = None,
+        *,
+        max_leaves: int = DEFAULT_BATCH_LEAVES,
+        seq: bool = True,
+    ) -> Iterator[tuple[pa.Table, list[tuple[int, int, int]]]]:
+        """Events of disjoint, sorted half-open time intervals, read together: yields
+        ``(table, [(interval index, row offset, rows), ...])`` where each interval's events are
+        ``table.slice(offset, rows)``.
+
+        Consecutive intervals whose leaves add up to at most ``max_leaves`` share one table: their
+        distinct leaves are read with one ``read_row_groups`` call per data file (a leaf holding
+        the end of one interval and the start of the next is read once), so many short intervals
+        cost a few reads instead of one each. An interval of more than ``max_leaves`` leaves is
+        yielded alone, in tables of at most ``max_leaves`` leaves (as :meth:`iter_batches`).
+        Intervals without events are left out. O(leaves read + intervals log leaves)."""
+        cols = self._columns(columns, seq=seq or (columns is not None and "seq" in columns))
+        lv = self.tree.leaves
+        n = len(intervals)
+        if n == 0 or lv.n == 0:
+            return
+        a = np.array([x[0] if x[0] is not None else np.iinfo(np.int64).min for x in intervals],
+                     np.int64)
+        b = np.array([x[1] if x[1] is not None else np.iinfo(np.int64).max for x in intervals],
+                     np.int64)
+        lo = np.searchsorted(lv.col("t_max"), a, side="left")
+        hi = np.maximum(lo, np.searchsorted(lv.col("t_min"), b, side="left"))
+        k = 0
+        while k < n:
+            if hi[k] - lo[k] > max_leaves:  # a long interval: streamed in bounded tables
+                for tbl in self.iter_batches(intervals[k][0], intervals[k][1], cols,
+                                             max_leaves=max_leaves, seq=seq):
+                    yield tbl, [(k, 0, tbl.num_rows)]
+                k += 1
+                continue
+            e = k + 1
+            leaves = int(hi[k] - lo[k])
+            while e < n and hi[e] - lo[e] <= max_leaves:
+                extra = int(hi[e] - max(lo[e], hi[e - 1]))
+                if leaves + extra > max_leaves:
+                    break
+                leaves += max(extra, 0)
+                e += 1
+            ids = np.unique(np.concatenate([np.arange(lo[x], hi[x]) for x in range(k, e)]))
+            if len(ids):
+                tbl = self._read_leaf_ids(ids, cols)
+                t = tbl.column("t").to_numpy()
+                r0 = np.searchsorted(t, a[k:e], side="left")
+                r1 = np.searchsorted(t, b[k:e], side="left")
+                parts = [(x, int(p), int(q - p)) for x, p, q in
+                         zip(range(k, e), r0.tolist(), r1.tolist()) if q > p]
+                if parts:
+                    yield tbl, parts
+            k = e
+
+    def _read_leaf_ids(self, ids: np.ndarray, cols: list[str]) -> pa.Table:
+        """Whole leaves ``ids`` (sorted, distinct) as one table in leaf order: one
+        ``read_row_groups`` call per run of leaves in the same data file."""
+        lv = self.tree.leaves
+        file_ids = lv.col("file_id")[ids]
+        rgs = lv.col("rg")[ids]
+        cut = np.nonzero(file_ids[1:] != file_ids[:-1])[0] + 1
+        bounds = np.concatenate([[0], cut, [len(ids)]]).tolist()
+        self.counters.reads += 1
+        parts = []
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            fid = int(file_ids[s])
+            info = self.files.get(fid)
+            if info is None:
+                raise CorruptionError(f"leaf {int(ids[s])} points to unknown data file id {fid}")
+            path = str(self.events_dir / info.path)
+            pf = self._cache.get(path, self.counters)
+            rg_bytes = self._cache.rg_bytes(path, pf, cols)
+            groups = rgs[s:e].astype(np.int64).tolist()
+            tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
+            self.counters.leaves += e - s
+            self.counters.row_groups += len(groups)
+            self.counters.events += tbl.num_rows
+            self.counters.bytes += int(rg_bytes[groups].sum())
+            parts.append(tbl)
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
     def read_intervals(self, intervals: Sequence[tuple[int, int]],
                        columns: Sequence[str] | None = None,
                        max_leaves: int = DEFAULT_BATCH_LEAVES) -> Iterator[tuple[int, pa.Table]]:

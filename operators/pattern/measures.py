@@ -302,6 +302,12 @@ class Evaluator:
             col = nav_name(leaf.col, leaf.nav)
         elif leaf.nav < 0:
             ev = np.where(ev >= 0, self.buf.follow_next(ev, -leaf.nav), -1)
+        typ = self.schema.field(col).type
+        if col in ("t", "seq") and pa.types.is_integer(typ) and self.buf.chunks:
+            # the buffer keeps t and seq as NumPy arrays: no Arrow gather over the raw batches
+            ok = ev >= 0
+            vals = self.buf.at(col, np.where(ok, ev, self.buf.chunks[0][0]))
+            return pa.array(vals, type=typ, mask=None if ok.all() else ~ok)
         return self.buf.gather(ev, [col], self.schema)[col]
 
     def agg(self, leaf: _AggLeaf) -> np.ndarray:

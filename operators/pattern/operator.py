@@ -196,12 +196,18 @@ class PatternOperator(Operator):
         return self._schema
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
+    def _reset_state(self, keep_engine: bool = False) -> None:
+        """Fresh partitions, navigation carry, event buffer and engine state. ``keep_engine``
+        resets the existing engine instead of building a new one (an engine keeps all its state
+        in ``engine.s``, which ``reset`` replaces; its other attributes are derived from the
+        compiled pattern once): what ``end_interval`` does after every replay interval."""
         cp = self.cp
         self._pmap = PartitionMap(cp.partition_by)
         self._nav = NavCarry(cp.navs)
         self._buffer = EventBuffer(len(cp.buf_cols), track_next=self._uses_next)
-        if FixedSeqEngine.eligible(cp) and self._fast:
+        if keep_engine:
+            self._engine.reset()
+        elif FixedSeqEngine.eligible(cp) and self._fast:
             self._engine = FixedSeqEngine(cp, self._grow_check)
         elif cp.sql:
             self._engine = SqlEngine(cp, self._grow_check)
@@ -234,7 +240,7 @@ class PatternOperator(Operator):
         pmap = self._pmap
         eng_numbers = {k: self._engine.s[k] for k in ("p_matchno", "matchno")
                        if k in self._engine.s}
-        self._reset_state()
+        self._reset_state(keep_engine=True)
         self._pmap = pmap
         self._next_match_id, self._numbers = next_id, numbers
         self.cp.strings.codes = strings
