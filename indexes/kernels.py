@@ -121,6 +121,61 @@ def radix_argsort_u64(keys: np.ndarray, idx: np.ndarray | None = None) -> np.nda
     return radix_sort_u64(keys, idx)[0]
 
 
+_PACK_DIGIT = 12
+
+
+@nb.njit(cache=True, nogil=True)
+def _packed_argsort(values: np.ndarray, ib: int, vbits: int) -> np.ndarray:
+    n = values.size
+    cur = np.empty(n, np.uint64)
+    for i in range(n):
+        cur[i] = (np.uint64(values[i]) << np.uint64(ib)) | np.uint64(i)
+    tmp = np.empty(n, np.uint64)
+    nb_ = 1 << _PACK_DIGIT
+    mask = np.uint64(nb_ - 1)
+    counts = np.empty(nb_ + 1, np.int64)
+    shift = ib
+    while shift < ib + vbits:
+        counts[:] = 0
+        sh = np.uint64(shift)
+        for i in range(n):
+            counts[((cur[i] >> sh) & mask) + 1] += 1
+        for b in range(nb_):
+            counts[b + 1] += counts[b]
+        for i in range(n):
+            k = cur[i]
+            d = (k >> sh) & mask
+            tmp[counts[d]] = k
+            counts[d] += 1
+        cur, tmp = tmp, cur
+        shift += _PACK_DIGIT
+    out = np.empty(n, np.int64)
+    low = np.uint64((1 << ib) - 1)
+    for i in range(n):
+        out[i] = np.int64(cur[i] & low)
+    return out
+
+
+def argsort_bounded(values: np.ndarray, bound: int) -> np.ndarray:
+    """Stable argsort of integers ``0 <= values < bound``: each value is packed with its position
+    into one uint64 (value above, position below) and LSD-radix sorted on the value bits only,
+    12 bits per pass, so a seq below 2**24 sorts in two passes over 8-byte words (instead of
+    carrying a key array and an index array through every digit of a 64-bit key). Falls back to
+    :func:`radix_argsort_u64` when value and position bits do not fit in 64. O(n * bits / 12)."""
+    values = np.asarray(values)
+    n = values.size
+    if values.dtype.kind not in "iu" or (n and (int(values.min()) < 0
+                                                or int(values.max()) >= bound)):
+        raise ValueError("argsort_bounded: values must be integers in [0, bound)")
+    if n < _SMALL_SORT:
+        return np.argsort(values, kind="stable").astype(np.int64)
+    ib = max(1, int(n - 1).bit_length())
+    vbits = max(1, int(max(bound, 1) - 1).bit_length())
+    if ib + vbits > 64:
+        return radix_argsort_u64(sortable_u64(values.astype(np.int64)))
+    return _packed_argsort(np.ascontiguousarray(values, dtype=np.int64), ib, vbits)
+
+
 @nb.njit(cache=True, nogil=True)
 def _u64_to_f64(u: np.ndarray) -> np.ndarray:
     out = np.empty(u.size, np.uint64)

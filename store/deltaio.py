@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -37,10 +38,30 @@ def log_dir(table: Path) -> Path:
     return table / "_delta_log"
 
 
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+
+
 def latest_version(table: Path) -> int:
-    """Latest committed version of a Delta table (-1 if there is no table)."""
-    if not log_dir(table).is_dir():
+    """Latest committed version of a Delta table (-1 if there is no table).
+
+    Read from the log directory's listing: by the Delta protocol version ``v`` is committed
+    exactly when ``_delta_log/<v as 20 digits>.json`` exists, and the newest commit file is never
+    removed by checkpoints or log clean-up (only older ones are), so the largest such name is the
+    latest version. Checkpoints, ``_last_checkpoint``, compacted-log and temporary files do not
+    match the name. This is one directory listing per query planned, where opening the table
+    through delta-rs costs tens of milliseconds; a log without any commit file falls back to
+    delta-rs (which reports what is wrong with it). O(log files)."""
+    d = log_dir(table)
+    if not d.is_dir():
         return -1
+    best = -1
+    with os.scandir(d) as it:
+        for e in it:
+            m = _COMMIT_FILE.match(e.name)
+            if m is not None:
+                best = max(best, int(m.group(1)))
+    if best >= 0:
+        return best
     try:
         return DeltaTable(str(table)).version()
     except Exception as exc:  # deltalake raises its own TableNotFoundError variants

@@ -10,10 +10,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replaydb.errors import DataError, ReadOnlyError, UsageError
 from replaydb.indexes import ENTRIES_PER_PAGE, LSMIndex, LSMOptions, prefix_successor
-from replaydb.indexes.kernels import merge_sorted_perm, radix_argsort_u64, sortable_u64
+from replaydb.indexes.kernels import (
+    argsort_bounded,
+    merge_sorted_perm,
+    radix_argsort_u64,
+    sortable_u64,
+)
 from replaydb.indexes.runfile import META_KEY, parse_run_file_name
 
 SMALL = LSMOptions(
@@ -496,3 +503,17 @@ def test_store_maintenance_helpers(tmp_path):
     stats = index_stats(store, "s2")
     assert stats[0]["column"] == "price" and stats[0]["runs"] == 1 and stats[0]["entries"] == 15
     assert list_indexes(tmp_path / "nothing") == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(0, 70_000), bound_bits=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_argsort_bounded_is_a_stable_argsort(n: int, bound_bits: int, seed: int) -> None:
+    """The packed radix argsort (value and position in one word) equals NumPy's stable argsort,
+    below and above the small-input cut-over, with ties and wide values (fallback path)."""
+    bound = 1 << bound_bits
+    rng = np.random.default_rng(seed)
+    v = rng.integers(0, bound, n, dtype=np.int64)
+    assert np.array_equal(argsort_bounded(v, bound), np.argsort(v, kind="stable"))
+    if n:
+        with pytest.raises(ValueError):
+            argsort_bounded(v, int(v.max()))

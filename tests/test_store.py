@@ -231,3 +231,31 @@ def test_bool_and_int_attributes_with_nulls(tmp_path):
     assert a["flag"]["n"] == 4 and a["flag"]["sum"] == 3
     assert a["n"]["n"] == 3 and a["n"]["sum"] == 10 and a["n"]["min"] == 1
     assert store.check("s") == {"s": []}
+
+
+def test_latest_version_from_the_log_listing_matches_delta_rs(tmp_path):
+    """The latest version read from the log directory's commit file names equals delta-rs's,
+    with checkpoint and temporary files beside them and after older commit files are cleaned up
+    behind a checkpoint."""
+    from deltalake import DeltaTable
+
+    from replaydb.store import deltaio
+
+    store = replaydb.open(tmp_path / "s", create=True)
+    for k in range(4):
+        store.append("e", pa.table({"t": np.arange(k * 10, k * 10 + 10, dtype=np.int64),
+                                    "x": np.ones(10)}))
+    events = store.stream_dir("e") / "events"
+    log = deltaio.log_dir(events)
+    assert deltaio.latest_version(events) == DeltaTable(str(events)).version()
+    DeltaTable(str(events)).create_checkpoint()
+    v = DeltaTable(str(events)).version()
+    assert any(f.name.endswith(".checkpoint.parquet") for f in log.iterdir())
+    (log / "_commit_0123.json.tmp").write_text("{}")  # an unfinished commit's temporary file
+    assert deltaio.latest_version(events) == v
+    for f in log.glob("*.json"):  # log clean-up: only commits after the checkpoint remain
+        if f.name[:20].isdigit() and int(f.name[:20]) < v:
+            f.unlink()
+    assert deltaio.latest_version(events) == v == DeltaTable(str(events)).version()
+    assert store.stream("e").n_events == 40
+    assert deltaio.latest_version(tmp_path / "nothing") == -1

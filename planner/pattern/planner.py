@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 
 from replaydb.errors import UsageError
-from replaydb.indexes.kernels import radix_argsort_u64, sortable_u64
+from replaydb.indexes.kernels import argsort_bounded
 from replaydb.planner.pattern.conditions import Condition
 from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights, load_weights
 from replaydb.planner.pattern.cpm import DEFAULT_MAX_BUCKETS, Scope, build_cpm, whole_stream
@@ -199,7 +199,7 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     seq = np.concatenate(seqs) if seqs else np.empty(0, I64)
     t = np.concatenate(ts) if ts else np.empty(0, I64)
     if seq.size > 1:
-        perm = radix_argsort_u64(sortable_u64(seq))
+        perm = argsort_bounded(seq, int(seq.max()) + 1)
         seq, t = seq[perm], t[perm]
     t2 = time.perf_counter()
     timings["index_lookups"] = timings.get("index_lookups", 0.0) + (t1 - t0)
