@@ -272,8 +272,22 @@ class Env(Protocol):
 Compiled = Callable[[Env], Any]
 
 
+_PLAIN_KINDS = frozenset("biuf")
+
+
+def _plain(v: Any) -> bool:
+    """A numeric NumPy array or a Python/NumPy number: compared without object semantics."""
+    if isinstance(v, np.ndarray):
+        return v.dtype.kind in _PLAIN_KINDS
+    return isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+
+
 def _nan_safe_cmp(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def cmp(a: Any, b: Any) -> Any:
+        if _plain(a) and _plain(b):
+            # NumPy compares numbers (NaN included) without floating-point warnings: no
+            # errstate context (it costs more than comparing a small batch)
+            return fn(a, b)
         with np.errstate(invalid="ignore"):
             r = fn(a, b)
         if isinstance(r, np.ndarray) and r.dtype == object:

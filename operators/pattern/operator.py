@@ -276,7 +276,8 @@ class PatternOperator(Operator):
 
     def _push_batch(self, batch: pa.RecordBatch) -> None:
         cp = self.cp
-        missing = [f.name for f in self.config.schema if f.name not in batch.schema.names]
+        have = set(batch.schema.names)
+        missing = [f.name for f in self.config.schema if f.name not in have]
         if missing:
             raise DataError(f"input batch lacks column(s) {', '.join(missing)}",
                             column=missing[0])
