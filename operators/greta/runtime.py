@@ -793,7 +793,13 @@ class GraphState:
         graph, Fenwick index over integer keys): every partition ``0..P-1``
         times every integer key in the observed range widened by an eighth of its span on both
         sides, when that is at most :attr:`DENSE_FACTOR` times the sparse size (or
-        :attr:`DENSE_MIN`). Later sub-chunks whose vertices fall inside a dense universe need no
+        :attr:`DENSE_MIN`), the sparse size counted as at least K times the (partition, key)
+        pairs of this sub-chunk's vertices: a stream that has just begun holds about K
+        sub-chunks' worth of pairs before its first vertices expire, and judging it by its first
+        sub-chunks alone rebuilt it on every sub-chunk until it was dense (4 rebuilds per run on
+        Linear Road segment trends; dense from the start is 7% faster there, the same on the
+        cluster and per-vehicle queries). The age rule below keeps memory bounded all the same.
+        Later sub-chunks whose vertices fall inside a dense universe need no
         rebuild (no row moves, no Fenwick rebuild), and the age rule does not apply to it while it
         stays within the size bound of its live entries. Its extra rows hold zero (empty) values,
         so results are unchanged; memory stays within a constant factor of the sparse layout.
@@ -817,7 +823,8 @@ class GraphState:
         lo, hi = int(gk[0]), int(gk[-1])
         pad = (hi - lo) // 8
         dk = np.arange(lo - pad, hi + pad + 1, dtype=gk.dtype)
-        if not self._dense_ok(P * len(dk), len(uc)):
+        # a young stream is judged by the pairs it will hold: about K sub-chunks' worth
+        if not self._dense_ok(P * len(dk), max(len(uc), self.K * len(nu))):
             return gk, uc, o_comp, False
         dm = len(dk) + 1
         duc = (np.arange(P, dtype=np.int64)[:, None] * dm
