@@ -95,7 +95,7 @@ def test_hypo_closed_form_and_phase_type_agree() -> None:
 
 
 # --------------------------------------------------------------------------- covered fraction
-@pytest.mark.parametrize("join", [0, 4])
+@pytest.mark.parametrize("join", [0, 4, 16])
 @pytest.mark.parametrize("sizes,phis,window", [
     ([1, 1], [0.002, 0.01], 300),
     ([2, 1], [0.05, 0.05, 0.02], 300),
@@ -103,8 +103,9 @@ def test_hypo_closed_form_and_phase_type_agree() -> None:
     ([1], [0.0005], 300),
 ])
 def test_covered_fraction_estimate_matches_simulation(sizes, phis, window, join) -> None:
-    """Estimated leaves replayed within 15% of Algorithm 3.1 on uniform random data (with
-    intervals joined across gaps of up to ``join`` leaves, as the planner does)."""
+    """Estimated leaves replayed within 8% of Algorithm 3.1 on uniform random data (with
+    intervals joined across gaps of up to ``join`` leaves, as the planner does; measured: at most
+    6.2%)."""
     n = 400_000
     rp = pattern(sizes, window, lead=True, trail=True)
     m, conds = model(rp, phis, n, Weights(interval_events=join * 64))
@@ -120,7 +121,7 @@ def test_covered_fraction_estimate_matches_simulation(sizes, phis, window, join)
     first = np.searchsorted(geo.leaf_t_max, iv[:, 0])
     last = np.searchsorted(geo.leaf_t_min, iv[:, 1] - 1, side="right") - 1
     leaves = float((last - first + 1).sum())
-    assert est.pio_leaves == pytest.approx(leaves, rel=0.15), (est.as_dict(), leaves)
+    assert est.pio_leaves == pytest.approx(leaves, rel=0.08), (est.as_dict(), leaves)
 
 
 # --------------------------------------------------------------------------- selection

@@ -325,7 +325,10 @@ def _urn_region(ni: float, ext: float, tr: float, region_leaves: float, join: fl
         alpha = min(1.0, ni)
         covered, runs = tr * alpha, min(1.0, ni)
     else:
-        j = join * per_leaf
+        # the planner joins two intervals when at most ``join`` whole leaves lie between their
+        # boundary leaves; a time gap g has about g / per_leaf - 1 of them, so gaps up to
+        # (join + 1) leaves' time are joined
+        j = (join + 1.0) * per_leaf
         alpha = 1.0 - (1.0 - ext / tr) ** ni
         rho = max(ni - 1.0, 0.0) / tr
         if rho > 0:
