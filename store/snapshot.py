@@ -195,18 +195,25 @@ class StreamSnapshot:
                           max_leaves: int = DEFAULT_BATCH_LEAVES) -> Iterator[pa.Table]:
         if j <= i:
             return
+        yield from self._iter_leaf_ids(np.arange(i, j), cols, max_leaves)
+
+    def _iter_leaf_ids(self, ids: np.ndarray, cols: list[str],
+                       max_leaves: int) -> Iterator[pa.Table]:
+        """Whole leaves ``ids`` (sorted, distinct, not empty) in leaf order: one
+        ``read_row_groups`` call per run of leaves in the same data file, at most ``max_leaves``
+        leaves each; one read in the counters."""
         lv = self.tree.leaves
-        file_ids = lv.col("file_id")[i:j]
-        rgs = lv.col("rg")[i:j]
+        file_ids = lv.col("file_id")[ids]
+        rgs = lv.col("rg")[ids]
         # runs of consecutive leaves in the same file
         cut = np.nonzero(file_ids[1:] != file_ids[:-1])[0] + 1
-        bounds = np.concatenate([[0], cut, [j - i]])
+        bounds = np.concatenate([[0], cut, [len(ids)]])
         self.counters.reads += 1
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             fid = int(file_ids[a])
             info = self.files.get(fid)
             if info is None:
-                raise CorruptionError(f"leaf {i + a} points to unknown data file id {fid}")
+                raise CorruptionError(f"leaf {int(ids[a])} points to unknown data file id {fid}")
             path = str(self.events_dir / info.path)
             pf = self._cache.get(path, self.counters)
             rg_bytes = self._cache.rg_bytes(path, pf, cols)
@@ -297,8 +304,7 @@ class StreamSnapshot:
                      np.int64)
         b = np.array([x[1] if x[1] is not None else np.iinfo(np.int64).max for x in intervals],
                      np.int64)
-        lo = np.searchsorted(lv.col("t_max"), a, side="left")
-        hi = np.maximum(lo, np.searchsorted(lv.col("t_min"), b, side="left"))
+        lo, hi = self.tree.leaf_ranges_for_times(a, b)
         k = 0
         while k < n:
             if hi[k] - lo[k] > max_leaves:  # a long interval: streamed in bounded tables
@@ -317,7 +323,8 @@ class StreamSnapshot:
                 e += 1
             ids = np.unique(np.concatenate([np.arange(lo[x], hi[x]) for x in range(k, e)]))
             if len(ids):
-                tbl = self._read_leaf_ids(ids, cols)
+                pieces = list(self._iter_leaf_ids(ids, cols, len(ids)))
+                tbl = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
                 t = tbl.column("t").to_numpy()
                 r0 = np.searchsorted(t, a[k:e], side="left")
                 r1 = np.searchsorted(t, b[k:e], side="left")
@@ -326,33 +333,6 @@ class StreamSnapshot:
                 if parts:
                     yield tbl, parts
             k = e
-
-    def _read_leaf_ids(self, ids: np.ndarray, cols: list[str]) -> pa.Table:
-        """Whole leaves ``ids`` (sorted, distinct) as one table in leaf order: one
-        ``read_row_groups`` call per run of leaves in the same data file."""
-        lv = self.tree.leaves
-        file_ids = lv.col("file_id")[ids]
-        rgs = lv.col("rg")[ids]
-        cut = np.nonzero(file_ids[1:] != file_ids[:-1])[0] + 1
-        bounds = np.concatenate([[0], cut, [len(ids)]]).tolist()
-        self.counters.reads += 1
-        parts = []
-        for s, e in zip(bounds[:-1], bounds[1:]):
-            fid = int(file_ids[s])
-            info = self.files.get(fid)
-            if info is None:
-                raise CorruptionError(f"leaf {int(ids[s])} points to unknown data file id {fid}")
-            path = str(self.events_dir / info.path)
-            pf = self._cache.get(path, self.counters)
-            rg_bytes = self._cache.rg_bytes(path, pf, cols)
-            groups = rgs[s:e].astype(np.int64).tolist()
-            tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
-            self.counters.leaves += e - s
-            self.counters.row_groups += len(groups)
-            self.counters.events += tbl.num_rows
-            self.counters.bytes += int(rg_bytes[groups].sum())
-            parts.append(tbl)
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def read_intervals(self, intervals: Sequence[tuple[int, int]],
                        columns: Sequence[str] | None = None,

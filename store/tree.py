@@ -383,6 +383,14 @@ class TABTree:
         j = lv.n if t1 is None else int(np.searchsorted(lv.col("t_min"), t1, side="left"))
         return i, max(i, j)
 
+    def leaf_ranges_for_times(self, t0: np.ndarray, t1: np.ndarray
+                              ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`leaf_range_for_time` of many ``[t0, t1)`` at once (int64 arrays; the int64
+        minimum / maximum stand for unbounded)."""
+        lv = self.leaves
+        i = np.searchsorted(lv.col("t_max"), t0, side="left")
+        return i, np.maximum(i, np.searchsorted(lv.col("t_min"), t1, side="left"))
+
     def leaf_range_for_seq(self, s0: int, s1: int) -> tuple[int, int]:
         """Leaves ``[i, j)`` holding events with seq in ``[s0, s1)``."""
         sm = self.leaves.col("seq_min")

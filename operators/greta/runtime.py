@@ -132,7 +132,7 @@ class EventChunk:
         out.seq = self.seq[start:end]
         out.type_codes = self.type_codes[start:end]
         out.type_index = self.type_index
-        out._np = {k: v[start:end] for k, v in self._np.items()}
+        out._np = {}
         out._compiled = self._compiled
         out._parent = (self, start, end)
         return out
@@ -237,39 +237,26 @@ def encode_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]) -> tup
                                                                                    list[tuple]]:
     """(inverse, unique tuples): the tuple of ``attrs`` values of every row, densely coded.
 
-    Integer columns without nulls take a NumPy path (:func:`_encode_int_keys`), any other the
-    Arrow path (:func:`_encode_arrow_keys`); both give the same Python values (a test holds
-    them to it). O(n log n) for n rows."""
+    Each column is coded on its own - integer columns without nulls in NumPy
+    (:func:`_encode_int_keys`), any other through Arrow (:func:`_encode_arrow_keys`), both
+    giving the same Python values (a test holds them to it) - and :func:`_join_codes` combines
+    the columns. O(n log n) for n rows."""
     if not attrs:
         return np.zeros(len(rows), np.int64), [()]
     cols_np = [ev.np(a) for a in attrs]
     if all(c.dtype.kind in "iu" for c in cols_np):  # a null makes column_np return floats
-        out = _encode_int_keys([c[rows] for c in cols_np])
-        if out is not None:
-            return out
+        return _encode_int_keys([c[rows] for c in cols_np])
     return _encode_arrow_keys(ev, rows, attrs)
 
 
-def _encode_int_keys(cols: list[np.ndarray]) -> tuple[np.ndarray, list[tuple]] | None:
-    """:func:`encode_keys` of integer columns: a code per column, the codes joined in mixed
-    radix, then one ``np.unique``; None when the radix product exceeds 62 bits."""
+def _encode_int_keys(cols: list[np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
+    """:func:`encode_keys` of integer columns: each coded by ``np.unique`` (one column needs
+    nothing more)."""
     per = [np.unique(c, return_inverse=True) for c in cols]
-    if len(per) == 1:
+    if len(per) == 1:  # np.unique's codes are dense and all used: nothing to join
         return per[0][1].reshape(-1).astype(np.int64), [(v,) for v in per[0][0].tolist()]
-    radix = 1.0
-    for u, _ in per:
-        radix *= len(u)
-    if radix >= 2.0**62:
-        return None
-    comb = per[0][1].reshape(-1).astype(np.int64)
-    for u, inv_a in per[1:]:
-        comb = comb * len(u) + inv_a.reshape(-1)
-    uniq, inv = np.unique(comb, return_inverse=True)
-    digits = []
-    for u, _ in reversed(per):
-        digits.append(u[uniq % len(u)].tolist())
-        uniq = uniq // len(u)
-    return inv.reshape(-1).astype(np.int64), list(zip(*reversed(digits)))
+    return _join_codes([inv.reshape(-1).astype(np.int64) for _, inv in per],
+                       [u.tolist() for u, _ in per])
 
 
 def _encode_arrow_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]
@@ -286,6 +273,14 @@ def _encode_arrow_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]
         enc = pc.dictionary_encode(col, null_encoding="encode")
         codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
         dicts.append([_py(v) for v in enc.dictionary.to_pylist()])
+    return _join_codes(codes, dicts)
+
+
+def _join_codes(codes: list[np.ndarray], dicts: list[list[Any]]) -> tuple[np.ndarray,
+                                                                          list[tuple]]:
+    """(inverse, unique tuples) of rows given per column as codes into the value lists
+    ``dicts``: the columns' codes joined in mixed radix (rows of codes where that exceeds 62
+    bits), coded by one ``np.unique``; only the tuples that occur are returned."""
     radix = 1.0
     for dct in dicts:
         radix *= len(dct) + 1
@@ -293,14 +288,12 @@ def _encode_arrow_keys(ev: EventChunk, rows: np.ndarray, attrs: tuple[str, ...]
         comb = codes[0].copy()
         for c, dct in zip(codes[1:], dicts[1:]):
             comb = comb * (len(dct) + 1) + c
-        uniq, inv = np.unique(comb, return_inverse=True)
+        _, first, inv = np.unique(comb, return_index=True, return_inverse=True)
     else:
-        uniq, inv = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    first = np.zeros(len(uniq), np.int64)
-    first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)
+        _, first, inv = np.unique(np.stack(codes, axis=1), axis=0, return_index=True,
+                                  return_inverse=True)
     cols = [[dct[c] for c in code[first].tolist()] for code, dct in zip(codes, dicts)]
-    return inv.astype(np.int64), list(zip(*cols))
+    return inv.reshape(-1).astype(np.int64), list(zip(*cols))
 
 
 class Positions:

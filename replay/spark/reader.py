@@ -85,6 +85,7 @@ class LeafIndex:
     """The leaf level of a TAB+-tree (a subset of it), with the tree's time lookup."""
 
     leaf_range_for_time = TABTree.leaf_range_for_time
+    leaf_ranges_for_times = TABTree.leaf_ranges_for_times
 
     def __init__(self, leaves: dict[str, np.ndarray]) -> None:
         self.leaves = _Level(leaves)
