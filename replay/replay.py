@@ -49,6 +49,8 @@ from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
 
 DEFAULT_BATCH_ROWS = 65_536
+RESULTS_EVERY = 256
+"""Intervals between asking the operator for results when batches are small."""
 
 
 @dataclass
@@ -241,27 +243,38 @@ class Replay:
 
     # ------------------------------------------------------------------ driving operators
     def results(self, op: Operator) -> Iterator[pa.Table]:
-        """Pull iterator over result tables (the generic replay operator of 3.2.2)."""
+        """Pull iterator over result tables (the generic replay operator of 3.2.2).
+
+        Results are asked for after every batch of at least ``batch_rows / 4`` events and
+        otherwise every ``RESULTS_EVERY`` intervals: an operator may build its output rows
+        only when asked (the pattern operator does), and building them once for many short
+        intervals is cheaper than once per interval."""
         current = 0
+        since = 0
+        ask_rows = max(1, self.batch_rows // 4)
         for k, batch in self.batches():
             if k != current:
                 t0 = time.perf_counter()
                 for _ in range(k - current):
                     op.end_interval()
                 self.stats.operator_seconds += time.perf_counter() - t0
+                since += k - current
                 current = k
-                if op.has_results():
-                    yield op.results()
             t0 = time.perf_counter()
             op.push(batch)
             self.stats.operator_seconds += time.perf_counter() - t0
-            if op.has_results():
-                yield op.results()
+            if (since >= RESULTS_EVERY or batch.num_rows >= ask_rows) and op.has_results():
+                since = 0
+                t0 = time.perf_counter()
+                out = op.results()
+                self.stats.operator_seconds += time.perf_counter() - t0
+                yield out
         t0 = time.perf_counter()
         op.flush()
+        out = op.results() if op.has_results() else None
         self.stats.operator_seconds += time.perf_counter() - t0
-        if op.has_results():
-            yield op.results()
+        if out is not None:
+            yield out
 
     def run(self, op: Operator) -> pa.Table:
         """Replay everything into ``op`` and return all its results as one table."""

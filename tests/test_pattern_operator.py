@@ -498,3 +498,58 @@ def test_end_interval_keeps_match_numbers_of_many_partitions() -> None:
     for r in rows:
         per_key.setdefault(r["temp"], []).append(r["match_number"])
     assert all(sorted(v) == [1, 2] for v in per_key.values()), per_key
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_many_intervals_build_rows_once_like_per_interval(name: str) -> None:
+    """Matches of many short intervals wait in the buffer and their rows are built in one
+    batch; asking for results after every interval (rows built per interval), or taking a
+    snapshot in between, gives the same rows."""
+    spec = SPECS[name]
+    tab = random_stream(400, 11)
+    pieces = [tab.slice(i, 13) for i in range(0, tab.num_rows, 17)]  # gaps of 4 events
+
+    def run(ask_every: bool, snap_at: int | None = None) -> tuple[pa.Table, int]:
+        op = _ops(spec)
+        parts = []
+        for k, p in enumerate(pieces):
+            if k:
+                op.end_interval()
+                op._check()
+            if snap_at == k:
+                snap = op.snapshot()
+                op = _ops(spec)
+                op.restore(snap)
+            op.push(p)
+            op._check()
+            if ask_every:
+                parts.append(op.results())
+        op.flush()
+        parts.append(op.results())
+        out = pa.concat_tables(parts)
+        return out, sum(len(t.to_batches()) for t in parts)
+
+    per, per_batches = run(True)
+    once, once_batches = run(False)
+    assert per.num_rows > 0
+    assert once.equals(per)
+    assert once_batches == 1 < per_batches
+    assert run(False, snap_at=len(pieces) // 2)[0].equals(per)
+
+
+def test_waiting_matches_keep_their_events_and_count_in_the_state() -> None:
+    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
+                       semantics=Semantics.SQL,
+                       measures=(Measure("ta", Call("FIRST", (Column("temp", "A"),))),))
+    op = _ops(spec)
+    op.push(typed("ab", [1.0, 2.0]))
+    op.end_interval()
+    assert op.counters.state_size >= 2        # the match's two events are pinned
+    op.push(typed("xxab", [0.0, 0.0, 3.0, 4.0], t0=10))
+    op.end_interval()
+    op._check()
+    assert op.has_results()
+    rows = op.results().to_pylist()
+    assert [(r["first_t"], r["ta"], r["match_number"]) for r in rows] == [(1, 1.0, 1),
+                                                                          (12, 3.0, 2)]
+    assert not op.has_results()

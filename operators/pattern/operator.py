@@ -48,7 +48,16 @@ match attempts (SQL) plus buffered events, counted until garbage collection recl
 ``state_cap`` when a growth would pass it, or when one batch completes more matches than it.
 
 ``end_interval()`` reports what end of input allows (SQL attempts still running end), then drops
-every run, buffered event and PREV history: no match can span the gap. Match numbering goes on.
+every run, the links between events (NEXT) and PREV history: no match can span the gap. Match
+numbering goes on.
+
+Completed matches wait, as index arrays into the event buffer, until results are asked for
+(:meth:`results`, :meth:`has_results`, :meth:`flush`, a snapshot) or until
+``EMIT_MATCHES`` of them wait or they pin more than ``EMIT_SPAN`` buffered events; then their
+output rows are built in one pass. Replaying many short intervals thus builds one output batch
+for many intervals instead of one per interval (building a batch has a fixed cost of tens of
+microseconds per measure). The buffer keeps the events of waiting matches across
+``end_interval`` (they count in ``counters.state_size``).
 """
 
 from __future__ import annotations
@@ -93,6 +102,13 @@ from replaydb.operators.pattern.measures import (
     infer_type,
 )
 from replaydb.operators.pattern.model import PatternSpec, RowsPerMatch, Semantics
+
+EMIT_MATCHES = 4096
+"""Waiting matches that trigger building their output rows (see the module docstring)."""
+EMIT_SPAN = 1 << 17
+"""Buffered events that waiting matches may pin before their output rows are built."""
+
+_NO_EVENT = np.iinfo(np.int64).max
 
 META_ONE = ("t", "match_id", "match_number", "first_t", "first_seq", "last_t", "last_seq")
 META_ALL = ("match_id", "match_number")
@@ -197,14 +213,17 @@ class PatternOperator(Operator):
 
     # ------------------------------------------------------------------ state
     def _reset_state(self, keep_engine: bool = False) -> None:
-        """Fresh partitions, navigation carry, event buffer and engine state. ``keep_engine``
-        resets the existing engine instead of building a new one (an engine keeps all its state
-        in ``engine.s``, which ``reset`` replaces; its other attributes are derived from the
-        compiled pattern once): what ``end_interval`` does after every replay interval."""
+        """Fresh partitions, navigation carry, event buffer, engine state and no waiting
+        matches. ``keep_engine`` resets the existing engine instead of building a new one (an
+        engine keeps all its state in ``engine.s``, which ``reset`` replaces; its other
+        attributes are derived from the compiled pattern once)."""
         cp = self.cp
         self._pmap = PartitionMap(cp.partition_by)
         self._nav = NavCarry(cp.navs)
         self._buffer = EventBuffer(len(cp.buf_cols), track_next=self._uses_next)
+        self._pending: list[MatchSet] = []
+        self._pending_n = 0
+        self._pending_lo = _NO_EVENT
         if keep_engine:
             self._engine.reset()
         elif FixedSeqEngine.eligible(cp) and self._fast:
@@ -221,7 +240,8 @@ class PatternOperator(Operator):
     def _get_state(self) -> Any:
         return {"pmap": self._pmap, "nav": self._nav, "buffer": self._buffer,
                 "engine": self._engine.s, "last": self._last, "next_id": self._next_match_id,
-                "numbers": self._numbers, "strings": self.cp.strings.codes}
+                "numbers": self._numbers, "strings": self.cp.strings.codes,
+                "pending": self._pending}
 
     def _set_state(self, state: Any) -> None:
         self._pmap = state["pmap"]
@@ -232,18 +252,28 @@ class PatternOperator(Operator):
         self._next_match_id = state["next_id"]
         self._numbers = state["numbers"]
         self.cp.strings.codes = state["strings"]
+        self._pending = state["pending"]
+        self._pending_n = sum(ms.n for ms in self._pending)
+        self._pending_lo = min((int(ms.ev.min()) for ms in self._pending if len(ms.ev)),
+                               default=_NO_EVENT)
 
     def end_interval(self) -> None:
         """Report what end of input allows, then forget every run (see module docstring)."""
-        self._flush()
+        self._finish_engine()
         next_id, numbers, strings = self._next_match_id, self._numbers, self.cp.strings.codes
-        pmap = self._pmap
+        pmap, buf = self._pmap, self._buffer
+        pending, n_pending, pending_lo = self._pending, self._pending_n, self._pending_lo
         eng_numbers = {k: self._engine.s[k] for k in ("p_matchno", "matchno")
                        if k in self._engine.s}
         self._reset_state(keep_engine=True)
         self._pmap = pmap
         self._next_match_id, self._numbers = next_id, numbers
         self.cp.strings.codes = strings
+        # the buffer lives on for the waiting matches; nothing links across the gap
+        self._buffer, self._pending, self._pending_n, self._pending_lo = (
+            buf, pending, n_pending, pending_lo)
+        buf.last_g.clear()
+        buf.trim(self._pending_min(buf.end))
         self._engine.ensure_parts(pmap.count)
         for k, v in eng_numbers.items():  # SQL match numbers live in the engine
             if isinstance(v, np.ndarray):  # the old arrays may have more capacity than parts
@@ -252,7 +282,8 @@ class PatternOperator(Operator):
                 dst[:n] = v[:n]
             else:
                 self._engine.s[k] = v
-        self._set_state_size(0)
+        self._maybe_build()
+        self._set_state_size(self._buffer.size)
         self.counters.intervals += 1
 
     def _grow_check(self, size: int, what: str) -> None:
@@ -334,6 +365,7 @@ class PatternOperator(Operator):
                                      self.state_cap)
         for ms in parts:
             self._emit_matches(ms)
+        self._maybe_build()
         keep = self._engine.min_referenced()
         live = self._engine.live_runs
         if keep is not None and buf.end - keep > max(4 * n, 1 << 18, 2 * self._span_after_gc):
@@ -342,15 +374,30 @@ class PatternOperator(Operator):
             self._engine.collect()
             keep = self._engine.min_referenced()
             self._span_after_gc = 0 if keep is None else buf.end - keep
-        buf.trim(buf.end if keep is None else keep)
+        buf.trim(self._pending_min(buf.end if keep is None else keep))
         extra = self.counters.extra
         extra["live_runs"] = live
         extra["peak_live_runs"] = max(extra.get("peak_live_runs", 0), live)
         self._set_state_size(self._engine.state_size + buf.size, "partial matches and events")
 
-    def _flush(self) -> None:
+    def _finish_engine(self) -> None:
         for ms in self._engine.finish():
             self._emit_matches(ms)
+
+    def _flush(self) -> None:
+        self._finish_engine()
+        self._build_pending()
+
+    def has_results(self) -> bool:
+        return bool(self._out) or self._pending_n > 0
+
+    def results(self) -> pa.Table:
+        self._build_pending()
+        return super().results()
+
+    def snapshot(self) -> dict[str, Any]:
+        self._build_pending()  # a snapshot holds output rows, not buffer positions
+        return super().snapshot()
 
     # ------------------------------------------------------------------ output
     def _finalize_all_runs(self, ms: MatchSet) -> MatchSet:
@@ -401,6 +448,7 @@ class PatternOperator(Operator):
         return base[inv] + rank + 1
 
     def _emit_matches(self, ms: MatchSet) -> None:
+        """Number completed matches and let them wait for :meth:`_build_pending`."""
         if ms.n == 0:
             return
         if not self.cp.sql:
@@ -410,6 +458,33 @@ class PatternOperator(Operator):
                                    self.state_cap, "state_cap")
         ms.match_id = np.arange(self._next_match_id, self._next_match_id + ms.n, dtype=np.int64)
         self._next_match_id += ms.n
+        self._pending.append(ms)
+        self._pending_n += ms.n
+        if len(ms.ev):
+            self._pending_lo = min(self._pending_lo, int(ms.ev.min()))
+        if self._uses_next:
+            # NEXT reads the events after a match: build now, with what has been seen, so the
+            # rows do not depend on when results are asked for
+            self._build_pending()
+
+    def _pending_min(self, keep: int) -> int:
+        """``keep`` lowered to the first buffered event a waiting match reads."""
+        return min(keep, self._pending_lo) if self._pending else keep
+
+    def _maybe_build(self) -> None:
+        if self._pending_n >= EMIT_MATCHES or (
+                self._pending and self._buffer.end - self._pending_lo > EMIT_SPAN):
+            self._build_pending()
+
+    def _build_pending(self) -> None:
+        """Output rows of every waiting match, in one batch (O(matched rows))."""
+        if not self._pending:
+            return
+        parts, self._pending, self._pending_n = self._pending, [], 0
+        self._pending_lo = _NO_EVENT
+        self._build_rows(parts[0] if len(parts) == 1 else _concat_matches(parts))
+
+    def _build_rows(self, ms: MatchSet) -> None:
         buf = self._buffer
         arrays: list[pa.Array] = []
         if self.all_rows:
@@ -482,6 +557,27 @@ class PatternOperator(Operator):
         if keep is not None:
             assert keep >= buf.base, "a live run reads a trimmed event"
             assert buf.chunks and keep >= buf.chunks[0][0], "a live run's event was dropped"
+        assert self._pending_n == sum(ms.n for ms in self._pending)
+        if self._pending:
+            lo = min(int(ms.ev.min()) for ms in self._pending if len(ms.ev))
+            assert lo == self._pending_lo, "the waiting matches' first event is misrecorded"
+            assert buf.chunks and lo >= buf.chunks[0][0], "a waiting match's event was dropped"
+            assert buf.raw and lo >= buf.raw[0][0], "a waiting match's row was dropped"
+
+
+def _concat_matches(parts: list[MatchSet]) -> MatchSet:
+    """One :class:`MatchSet` of several, in order (their events index the same buffer)."""
+    offs = [parts[0].off]
+    base = int(parts[0].off[-1])
+    for ms in parts[1:]:
+        offs.append(ms.off[1:] + base)
+        base += int(ms.off[-1])
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(ms, name) for ms in parts])
+
+    return MatchSet(cat("ev"), cat("var"), np.concatenate(offs), cat("pid"), cat("number"),
+                    cat("match_id"))
 
 
 def _resolve_select(e: Expr, lookup: dict[str, str]) -> Expr:
