@@ -15,7 +15,8 @@ Live use without a store::
 
 or directly: ``PatternOperator(PatternConfig(spec, schema, time_unit))``.
 
-Input: Arrow batches with ``t`` (int64), ``seq`` (int64) and the attributes of ``schema``, in
+Input: Arrow batches with ``t`` (int64), ``seq`` (int64) and the attributes of ``schema`` that
+the query reads (:attr:`PatternOperator.input_columns`; replay reads only those), in
 ``(t, seq)`` order. The operator relies only on ``t`` never decreasing (a
 :class:`~replaydb.errors.DataError` names the row that breaks it); events with equal ``t`` are
 taken in arrival order, which is how the replay layer orders ties when it merges several streams
@@ -157,12 +158,36 @@ class PatternOperator(Operator):
             aug.append(pa.field(nav_name(col, k), config.schema.field(col).type))
         self._aug_schema = pa.schema(aug)
         self._start_vars = np.unique(self.cp.pos_var[self.cp.start])
+        self._read = self._read_columns()
         self._base_schema = self._make_schema()
         self._select = self._compile_select(spec.select)
         self._schema = self._select[0] if self._select else self._base_schema
         self._reset_state()
 
     # ------------------------------------------------------------------ schema
+    def _read_columns(self) -> list[str]:
+        """The input columns the query reads, in schema order: ``t``, ``seq``, the partition
+        keys, the columns of DEFINE (per-event and cross-event, PREV included) and of the
+        measures; every column for ALL ROWS PER MATCH, which outputs them all."""
+        names = self.config.schema.names
+        if self.all_rows:
+            return list(names)
+        cp = self.cp
+        used = {"t", "seq", *cp.partition_by, *self._local_cols, *self._nav_cols,
+                *(c for c, _ in cp.buf_cols)}
+        for _, low in self._measures:
+            for node in low.walk():
+                col = getattr(node, "col", None)
+                if isinstance(col, str):
+                    used.add(col)
+        return [n for n in names if n in used]
+
+    @property
+    def input_columns(self) -> list[str]:
+        """The input columns this query reads (replay reads nothing else; batches may carry
+        more, which are ignored)."""
+        return list(self._read)
+
     def _make_schema(self) -> pa.Schema:
         sch = self.config.schema
         fields: list[pa.Field] = []
@@ -308,7 +333,7 @@ class PatternOperator(Operator):
     def _push_batch(self, batch: pa.RecordBatch) -> None:
         cp = self.cp
         have = set(batch.schema.names)
-        missing = [f.name for f in self.config.schema if f.name not in have]
+        missing = [n for n in self._read if n not in have]
         if missing:
             raise DataError(f"input batch lacks column(s) {', '.join(missing)}",
                             column=missing[0])
@@ -348,7 +373,7 @@ class PatternOperator(Operator):
             else:
                 vmcols[j] = object_to_float(navs[nav_name(c, k)], cp.buf_is_string[j],
                                             cp.strings)
-        raw = batch.select(self.config.schema.names)
+        raw = batch.select(self._read)
         if navs:
             arrays = list(raw.columns)
             names = list(raw.schema.names)
