@@ -553,3 +553,45 @@ def test_waiting_matches_keep_their_events_and_count_in_the_state() -> None:
     assert [(r["first_t"], r["ta"], r["match_number"]) for r in rows] == [(1, 1.0, 1),
                                                                           (12, 3.0, 2)]
     assert not op.has_results()
+
+
+WIDE = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                  ("temp", pa.float64()), ("hum", pa.float64()), ("note", pa.string())])
+
+
+def _wide(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"t": np.arange(n) * 2, "seq": np.arange(n),
+                     "type": np.array(list("abc"))[rng.integers(0, 3, n)],
+                     "temp": rng.integers(0, 9, n).astype(float),
+                     "hum": rng.random(n), "note": [f"n{i}" for i in range(n)]}, schema=WIDE)
+
+
+@pytest.mark.parametrize("query,cols", [
+    ("MEASURES A.seq AS s PATTERN (A B) DEFINE A AS temp > 4, B AS temp < PREV(temp)",
+     ["t", "seq", "temp"]),
+    ("PARTITION BY type MEASURES LAST(B.hum) AS h, COUNT(*) AS n PATTERN (A B+) "
+     "DEFINE A AS temp > 4, B AS B.temp < A.temp", ["t", "seq", "type", "temp", "hum"]),
+    ("MEASURES FIRST(A.note) AS x, AVG(B.hum) AS y PATTERN (A B) DEFINE A AS temp > 4",
+     ["t", "seq", "temp", "hum", "note"]),
+    ("ALL ROWS PER MATCH PATTERN (A B) DEFINE A AS temp > 4", WIDE.names),
+])
+def test_input_columns_are_what_the_query_reads(query: str, cols: list[str]) -> None:
+    """Batches of only ``input_columns`` give the rows that whole batches give."""
+    from replaydb.planner.lang.match_recognize import bind, parse
+
+    text = f"SELECT * FROM s MATCH_RECOGNIZE ({query})"
+    op = bind(parse(text), WIDE, None)
+    assert op.input_columns == cols
+    tab = _wide(300, 5)
+    ref = op.process(tab)
+    assert ref.num_rows > 0
+    narrow = bind(parse(text), WIDE, None)
+    for b in tab.select(cols).to_batches(max_chunksize=50):
+        narrow.push(b)
+    narrow.flush()
+    assert narrow.results().equals(ref)
+    if len(cols) < len(WIDE.names):
+        short = bind(parse(text), WIDE, None)
+        with pytest.raises(DataError, match="lacks column"):
+            short.push(tab.select([c for c in cols if c != cols[-1]]))
