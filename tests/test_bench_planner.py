@@ -18,3 +18,31 @@ def test_plans_are_the_same_when_their_intervals_are() -> None:
     old = [{k: v for k, v in d.items() if k != "plan"} for d in (x, y)]
     assert same_plan(*old)
     assert not same_plan(old[0], {**old[1], "leaves": 5})
+
+
+def test_a_plan_over_the_whole_stream_runs_as_full_replay() -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from replaydb.bench.bench_planner import _whole_stream
+    from replaydb.planner.query import QueryOptions, plan_query
+    from tests.planner_cases import stream_store
+
+    n = 500
+    s = {"table": pa.table({"t": np.arange(10, 10 + n), "x": np.arange(n) % 37 * 1.0,
+                            "k": np.zeros(n, np.int64), "type": ["a"] * n}),
+         "indexed": ["x"], "leaf": 16, "fanout": 4}
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) WITHIN 3 "
+         "DEFINE A AS x = 36, B AS x = 0)")
+    with stream_store(s) as store:
+        full = plan_query(store, q, QueryOptions(plan="replay"))
+        assert _whole_stream(full)
+        part = plan_query(store, q, QueryOptions(plan="all", extra={"weights": {"interval_events": 0.0}}))
+        assert part.intervals is not None and len(part.intervals) > 1
+        assert not _whole_stream(part)
+        part.intervals = [(10, 10 + n)]
+        assert _whole_stream(part)
+        part.intervals = [(11, 10 + n)]
+        assert not _whole_stream(part)
+        part.intervals = [(10, 9 + n)]
+        assert not _whole_stream(part)
