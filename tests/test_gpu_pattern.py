@@ -195,3 +195,25 @@ def test_window_2_16_skip_till_any_on_the_device() -> None:  # pragma: no cover 
                         is_type("C")), window=1 << 16, strategy=Strategy.SKIP_TILL_NEXT)
     assert run(GpuPatternOperator, spec, tab, 1 << 16)[0].equals(
         run(PatternOperator, spec, tab, 1 << 16)[0])
+
+
+@pytest.mark.parametrize("name", ["any", "next"])
+def test_end_interval_on_the_gpu_like_the_cpu(name: str) -> None:
+    """Replay intervals reset the GPU engine as they reset the CPU one (regression: the
+    interval reset called a CPU-only form of ``_reset_state`` and failed on the GPU operator)."""
+    spec = SPECS[name]
+    tab = random_stream(300, 4)
+    pieces = [tab.slice(i, 40) for i in range(0, tab.num_rows, 50)]
+    out = []
+    for cls in (PatternOperator, GpuPatternOperator):
+        op = cls(PatternConfig(spec, tab.schema))
+        for k, p in enumerate(pieces):
+            if k:
+                op.end_interval()
+            op.push(p)
+            op._check()
+        op.flush()
+        out.append(op.results())
+        assert op.counters.intervals == len(pieces) - 1
+    assert out[0].num_rows > 0
+    assert out[1].equals(out[0])

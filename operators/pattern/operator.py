@@ -237,11 +237,8 @@ class PatternOperator(Operator):
         return self._schema
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self, keep_engine: bool = False) -> None:
-        """Fresh partitions, navigation carry, event buffer, engine state and no waiting
-        matches. ``keep_engine`` resets the existing engine instead of building a new one (an
-        engine keeps all its state in ``engine.s``, which ``reset`` replaces; its other
-        attributes are derived from the compiled pattern once)."""
+    def _reset_state(self) -> None:
+        """Fresh partitions, navigation carry, event buffer, engine and no waiting matches."""
         cp = self.cp
         self._pmap = PartitionMap(cp.partition_by)
         self._nav = NavCarry(cp.navs)
@@ -249,9 +246,7 @@ class PatternOperator(Operator):
         self._pending: list[MatchSet] = []
         self._pending_n = 0
         self._pending_lo = _NO_EVENT
-        if keep_engine:
-            self._engine.reset()
-        elif FixedSeqEngine.eligible(cp) and self._fast:
+        if FixedSeqEngine.eligible(cp) and self._fast:
             self._engine = FixedSeqEngine(cp, self._grow_check)
         elif cp.sql:
             self._engine = SqlEngine(cp, self._grow_check)
@@ -283,32 +278,32 @@ class PatternOperator(Operator):
                                default=_NO_EVENT)
 
     def end_interval(self) -> None:
-        """Report what end of input allows, then forget every run (see module docstring)."""
+        """Report what end of input allows, then forget every run (see module docstring).
+
+        Only what a gap must drop is reset: the engine's runs (``engine.reset`` replaces all
+        of its state, kept in ``engine.s``; SQL match numbers, which live there, are carried
+        over), PREV history, the buffer's NEXT links and the time-order check. Partitions,
+        match ids and numbers, and the buffer with the events of waiting matches live on."""
         self._finish_engine()
-        next_id, numbers, strings = self._next_match_id, self._numbers, self.cp.strings.codes
-        pmap, buf = self._pmap, self._buffer
-        pending, n_pending, pending_lo = self._pending, self._pending_n, self._pending_lo
-        eng_numbers = {k: self._engine.s[k] for k in ("p_matchno", "matchno")
-                       if k in self._engine.s}
-        self._reset_state(keep_engine=True)
-        self._pmap = pmap
-        self._next_match_id, self._numbers = next_id, numbers
-        self.cp.strings.codes = strings
-        # the buffer lives on for the waiting matches; nothing links across the gap
-        self._buffer, self._pending, self._pending_n, self._pending_lo = (
-            buf, pending, n_pending, pending_lo)
-        buf.last_g.clear()
-        buf.trim(self._pending_min(buf.end))
-        self._engine.ensure_parts(pmap.count)
-        for k, v in eng_numbers.items():  # SQL match numbers live in the engine
+        eng = self._engine
+        eng_numbers = {k: eng.s[k] for k in ("p_matchno", "matchno") if k in eng.s}
+        eng.reset()
+        eng.ensure_parts(self._pmap.count)
+        for k, v in eng_numbers.items():
             if isinstance(v, np.ndarray):  # the old arrays may have more capacity than parts
-                dst = self._engine.s[k]
+                dst = eng.s[k]
                 n = min(len(v), len(dst))
                 dst[:n] = v[:n]
             else:
-                self._engine.s[k] = v
+                eng.s[k] = v
+        self._nav = NavCarry(self.cp.navs)
+        self._last = None
+        self._span_after_gc = 0
+        buf = self._buffer
+        buf.last_g.clear()  # nothing links across the gap
+        buf.trim(self._pending_min(buf.end))
         self._maybe_build()
-        self._set_state_size(self._buffer.size)
+        self._set_state_size(buf.size)
         self.counters.intervals += 1
 
     def _grow_check(self, size: int, what: str) -> None:
