@@ -112,35 +112,31 @@ class Runner:
         self.repeat = repeat
         self.mismatches: list[str] = []
 
-    def execute(self, plan: Any) -> tuple[float, float, Any]:
-        """Best of ``repeat`` executions, and of more (up to ``SHORT_REPEAT``) while they
-        add up to less than ``SHORT_SECONDS``: the best of two is noisy for a 20 ms plan."""
-        best_cpu, best_wall, res = math.inf, math.inf, None
+    def _best(self, fn: Any) -> tuple[Any, float, float]:
+        """``(result, cpu, wall)`` of the fastest (CPU) of ``repeat`` calls of ``fn``, and of
+        more (up to ``SHORT_REPEAT``) while they add up to less than ``SHORT_SECONDS``: the best
+        of two is noisy for a 20 ms plan, and one pass can run several times slower than the
+        next ones."""
+        best_cpu, best_wall, best = math.inf, math.inf, None
         spent, runs = 0.0, 0
         while runs < self.repeat or (spent < SHORT_SECONDS and runs < SHORT_REPEAT):
             c0, w0 = time.process_time(), time.perf_counter()
-            r = execute(plan)
+            r = fn()
             c1, w1 = time.process_time(), time.perf_counter()
             spent += w1 - w0
             runs += 1
             if c1 - c0 < best_cpu:
-                best_cpu, best_wall, res = c1 - c0, w1 - w0, r
-        return best_cpu, best_wall, res
+                best_cpu, best_wall, best = c1 - c0, w1 - w0, r
+        return best, best_cpu, best_wall
+
+    def execute(self, plan: Any) -> tuple[float, float, Any]:
+        """``(cpu, wall, result)`` of executing ``plan`` (:meth:`_best`)."""
+        res, cpu, wall = self._best(lambda: execute(plan))
+        return cpu, wall, res
 
     def plan(self, text: str, options: QueryOptions) -> tuple[Any, float, float]:
-        """``(plan, cpu, wall)``: planning timed like execution (best of the repeats, more
-        while short); one planning pass can be slowed several-fold by a garbage collection."""
-        best_cpu, best_wall, plan = math.inf, math.inf, None
-        spent, runs = 0.0, 0
-        while runs < self.repeat or (spent < SHORT_SECONDS and runs < SHORT_REPEAT):
-            c0, w0 = time.process_time(), time.perf_counter()
-            p = plan_query(self.store, text, options)
-            c1, w1 = time.process_time(), time.perf_counter()
-            spent += w1 - w0
-            runs += 1
-            if c1 - c0 < best_cpu:
-                best_cpu, best_wall, plan = c1 - c0, w1 - w0, p
-        return plan, best_cpu, best_wall
+        """``(plan, cpu, wall)``: planning timed like execution (:meth:`_best`)."""
+        return self._best(lambda: plan_query(self.store, text, options))
 
     def query(self, text: str, strategies: list[tuple[str, str, dict[str, Any]]]
               ) -> dict[str, dict[str, Any]]:
