@@ -120,6 +120,27 @@ class Operator(ABC):
             self.counters.batches_in += 1
             self._push_batch(batch)
 
+    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray) -> None:
+        """Feed one batch that spans several replay intervals: before row ``b`` of every
+        ``b`` in ``breaks`` (sorted, each in ``[0, num_rows)``; a repeated offset ends empty
+        intervals too) an interval ends.
+
+        The same as pushing the slices between the breaks with :meth:`end_interval` between
+        them (this default does exactly that); operators override it to handle many short
+        intervals in one pass. Rows must be in time order across the breaks too."""
+        n = batch.num_rows
+        prev = 0
+        for b in np.asarray(breaks, dtype=np.int64).tolist():
+            if not prev <= b < n:
+                raise OperatorError(f"{self.name}: interval break {b} outside the batch's rows "
+                                    f"{prev}..{n - 1} or out of order")
+            if b > prev:
+                self.push(batch.slice(prev, b - prev))
+            self.end_interval()
+            prev = b
+        if prev < n:
+            self.push(batch.slice(prev))
+
     def end_interval(self) -> None:
         """Mark a gap in the input: events after it are not contiguous with those before.
 

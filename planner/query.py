@@ -328,6 +328,13 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
             push(data)
 
         op.push = push_within_limits
+        many = getattr(op, "push_intervals", None)
+        if many is not None:
+            def push_intervals_within_limits(data: Any, breaks: Any) -> None:
+                limits.check()
+                many(data, breaks)
+
+            op.push_intervals = push_intervals_within_limits
     parts = []
     for tbl in rep.results(op):
         parts.append(tbl)

@@ -51,6 +51,7 @@ from replaydb.operators.base import Operator
 DEFAULT_BATCH_ROWS = 65_536
 RESULTS_EVERY = 256
 """Intervals between asking the operator for results when batches are small."""
+_NO_BREAKS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -198,6 +199,61 @@ class Replay:
                     yield k, batch
             t0 = time.perf_counter()
 
+    def spans(self) -> Iterator[tuple[int, int, pa.RecordBatch, np.ndarray]]:
+        """``(first interval, last interval, batch, breaks)`` in (t, stream, seq) order, for
+        operators that take many intervals per batch
+        (:meth:`~replaydb.operators.base.Operator.push_intervals`): before row ``b`` of every
+        ``b`` in ``breaks`` an interval ends (an offset repeats for intervals without events).
+
+        One stream: the events of the intervals of one read (see :meth:`_single_grouped`) are
+        gathered into batches of up to ``batch_rows`` rows (one vectorized take; rows between
+        intervals that a shared leaf holds are left out). Several streams: one interval per
+        batch, as :meth:`batches`."""
+        if len(self.snapshots) != 1:
+            for k, batch in self.batches():
+                yield k, k, batch, _NO_BREAKS
+            return
+        snap = self.snapshots[0]
+        before = snap.counters.copy()
+        self.stats.intervals += len(self.intervals)
+        cols = self._stream_columns(snap)
+        max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
+        try:
+            t0 = time.perf_counter()
+            for tbl, parts in snap.read_interval_groups(self.intervals, cols,
+                                                        max_leaves=max_leaves, seq=self.seq):
+                ks = np.array([p[0] for p in parts], dtype=np.int64)
+                offs = np.array([p[1] for p in parts], dtype=np.int64)
+                rows = np.array([p[2] for p in parts], dtype=np.int64)
+                total = int(rows.sum())
+                ends = np.cumsum(rows)
+                if total == tbl.num_rows and np.array_equal(offs, ends - rows):
+                    sub = tbl
+                else:  # drop the rows of shared leaves that lie between intervals
+                    start = np.repeat(offs - (ends - rows), rows)
+                    sub = tbl.take(pa.array(start + np.arange(total)))
+                sub = self._conform(sub, snap)
+                row_k = np.repeat(ks, rows)
+                self.stats.read_seconds += time.perf_counter() - t0
+                cuts = _span_cuts(rows.tolist(), self.batch_rows)
+                for c0, c1 in zip(cuts[:-1], cuts[1:]):
+                    pos = c0
+                    for batch in sub.slice(c0, c1 - c0).to_batches():
+                        kk = row_k[pos: pos + batch.num_rows]
+                        pos += batch.num_rows
+                        step = np.diff(kk)
+                        at = np.flatnonzero(step) + 1
+                        self.stats.batches += 1
+                        yield int(kk[0]), int(kk[-1]), batch, np.repeat(at, step[at - 1])
+                t0 = time.perf_counter()
+        finally:
+            d = snap.counters - before
+            self.stats.leaves += d.leaves
+            self.stats.row_groups += d.row_groups
+            self.stats.events += d.events
+            self.stats.bytes += d.bytes
+            self.stats.per_stream[snap.name] = d.as_dict()
+
     def _chunk_bounds(self, a: int | None, b: int | None) -> list[int | None]:
         """Time cut points so that each chunk holds about ``batch_rows`` events in all streams
         (from the leaf level of every stream's tree; no data is read)."""
@@ -242,6 +298,14 @@ class Replay:
             yield from tbl.to_batches(max_chunksize=self.batch_rows)
 
     # ------------------------------------------------------------------ driving operators
+    @staticmethod
+    def _takes_spans(op: Any) -> bool:
+        """Whether ``op`` handles many intervals per batch itself (it overrides
+        :meth:`~replaydb.operators.base.Operator.push_intervals`); other operators get one
+        interval per batch, as they always did."""
+        own = getattr(type(op), "push_intervals", None)
+        return own is not None and own is not Operator.push_intervals
+
     def results(self, op: Operator) -> Iterator[pa.Table]:
         """Pull iterator over result tables (the generic replay operator of 3.2.2).
 
@@ -252,7 +316,10 @@ class Replay:
         current = 0
         since = 0
         ask_rows = max(1, self.batch_rows // 4)
-        for k, batch in self.batches():
+        many = getattr(op, "push_intervals", None)
+        source = self.spans() if self._takes_spans(op) else (
+            (k, k, b, _NO_BREAKS) for k, b in self.batches())
+        for k, k_last, batch, breaks in source:
             if k != current:
                 t0 = time.perf_counter()
                 for _ in range(k - current):
@@ -261,8 +328,13 @@ class Replay:
                 since += k - current
                 current = k
             t0 = time.perf_counter()
-            op.push(batch)
+            if breaks.size:
+                many(batch, breaks)
+            else:
+                op.push(batch)
             self.stats.operator_seconds += time.perf_counter() - t0
+            since += k_last - current
+            current = k_last
             if (since >= RESULTS_EVERY or batch.num_rows >= ask_rows) and op.has_results():
                 since = 0
                 t0 = time.perf_counter()
@@ -287,3 +359,28 @@ class Replay:
         """The replayed events themselves, as one table."""
         parts = [pa.Table.from_batches([b]) for _, b in self.batches()]
         return pa.concat_tables(parts) if parts else self.schema.empty_table()
+
+
+def _span_cuts(rows: list[int], batch_rows: int) -> list[int]:
+    """Batch boundaries (row offsets, first 0, last the total) over consecutive intervals of
+    ``rows`` events each: whole intervals share a batch up to ``batch_rows`` events; an interval
+    that does not fit starts a new batch and is cut every ``batch_rows`` events from its own
+    start. So every interval is cut where one batch per interval would cut it. O(intervals)."""
+    cuts = [0]
+    pos = fill = 0
+    for r in rows:
+        if fill + r <= batch_rows:
+            fill += r
+            pos += r
+            continue
+        if fill:
+            cuts.append(pos)
+        while r > batch_rows:
+            pos += batch_rows
+            r -= batch_rows
+            cuts.append(pos)
+        fill = r
+        pos += r
+    if pos > cuts[-1]:
+        cuts.append(pos)
+    return cuts

@@ -595,3 +595,96 @@ def test_input_columns_are_what_the_query_reads(query: str, cols: list[str]) -> 
         short = bind(parse(text), WIDE, None)
         with pytest.raises(DataError, match="lacks column"):
             short.push(tab.select([c for c in cols if c != cols[-1]]))
+
+
+def _interval_specs() -> dict[str, PatternSpec]:
+    sql = SPECS["sql"]
+    specs = dict(SPECS)
+    specs["sql_next_row_partitioned"] = replace(
+        sql, partition_by=("type",), after_match_skip=AfterMatchSkip(SkipKind.TO_NEXT_ROW))
+    specs["sql_greedy_to_next_row"] = PatternSpec(
+        Seq((Var("A"), Repeat(Var("B"), 1, None))),
+        (is_type("A"), VarDef("B", Binary(">", Column("temp"), Literal(2)))),
+        window=20, semantics=Semantics.SQL, after_match_skip=AfterMatchSkip(SkipKind.TO_NEXT_ROW),
+        measures=(Measure("n", Call("COUNT", (Column("*", "B"),))),))
+    specs["sql_prev"] = replace(sql, defines=(is_type("A"), is_type("B"), VarDef(
+        "C", Binary(">", Column("temp"), Call("PREV", (Column("temp"),))))))
+    return specs
+
+
+INTERVAL_SPECS = _interval_specs()
+
+
+def _per_interval(spec: PatternSpec, tab: pa.Table, breaks: list[int]) -> tuple[pa.Table, int]:
+    """Reference: the slices between breaks pushed one by one, end_interval between them."""
+    op = _ops(spec)
+    prev = 0
+    for b in breaks:
+        if b > prev:
+            op.push(tab.slice(prev, b - prev))
+        op.end_interval()
+        prev = b
+    if prev < tab.num_rows:
+        op.push(tab.slice(prev))
+    op.flush()
+    return op.results(), op.counters.intervals
+
+
+@pytest.mark.parametrize("name", sorted(INTERVAL_SPECS))
+def test_push_intervals_equals_pushing_each_interval(name: str) -> None:
+    """One batch with interval breaks gives the rows, match numbers and interval count of
+    pushing each interval with end_interval between (property test over random streams and
+    breaks, repeated breaks for empty intervals and a break before the first row included)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    spec = INTERVAL_SPECS[name]
+    in_kernel = _ops(spec)._breaks_in_kernel
+    assert in_kernel == (name.startswith("sql") and name != "sql_prev"), name
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.integers(1, 150), st.integers(0, 10_000),
+           st.lists(st.integers(0, 149), max_size=12), st.integers(1, 200))
+    def check(n: int, seed: int, raw: list[int], chunk: int) -> None:
+        tab = random_stream(n, seed)
+        breaks = sorted(b for b in raw if b < n)
+        ref, ref_iv = _per_interval(spec, tab, breaks)
+        op = _ops(spec)
+        done = 0
+        for start in range(0, n, chunk):  # batches cut anywhere, breaks split among them
+            rows = min(chunk, n - start)
+            mine = [b - start for b in breaks if start <= b < start + rows]
+            op.push_intervals(tab.slice(start, rows).to_batches()[0], np.array(mine))
+            done += len(mine)
+            op._check()
+        for _ in range(len(breaks) - done):  # breaks past the last row
+            op.end_interval()
+        op.flush()
+        assert op.results().equals(ref)
+        assert op.counters.intervals == ref_iv
+
+    check()
+
+
+def test_push_intervals_grows_outputs_at_a_break() -> None:
+    """Hundreds of attempts end at one break, more than the matcher's output arrays hold:
+    they grow and the kernel resumes at the break row."""
+    spec = INTERVAL_SPECS["sql_greedy_to_next_row"]
+    n = 700
+    tab = pa.table({"t": list(range(n)), "seq": list(range(n)),
+                    "type": ["a"] * n, "temp": [5.0] * n}, schema=SCH)
+    breaks = [300, 301, 650]
+    ref, _ = _per_interval(spec, tab, breaks)
+    op = _ops(spec)
+    op.push_intervals(tab.to_batches()[0], np.array(breaks))
+    op.flush()
+    out = op.results()
+    assert out.num_rows == ref.num_rows > 600
+    assert out.equals(ref)
+
+
+def test_push_intervals_rejects_bad_breaks() -> None:
+    tab = random_stream(20, 1)
+    for bad in ([5, 3], [20], [-1]):
+        with pytest.raises(OperatorError, match="break"):
+            _ops(SPECS["sql"]).push_intervals(tab.to_batches()[0], np.array(bad))

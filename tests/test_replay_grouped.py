@@ -89,6 +89,35 @@ def test_replay_of_many_intervals_resets_between_each(snap, points, batch_rows) 
     assert np.array_equal(interval, expect_k)
 
 
+class BreakRecorder(Recorder):
+    """Tags rows with their interval from the breaks alone (no slicing, no end_interval)."""
+
+    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray) -> None:
+        n = batch.num_rows
+        k = self.interval + np.searchsorted(breaks, np.arange(n), side="right")
+        self.pushes = getattr(self, "pushes", 0) + 1
+        self._emit(pa.record_batch([batch.column("t"), batch.column("seq"), pa.array(k)],
+                                   schema=self.output_schema))
+        self.interval += len(breaks)
+
+
+@settings(max_examples=40, deadline=None)
+@given(points=st.lists(st.integers(0, T_MAX), min_size=2, max_size=40),
+       batch_rows=st.sampled_from([16, 48, 1000]))
+def test_spans_carry_many_intervals_per_batch(snap, points, batch_rows) -> None:
+    """Replay hands an operator with ``push_intervals`` batches of many intervals; the breaks
+    (one per ended interval, repeated for empty ones) put every event in its own interval, as
+    one batch per interval with end_interval between does."""
+    ivs = _intervals(points, False, False)
+    rec = BreakRecorder()
+    many = Replay([snap], ivs, batch_rows=batch_rows).run(rec)
+    one = Replay([snap], ivs, batch_rows=batch_rows).run(Recorder())
+    assert many.equals(one)
+    nonempty = len({int(k) for k in one.column("interval").to_numpy()})
+    if batch_rows == 1000 and nonempty > 1:
+        assert getattr(rec, "pushes", 0) < nonempty
+
+
 def test_a_pattern_query_replays_only_the_columns_it_reads() -> None:
     """Full replay and an indexed plan read t, seq and the query's columns, not the others
     (fewer bytes), and give the rows of a replay of every column."""
@@ -117,3 +146,19 @@ def test_a_pattern_query_replays_only_the_columns_it_reads() -> None:
             assert every.stats.leaves == rep.stats.leaves
             assert 0 < rep.stats.bytes < every.stats.bytes
             assert execute(plan).table.equals(table)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.integers(1, 50), max_size=30), batch_rows=st.integers(1, 40))
+def test_span_cuts_cut_each_interval_like_one_batch_per_interval(rows, batch_rows) -> None:
+    from replaydb.replay.replay import _span_cuts
+
+    cuts = _span_cuts(rows, batch_rows)
+    total = sum(rows)
+    assert cuts[0] == 0 and cuts[-1] == total if total else cuts == [0]
+    assert all(0 < b - a <= batch_rows for a, b in zip(cuts[:-1], cuts[1:]))
+    start = 0
+    for r in rows:  # the cuts inside an interval are those of cutting it alone
+        inside = [c - start for c in cuts if start < c < start + r]
+        assert inside == list(range(batch_rows, r, batch_rows))
+        start += r

@@ -28,6 +28,7 @@ from replaydb.operators.pattern.vm import max_stack_depth
 MIN_T = np.iinfo(np.int64).min
 GC_MIN = 1 << 16
 """Arenas grow (instead of being collected) until they hold this many entries."""
+_NO_BREAKS = np.zeros(0, dtype=np.bool_)
 
 
 def _grow(a: np.ndarray, cap: int) -> np.ndarray:
@@ -346,16 +347,23 @@ class SqlEngine(_Base):
         s = self.s
         return (s["o_node"], s["o_start"], s["o_pid"], s["o_number"], s["o_confirm"], s["cnt"])
 
+    #: :meth:`process` takes interval breaks (see :func:`nfa_sql.sql_run`)
+    takes_breaks = True
+
     def process(self, g0: int, pid: np.ndarray, t: np.ndarray, vmask: np.ndarray,
                 startable: np.ndarray, buf: np.ndarray, base: int,
-                enumerate_cap: int | None) -> list[MatchSet]:
+                enumerate_cap: int | None, brk: np.ndarray | None = None) -> list[MatchSet]:
+        """Match events ``g0 .. g0 + len(t) - 1``. ``brk`` flags events that start a new replay
+        interval: every run ends there as at end of input (match numbers carry on)."""
         cp, s = self.cp, self.s
         n = len(t)
         parts: list[MatchSet] = []
+        if brk is None:
+            brk = _NO_BREAKS
         i = 0
         while i < n:
             i, st = nfa_sql.sql_run(
-                i, n, g0, pid, t, vmask, startable, cp.window, cp.skip_kind, cp.skip_var,
+                i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window, cp.skip_kind, cp.skip_var,
                 cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to, cp.prog_lo, cp.prog_hi, cp.p_op,
                 cp.p_ia, cp.p_ib, cp.p_fc, cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var,
                 cp.cf_col, cp.init_f, buf, base, s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"],
@@ -430,9 +438,10 @@ class SqlEngine(_Base):
         if cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]:
             s["tp"] = _grow(s["tp"], max(2 * s["tp"].shape[0],
                                          int(cnt[2] + 2 * (need + nthr)) + 64))
-        if cnt[3] + int(s["p_natt"][p]) + 1 > s["o_node"].shape[0]:
-            self._grow_keys(self.out_keys, max(2 * s["o_node"].shape[0],
-                                               int(cnt[3] + s["p_natt"][p]) + 16))
+        # an interval break ends the attempts of every partition
+        natt = int(s["p_natt"][: s["n_parts"]].sum())
+        if cnt[3] + natt + 1 > s["o_node"].shape[0]:
+            self._grow_keys(self.out_keys, max(2 * s["o_node"].shape[0], int(cnt[3] + natt) + 16))
         self._ht(need)
 
     def _drain(self) -> list[MatchSet]:

@@ -120,8 +120,8 @@ def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_st
 
 
 @njit(cache=True, error_model="numpy")
-def sql_run(i0, n, g0, pid, t, vmask, startable, window, skip_kind, skip_var,  # noqa: C901
-            pos_var, start, fol_ptr, fol_to, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind,
+def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind,  # noqa: C901
+            skip_var, pos_var, start, fol_ptr, fol_to, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind,
             ci_var, cf_kind, cf_var, cf_col, init_f, buf, base, n_ev, n_pos, n_pred, n_t, ctx_i,
             ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap, a_next, tp,
             p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid,
@@ -130,9 +130,27 @@ def sql_run(i0, n, g0, pid, t, vmask, startable, window, skip_kind, skip_var,  #
 
     ``cnt`` = [nodes, attempts, thread pool end, outputs, hash stamp, error node]. Status
     ``ST_SPACE`` asks the caller to grow arrays and call again from the returned index.
+    ``brk`` (empty, or one flag per event): a flagged event starts a new replay interval, so
+    every running attempt of every partition first ends as at end of input (the work of
+    :func:`sql_finish`, done here so that many short intervals cost one call). Ending is
+    idempotent, so a call resumed at a flagged event after ``ST_SPACE`` does no harm.
     """
     nstart = start.shape[0]
+    has_brk = brk.shape[0] > 0
     for i in range(i0, n):
+        if has_brk and brk[i]:
+            live = 0
+            for pp in range(n_parts):
+                live += p_natt[pp]
+            if live > 0:
+                if cnt[3] + live + 1 > o_node.shape[0]:
+                    return i, ST_SPACE
+                st = _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev,
+                                   n_pos, n_pred, a_start_g, a_best, a_done, a_toff, a_tlen,
+                                   a_next, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
+                                   p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
+                if st != ST_OK:
+                    return i, st
         p = pid[i]
         g = g0 + i
         can_start = startable[i] and g >= p_next_allowed[p]
@@ -241,12 +259,14 @@ def sql_run(i0, n, g0, pid, t, vmask, startable, window, skip_kind, skip_var,  #
     return n, ST_OK
 
 
-@njit(cache=True)
-def sql_finish(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
-               a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head, p_tail,
-               p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
-               o_confirm, cnt):
-    """End of input: every running attempt ends; the first thread that may accept wins."""
+@njit(cache=True, inline="always")
+def _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
+                  a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head, p_tail,
+                  p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
+                  o_confirm, cnt):
+    """End of input for every partition: each running attempt ends and its first thread that
+    may accept wins; afterwards no attempt is left (the state of a fresh matcher, except for
+    match numbers and the skip positions, which only point backwards)."""
     for p in range(n_parts):
         a = p_head[p]
         while a != -1:
@@ -273,6 +293,18 @@ def sql_finish(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_p
         if st != ST_OK:
             return st
     return ST_OK
+
+
+@njit(cache=True)
+def sql_finish(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
+               a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head, p_tail,
+               p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
+               o_confirm, cnt):
+    """End of input: every running attempt ends; the first thread that may accept wins."""
+    return _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos,
+                         n_pred, a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head,
+                         p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start,
+                         o_pid, o_number, o_confirm, cnt)
 
 
 @njit(cache=True)

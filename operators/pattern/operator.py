@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.errors import DataError, QueryError, StateCapExceeded
+from replaydb.errors import DataError, OperatorError, QueryError, StateCapExceeded
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import (
     Binary,
@@ -325,7 +325,50 @@ class PatternOperator(Operator):
                             row=r, column="t")
         self._last = (int(t[-1]), int(seq[-1]))
 
-    def _push_batch(self, batch: pa.RecordBatch) -> None:
+    @property
+    def _breaks_in_kernel(self) -> bool:
+        """Whether :meth:`push_intervals` can hand interval breaks to the matcher: its engine
+        takes them, and nothing else that ``end_interval`` resets lives across events (PREV
+        history, NEXT links)."""
+        return (getattr(self._engine, "takes_breaks", False) and not self.cp.navs
+                and not self._uses_next)
+
+    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray) -> None:
+        """Many short replay intervals in one batch (see :meth:`Operator.push_intervals`).
+
+        When the matcher takes breaks, the batch is handled by one :meth:`_push_batch`:
+        predicates, partitions and the event buffer are computed once, and the matcher ends
+        every run at each break as at end of input, with no per-interval Python work. Otherwise
+        (PREV or NEXT, or an engine without breaks) the slices are pushed one by one. Both give
+        the same rows (a test holds them to it). Cost: O(rows + breaks x partitions)."""
+        breaks = np.asarray(breaks, dtype=np.int64)
+        n = batch.num_rows
+        if n == 0 or breaks.size == 0 or not self._breaks_in_kernel:
+            super().push_intervals(batch, breaks)
+            return
+        if breaks[0] < 0 or breaks[-1] >= n or np.any(np.diff(breaks) < 0):
+            raise OperatorError(f"{self.name}: interval breaks must be sorted offsets in "
+                                f"0..{n - 1}")
+        for _ in range(int(np.count_nonzero(breaks == 0))):
+            self.end_interval()
+        inner = breaks[breaks > 0]
+        if inner.size == 0:
+            self.push(batch)
+            return
+        if self._flushed:
+            raise OperatorError(f"{self.name}: push after flush; call reset() to start over")
+        self._check_batch(batch)
+        self.counters.events_in += n
+        self.counters.batches_in += 1
+        brk = np.zeros(n, dtype=np.bool_)
+        brk[inner] = True
+        self._push_batch(batch, brk)
+        self._span_after_gc = 0
+        self.counters.intervals += int(inner.size)
+
+    def _push_batch(self, batch: pa.RecordBatch, brk: np.ndarray | None = None) -> None:
+        """Match one batch; ``brk`` (only when :attr:`_breaks_in_kernel`) flags rows that start
+        a new replay interval."""
         cp = self.cp
         have = set(batch.schema.names)
         missing = [n for n in self._read if n not in have]
@@ -381,8 +424,12 @@ class PatternOperator(Operator):
             raw = pa.RecordBatch.from_arrays(arrays, names=names)
         buf = self._buffer
         g0 = buf.append(raw, vmcols, t, seq, pid)
-        parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
-                                     self.state_cap)
+        if brk is None:
+            parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
+                                         self.state_cap)
+        else:
+            parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
+                                         self.state_cap, brk)
         for ms in parts:
             self._emit_matches(ms)
         self._maybe_build()
