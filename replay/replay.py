@@ -26,7 +26,10 @@ One stream: consecutive short intervals are read together (their distinct leaves
 per data file, up to ``batch_rows`` events' worth) and cut into per-interval batches, so a plan of
 thousands of short intervals pays a few reads, not one per interval; a leaf shared by two
 intervals is read once. The operator still sees each interval's batches and an
-``end_interval`` between intervals, exactly as if they had been read one by one.
+``end_interval`` between intervals, exactly as if they had been read one by one - unless it
+overrides :meth:`~replaydb.operators.base.Operator.push_intervals`: it then gets batches of many
+intervals with the row offsets where each ends (:meth:`Replay.spans`), cut so that every
+interval is split where one batch per interval would split it.
 
 What was read (intervals, leaves, row groups, events, bytes, seconds) is in :attr:`Replay.stats`
 for EXPLAIN ANALYZE.
