@@ -19,6 +19,7 @@ from replaydb.indexes.kernels import (
     argsort_bounded,
     merge_sorted_perm,
     radix_argsort_u64,
+    sort_with_payload,
     sortable_u64,
 )
 from replaydb.indexes.runfile import META_KEY, parse_run_file_name
@@ -517,3 +518,22 @@ def test_argsort_bounded_is_a_stable_argsort(n: int, bound_bits: int, seed: int)
     if n:
         with pytest.raises(ValueError):
             argsort_bounded(v, int(v.max()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 70_000), bound_bits=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_sort_with_payload_equals_a_stable_argsort_and_gathers(n: int, bound_bits: int,
+                                                               seed: int) -> None:
+    """Sorted values and their payload in one pass equal a stable argsort and two gathers."""
+    bound = 1 << bound_bits
+    rng = np.random.default_rng(seed)
+    v = rng.integers(0, bound, n, dtype=np.int64)
+    pay = rng.integers(-(2**62), 2**62, n, dtype=np.int64)
+    perm = np.argsort(v, kind="stable")
+    keys, out = sort_with_payload(v, pay, bound)
+    assert np.array_equal(keys, v[perm]) and np.array_equal(out, pay[perm])
+    if n:
+        with pytest.raises(ValueError):
+            sort_with_payload(v, pay, int(v.max()))
+        with pytest.raises(ValueError):
+            sort_with_payload(v, pay[:-1], bound)

@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 
 from replaydb.errors import UsageError
-from replaydb.indexes.kernels import argsort_bounded
+from replaydb.indexes.kernels import sort_with_payload
 from replaydb.planner.pattern.conditions import Condition
 from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights, load_weights
 from replaydb.planner.pattern.cpm import DEFAULT_MAX_BUCKETS, Scope, build_cpm, whole_stream
@@ -199,8 +199,7 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     seq = np.concatenate(seqs) if seqs else np.empty(0, I64)
     t = np.concatenate(ts) if ts else np.empty(0, I64)
     if seq.size > 1:
-        perm = argsort_bounded(seq, int(seq.max()) + 1)
-        seq, t = seq[perm], t[perm]
+        seq, t = sort_with_payload(seq, t, int(seq.max()) + 1)
     t2 = time.perf_counter()
     timings["index_lookups"] = timings.get("index_lookups", 0.0) + (t1 - t0)
     timings["sort"] = timings.get("sort", 0.0) + (t2 - t1)
