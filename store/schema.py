@@ -20,6 +20,7 @@ Layout parameters (dissertation 3.2, l.2585-2592; decisions documented here):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import asdict, dataclass, field, replace
@@ -175,9 +176,10 @@ class StreamSchema:
     def event_width(self) -> int:
         return 16 + sum(a.width for a in self.attributes)
 
-    @property
+    @functools.cached_property
     def arrow_schema(self) -> pa.Schema:
-        """Schema of the stored events: ``t``, ``seq``, attributes."""
+        """Schema of the stored events: ``t``, ``seq``, attributes (built once per schema
+        object: it is frozen, and replay and planning ask for it several times a query)."""
         fields = [pa.field("t", pa.int64(), nullable=False),
                   pa.field("seq", pa.int64(), nullable=False)]
         fields += [pa.field(a.name, a.arrow_type, nullable=a.nullable) for a in self.attributes]

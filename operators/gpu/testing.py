@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import os
 import sys
@@ -23,8 +24,11 @@ from contextlib import contextmanager
 from typing import Any
 
 
+@functools.lru_cache(maxsize=1)
 def probe_cuda_driver() -> bool:
-    """True when the CUDA driver library loads, initializes and reports at least one device."""
+    """True when the CUDA driver library loads, initializes and reports at least one device.
+    Probed once per process (the planner asks for every query; loading the library, or failing
+    to, costs about half a millisecond)."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
         try:
             lib = ctypes.CDLL(name)
