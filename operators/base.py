@@ -11,6 +11,7 @@ Lifecycle::
     op.push(batch)        # any number of times; results accumulate inside
     out = op.results()    # drain the results produced so far (an Arrow table)
     op.end_interval()     # the next batch is not contiguous with the last (replay intervals)
+    op.push_intervals(batch, breaks)  # many intervals at once: one ends before each row offset
     op.flush()            # end of input: emit what end-of-input semantics allows
     state = op.snapshot() # a deep copy of the runtime state; op.restore(state) returns to it
 
