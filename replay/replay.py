@@ -178,29 +178,42 @@ class Replay:
                     self.stats.batches += 1
                     yield k, batch
         finally:
-            for snap, b0 in zip(self.snapshots, before):
-                d = snap.counters - b0
-                self.stats.leaves += d.leaves
-                self.stats.row_groups += d.row_groups
-                self.stats.events += d.events
-                self.stats.bytes += d.bytes
-                self.stats.per_stream[snap.name] = d.as_dict()
+            self._count_reads(before)
 
-    def _single_grouped(self, snap: Any) -> Iterator[tuple[int, pa.RecordBatch]]:
-        """One stream: short intervals are read together, up to ``batch_rows`` events' leaves
-        per read (:meth:`StreamSnapshot.read_interval_groups`), and conformed to the output
-        schema once per read; each interval's batches are slices of it (no copies)."""
+    def _count_reads(self, before: list[Any]) -> None:
+        """Add what every stream read since its counters were ``before`` to the stats."""
+        for snap, b0 in zip(self.snapshots, before):
+            d = snap.counters - b0
+            self.stats.leaves += d.leaves
+            self.stats.row_groups += d.row_groups
+            self.stats.events += d.events
+            self.stats.bytes += d.bytes
+            self.stats.per_stream[snap.name] = d.as_dict()
+
+    def _read_groups(self, snap: Any, shape: Any) -> Iterator[Any]:
+        """``shape(table, parts)`` for every read of
+        :meth:`StreamSnapshot.read_interval_groups` (short intervals read together, up to
+        ``batch_rows`` events' leaves per read); reading and shaping count as read time."""
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
-        t0 = time.perf_counter()
-        for tbl, parts in snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
-                                                    seq=self.seq):
-            tbl = self._conform(tbl, snap)
+        groups = snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
+                                           seq=self.seq)
+        while True:
+            t0 = time.perf_counter()
+            group = next(groups, None)
+            if group is None:
+                return
+            out = shape(*group)
             self.stats.read_seconds += time.perf_counter() - t0
+            yield out
+
+    def _single_grouped(self, snap: Any) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """One stream: each read is conformed to the output schema once; each interval's
+        batches are slices of it (no copies)."""
+        for tbl, parts in self._read_groups(snap, lambda t, p: (self._conform(t, snap), p)):
             for k, off, rows in parts:
                 for batch in tbl.slice(off, rows).to_batches(max_chunksize=self.batch_rows):
                     yield k, batch
-            t0 = time.perf_counter()
 
     def spans(self) -> Iterator[tuple[int, int, pa.RecordBatch, np.ndarray]]:
         """``(first interval, last interval, batch, breaks)`` in (t, stream, seq) order, for
@@ -208,7 +221,7 @@ class Replay:
         (:meth:`~replaydb.operators.base.Operator.push_intervals`): before row ``b`` of every
         ``b`` in ``breaks`` an interval ends (an offset repeats for intervals without events).
 
-        One stream: the events of the intervals of one read (see :meth:`_single_grouped`) are
+        One stream: the events of the intervals of one read (see :meth:`_read_groups`) are
         gathered into batches of up to ``batch_rows`` rows (one vectorized take; rows between
         intervals that a shared leaf holds are left out). Several streams: one interval per
         batch, as :meth:`batches`."""
@@ -217,27 +230,11 @@ class Replay:
                 yield k, k, batch, _NO_BREAKS
             return
         snap = self.snapshots[0]
-        before = snap.counters.copy()
+        before = [snap.counters.copy()]
         self.stats.intervals += len(self.intervals)
-        cols = self._stream_columns(snap)
-        max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         try:
-            t0 = time.perf_counter()
-            for tbl, parts in snap.read_interval_groups(self.intervals, cols,
-                                                        max_leaves=max_leaves, seq=self.seq):
-                ks = np.array([p[0] for p in parts], dtype=np.int64)
-                offs = np.array([p[1] for p in parts], dtype=np.int64)
-                rows = np.array([p[2] for p in parts], dtype=np.int64)
-                total = int(rows.sum())
-                ends = np.cumsum(rows)
-                if total == tbl.num_rows and np.array_equal(offs, ends - rows):
-                    sub = tbl
-                else:  # drop the rows of shared leaves that lie between intervals
-                    start = np.repeat(offs - (ends - rows), rows)
-                    sub = tbl.take(pa.array(start + np.arange(total)))
-                sub = self._conform(sub, snap)
-                row_k = np.repeat(ks, rows)
-                self.stats.read_seconds += time.perf_counter() - t0
+            for sub, rows, row_k in self._read_groups(
+                    snap, lambda t, p: self._gather(t, p, snap)):
                 cuts = _span_cuts(rows.tolist(), self.batch_rows)
                 for c0, c1 in zip(cuts[:-1], cuts[1:]):
                     pos = c0
@@ -248,14 +245,22 @@ class Replay:
                         at = np.flatnonzero(step) + 1
                         self.stats.batches += 1
                         yield int(kk[0]), int(kk[-1]), batch, np.repeat(at, step[at - 1])
-                t0 = time.perf_counter()
         finally:
-            d = snap.counters - before
-            self.stats.leaves += d.leaves
-            self.stats.row_groups += d.row_groups
-            self.stats.events += d.events
-            self.stats.bytes += d.bytes
-            self.stats.per_stream[snap.name] = d.as_dict()
+            self._count_reads(before)
+
+    def _gather(self, tbl: pa.Table, parts: list[tuple[int, int, int]], snap: Any
+                ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """(the rows of ``parts`` of one read, conformed; rows per part; interval per row)."""
+        ks = np.array([p[0] for p in parts], dtype=np.int64)
+        offs = np.array([p[1] for p in parts], dtype=np.int64)
+        rows = np.array([p[2] for p in parts], dtype=np.int64)
+        total = int(rows.sum())
+        ends = np.cumsum(rows)
+        if total != tbl.num_rows or not np.array_equal(offs, ends - rows):
+            # drop the rows of shared leaves that lie between intervals
+            start = np.repeat(offs - (ends - rows), rows)
+            tbl = tbl.take(pa.array(start + np.arange(total)))
+        return self._conform(tbl, snap), rows, np.repeat(ks, rows)
 
     def _chunk_bounds(self, a: int | None, b: int | None) -> list[int | None]:
         """Time cut points so that each chunk holds about ``batch_rows`` events in all streams
@@ -319,7 +324,6 @@ class Replay:
         current = 0
         since = 0
         ask_rows = max(1, self.batch_rows // 4)
-        many = getattr(op, "push_intervals", None)
         source = self.spans() if self._takes_spans(op) else (
             (k, k, b, _NO_BREAKS) for k, b in self.batches())
         for k, k_last, batch, breaks in source:
@@ -332,7 +336,7 @@ class Replay:
                 current = k
             t0 = time.perf_counter()
             if breaks.size:
-                many(batch, breaks)
+                op.push_intervals(batch, breaks)
             else:
                 op.push(batch)
             self.stats.operator_seconds += time.perf_counter() - t0
