@@ -111,15 +111,22 @@ class Operator(ABC):
 
     def push(self, data: pa.RecordBatch | pa.Table | Any) -> None:
         """Feed events (in ``(t, seq)`` order); results accumulate until :meth:`results`."""
-        if self._flushed:
-            raise OperatorError(f"{self.name}: push after flush; call reset() to start over")
+        self._check_open()
         for batch in as_batches(data):
             if batch.num_rows == 0:
                 continue
-            self._check_batch(batch)
-            self.counters.events_in += batch.num_rows
-            self.counters.batches_in += 1
+            self._admit(batch)
             self._push_batch(batch)
+
+    def _check_open(self) -> None:
+        if self._flushed:
+            raise OperatorError(f"{self.name}: push after flush; call reset() to start over")
+
+    def _admit(self, batch: pa.RecordBatch) -> None:
+        """Check a non-empty input batch's columns and count it."""
+        self._check_batch(batch)
+        self.counters.events_in += batch.num_rows
+        self.counters.batches_in += 1
 
     def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray) -> None:
         """Feed one batch that spans several replay intervals: before row ``b`` of every
@@ -131,16 +138,21 @@ class Operator(ABC):
         intervals in one pass. Rows must be in time order across the breaks too."""
         n = batch.num_rows
         prev = 0
-        for b in np.asarray(breaks, dtype=np.int64).tolist():
-            if not prev <= b < n:
-                raise OperatorError(f"{self.name}: interval break {b} outside the batch's rows "
-                                    f"{prev}..{n - 1} or out of order")
+        for b in self._checked_breaks(breaks, n).tolist():
             if b > prev:
                 self.push(batch.slice(prev, b - prev))
             self.end_interval()
             prev = b
         if prev < n:
             self.push(batch.slice(prev))
+
+    def _checked_breaks(self, breaks: np.ndarray, n: int) -> np.ndarray:
+        """``breaks`` as int64, or an error unless sorted and each in ``[0, n)``."""
+        breaks = np.asarray(breaks, dtype=np.int64)
+        if breaks.size and (breaks[0] < 0 or breaks[-1] >= n or np.any(np.diff(breaks) < 0)):
+            raise OperatorError(f"{self.name}: interval breaks must be sorted row offsets in "
+                                f"0..{n - 1}, got {breaks.tolist()[:8]}")
+        return breaks
 
     def end_interval(self) -> None:
         """Mark a gap in the input: events after it are not contiguous with those before.

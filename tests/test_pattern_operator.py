@@ -685,6 +685,7 @@ def test_push_intervals_grows_outputs_at_a_break() -> None:
 
 def test_push_intervals_rejects_bad_breaks() -> None:
     tab = random_stream(20, 1)
-    for bad in ([5, 3], [20], [-1]):
-        with pytest.raises(OperatorError, match="break"):
-            _ops(SPECS["sql"]).push_intervals(tab.to_batches()[0], np.array(bad))
+    for name in ("sql", "any"):  # the matcher's breaks, and the default's slices
+        for bad in ([5, 3], [20], [-1]):
+            with pytest.raises(OperatorError, match="break"):
+                _ops(SPECS[name]).push_intervals(tab.to_batches()[0], np.array(bad))

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.errors import DataError, OperatorError, QueryError, StateCapExceeded
+from replaydb.errors import DataError, QueryError, StateCapExceeded
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import (
     Binary,
@@ -341,25 +341,19 @@ class PatternOperator(Operator):
         every run at each break as at end of input, with no per-interval Python work. Otherwise
         (PREV or NEXT, or an engine without breaks) the slices are pushed one by one. Both give
         the same rows (a test holds them to it). Cost: O(rows + breaks x partitions)."""
-        breaks = np.asarray(breaks, dtype=np.int64)
         n = batch.num_rows
-        if n == 0 or breaks.size == 0 or not self._breaks_in_kernel:
+        breaks = self._checked_breaks(breaks, n)
+        if breaks.size == 0 or not self._breaks_in_kernel:
             super().push_intervals(batch, breaks)
             return
-        if breaks[0] < 0 or breaks[-1] >= n or np.any(np.diff(breaks) < 0):
-            raise OperatorError(f"{self.name}: interval breaks must be sorted offsets in "
-                                f"0..{n - 1}")
         for _ in range(int(np.count_nonzero(breaks == 0))):
             self.end_interval()
         inner = breaks[breaks > 0]
         if inner.size == 0:
             self.push(batch)
             return
-        if self._flushed:
-            raise OperatorError(f"{self.name}: push after flush; call reset() to start over")
-        self._check_batch(batch)
-        self.counters.events_in += n
-        self.counters.batches_in += 1
+        self._check_open()
+        self._admit(batch)
         brk = np.zeros(n, dtype=np.bool_)
         brk[inner] = True
         self._push_batch(batch, brk)
