@@ -308,6 +308,15 @@ class _Limits:
                     hint="raise --max-memory, or lower the operator's state cap")
 
 
+def _within_limits(limits: _Limits, feed: Any) -> Any:
+    """``feed`` (an operator's push method) checking ``limits`` before every call."""
+    def feed_within_limits(*args: Any) -> None:
+        limits.check()
+        feed(*args)
+
+    return feed_within_limits
+
+
 def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Replay, Any]:
     """Replay the plan's intervals into a fresh operator; returns (table, replay, operator)."""
     ctx = plan.ctx
@@ -321,20 +330,10 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
     if limits is not None:
         # check before every batch: an operator that emits nothing until the end of its input
         # would otherwise run to completion whatever its limits
-        push = op.push
-
-        def push_within_limits(data: Any) -> None:
-            limits.check()
-            push(data)
-
-        op.push = push_within_limits
-        many = getattr(op, "push_intervals", None)
-        if many is not None:
-            def push_intervals_within_limits(data: Any, breaks: Any) -> None:
-                limits.check()
-                many(data, breaks)
-
-            op.push_intervals = push_intervals_within_limits
+        for name in ("push", "push_intervals"):
+            feed = getattr(op, name, None)
+            if feed is not None:
+                setattr(op, name, _within_limits(limits, feed))
     parts = []
     for tbl in rep.results(op):
         parts.append(tbl)
