@@ -186,25 +186,24 @@ def sort_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
     :func:`argsort_bounded` followed by two gathers would). O(n * bits / 12)."""
     values = np.asarray(values)
     payload = np.asarray(payload)
-    n = values.size
     if payload.shape != values.shape:
         raise ValueError("sort_with_payload: values and payload differ in length")
-    if n < _SMALL_SORT or not _packs(values, bound):
-        perm = argsort_bounded(values, bound)  # checks the range too
+    ib, vbits = _pack_bits(values, bound, "sort_with_payload")
+    if values.size < _SMALL_SORT or ib + vbits > 64:
+        perm = _argsort_checked(values, ib, vbits)
         return np.asarray(values, np.int64)[perm], payload[perm]
-    if int(values.min()) < 0 or int(values.max()) >= bound:
-        raise ValueError("sort_with_payload: values must be integers in [0, bound)")
-    ib = max(1, int(n - 1).bit_length())
-    vbits = max(1, int(max(bound, 1) - 1).bit_length())
     return _packed_sort_with(np.ascontiguousarray(values, dtype=np.int64),
                              np.ascontiguousarray(payload), ib, vbits)
 
 
-def _packs(values: np.ndarray, bound: int) -> bool:
-    """Whether value and position bits of ``values`` fit in one uint64 word."""
+def _pack_bits(values: np.ndarray, bound: int, who: str) -> tuple[int, int]:
+    """(position bits, value bits) of the packed words for ``values``, after checking that they
+    are integers in ``[0, bound)``."""
     n = values.size
-    return (max(1, int(n - 1).bit_length()) + max(1, int(max(bound, 1) - 1).bit_length())
-            <= 64 and values.dtype.kind in "iu")
+    if values.dtype.kind not in "iu" or (n and (int(values.min()) < 0
+                                                or int(values.max()) >= bound)):
+        raise ValueError(f"{who}: values must be integers in [0, bound)")
+    return max(1, int(n - 1).bit_length()), max(1, int(max(bound, 1) - 1).bit_length())
 
 
 def argsort_bounded(values: np.ndarray, bound: int) -> np.ndarray:
@@ -214,14 +213,13 @@ def argsort_bounded(values: np.ndarray, bound: int) -> np.ndarray:
     carrying a key array and an index array through every digit of a 64-bit key). Falls back to
     :func:`radix_argsort_u64` when value and position bits do not fit in 64. O(n * bits / 12)."""
     values = np.asarray(values)
-    n = values.size
-    if values.dtype.kind not in "iu" or (n and (int(values.min()) < 0
-                                                or int(values.max()) >= bound)):
-        raise ValueError("argsort_bounded: values must be integers in [0, bound)")
-    if n < _SMALL_SORT:
+    return _argsort_checked(values, *_pack_bits(values, bound, "argsort_bounded"))
+
+
+def _argsort_checked(values: np.ndarray, ib: int, vbits: int) -> np.ndarray:
+    """:func:`argsort_bounded` of checked values with their :func:`_pack_bits`."""
+    if values.size < _SMALL_SORT:
         return np.argsort(values, kind="stable").astype(np.int64)
-    ib = max(1, int(n - 1).bit_length())
-    vbits = max(1, int(max(bound, 1) - 1).bit_length())
     if ib + vbits > 64:
         return radix_argsort_u64(sortable_u64(values.astype(np.int64)))
     return _packed_argsort(np.ascontiguousarray(values, dtype=np.int64), ib, vbits)
