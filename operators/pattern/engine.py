@@ -363,10 +363,11 @@ class SqlEngine(_Base):
         i = 0
         while i < n:
             i, st = nfa_sql.sql_run(
-                i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window, cp.skip_kind, cp.skip_var,
-                cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to, cp.prog_lo, cp.prog_hi, cp.p_op,
-                cp.p_ia, cp.p_ib, cp.p_fc, cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var,
-                cp.cf_col, cp.init_f, buf, base, s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"],
+                i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window,
+                cp.skip_kind, cp.skip_var, cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to,
+                cp.prog_lo, cp.prog_hi, cp.p_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.ci_kind,
+                cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f, buf, base, s["n_ev"],
+                s["n_pos"], s["n_pred"], s["n_t"],
                 s["ctx_i"], s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"],
                 s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], s["tp"],
                 s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"], s["p_natt"],
