@@ -119,6 +119,15 @@ SPECS = {
                        window=10, semantics=Semantics.SQL,
                        measures=(Measure("n", Call("COUNT", (Column("*", "T"),))),
                                  Measure("fa", Call("FIRST", (Column("seq", "A"),))))),
+    # blocks and greedy always-true gaps: the vectorized GapSeqEngine
+    "sql_gaps": PatternSpec(Seq((Var("A"), Repeat(Var("T"), 0, None), Var("B"), Var("C"),
+                                 Repeat(Var("U"), 0, None), Var("A"))),
+                            (is_type("A"), is_type("B"),
+                             VarDef("C", Binary(">", Column("temp"), Literal(3)))),
+                            window=9, semantics=Semantics.SQL,
+                            after_match_skip=AfterMatchSkip(SkipKind.TO_NEXT_ROW),
+                            measures=(Measure("n", Call("COUNT", (Column("*", "T"),))),
+                                      Measure("fa", Call("FIRST", (Column("seq", "A"),))))),
 }
 
 

@@ -25,7 +25,8 @@ Modules: :mod:`.model` (the logical model), :mod:`.automaton` (ordered position 
 :mod:`.lowering` and :mod:`.compile` (conditions into per-event masks and VM programs),
 :mod:`.vm` (the compiled expression machine), :mod:`.nfa_cep` (dissertation / SASE+ strategies),
 :mod:`.nfa_sql` (MATCH_RECOGNIZE), :mod:`.engine` (array management, the vectorized fixed-sequence
-path), :mod:`.buffer` (events, partitions, PREV), :mod:`.measures`, :mod:`.operator`,
+path), :mod:`.gapseq` (the vectorized path for fixed blocks joined by greedy always-true gaps),
+:mod:`.buffer` (events, partitions, PREV), :mod:`.measures`, :mod:`.operator`,
 :mod:`.oracle` (brute-force reference semantics for tests).
 """
 

@@ -94,6 +94,7 @@ from replaydb.operators.pattern.buffer import (
 )
 from replaydb.operators.pattern.compile import CompiledPattern, compile_pattern
 from replaydb.operators.pattern.engine import AllRunsEngine, FixedSeqEngine, SqlEngine
+from replaydb.operators.pattern.gapseq import GapSeqEngine
 from replaydb.operators.pattern.lowering import LowerContext, nav_name
 from replaydb.operators.pattern.measures import (
     Evaluator,
@@ -248,6 +249,8 @@ class PatternOperator(Operator):
         self._pending_lo = _NO_EVENT
         if FixedSeqEngine.eligible(cp) and self._fast:
             self._engine = FixedSeqEngine(cp, self._grow_check)
+        elif GapSeqEngine.eligible(cp) and self._fast:
+            self._engine = GapSeqEngine(cp, self._grow_check)
         elif cp.sql:
             self._engine = SqlEngine(cp, self._grow_check)
         else:
@@ -597,11 +600,19 @@ class PatternOperator(Operator):
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     # ------------------------------------------------------------------ introspection
+    @property
+    def _matcher_name(self) -> str:
+        """Which engine runs the pattern: a vectorized one for its shape, or the automaton."""
+        return {"FixedSeqEngine": "vectorized fixed sequence",
+                "GapSeqEngine": "vectorized blocks and gaps"}.get(
+                    type(self._engine).__name__, "automaton")
+
     def explain(self) -> str:
         """One line per compiled part (for EXPLAIN)."""
         cp = self.cp
         lines = [cp.spec.to_text(),
-                 f"engine: {'sql' if cp.sql else 'all-runs'}, positions: {len(cp.pos_var)}, "
+                 f"engine: {'sql' if cp.sql else 'all-runs'}, matcher: {self._matcher_name}, "
+                 f"positions: {len(cp.pos_var)}, "
                  f"state slots: {len(cp.ci_kind)} int + {len(cp.cf_kind)} float"]
         for v, e in zip(cp.var_names, cp.local_exprs):
             lo, hi = int(cp.prog_lo[cp.var_index(v)]), int(cp.prog_hi[cp.var_index(v)])

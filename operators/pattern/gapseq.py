@@ -1,0 +1,315 @@
+"""Vectorized MATCH_RECOGNIZE matcher for fixed blocks joined by greedy always-true gaps.
+
+The shape the planner's benchmark queries and many hand-written ones take:
+``PATTERN (B1 T1* B2 T2* ... Bk) WITHIN w``, where every block ``Bj`` is a fixed sequence of
+single variables whose conditions read only the current row (PREV included) and every gap
+``Tj*`` is a greedy star of a variable without a condition (always true). The general SQL
+matcher (:mod:`~replaydb.operators.pattern.nfa_sql`) runs such a pattern as one attempt per
+starting row with a thread per gap, so in a dense region it creates a node per live attempt
+per row. This engine answers the same attempts with a few vectorized passes per batch.
+
+Why that is exact. An attempt starts at row ``i`` when ``B1`` occurs there (its rows match the
+block's conditions one by one). All its rows satisfy ``t - t[i] <= w`` (rows after the
+window's end cannot be bound), so they lie in ``[i, E]`` with ``E`` the last row of the window
+(or the last row before an interval break, or the end of input). SQL:2016 preferment with
+greedy gaps prefers, at the first row where two matches differ, the one that stays in the gap;
+so among all matches the most preferred one puts ``B2`` as late as possible such that the rest
+still fits, then ``B3`` as late as possible after it, and so on. That is the *latest chain*,
+found backwards from ``E``: ``Bk`` at its last occurrence ending by ``E``, ``B(k-1)`` at its last
+occurrence ending before that, ... ``B2``; the attempt matches iff ``B2``'s occurrence starts
+after ``B1`` ends. Each step is one ``searchsorted`` over the block's occurrences for all
+attempts of the batch at once. The match's rows are ``i .. end of Bk`` (gap rows bound to their
+gap variable), as the general matcher reports them.
+
+AFTER MATCH SKIP TO NEXT ROW keeps every match; PAST LAST ROW keeps matches in row order whose
+first row is after the previous kept match (a compiled loop over the matches only). Attempts
+whose window reaches past the batch wait, with the rows from the first of them on, for the next
+batch; a break (a new replay interval) or end of input resolves them with the rows there are.
+Attempts are resolved in row order, at the row after their window (as the general matcher
+resolves them), so results, their order and match numbers are those of the general engine
+(property tests hold them to it).
+
+Not eligible (the general engine runs them): partitions, conditions that read other rows of
+the match (``S2.x > S1.x``, aggregates, FIRST/LAST), reluctant or bounded gaps, gaps with a
+condition, a pattern starting or ending with a gap, no WITHIN, AFTER MATCH SKIP TO a variable.
+
+Complexity per batch of ``n`` rows with ``a`` attempts, ``k`` blocks and ``r`` matched rows:
+O(n x block length) for the occurrences, O(a x k x log n) for the chains, O(r) for the rows.
+State: the rows from the first unresolved attempt on (at most one window of rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from replaydb.operators.pattern import nfa_sql
+from replaydb.operators.pattern.compile import CompiledPattern
+from replaydb.operators.pattern.measures import MatchSet
+from replaydb.operators.pattern.model import Repeat, Seq, Var
+
+_I64 = np.int64
+
+
+def gap_layout(cp: CompiledPattern) -> tuple[list[list[int]], list[int]] | None:
+    """``(blocks, gaps)`` as variable ids when ``cp`` fits :class:`GapSeqEngine`, else None:
+    ``blocks[j]`` the variables of block ``j`` in order, ``gaps[j]`` the variable of the gap
+    after it (one fewer gap than blocks, at least one gap)."""
+    spec = cp.spec
+    if not cp.sql or cp.partition_by or cp.window < 0 or len(cp.p_op) or len(cp.ci_kind) \
+            or len(cp.cf_kind) or len(cp.neg_var):
+        return None
+    if cp.skip_kind not in (nfa_sql.SKIP_PAST_LAST, nfa_sql.SKIP_NEXT_ROW):
+        return None
+    pat = spec.pattern
+    items = pat.items if isinstance(pat, Seq) else (pat,)
+    blocks: list[list[int]] = [[]]
+    gaps: list[int] = []
+    for it in items:
+        if isinstance(it, Var):
+            blocks[-1].append(cp.var_index(it.name))
+            continue
+        body = it.body if isinstance(it, Repeat) else None
+        if isinstance(body, Seq) and len(body.items) == 1:
+            body = body.items[0]
+        if not (isinstance(it, Repeat) and isinstance(body, Var) and it.min == 0
+                and it.max is None and it.greedy):
+            return None
+        v = cp.var_index(body.name)
+        if cp.local_exprs[v] is not None or spec.define(body.name).event_types:
+            return None  # a gap with a condition
+        if not blocks[-1]:
+            return None  # the pattern starts with a gap, or two gaps are adjacent
+        gaps.append(v)
+        blocks.append([])
+    if not gaps or not blocks[-1]:
+        return None
+    return blocks, gaps
+
+
+@njit(cache=True)
+def _past_last(starts: np.ndarray, ends: np.ndarray, next_allowed: int
+               ) -> tuple[np.ndarray, int]:
+    """AFTER MATCH SKIP PAST LAST ROW over matches in row order: which are kept."""
+    keep = np.zeros(starts.shape[0], dtype=np.bool_)
+    for j in range(starts.shape[0]):
+        if starts[j] >= next_allowed:
+            keep[j] = True
+            next_allowed = ends[j] + 1
+    return keep, next_allowed
+
+
+@njit(cache=True)
+def _rows(chain: np.ndarray, ends: np.ndarray, blen: np.ndarray, boff: np.ndarray,
+          bvars: np.ndarray, gapv: np.ndarray, g0: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (event indexes and variables) of matches given their block starts ``chain``
+    (matches x blocks, batch rows) and last rows ``ends``: blocks bound to their variables,
+    the rows between two blocks to the gap's variable."""
+    nm, k = chain.shape
+    off = np.empty(nm + 1, dtype=np.int64)
+    off[0] = 0
+    for m in range(nm):
+        off[m + 1] = off[m] + ends[m] - chain[m, 0] + 1
+    ev = np.empty(off[nm], dtype=np.int64)
+    var = np.empty(off[nm], dtype=np.int64)
+    for m in range(nm):
+        w = off[m]
+        for j in range(k):
+            o = chain[m, j]
+            for q in range(blen[j]):
+                ev[w] = g0 + o + q
+                var[w] = bvars[boff[j] + q]
+                w += 1
+            if j + 1 < k:
+                for r in range(o + blen[j], chain[m, j + 1]):
+                    ev[w] = g0 + r
+                    var[w] = gapv[j]
+                    w += 1
+    return ev, var, off
+
+
+class GapSeqEngine:
+    """Engine for ``B1 T1* B2 ... Bk WITHIN w`` under SQL semantics (module docstring).
+
+    State (``self.s``, plain arrays, so a snapshot is a copy): the carried rows (one boolean
+    per variable, their ``t``, the event index of the first), the next row an attempt may
+    start at after PAST LAST ROW, the match number and the count of waiting attempts."""
+
+    columnar = True  # one boolean array per variable
+    takes_breaks = True  # process() takes interval breaks (a new interval at a flagged row)
+
+    def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
+        layout = gap_layout(cp)
+        if layout is None:
+            raise ValueError("GapSeqEngine: the pattern does not have the blocks-and-gaps shape")
+        self.cp = cp
+        self.grow_check = grow_check
+        blocks, gaps = layout
+        self.blocks = [np.asarray(b, dtype=_I64) for b in blocks]
+        self.blen = np.array([len(b) for b in blocks], dtype=_I64)
+        self.boff = np.concatenate(([0], np.cumsum(self.blen)[:-1])).astype(_I64)
+        self.bvars = np.concatenate(self.blocks).astype(_I64)
+        self.gapv = np.asarray(gaps, dtype=_I64)
+        self.reset()
+
+    @staticmethod
+    def eligible(cp: CompiledPattern) -> bool:
+        return gap_layout(cp) is not None
+
+    def reset(self) -> None:
+        V = self.cp.n_vars
+        self.s: dict = {"cm": np.zeros((0, V), dtype=np.bool_), "ct": np.zeros(0, _I64),
+                        "cg": 0, "next_allowed": 0, "matchno": 0, "waiting": 0,
+                        "n_parts": 1}
+
+    def ensure_parts(self, n_parts: int) -> None:
+        return None
+
+    @property
+    def state_size(self) -> int:
+        return int(len(self.s["ct"]))
+
+    @property
+    def live_runs(self) -> int:
+        return int(self.s["waiting"])
+
+    def process(self, g0: int, pid: np.ndarray, t: np.ndarray, vmask: list[np.ndarray],
+                startable: np.ndarray | None, buf: np.ndarray, base: int,
+                enumerate_cap: int | None, brk: np.ndarray | None = None) -> list[MatchSet]:
+        """Match events ``g0 .. g0 + len(t) - 1`` (``brk``: rows that start a new interval)."""
+        return self._run(g0, t, vmask, brk, final=False)
+
+    def finish(self) -> list[MatchSet]:
+        """End of input: every waiting attempt is resolved with the rows there are."""
+        if not len(self.s["ct"]):
+            return []
+        V = self.cp.n_vars
+        g0 = int(self.s["cg"]) + len(self.s["ct"])
+        return self._run(g0, np.zeros(0, _I64), [np.zeros(0, np.bool_)] * V, None, final=True)
+
+    def _run(self, g0: int, t: np.ndarray, vmask: list[np.ndarray], brk: np.ndarray | None,
+             *, final: bool) -> list[MatchSet]:
+        s, cp = self.s, self.cp
+        n = len(t)
+        cm, ct = s["cm"], s["ct"]
+        m = len(ct)
+        if m and int(s["cg"]) + m != g0:
+            raise AssertionError("GapSeqEngine: batches must follow each other without a hole")
+        G0 = g0 - m
+        L = m + n
+        T = np.concatenate([ct, np.asarray(t, _I64)]) if m else np.asarray(t, _I64)
+        cols: dict[int, np.ndarray] = {}
+        for v in np.unique(self.bvars).tolist():
+            cols[v] = np.concatenate([cm[:, v], vmask[v]]) if m else np.asarray(vmask[v])
+        # segments: a break row starts a new one (the carried rows are in the open one)
+        if brk is not None and len(brk) and brk.any():
+            bpos = np.flatnonzero(brk).astype(_I64) + m
+            seg = np.zeros(L, dtype=_I64)
+            seg[bpos] = 1
+            seg = np.cumsum(seg)
+            seg_end = np.append(bpos, L)[seg] - 1  # last row of each row's segment
+            open_from = int(bpos[-1])
+        else:
+            seg = None
+            seg_end = np.full(L, L - 1, dtype=_I64)
+            open_from = 0
+        # occurrences of every block (rows where it starts, inside one segment)
+        occ: list[np.ndarray] = []
+        for b in self.blocks:
+            lb = len(b)
+            span = L - lb + 1
+            if span <= 0:
+                occ.append(np.zeros(0, _I64))
+                continue
+            ok = cols[int(b[0])][:span].copy()
+            for q in range(1, lb):
+                ok &= cols[int(b[q])][q: span + q]
+            if seg is not None and lb > 1:
+                ok &= seg[:span] == seg[lb - 1:]
+            occ.append(np.flatnonzero(ok).astype(_I64))
+        starts = occ[0]
+        win_end = np.searchsorted(T, T[starts] + cp.window, side="right").astype(_I64) - 1
+        s_end = seg_end[starts]
+        if final:
+            done = np.ones(len(starts), dtype=np.bool_)
+        else:
+            done = (win_end < s_end) | (s_end < L - 1)
+        nres = int(np.count_nonzero(done))
+        if nres and not bool(done[:nres].all()):
+            raise AssertionError("GapSeqEngine: resolved attempts must precede waiting ones")
+        st = starts[:nres]
+        R = np.minimum(win_end[:nres], s_end[:nres])
+        k = len(self.blocks)
+        chain = np.empty((nres, k), dtype=_I64)
+        chain[:, 0] = st
+        valid = np.ones(nres, dtype=np.bool_)
+        ends = R.copy()
+        for j in range(k - 1, 0, -1):
+            oj = occ[j]
+            idx = np.searchsorted(oj, R - self.blen[j] + 1, side="right") - 1
+            valid &= idx >= 0
+            o = oj[np.maximum(idx, 0)] if len(oj) else np.zeros(nres, _I64)
+            if j == k - 1:
+                ends = o + self.blen[j] - 1
+            chain[:, j] = o
+            R = o - 1
+        if k > 1:
+            valid &= chain[:, 1] >= st + self.blen[0]
+        chain, ends = chain[valid], ends[valid]
+        gst = chain[:, 0] + G0
+        gend = ends + G0
+        if cp.skip_kind == nfa_sql.SKIP_PAST_LAST:
+            keep, na = _past_last(gst, gend, int(s["next_allowed"]))
+            chain, ends = chain[keep], ends[keep]
+            s["next_allowed"] = int(na)
+        elif len(gst):
+            keep = gst >= int(s["next_allowed"])
+            chain, ends = chain[keep], ends[keep]
+            if len(chain):
+                s["next_allowed"] = int(chain[-1, 0] + G0 + 1)
+        parts: list[MatchSet] = []
+        nm = len(chain)
+        if nm:
+            ev, var, off = _rows(chain, ends, self.blen, self.boff, self.bvars, self.gapv, G0)
+            number = np.arange(s["matchno"] + 1, s["matchno"] + nm + 1, dtype=_I64)
+            s["matchno"] += nm
+            parts.append(MatchSet(ev, var, off, np.zeros(nm, dtype=_I64), number))
+        # carry the rows of waiting attempts and of starts the batch cannot decide yet
+        waiting = len(starts) - nres
+        frm = L if final else max(L - int(self.blen[0]) + 1, open_from)
+        if waiting:
+            frm = min(frm, int(starts[nres]))
+        frm = max(frm, 0)
+        if frm < L:
+            self.grow_check(L - frm, "rows of waiting match attempts")
+            V = cp.n_vars
+            keep_rows = np.zeros((L - frm, V), dtype=np.bool_)
+            for v in range(V):
+                if v in cols:
+                    keep_rows[:, v] = cols[v][frm:]
+            s["cm"] = keep_rows
+            s["ct"] = T[frm:].copy()
+        else:
+            s["cm"] = cm[:0]
+            s["ct"] = ct[:0]
+        s["cg"] = G0 + frm
+        s["waiting"] = waiting
+        return parts
+
+    def collect(self) -> None:
+        return None
+
+    def min_referenced(self) -> int | None:
+        return int(self.s["cg"]) if len(self.s["ct"]) else None
+
+    def _check(self) -> None:
+        """Invariant checker: carried rows consistent, time order kept, counters sane."""
+        s = self.s
+        m = len(s["ct"])
+        assert s["cm"].shape == (m, self.cp.n_vars)
+        assert np.all(np.diff(s["ct"]) >= 0), "carried rows out of time order"
+        assert 0 <= s["waiting"] <= m
+        assert s["matchno"] >= 0 and s["next_allowed"] >= 0

@@ -1,0 +1,243 @@
+"""The blocks-and-gaps MATCH_RECOGNIZE engine against the general matcher and the oracle."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from replaydb.errors import StateCapExceeded
+from replaydb.operators.expr import Binary, Call, Column, Literal
+from replaydb.operators.pattern import oracle
+from replaydb.operators.pattern.model import (
+    AfterMatchSkip,
+    Measure,
+    PatternSpec,
+    Repeat,
+    RowsPerMatch,
+    Semantics,
+    Seq,
+    SkipKind,
+    Var,
+    VarDef,
+)
+from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+
+SCH = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
+                 ("temp", pa.float64())])
+CONDS = [None, Binary("=", Column("type"), Literal("a")),
+         Binary("!=", Column("type"), Literal("b")),
+         Binary(">", Column("temp"), Literal(4.0)),
+         Binary("<=", Column("temp"), Literal(2.0)),
+         Binary(">=", Column("temp"), Call("PREV", (Column("temp"),)))]
+MEASURES = (Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
+            Measure("last_seq", Call("LAST", (Column("seq"),))),
+            Measure("n", Call("COUNT", (Column("*"),))),
+            Measure("cls", Call("CLASSIFIER")),
+            Measure("gap", Call("COUNT", (Column("*", "T1"),))))
+
+
+def random_stream(n: int, seed: int, ties: int = 2) -> pa.Table:
+    rng = random.Random(seed)
+    t = np.cumsum([rng.randint(0, ties) for _ in range(n)]).tolist()
+    return pa.table({"t": t, "seq": list(range(n)), "type": [rng.choice("abc") for _ in range(n)],
+                     "temp": [float(rng.randint(0, 9)) for _ in range(n)]}, schema=SCH)
+
+
+def gap_spec(blocks: list[list[int]], conds: list[int], window: int, skip: SkipKind,
+             all_rows: bool = False) -> PatternSpec:
+    """``B1 T1* B2 T2* ...``: block variables A, B, C, ... with conditions ``CONDS[conds[i]]``;
+    gap ``j`` is the always-true variable ``Tj``."""
+    items: list = []
+    defines: list[VarDef] = []
+    names = iter("ABCDEFGHIJ")
+    ci = iter(conds)
+    for j, blk in enumerate(blocks):
+        if j:
+            items.append(Repeat(Var(f"T{j}"), 0, None))
+            defines.append(VarDef(f"T{j}", Literal(True) if j % 2 else None))
+        for _ in blk:
+            v = next(names)
+            items.append(Var(v))
+            defines.append(VarDef(v, CONDS[next(ci)]))
+    return PatternSpec(Seq(tuple(items)), tuple(defines), window, semantics=Semantics.SQL,
+                       after_match_skip=AfterMatchSkip(skip), measures=MEASURES,
+                       rows_per_match=RowsPerMatch.ALL if all_rows else RowsPerMatch.ONE)
+
+
+def _gap_specs():  # type: ignore[no-untyped-def]
+    from hypothesis import strategies as st
+
+    @st.composite
+    def build(draw):  # type: ignore[no-untyped-def]
+        k = draw(st.integers(2, 4))
+        blocks = [[0] * draw(st.integers(1, 3)) for _ in range(k)]
+        conds = [draw(st.integers(0, len(CONDS) - 1)) for _ in range(sum(map(len, blocks)))]
+        window = draw(st.integers(0, 14))
+        skip = draw(st.sampled_from([SkipKind.PAST_LAST_ROW, SkipKind.TO_NEXT_ROW]))
+        return gap_spec(blocks, conds, window, skip, all_rows=draw(st.booleans()))
+
+    return build()
+
+
+def _ops(spec: PatternSpec, **kw: object) -> PatternOperator:
+    return PatternOperator(PatternConfig(spec, SCH), **kw)  # type: ignore[arg-type]
+
+
+def _run(op: PatternOperator, tab: pa.Table, chunk: int, breaks: list[int]) -> pa.Table:
+    """Batches of ``chunk`` rows with interval ``breaks``, twice with an interval between."""
+    n = tab.num_rows
+    for _ in range(2):
+        done = 0
+        for start in range(0, n, chunk):
+            rows = min(chunk, n - start)
+            mine = [b - start for b in breaks if start <= b < start + rows]
+            op.push_intervals(tab.slice(start, rows).to_batches()[0], np.array(mine, np.int64))
+            done += len(mine)
+            op._check()
+        for _ in range(len(breaks) - done):
+            op.end_interval()
+        op.end_interval()
+        tab = pa.table({**tab.to_pydict(),
+                        "t": [x + 10**6 for x in tab.column("t").to_pylist()]}, schema=SCH)
+    op.flush()
+    return op.results()
+
+
+def test_blocks_and_gaps_equal_the_general_matcher() -> None:
+    """Random gap patterns (blocks of 1-3 variables, conditions with PREV, windows 0-14, both
+    skips, ONE and ALL ROWS PER MATCH) over random streams with ties in time, cut into random
+    batches with random interval breaks: rows, order and match numbers equal the general
+    matcher's, and the invariant checker holds after every batch."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None)
+    @given(_gap_specs(), st.integers(0, 120), st.integers(0, 10_000), st.integers(1, 50),
+           st.lists(st.integers(0, 119), max_size=6), st.integers(0, 3))
+    def check(spec: PatternSpec, n: int, seed: int, chunk: int, raw: list[int],
+              ties: int) -> None:
+        tab = random_stream(n, seed, ties)
+        breaks = sorted(b for b in raw if b < n)
+        fast, slow = _ops(spec), _ops(spec, vectorized=False)
+        assert type(fast._engine).__name__ == "GapSeqEngine"
+        assert type(slow._engine).__name__ == "SqlEngine"
+        a = _run(fast, tab, chunk, breaks)
+        b = _run(slow, tab, chunk, breaks)
+        assert a.equals(b)
+
+    check()
+
+
+def test_blocks_and_gaps_equal_the_oracle() -> None:
+    """Operator rows (ALL ROWS PER MATCH with CLASSIFIER) equal the backtracking oracle's."""
+    rng = random.Random(5)
+    total = 0
+    for trial in range(60):
+        k = rng.randint(2, 3)
+        blocks = [[0] * rng.randint(1, 2) for _ in range(k)]
+        conds = [rng.randint(0, len(CONDS) - 1) for _ in range(sum(map(len, blocks)))]
+        spec = gap_spec(blocks, conds, rng.randint(0, 10),
+                        rng.choice([SkipKind.PAST_LAST_ROW, SkipKind.TO_NEXT_ROW]))
+        tab = random_stream(rng.randint(0, 70), trial)
+        want = oracle.matches(spec, tab)
+        got = oracle.run_operator(spec, tab, batch_rows=rng.randint(1, 30))
+        assert [m[1:] for m in got] == [m[1:] for m in want], (trial, spec.to_text())
+        total += len(want)
+    assert total > 100
+
+
+def test_a_dense_stream_matches_like_the_general_matcher() -> None:
+    """The benchmark's shape on a dense stream: hundreds of attempts alive at once."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    x = rng.random(n)
+    tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": ["a"] * n,
+                    "temp": x * 10}, schema=SCH)
+    spec = gap_spec([[0], [0], [0], [0]], [3, 4, 3, 4], 300, SkipKind.TO_NEXT_ROW)
+    fast, slow = _ops(spec), _ops(spec, vectorized=False)
+    assert type(fast._engine).__name__ == "GapSeqEngine"
+    for b in tab.to_batches(max_chunksize=700):
+        fast.push(b)
+        slow.push(b)
+    fast.flush()
+    slow.flush()
+    a, b = fast.results(), slow.results()
+    assert a.num_rows > 1000
+    assert a.equals(b)
+    assert "matcher: vectorized blocks and gaps" in fast.explain()
+    assert "matcher: automaton" in slow.explain()
+
+
+@pytest.mark.parametrize("change", ["reluctant", "gap condition", "partition", "no window",
+                                    "skip to", "cross-row", "leading gap", "trailing gap",
+                                    "no gap", "bounded gap"])
+def test_other_shapes_run_on_the_general_matcher(change: str) -> None:
+    spec = gap_spec([[0], [0, 0]], [1, 2, 3], 5, SkipKind.PAST_LAST_ROW)
+    items = list(spec.pattern.items)
+    defines = list(spec.defines)
+    if change == "reluctant":
+        items[1] = Repeat(Var("T1"), 0, None, greedy=False)
+    elif change == "gap condition":
+        defines[1] = VarDef("T1", CONDS[1])
+    elif change == "bounded gap":
+        items[1] = Repeat(Var("T1"), 0, 5)
+    elif change == "leading gap":
+        items.insert(0, Repeat(Var("T1"), 0, None))
+    elif change == "trailing gap":
+        items.append(Repeat(Var("T1"), 0, None))
+    elif change == "no gap":
+        del items[1]
+        del defines[1]
+        spec = replace(spec, measures=MEASURES[:4])
+    elif change == "cross-row":
+        defines[2] = VarDef("B", Binary(">", Column("temp"), Column("temp", "A")))
+    spec = replace(spec, pattern=Seq(tuple(items)), defines=tuple(defines))
+    if change == "partition":
+        spec = replace(spec, partition_by=("type",))
+    elif change == "no window":
+        spec = replace(spec, window=None)
+    elif change == "skip to":
+        spec = replace(spec, after_match_skip=AfterMatchSkip(SkipKind.TO_LAST, "B"))
+    op = _ops(spec)
+    assert type(op._engine).__name__ != "GapSeqEngine"
+    tab = random_stream(80, 2)
+    try:
+        want = oracle.matches(spec, tab)
+    except Exception as e:  # the standard's exceptions: both must raise
+        with pytest.raises(type(e)):
+            op.process(tab)
+        return
+    assert op.process(tab).num_rows == len(want)
+
+
+def test_state_cap_counts_the_waiting_rows() -> None:
+    """A window much longer than a batch keeps its rows; the state cap stops it."""
+    spec = gap_spec([[0], [0]], [0, 0], 10**6, SkipKind.TO_NEXT_ROW)
+    n = 5000
+    tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": ["a"] * n,
+                    "temp": np.zeros(n)}, schema=SCH)
+    op = _ops(spec, state_cap=1000)
+    with pytest.raises(StateCapExceeded):
+        for b in tab.to_batches(max_chunksize=100):
+            op.push(b)
+
+
+def test_seeded_stress_keeps_the_invariants() -> None:
+    spec = gap_spec([[0, 0], [0], [0]], [2, 5, 3, 1], 20, SkipKind.PAST_LAST_ROW)
+    tab = random_stream(20_000, 99, ties=1)
+    op = _ops(spec)
+    rng = random.Random(1)
+    start = 0
+    while start < tab.num_rows:
+        rows = rng.randint(1, 400)
+        op.push(tab.slice(start, rows))
+        op._check()
+        ct = op._engine.s["ct"]  # at most one window of rows waits (or a block's first rows)
+        assert len(ct) < 2 or ct[0] >= ct[-1] - 20
+        start += rows
+    op.flush()
+    assert op.results().equals(_ops(spec, vectorized=False).process(tab))
