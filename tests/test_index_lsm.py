@@ -532,6 +532,8 @@ def test_sort_with_payload_equals_a_stable_argsort_and_gathers(n: int, bound_bit
     perm = np.argsort(v, kind="stable")
     keys, out = sort_with_payload(v, pay, bound)
     assert np.array_equal(keys, v[perm]) and np.array_equal(out, pay[perm])
+    k32, o32 = sort_with_payload(v, pay.astype(np.int32), bound)  # the allocating path
+    assert np.array_equal(k32, v[perm]) and np.array_equal(o32, pay.astype(np.int32)[perm])
     if n:
         with pytest.raises(ValueError):
             sort_with_payload(v, pay, int(v.max()))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from replaydb.planner.pattern.intervals import (
     Geometry,
     SymbolResult,
+    block_occurrences,
     coalesce_by_leaves,
     intersect_intervals,
     merge_closed,
@@ -189,3 +190,25 @@ def test_merge_intersect_widen_join() -> None:
     # [1, 2) and [3, 4) share leaf 0; [9, 10) is in leaf 2
     assert coalesce_by_leaves(np.array([[1, 2], [3, 4], [9, 10]]), geo).tolist() == \
         [[1, 4], [9, 10]]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True), st.integers(0, 2**16),
+       st.integers(0, 400))
+def test_block_occurrences_equal_a_set_join(offsets: list[int], seed: int, n: int) -> None:
+    """Occurrences of a tight block (every symbol's event at its fixed seq distance) equal a
+    brute-force join of the symbols' seq sets, with the first and last symbol's times."""
+    offsets = sorted(offsets)
+    rng = np.random.default_rng(seed)
+    results = []
+    for _ in offsets:
+        seq = np.unique(rng.integers(0, max(n, 1) * 2, n))
+        results.append(SymbolResult(seq.astype(np.int64), seq.astype(np.int64) * 10 + 7))
+    occ = block_occurrences(offsets, results)
+    sets = [set(r.seq.tolist()) for r in results]
+    want = sorted(b for b in range(-4, 2 * max(n, 1) + 4)
+                  if all(b + o in s for o, s in zip(offsets, sets)))
+    assert occ.first_seq.tolist() == [b + offsets[0] for b in want]
+    assert occ.last_seq.tolist() == [b + offsets[-1] for b in want]
+    assert occ.first_t.tolist() == [(b + offsets[0]) * 10 + 7 for b in want]
+    assert occ.last_t.tolist() == [(b + offsets[-1]) * 10 + 7 for b in want]

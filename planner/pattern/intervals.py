@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from replaydb.planner.pattern.rewrite import RewrittenPattern
 
@@ -143,26 +144,59 @@ class Occurrences:
         return int(self.first_seq.size)
 
 
+@njit(cache=True, nogil=True)
+def _keep_members(base: np.ndarray, off: int, seq: np.ndarray) -> np.ndarray:
+    """The ``b`` of ``base`` (ascending) with ``b + off`` in ``seq`` (ascending, distinct): one
+    merge walk, O(len(base) + len(seq)), sequential reads (a binary search per element costs
+    a cache miss per step once the arrays outgrow the cache)."""
+    out = np.empty(base.size, np.int64)
+    k = 0
+    j = 0
+    m = seq.size
+    for i in range(base.size):
+        x = base[i] + off
+        while j < m and seq[j] < x:
+            j += 1
+        if j == m:
+            break
+        if seq[j] == x:
+            out[k] = base[i]
+            k += 1
+    return out[:k]
+
+
+@njit(cache=True, nogil=True)
+def _times_of(base: np.ndarray, off: int, seq: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``t`` of the events ``base + off`` (every one in ``seq``; both ascending): a merge walk."""
+    out = np.empty(base.size, np.int64)
+    j = 0
+    for i in range(base.size):
+        x = base[i] + off
+        while seq[j] < x:
+            j += 1
+        out[i] = t[j]
+    return out
+
+
 def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurrences:
     """Merge the selected BSs of one tight BB at fixed seq distances (``offsets`` ascending).
 
     The BS with the fewest events is the anchor; every other BS keeps the anchors whose event at
-    its offset is in its result (a ``searchsorted`` membership test per BS).
+    its offset is in its result (a merge walk per BS, both sides sorted by seq). O(sum of the
+    results' sizes).
     """
     anchor = min(range(len(results)), key=lambda j: len(results[j]))
-    base = results[anchor].seq - offsets[anchor]
+    base = np.ascontiguousarray(results[anchor].seq - offsets[anchor], dtype=I64)
     for j, (o, r) in enumerate(zip(offsets, results)):
         if j == anchor or base.size == 0:
             continue
-        target = base + o
-        p = np.searchsorted(r.seq, target)
-        ok = p < r.seq.size
-        ok[ok] = r.seq[p[ok]] == target[ok]
-        base = base[ok]
+        base = _keep_members(base, int(o), np.ascontiguousarray(r.seq, dtype=I64))
     f, last = results[0], results[-1]
-    pf = np.searchsorted(f.seq, base + offsets[0])
-    pl = np.searchsorted(last.seq, base + offsets[-1])
-    return Occurrences(base + offsets[0], base + offsets[-1], f.t[pf], last.t[pl])
+    ft = _times_of(base, int(offsets[0]), np.ascontiguousarray(f.seq, dtype=I64),
+                   np.ascontiguousarray(f.t, dtype=I64))
+    lt = _times_of(base, int(offsets[-1]), np.ascontiguousarray(last.seq, dtype=I64),
+                   np.ascontiguousarray(last.t, dtype=I64))
+    return Occurrences(base + offsets[0], base + offsets[-1], ft, lt)
 
 
 @dataclass

@@ -196,8 +196,8 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
         reads["bytes_read"] = reads.get("bytes_read", 0) + res.cost.bytes_read
         reads["lookups"] = reads.get("lookups", 0) + 1
     t1 = time.perf_counter()
-    seq = np.concatenate(seqs) if seqs else np.empty(0, I64)
-    t = np.concatenate(ts) if ts else np.empty(0, I64)
+    seq = seqs[0] if len(seqs) == 1 else (np.concatenate(seqs) if seqs else np.empty(0, I64))
+    t = ts[0] if len(ts) == 1 else (np.concatenate(ts) if ts else np.empty(0, I64))
     if seq.size > 1:
         seq, t = sort_with_payload(seq, t, int(seq.max()) + 1)
     t2 = time.perf_counter()
