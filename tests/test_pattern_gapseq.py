@@ -53,7 +53,7 @@ def gap_spec(blocks: list[list[int]], conds: list[int], window: int, skip: SkipK
     gap ``j`` is the always-true variable ``Tj``."""
     items: list = []
     defines: list[VarDef] = []
-    names = iter("ABCDEFGHIJ")
+    names = iter("ABCDEFGHIJKLMNOP")
     ci = iter(conds)
     for j, blk in enumerate(blocks):
         if j:

@@ -131,6 +131,20 @@ def _rows(chain: np.ndarray, ends: np.ndarray, blen: np.ndarray, boff: np.ndarra
     return ev, var, off
 
 
+def _segments(brk: np.ndarray | None, m: int, L: int
+              ) -> tuple[np.ndarray | None, np.ndarray, int]:
+    """Intervals of the ``L`` rows (``m`` carried ones, then the batch with its breaks):
+    ``(segment id per row or None without breaks, last row of each row's segment, first row
+    of the last segment)``. The carried rows lie in the open (last) segment of before."""
+    if brk is None or not len(brk) or not brk.any():
+        return None, np.full(L, L - 1, dtype=_I64), 0
+    bpos = np.flatnonzero(brk).astype(_I64) + m
+    seg = np.zeros(L, dtype=_I64)
+    seg[bpos] = 1
+    seg = np.cumsum(seg)
+    return seg, np.append(bpos, L)[seg] - 1, int(bpos[-1])
+
+
 class GapSeqEngine:
     """Engine for ``B1 T1* B2 ... Bk WITHIN w`` under SQL semantics (module docstring).
 
@@ -192,84 +206,28 @@ class GapSeqEngine:
 
     def _run(self, g0: int, t: np.ndarray, vmask: list[np.ndarray], brk: np.ndarray | None,
              *, final: bool) -> list[MatchSet]:
-        s, cp = self.s, self.cp
-        n = len(t)
-        cm, ct = s["cm"], s["ct"]
-        m = len(ct)
+        s = self.s
+        m = len(s["ct"])
         if m and int(s["cg"]) + m != g0:
             raise AssertionError("GapSeqEngine: batches must follow each other without a hole")
         G0 = g0 - m
-        L = m + n
-        T = np.concatenate([ct, np.asarray(t, _I64)]) if m else np.asarray(t, _I64)
-        cols: dict[int, np.ndarray] = {}
-        for v in np.unique(self.bvars).tolist():
-            cols[v] = np.concatenate([cm[:, v], vmask[v]]) if m else np.asarray(vmask[v])
-        # segments: a break row starts a new one (the carried rows are in the open one)
-        if brk is not None and len(brk) and brk.any():
-            bpos = np.flatnonzero(brk).astype(_I64) + m
-            seg = np.zeros(L, dtype=_I64)
-            seg[bpos] = 1
-            seg = np.cumsum(seg)
-            seg_end = np.append(bpos, L)[seg] - 1  # last row of each row's segment
-            open_from = int(bpos[-1])
-        else:
-            seg = None
-            seg_end = np.full(L, L - 1, dtype=_I64)
-            open_from = 0
-        # occurrences of every block (rows where it starts, inside one segment)
-        occ: list[np.ndarray] = []
-        for b in self.blocks:
-            lb = len(b)
-            span = L - lb + 1
-            if span <= 0:
-                occ.append(np.zeros(0, _I64))
-                continue
-            ok = cols[int(b[0])][:span].copy()
-            for q in range(1, lb):
-                ok &= cols[int(b[q])][q: span + q]
-            if seg is not None and lb > 1:
-                ok &= seg[:span] == seg[lb - 1:]
-            occ.append(np.flatnonzero(ok).astype(_I64))
+        T = np.concatenate([s["ct"], np.asarray(t, _I64)]) if m else np.asarray(t, _I64)
+        L = len(T)
+        cols = {v: (np.concatenate([s["cm"][:, v], vmask[v]]) if m else np.asarray(vmask[v]))
+                for v in np.unique(self.bvars).tolist()}
+        seg, seg_end, open_from = _segments(brk, m, L)
+        occ = [self._occurrences(b, cols, seg, L) for b in self.blocks]
         starts = occ[0]
-        win_end = np.searchsorted(T, T[starts] + cp.window, side="right").astype(_I64) - 1
+        win_end = np.searchsorted(T, T[starts] + self.cp.window, side="right").astype(_I64) - 1
         s_end = seg_end[starts]
-        if final:
-            done = np.ones(len(starts), dtype=np.bool_)
-        else:
-            done = (win_end < s_end) | (s_end < L - 1)
+        # an attempt is resolved once a row past its window (in its interval) has arrived, or
+        # its interval ended; resolution follows row order, so the resolved ones come first
+        done = np.ones(len(starts), np.bool_) if final else (win_end < s_end) | (s_end < L - 1)
         nres = int(np.count_nonzero(done))
         if nres and not bool(done[:nres].all()):
             raise AssertionError("GapSeqEngine: resolved attempts must precede waiting ones")
-        st = starts[:nres]
-        R = np.minimum(win_end[:nres], s_end[:nres])
-        k = len(self.blocks)
-        chain = np.empty((nres, k), dtype=_I64)
-        chain[:, 0] = st
-        valid = np.ones(nres, dtype=np.bool_)
-        ends = R.copy()
-        for j in range(k - 1, 0, -1):
-            oj = occ[j]
-            idx = np.searchsorted(oj, R - self.blen[j] + 1, side="right") - 1
-            valid &= idx >= 0
-            o = oj[np.maximum(idx, 0)] if len(oj) else np.zeros(nres, _I64)
-            if j == k - 1:
-                ends = o + self.blen[j] - 1
-            chain[:, j] = o
-            R = o - 1
-        if k > 1:
-            valid &= chain[:, 1] >= st + self.blen[0]
-        chain, ends = chain[valid], ends[valid]
-        gst = chain[:, 0] + G0
-        gend = ends + G0
-        if cp.skip_kind == nfa_sql.SKIP_PAST_LAST:
-            keep, na = _past_last(gst, gend, int(s["next_allowed"]))
-            chain, ends = chain[keep], ends[keep]
-            s["next_allowed"] = int(na)
-        elif len(gst):
-            keep = gst >= int(s["next_allowed"])
-            chain, ends = chain[keep], ends[keep]
-            if len(chain):
-                s["next_allowed"] = int(chain[-1, 0] + G0 + 1)
+        chain, ends = self._chains(occ, starts[:nres], np.minimum(win_end, s_end)[:nres])
+        chain, ends = self._skip(chain, ends, G0)
         parts: list[MatchSet] = []
         nm = len(chain)
         if nm:
@@ -279,25 +237,82 @@ class GapSeqEngine:
             parts.append(MatchSet(ev, var, off, np.zeros(nm, dtype=_I64), number))
         # carry the rows of waiting attempts and of starts the batch cannot decide yet
         waiting = len(starts) - nres
-        frm = L if final else max(L - int(self.blen[0]) + 1, open_from)
+        frm = L if final else max(L - int(self.blen[0]) + 1, open_from, 0)
         if waiting:
             frm = min(frm, int(starts[nres]))
-        frm = max(frm, 0)
+        self._carry(cols, T, G0, frm, waiting)
+        return parts
+
+    def _occurrences(self, block: np.ndarray, cols: dict[int, np.ndarray],
+                     seg: np.ndarray | None, L: int) -> np.ndarray:
+        """Rows where ``block`` occurs (each of its rows matches its variable, all in one
+        interval), ascending: one shifted AND per variable."""
+        lb = len(block)
+        span = L - lb + 1
+        if span <= 0:
+            return np.zeros(0, _I64)
+        ok = cols[int(block[0])][:span].copy()
+        for q in range(1, lb):
+            ok &= cols[int(block[q])][q: span + q]
+        if seg is not None and lb > 1:
+            ok &= seg[:span] == seg[lb - 1:]
+        return np.flatnonzero(ok).astype(_I64)
+
+    def _chains(self, occ: list[np.ndarray], st: np.ndarray, R: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """The latest chain of block occurrences of every attempt (starting at ``st``, rows up
+        to ``R``): ``(block starts, last rows)`` of the attempts that match."""
+        k = len(self.blocks)
+        n = len(st)
+        chain = np.empty((n, k), dtype=_I64)
+        chain[:, 0] = st
+        valid = np.ones(n, dtype=np.bool_)
+        ends = R
+        for j in range(k - 1, 0, -1):
+            oj = occ[j]
+            idx = np.searchsorted(oj, R - self.blen[j] + 1, side="right") - 1
+            valid &= idx >= 0
+            o = oj[np.maximum(idx, 0)] if len(oj) else np.zeros(n, _I64)
+            if j == k - 1:
+                ends = o + self.blen[j] - 1
+            chain[:, j] = o
+            R = o - 1
+        valid &= chain[:, 1] >= st + self.blen[0]
+        return chain[valid], ends[valid]
+
+    def _skip(self, chain: np.ndarray, ends: np.ndarray, G0: int
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """AFTER MATCH SKIP over the matches (in row order) and the next row it allows."""
+        s = self.s
+        gst = chain[:, 0] + G0
+        if self.cp.skip_kind == nfa_sql.SKIP_PAST_LAST:
+            keep, na = _past_last(gst, ends + G0, int(s["next_allowed"]))
+            s["next_allowed"] = int(na)
+            return chain[keep], ends[keep]
+        keep = gst >= int(s["next_allowed"])
+        chain, ends = chain[keep], ends[keep]
+        if len(chain):
+            s["next_allowed"] = int(chain[-1, 0] + G0 + 1)
+        return chain, ends
+
+    def _carry(self, cols: dict[int, np.ndarray], T: np.ndarray, G0: int, frm: int,
+               waiting: int) -> None:
+        """Keep rows ``frm ..`` of the batch (with the carried ones before it) for the next."""
+        s = self.s
+        L = len(T)
+        V = self.cp.n_vars
         if frm < L:
             self.grow_check(L - frm, "rows of waiting match attempts")
-            V = cp.n_vars
-            keep_rows = np.zeros((L - frm, V), dtype=np.bool_)
-            for v in range(V):
-                if v in cols:
-                    keep_rows[:, v] = cols[v][frm:]
-            s["cm"] = keep_rows
+            rows = np.zeros((L - frm, V), dtype=np.bool_)
+            for v, c in cols.items():
+                rows[:, v] = c[frm:]
+            s["cm"] = rows
             s["ct"] = T[frm:].copy()
         else:
-            s["cm"] = cm[:0]
-            s["ct"] = ct[:0]
+            s["cm"] = np.zeros((0, V), dtype=np.bool_)
+            s["ct"] = np.zeros(0, _I64)
         s["cg"] = G0 + frm
         s["waiting"] = waiting
-        return parts
 
     def collect(self) -> None:
         return None
