@@ -50,7 +50,7 @@ def run(text: str, table: pa.Table, vectorized: bool, repeat: int) -> tuple[floa
         op.flush()
         res = op.results()
         c = time.process_time() - c0
-        matcher = op._matcher_name
+        matcher = op.matcher
         if c < best:
             best, out = c, res
         if c > 2.0:

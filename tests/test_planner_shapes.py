@@ -141,6 +141,7 @@ def test_explain_and_analyze(synthetic, capsys) -> None:
         assert key in pat, key
     sym = pat["symbols"][0]["conditions"][0]
     assert sym["indexed"] and 0 <= sym["selectivity"] <= 1
+    assert pat["matcher"] == "vectorized blocks and gaps"  # the generator's shape
     names = {r["strategy"] for r in pat["rivals"]}
     assert names == {"no index", "all", "greedy", "budget", "optimal"}
     assert all("cost" in r for r in pat["rivals"])
@@ -157,4 +158,4 @@ def test_explain_and_analyze(synthetic, capsys) -> None:
     assert js["strategy"] in ("optimal", "cpm", "replay")
     assert main(["explain", path, q, "--plan", "greedy"]) == 0
     text = capsys.readouterr().out
-    assert "rewritten:" in text and "rivals:" in text
+    assert "rewritten:" in text and "rivals:" in text and "matcher:" in text

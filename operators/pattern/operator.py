@@ -601,7 +601,7 @@ class PatternOperator(Operator):
 
     # ------------------------------------------------------------------ introspection
     @property
-    def _matcher_name(self) -> str:
+    def matcher(self) -> str:
         """Which engine runs the pattern: a vectorized one for its shape, or the automaton."""
         return {"FixedSeqEngine": "vectorized fixed sequence",
                 "GapSeqEngine": "vectorized blocks and gaps"}.get(
@@ -611,7 +611,7 @@ class PatternOperator(Operator):
         """One line per compiled part (for EXPLAIN)."""
         cp = self.cp
         lines = [cp.spec.to_text(),
-                 f"engine: {'sql' if cp.sql else 'all-runs'}, matcher: {self._matcher_name}, "
+                 f"engine: {'sql' if cp.sql else 'all-runs'}, matcher: {self.matcher}, "
                  f"positions: {len(cp.pos_var)}, "
                  f"state slots: {len(cp.ci_kind)} int + {len(cp.cf_kind)} float"]
         for v, e in zip(cp.var_names, cp.local_exprs):

@@ -37,6 +37,8 @@ def _est(st: Any, e: Any, strategy: str) -> dict[str, Any]:
 
 def describe(st: Any, plan: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"spec": st.spec_text}
+    if st.matcher:
+        out["matcher"] = st.matcher
     rp = st.rp
     if rp is not None:
         out["rewritten"] = rp.text()

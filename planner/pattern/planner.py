@@ -125,6 +125,9 @@ class PatternPlanState:
     lookup_sizes: dict[int, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     spec_text: str = ""
+    matcher: str = ""
+    """Which matcher the operator runs the pattern on (vectorized for its shape, or the
+    automaton); shown by EXPLAIN."""
 
 
 def _kinds(snap: Any) -> dict[str, str]:
@@ -302,6 +305,7 @@ def plan(ctx: Any) -> Any:
     op = ctx.bind()
     spec = op.config.spec
     st.spec_text = spec.to_text()
+    st.matcher = getattr(op, "matcher", "")
     timings["bind"] = time.perf_counter() - t_bind
     if len(ctx.snapshots) != 1:
         return _replay_plan(ctx, st, "several streams merged by event type: full replay")
