@@ -127,16 +127,10 @@ took two passes but sorted 712k index entries 1.6x slower, 16 ms against 10 ms).
 
 
 @nb.njit(cache=True, nogil=True)
-def _packed_sort(values: np.ndarray, ib: int, vbits: int) -> np.ndarray:
-    """``(value << ib) | position`` words, LSD-radix sorted on the value bits."""
-    return _packed_sort_spare(values, ib, vbits)[0]
-
-
-@nb.njit(cache=True, nogil=True)
-def _packed_sort_spare(values: np.ndarray, ib: int, vbits: int
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_packed_sort` and the pass buffer it no longer needs (same size, free to reuse:
-    a fresh array of megabytes costs its page faults again)."""
+def _packed_sort(values: np.ndarray, ib: int, vbits: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(value << ib) | position`` words, LSD-radix sorted on the value bits, and the pass
+    buffer the sort no longer needs (same size, free to reuse: a fresh array of megabytes
+    costs its page faults again)."""
     n = values.size
     cur = np.empty(n, np.uint64)
     for i in range(n):
@@ -165,7 +159,7 @@ def _packed_sort_spare(values: np.ndarray, ib: int, vbits: int
 
 @nb.njit(cache=True, nogil=True)
 def _packed_argsort(values: np.ndarray, ib: int, vbits: int) -> np.ndarray:
-    cur = _packed_sort(values, ib, vbits)
+    cur = _packed_sort(values, ib, vbits)[0]
     out = np.empty(values.size, np.int64)
     low = np.uint64((1 << ib) - 1)
     for i in range(values.size):
@@ -174,36 +168,17 @@ def _packed_argsort(values: np.ndarray, ib: int, vbits: int) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
-def _packed_sort_with(values: np.ndarray, payload: np.ndarray, ib: int, vbits: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    cur = _packed_sort(values, ib, vbits)
-    n = values.size
-    keys = np.empty(n, np.int64)
-    out = np.empty(n, payload.dtype)
+def _unpack_with(cur: np.ndarray, keys: np.ndarray, payload: np.ndarray, out: np.ndarray,
+                 ib: int) -> None:
+    """Sorted packed words ``cur`` into their values (``keys``) and the payload gathered in
+    their order (``out``). ``out`` may be ``cur`` itself (viewed as int64): each word is read
+    before its slot is written."""
     low = np.uint64((1 << ib) - 1)
     sh = np.uint64(ib)
-    for i in range(n):
-        keys[i] = np.int64(cur[i] >> sh)
-        out[i] = payload[np.int64(cur[i] & low)]
-    return keys, out
-
-
-@nb.njit(cache=True, nogil=True)
-def _packed_sort_with_i64(values: np.ndarray, payload: np.ndarray, ib: int, vbits: int
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_packed_sort_with` for an int64 payload, allocating nothing past the sort's two
-    buffers: the keys go into the spare pass buffer and the payload over the packed words, each
-    word read before it is overwritten."""
-    cur, spare = _packed_sort_spare(values, ib, vbits)
-    keys = spare.view(np.int64)
-    out = cur.view(np.int64)
-    low = np.uint64((1 << ib) - 1)
-    sh = np.uint64(ib)
-    for i in range(values.size):
+    for i in range(cur.size):
         w = cur[i]
         keys[i] = np.int64(w >> sh)
         out[i] = payload[np.int64(w & low)]
-    return keys, out
 
 
 def sort_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
@@ -220,10 +195,14 @@ def sort_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
     if values.size < _SMALL_SORT or ib + vbits > 64:
         perm = _argsort_checked(values, ib, vbits)
         return np.asarray(values, np.int64)[perm], payload[perm]
-    vals = np.ascontiguousarray(values, dtype=np.int64)
-    if payload.dtype == np.int64:
-        return _packed_sort_with_i64(vals, np.ascontiguousarray(payload), ib, vbits)
-    return _packed_sort_with(vals, np.ascontiguousarray(payload), ib, vbits)
+    cur, spare = _packed_sort(np.ascontiguousarray(values, dtype=np.int64), ib, vbits)
+    # the keys go into the spare pass buffer and an int64 payload over the packed words: no
+    # array allocated past the sort's two
+    keys = spare.view(np.int64)
+    out = cur.view(np.int64) if payload.dtype == np.int64 else np.empty(values.size,
+                                                                         payload.dtype)
+    _unpack_with(cur, keys, np.ascontiguousarray(payload), out, ib)
+    return keys, out
 
 
 def _pack_bits(values: np.ndarray, bound: int, who: str) -> tuple[int, int]:

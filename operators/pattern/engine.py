@@ -534,8 +534,11 @@ def _chain_lengths(o_node: np.ndarray, n_pred: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _sql_select(gstart, next_allowed, skip_kind, offset, k):
-    """Greedy resolution of fixed-length candidates in row order (AFTER MATCH SKIP)."""
+def sql_select(gstart, gend, next_allowed, skip_kind, offset):
+    """Greedy resolution of candidate matches (first rows ``gstart``, last rows ``gend``) in
+    row order under AFTER MATCH SKIP; ``offset``: the skip variable's row in the match (SKIP TO
+    a variable, fixed-length matches only). Returns (kept, next allowed row, index of a match
+    that would restart at its own first row or -1)."""
     keep = np.zeros(gstart.shape[0], dtype=np.bool_)
     for j in range(gstart.shape[0]):
         g = gstart[j]
@@ -543,7 +546,7 @@ def _sql_select(gstart, next_allowed, skip_kind, offset, k):
             continue
         keep[j] = True
         if skip_kind == nfa_sql.SKIP_PAST_LAST:
-            next_allowed = g + k
+            next_allowed = gend[j] + 1
         elif skip_kind == nfa_sql.SKIP_NEXT_ROW:
             next_allowed = g + 1
         else:
@@ -655,7 +658,8 @@ class FixedSeqEngine:
             if cp.skip_kind in (nfa_sql.SKIP_TO_FIRST, nfa_sql.SKIP_TO_LAST):
                 occ = np.flatnonzero(pv == cp.skip_var)
                 offset = int(occ[0] if cp.skip_kind == nfa_sql.SKIP_TO_FIRST else occ[-1])
-            keep, na, bad = _sql_select(starts, s["next_allowed"], cp.skip_kind, offset, k)
+            keep, na, bad = sql_select(starts, starts + (k - 1), s["next_allowed"],
+                                       cp.skip_kind, offset)
             if bad >= 0:
                 var = cp.var_names[cp.skip_var]
                 raise OperatorError(

@@ -47,6 +47,7 @@ from numba import njit
 
 from replaydb.operators.pattern import nfa_sql
 from replaydb.operators.pattern.compile import CompiledPattern
+from replaydb.operators.pattern.engine import sql_select
 from replaydb.operators.pattern.measures import MatchSet
 from replaydb.operators.pattern.model import Repeat, Seq, Var
 
@@ -87,18 +88,6 @@ def gap_layout(cp: CompiledPattern) -> tuple[list[list[int]], list[int]] | None:
     if not gaps or not blocks[-1]:
         return None
     return blocks, gaps
-
-
-@njit(cache=True)
-def _past_last(starts: np.ndarray, ends: np.ndarray, next_allowed: int
-               ) -> tuple[np.ndarray, int]:
-    """AFTER MATCH SKIP PAST LAST ROW over matches in row order: which are kept."""
-    keep = np.zeros(starts.shape[0], dtype=np.bool_)
-    for j in range(starts.shape[0]):
-        if starts[j] >= next_allowed:
-            keep[j] = True
-            next_allowed = ends[j] + 1
-    return keep, next_allowed
 
 
 @njit(cache=True)
@@ -167,6 +156,7 @@ class GapSeqEngine:
         self.boff = np.concatenate(([0], np.cumsum(self.blen)[:-1])).astype(_I64)
         self.bvars = np.concatenate(self.blocks).astype(_I64)
         self.gapv = np.asarray(gaps, dtype=_I64)
+        self.block_vars = sorted(set(self.bvars.tolist()))  # the variables whose masks count
         self.reset()
 
     @staticmethod
@@ -214,7 +204,7 @@ class GapSeqEngine:
         T = np.concatenate([s["ct"], np.asarray(t, _I64)]) if m else np.asarray(t, _I64)
         L = len(T)
         cols = {v: (np.concatenate([s["cm"][:, v], vmask[v]]) if m else np.asarray(vmask[v]))
-                for v in np.unique(self.bvars).tolist()}
+                for v in self.block_vars}
         seg, seg_end, open_from = _segments(brk, m, L)
         occ = [self._occurrences(b, cols, seg, L) for b in self.blocks]
         starts = occ[0]
@@ -285,15 +275,9 @@ class GapSeqEngine:
         """AFTER MATCH SKIP over the matches (in row order) and the next row it allows."""
         s = self.s
         gst = chain[:, 0] + G0
-        if self.cp.skip_kind == nfa_sql.SKIP_PAST_LAST:
-            keep, na = _past_last(gst, ends + G0, int(s["next_allowed"]))
-            s["next_allowed"] = int(na)
-            return chain[keep], ends[keep]
-        keep = gst >= int(s["next_allowed"])
-        chain, ends = chain[keep], ends[keep]
-        if len(chain):
-            s["next_allowed"] = int(chain[-1, 0] + G0 + 1)
-        return chain, ends
+        keep, na, _ = sql_select(gst, ends + G0, int(s["next_allowed"]), self.cp.skip_kind, 0)
+        s["next_allowed"] = int(na)
+        return chain[keep], ends[keep]
 
     def _carry(self, cols: dict[int, np.ndarray], T: np.ndarray, G0: int, frm: int,
                waiting: int) -> None:
