@@ -25,9 +25,8 @@ from replaydb.operators.pattern.model import (
     VarDef,
 )
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+from tests.test_pattern_operator import SCH, random_stream
 
-SCH = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
-                 ("temp", pa.float64())])
 CONDS = [None, Binary("=", Column("type"), Literal("a")),
          Binary("!=", Column("type"), Literal("b")),
          Binary(">", Column("temp"), Literal(4.0)),
@@ -38,13 +37,6 @@ MEASURES = (Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
             Measure("n", Call("COUNT", (Column("*"),))),
             Measure("cls", Call("CLASSIFIER")),
             Measure("gap", Call("COUNT", (Column("*", "T1"),))))
-
-
-def random_stream(n: int, seed: int, ties: int = 2) -> pa.Table:
-    rng = random.Random(seed)
-    t = np.cumsum([rng.randint(0, ties) for _ in range(n)]).tolist()
-    return pa.table({"t": t, "seq": list(range(n)), "type": [rng.choice("abc") for _ in range(n)],
-                     "temp": [float(rng.randint(0, 9)) for _ in range(n)]}, schema=SCH)
 
 
 def gap_spec(blocks: list[list[int]], conds: list[int], window: int, skip: SkipKind,

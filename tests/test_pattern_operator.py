@@ -98,9 +98,11 @@ def _ops(spec: PatternSpec, **kw: object) -> PatternOperator:
     return PatternOperator(PatternConfig(spec, SCH), **kw)  # type: ignore[arg-type]
 
 
-def random_stream(n: int, seed: int) -> pa.Table:
+def random_stream(n: int, seed: int, ties: int = 2) -> pa.Table:
+    """``n`` events whose time steps by 0..``ties`` (ties in ``t`` included), random type and
+    temp."""
     rng = random.Random(seed)
-    t = np.cumsum([rng.randint(0, 2) for _ in range(n)]).tolist()
+    t = np.cumsum([rng.randint(0, ties) for _ in range(n)]).tolist()
     return pa.table({"t": t, "seq": list(range(n)), "type": [rng.choice("abc") for _ in range(n)],
                      "temp": [float(rng.randint(0, 9)) for _ in range(n)]}, schema=SCH)
 
