@@ -132,6 +132,48 @@ def _local_selectivity(c: Condition, cols: dict[str, np.ndarray], count: np.ndar
     return hit, np.clip(frac, 0.0, 1.0) * valid
 
 
+def _local_all(rp: RewrittenPattern, cols: dict[str, np.ndarray], count: np.ndarray
+               ) -> dict[Condition, tuple[np.ndarray, np.ndarray]]:
+    """:func:`_local_selectivity` of every condition of the pattern. Conditions with one
+    non-point range on a numeric column are computed together per column (one broadcast over
+    conditions x buckets, the column's min/max/validity converted once); the others one by
+    one. Same values as :func:`_local_selectivity`."""
+    out: dict[Condition, tuple[np.ndarray, np.ndarray]] = {}
+    simple: dict[str, list[Condition]] = {}
+    seen: set[Condition] = set()
+    for sym in rp.symbols:
+        for c in sym.conditions:
+            if c in seen:
+                continue
+            seen.add(c)
+            r = c.ranges[0] if len(c.ranges) == 1 else None
+            if (c.kind == "numeric" and r is not None and f"{c.column}.min" in cols
+                    and not (r.lo is not None and r.hi is not None and r.lo == r.hi)):
+                simple.setdefault(c.column, []).append(c)
+            else:
+                out[c] = _local_selectivity(c, cols, count)
+    for col, conds in simple.items():
+        mn = cols[f"{col}.min"].astype(np.float64)
+        mx = cols[f"{col}.max"].astype(np.float64)
+        nn = cols[f"{col}.n"]
+        has = nn > 0
+        width = mx - mn
+        rs = [c.ranges[0] for c in conds]
+        lo = np.array([-np.inf if r.lo is None else float(r.lo) for r in rs])[:, None]
+        hi = np.array([np.inf if r.hi is None else float(r.hi) for r in rs])[:, None]
+        lo_in = np.array([r.lo_inclusive for r in rs])[:, None]
+        hi_in = np.array([r.hi_inclusive for r in rs])[:, None]
+        ok = has & ((mx > lo) | ((mx == lo) & lo_in)) & ((mn < hi) | ((mn == hi) & hi_in))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ov = np.minimum(hi, mx) - np.maximum(lo, mn)
+            f = np.where(width > 0, np.clip(ov / np.where(width > 0, width, 1.0), 0, 1), 1.0)
+            valid = np.where(count > 0, nn / np.maximum(count, 1), 0.0)
+        frac = np.clip(np.where(ok, f, 0.0), 0.0, 1.0) * valid
+        for k, c in enumerate(conds):
+            out[c] = (ok[k], frac[k])
+    return out
+
+
 def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
               level: int | None = None) -> Scope:
     """The CPM's regions and re-estimated parameters (see the module docstring).
@@ -149,12 +191,10 @@ def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
     n = rp.n
     w = rp.window
     hits = np.ones((max(n, 1), m), bool)
-    local: dict[Condition, np.ndarray] = {}
-    for s in rp.symbols:
-        for c in s.conditions:
-            h, f = _local_selectivity(c, cols, count)
-            hits[s.index] &= h
-            local[c] = f
+    local = _local_all(rp, cols, count)
+    for sym in rp.symbols:
+        for c in sym.conditions:
+            hits[sym.index] &= local[c][0]
     if n == 0:
         regions = np.array([[geo.t_min, geo.t_max + 1]], I64)
     else:
@@ -162,12 +202,15 @@ def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
         start = np.flatnonzero(hits[0])
         b = start.copy()
         ok = np.ones(start.size, bool)
-        for i in range(1, n):
-            idx = np.where(hits[i], ar, m)
-            nxt = np.minimum.accumulate(idx[::-1])[::-1]
-            nxt = np.r_[nxt, m]
-            b = nxt[np.minimum(b, m)]
-            ok &= b < m
+        if n > 1:
+            # next-hit table of every BS at once: nxt[i, j] = first bucket >= j where BS i may
+            # occur (m: none), with a column m that stays m
+            nxt = np.full((n, m + 1), m, I64)
+            idx = np.where(hits[:, ::-1], ar[::-1], m)
+            nxt[:, :m] = np.minimum.accumulate(idx, axis=1)[:, ::-1]
+            for i in range(1, n):
+                b = nxt[i, b]
+                ok &= b < m
         last = np.flatnonzero(hits[n - 1])
         start, b = start[ok], b[ok]
         if start.size == 0 or last.size == 0:
@@ -203,11 +246,12 @@ def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
         lastl = geo.last_leaf(regions[:, 1])
         leaves = np.maximum(lastl - first + 1, 0).astype(I64)
         share = {}
-        for c, f in local.items():
+        for c, (_, f) in local.items():
             if np.isnan(f).any():
                 continue
-            tot = float((f * count).sum())
-            share[c] = float((f * count)[inside].sum()) / tot if tot > 0 else 0.0
+            fc = f * count
+            tot = float(fc.sum())
+            share[c] = float(fc[inside].sum()) / tot if tot > 0 else 0.0
         kept = int(inside.sum())
     else:
         events, leaves, share, kept = np.empty(0), np.empty(0, I64), {
