@@ -29,6 +29,7 @@ recursion limit (1000) with room for the caller's frames: 50 levels, far more th
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 from replaydb.errors import ParseError
 from replaydb.operators.expr import (
@@ -49,6 +50,12 @@ from replaydb.timeunits import duration_word_ns
 MAX_DEPTH = 50
 
 _CMP = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+@lru_cache(maxsize=256)
+def _quoted(ops: tuple[str, ...]) -> tuple[str, ...]:
+    """The operators as an error message lists them (every failed check records them)."""
+    return tuple(repr(o) for o in ops)
 
 
 class ParserBase:
@@ -79,15 +86,16 @@ class ParserBase:
         return t
 
     def at_kw(self, *words: str) -> bool:
-        if self.tok.is_kw(*words):
+        if self.toks[self.i].is_kw(*words):
             return True
         self._expected.extend(words)
         return False
 
     def at_op(self, *ops: str) -> bool:
-        if self.tok.is_op(*ops):
+        t = self.toks[self.i]
+        if t.kind == "op" and t.text in ops:
             return True
-        self._expected.extend(repr(o) for o in ops)
+        self._expected.extend(_quoted(ops))
         return False
 
     def accept_kw(self, *words: str) -> Token | None:
