@@ -30,7 +30,6 @@ versions only).
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -541,28 +540,9 @@ class LSMIndex:
                 if not kr.overlaps(f.key_min, f.key_max):
                     continue
                 a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
-                rows = f.rg_rows[a:b]
                 plan["row_groups_read"] += b - a
-                plan["entries_read"] += int(rows.sum())
-                plan["pages_read"] += int(sum(math.ceil(int(r) / epp) for r in rows))
-                plan["bytes_read"] += int(f.rg_bytes[a:b].sum())
-        return plan
-        epp = self.entries_per_page
-        for run in self._runs:
-            if not run.n:
-                continue
-            if not self._overlaps(run.key_min, run.key_max, lo, hi, lo_inclusive, hi_inclusive):
-                plan["runs_skipped"] += 1
-                continue
-            plan["runs_consulted"] += 1
-            for f in run.files:
-                if not self._overlaps(f.key_min, f.key_max, lo, hi, lo_inclusive, hi_inclusive):
-                    continue
-                a, b = row_group_span(f, lo, hi, lo_inclusive, hi_inclusive)
-                rows = f.rg_rows[a:b]
-                plan["row_groups_read"] += b - a
-                plan["entries_read"] += int(rows.sum())
-                plan["pages_read"] += int(sum(math.ceil(int(r) / epp) for r in rows))
+                plan["entries_read"] += int(f.rg_rows[a:b].sum())
+                plan["pages_read"] += f.pages_of(a, b, epp)
                 plan["bytes_read"] += int(f.rg_bytes[a:b].sum())
         return plan
 

@@ -10,7 +10,6 @@ the rows read (they are sorted, so the count of keys below a bound is the cut po
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections import OrderedDict
@@ -91,7 +90,7 @@ def read_row_groups(
     rows = meta.rg_rows[a:b]
     counters.row_groups_read += b - a
     counters.entries_read += int(rows.sum())
-    counters.pages_read += int(sum(math.ceil(int(r) / epp) for r in rows))
+    counters.pages_read += meta.pages_of(a, b, epp)
     cols = [("key", "seq", "t").index(c) for c in columns]
     counters.bytes_read += int(meta.rg_bytes[a:b][:, cols].sum())
     return table

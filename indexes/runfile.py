@@ -134,12 +134,26 @@ class RunFileMeta:
 
     @property
     def sample_pos(self) -> np.ndarray:
-        return sample_positions(self.n, self.sample_step)
+        """Positions of the sampled keys (computed once per file: every count asks)."""
+        got = self.cache.get("sample_pos")
+        if got is None:
+            got = self.cache["sample_pos"] = sample_positions(self.n, self.sample_step)
+        return got
 
     @property
     def rg_start(self) -> np.ndarray:
         """Position of the first entry of every row group."""
-        return np.concatenate([[0], np.cumsum(self.rg_rows)[:-1]]).astype(np.int64)
+        got = self.cache.get("rg_start")
+        if got is None:
+            got = self.cache["rg_start"] = np.concatenate(
+                [[0], np.cumsum(self.rg_rows)[:-1]]).astype(np.int64)
+        return got
+
+    def pages_of(self, a: int, b: int, entries_per_page: int) -> int:
+        """Logical pages of row groups ``a:b`` (each row group's entries rounded up to whole
+        pages)."""
+        rows = self.rg_rows[a:b]
+        return int(((rows + (entries_per_page - 1)) // entries_per_page).sum())
 
 
 def _sample_step(n: int, options: LSMOptions) -> int:
