@@ -16,6 +16,9 @@ keys are sorted with Arrow instead (see :mod:`replaydb.indexes.sorting`).
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import numba as nb
 import numpy as np
 
@@ -203,6 +206,184 @@ def sort_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
                                                                          payload.dtype)
     _unpack_with(cur, keys, np.ascontiguousarray(payload), out, ib)
     return keys, out
+
+
+@nb.njit(inline="always")
+def _popcount(x: np.uint64) -> np.uint64:
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2))
+                                               & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@nb.njit(cache=True, nogil=True)
+def _bucket_sort_unique(values: np.ndarray, payload: np.ndarray, bound: int, shift: int,
+                        nbuckets: int, keys: np.ndarray, out: np.ndarray, tv: np.ndarray,
+                        tp: np.ndarray) -> int:
+    """:func:`sort_unique_with_payload`'s kernel (``tv``, ``tp``: scratch of the input's
+    size): 0 when sorted, 1 on a repeated value, 2 on a value outside ``[0, bound)`` (outputs
+    undefined then)."""
+    n = values.size
+    counts = np.zeros(nbuckets + 1, np.int64)
+    for i in range(n):
+        v = values[i]
+        if v < 0 or v >= bound:
+            return 2
+        counts[(v >> shift) + 1] += 1
+    for b in range(nbuckets):
+        counts[b + 1] += counts[b]
+    start = counts.copy()
+    for i in range(n):  # pass 1: (value, payload) pairs into their buckets, in input order
+        v = values[i]
+        b = v >> shift
+        d = counts[b]
+        tv[d] = v
+        tp[d] = payload[i]
+        counts[b] = d + 1
+    lw = ((1 << shift) + 63) >> 6
+    bm = np.zeros(lw, np.uint64)
+    rank = np.empty(lw, np.int64)
+    one = np.uint64(1)
+    lmask = (1 << shift) - 1
+    for b in range(nbuckets):  # pass 2: inside one bucket (in cache), rank by a bitmap
+        lo = start[b]
+        hi = start[b + 1]
+        if hi == lo:
+            continue
+        for j in range(lo, hi):
+            s = tv[j] & lmask
+            bit = one << np.uint64(s & 63)
+            if bm[s >> 6] & bit:
+                return 1
+            bm[s >> 6] |= bit
+        acc = lo
+        for w in range(lw):
+            rank[w] = acc
+            acc += np.int64(_popcount(bm[w]))
+        for j in range(lo, hi):
+            s = tv[j] & lmask
+            w = s >> 6
+            bit = one << np.uint64(s & 63)
+            d = rank[w] + np.int64(_popcount(bm[w] & (bit - one)))
+            keys[d] = tv[j]
+            out[d] = tp[j]
+        bm[:] = 0
+    return 0
+
+
+_BUCKET_LOCAL_BITS = 12
+"""Values per bucket of :func:`sort_unique_with_payload` (2**12: a 512-byte bitmap)."""
+_SCRATCH_MAX_BYTES = 64 << 20
+"""Scratch kept between calls, per thread, at most (larger sorts allocate their own)."""
+_scratch = threading.local()
+
+
+def _scratch_pair(n: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Two scratch arrays (int64 and ``dtype``) of ``n`` elements, reused between calls of this
+    thread: a fresh array of megabytes costs a page fault per 4 KiB on first touch, which on
+    these sizes is as much as the sort's own work."""
+    need = n * (8 + dtype.itemsize)
+    if need > _SCRATCH_MAX_BYTES:
+        return np.empty(n, np.int64), np.empty(n, dtype)
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or buf.size < need:
+        buf = _scratch.buf = np.empty(max(need, 1 << 20), np.uint8)
+    return (buf[:n * 8].view(np.int64),
+            buf[n * 8: n * 8 + n * dtype.itemsize].view(dtype))
+
+
+def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int,
+                             alloc: Any = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`sort_with_payload` for *distinct* values (the seqs of one index lookup), or None
+    when a value repeats or the values are too sparse in ``[0, bound)`` (then call
+    :func:`sort_with_payload`).
+
+    Two passes over memory instead of the radix sort's pack, three scatters and a random
+    gather of the payload: (1) the (value, payload) pairs are scattered into buckets of
+    ``2**12`` consecutive values; (2) inside each bucket, small enough for the first-level
+    cache, each value's rank is read off a bitmap of the bucket's values (a prefix popcount),
+    and the pair is written to its final place. Distinctness is what makes a bitmap a sort; a
+    repeat is detected when its bit is already set. O(n + bound / 64); used when
+    ``bound <= 256 n``. Measured against :func:`sort_with_payload` on 10M-event seqs: 1.4x
+    faster for 600k entries, 2x for 1.7M.
+
+    ``alloc(n, dtype)`` makes the two output arrays (default ``np.empty``; the planner passes
+    an :class:`Arena`). The range check happens in the kernel's first pass. Raises ValueError
+    for values outside ``[0, bound)``, as :func:`sort_with_payload` does."""
+    values = np.asarray(values)
+    payload = np.asarray(payload)
+    if payload.shape != values.shape:
+        raise ValueError("sort_unique_with_payload: values and payload differ in length")
+    n = values.size
+    if values.dtype.kind not in "iu":
+        raise ValueError("sort_unique_with_payload: values must be integers in [0, bound)")
+    if n < _SMALL_SORT or bound > 256 * n:
+        _pack_bits(values, bound, "sort_unique_with_payload")
+        return None
+    vbits = max(1, int(max(bound, 1) - 1).bit_length())
+    shift = min(vbits, _BUCKET_LOCAL_BITS)
+    nbuckets = ((bound - 1) >> shift) + 1
+    alloc = alloc or np.empty
+    keys = alloc(n, np.dtype(np.int64))
+    out = alloc(n, payload.dtype)
+    tv, tp = _scratch_pair(n, payload.dtype)
+    status = _bucket_sort_unique(np.ascontiguousarray(values, dtype=np.int64),
+                                 np.ascontiguousarray(payload), int(bound), shift, nbuckets,
+                                 keys, out, tv, tp)
+    if status == 2:
+        raise ValueError("sort_unique_with_payload: values must be integers in [0, bound)")
+    return (keys, out) if status == 0 else None
+
+
+class Arena:
+    """Grow-only memory for arrays that live for one computation (the planner's sorted index
+    results, dropped once the replay intervals are computed): :meth:`take` hands out aligned
+    views of one large block, :meth:`reset` makes the block reusable. A fresh array of
+    megabytes pays a page fault per 4 KiB on first touch - as much as sorting into it -
+    while a reused block is already mapped. Arrays taken before a :meth:`reset` must not be
+    used after it. Not thread-safe: use one arena per thread (:func:`thread_arena`)."""
+
+    ALIGN = 64
+
+    def __init__(self) -> None:
+        self._buf = np.empty(0, np.uint8)
+        self._base = 0  # first aligned offset of the block
+        self._off = 0
+
+    def _block(self, size: int) -> None:
+        self._buf = np.empty(size + self.ALIGN, np.uint8)
+        self._base = (-self._buf.ctypes.data) % self.ALIGN
+        self._off = self._base
+
+    def take(self, n: int, dtype: Any) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        size = n * dtype.itemsize
+        start = self._base + -(-(self._off - self._base) // self.ALIGN) * self.ALIGN
+        if start + size > self._buf.size:  # a new, larger block; earlier views keep theirs
+            self._block(max(2 * self._buf.size, size, 1 << 20))
+            start = self._off
+        self._off = start + size
+        return self._buf[start:start + size].view(dtype)
+
+    def reset(self, keep_bytes: int = 256 << 20) -> None:
+        """Reuse the block from its start (or release it when larger than ``keep_bytes``)."""
+        if self._buf.size > keep_bytes:
+            self._buf = np.empty(0, np.uint8)
+            self._base = 0
+        self._off = self._base
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._buf.size)
+
+
+def thread_arena() -> Arena:
+    """This thread's :class:`Arena`."""
+    got = getattr(_scratch, "arena", None)
+    if got is None:
+        got = _scratch.arena = Arena()
+    return got
 
 
 def _pack_bits(values: np.ndarray, bound: int, who: str) -> tuple[int, int]:

@@ -16,11 +16,14 @@ from hypothesis import strategies as st
 from replaydb.errors import DataError, ReadOnlyError, UsageError
 from replaydb.indexes import ENTRIES_PER_PAGE, LSMIndex, LSMOptions, prefix_successor
 from replaydb.indexes.kernels import (
+    Arena,
     argsort_bounded,
     merge_sorted_perm,
     radix_argsort_u64,
+    sort_unique_with_payload,
     sort_with_payload,
     sortable_u64,
+    thread_arena,
 )
 from replaydb.indexes.runfile import META_KEY, parse_run_file_name
 
@@ -539,3 +542,62 @@ def test_sort_with_payload_equals_a_stable_argsort_and_gathers(n: int, bound_bit
             sort_with_payload(v, pay, int(v.max()))
         with pytest.raises(ValueError):
             sort_with_payload(v, pay[:-1], bound)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 90_000), spread=st.integers(1, 300), extra=st.integers(0, 5000),
+       dup=st.booleans(), seed=st.integers(0, 2**16))
+def test_sort_unique_with_payload_sorts_distinct_values_or_declines(
+        n: int, spread: int, extra: int, dup: bool, seed: int) -> None:
+    """Distinct values in ``[0, bound)`` come back sorted with their payload (equal to an
+    argsort and two gathers) whenever the bucket sort takes them (enough values, dense enough);
+    a repeated value or a sparse range makes it decline (None), never answer wrongly."""
+    rng = np.random.default_rng(seed)
+    bound = n * spread + extra + 1
+    v = rng.choice(bound, min(n, bound), replace=False).astype(np.int64)
+    if dup and v.size > 1:
+        v[rng.integers(0, v.size)] = v[rng.integers(0, v.size)]
+    pay = rng.integers(-(2**62), 2**62, v.size, dtype=np.int64)
+    got = sort_unique_with_payload(v, pay, bound)
+    distinct = np.unique(v).size == v.size
+    if got is None:
+        assert not distinct or v.size < 1 << 15 or bound > 256 * v.size
+        return
+    assert distinct
+    perm = np.argsort(v, kind="stable")
+    assert np.array_equal(got[0], v[perm]) and np.array_equal(got[1], pay[perm])
+    f = sort_unique_with_payload(v, pay.astype(np.float64), bound)  # another payload dtype
+    assert f is not None and np.array_equal(f[1], pay.astype(np.float64)[perm])
+    with pytest.raises(ValueError):
+        sort_unique_with_payload(v, pay, int(v.max()))
+
+
+def test_sort_unique_with_payload_takes_large_dense_inputs() -> None:
+    """The planner's case (a lookup's seqs in a 10M-event stream) goes through the bucket
+    sort, and a non-power-of-two bound keeps its last partial bucket."""
+    rng = np.random.default_rng(3)
+    for bound, n in ((10_000_000, 300_000), (1_000_003, 1_000_003), (70_001, 40_000)):
+        v = rng.choice(bound, n, replace=False).astype(np.int64)
+        got = sort_unique_with_payload(v, v * 7, bound)
+        assert got is not None
+        assert np.array_equal(got[0], np.sort(v)) and np.array_equal(got[1], np.sort(v) * 7)
+
+
+def test_arena_hands_out_aligned_views_that_survive_growth() -> None:
+    """Views taken before the arena grows keep their values (the old block stays theirs);
+    after a reset the block is reused from its start; a block above the kept size is
+    released."""
+    a = Arena()
+    x = a.take(1000, np.int64)
+    x[:] = np.arange(1000)
+    y = a.take(3, np.float64)
+    assert x.ctypes.data % Arena.ALIGN == 0 and y.ctypes.data % Arena.ALIGN == 0
+    big = a.take(400_000, np.int64)  # larger than the first block: a new one
+    big[:] = 7
+    assert np.array_equal(x, np.arange(1000)) and a.nbytes >= 400_000 * 8
+    a.reset()
+    z = a.take(10, np.int32)
+    assert z.ctypes.data == big.ctypes.data  # reused from the start
+    a.reset(keep_bytes=1024)
+    assert a.nbytes == 0
+    assert thread_arena() is thread_arena()

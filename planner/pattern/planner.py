@@ -70,7 +70,12 @@ from typing import Any
 import numpy as np
 
 from replaydb.errors import UsageError
-from replaydb.indexes.kernels import sort_with_payload
+from replaydb.indexes.kernels import (
+    Arena,
+    sort_unique_with_payload,
+    sort_with_payload,
+    thread_arena,
+)
 from replaydb.planner.pattern.conditions import Condition
 from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights, load_weights
 from replaydb.planner.pattern.cpm import DEFAULT_MAX_BUCKETS, Scope, build_cpm, whole_stream
@@ -184,8 +189,9 @@ def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: i
 
 
 def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
-               reads: dict[str, int]) -> SymbolResult:
-    """Query the index for every range of the condition; the union sorted by seq."""
+               reads: dict[str, int], arena: Arena | None = None) -> SymbolResult:
+    """Query the index for every range of the condition; the union sorted by seq (into
+    ``arena`` when given: then valid until its next reset)."""
     t0 = time.perf_counter()
     seqs, ts = [], []
     for r in lk.condition.ranges:
@@ -202,7 +208,12 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     seq = seqs[0] if len(seqs) == 1 else (np.concatenate(seqs) if seqs else np.empty(0, I64))
     t = ts[0] if len(ts) == 1 else (np.concatenate(ts) if ts else np.empty(0, I64))
     if seq.size > 1:
-        seq, t = sort_with_payload(seq, t, int(seq.max()) + 1)
+        # one lookup holds every event at most once (distinct seqs); several ranges of one
+        # condition could overlap only if the rewrite left them so - then the radix sort.
+        # Every seq is below n_events (the lookup's max_seq), which the sorts check.
+        got = sort_unique_with_payload(seq, t, max(n_events, 1),
+                                       arena.take if arena is not None else None)
+        seq, t = got if got is not None else sort_with_payload(seq, t, max(n_events, 1))
     t2 = time.perf_counter()
     timings["index_lookups"] = timings.get("index_lookups", 0.0) + (t1 - t0)
     timings["sort"] = timings.get("sort", 0.0) + (t2 - t1)
@@ -216,8 +227,12 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     assert rp is not None and geo is not None
     by_id = {c.id: c for c in st.conds}
     results: dict[int, SymbolResult] = {}
+    # the sorted results live only until the intervals are computed (these are new arrays)
+    arena = thread_arena()
+    arena.reset()
     for lk_id in sorted({by_id[i].lookup for i in config}):
-        results[lk_id] = run_lookup(st.lookups[lk_id], n_events, timings, st.index_reads)
+        results[lk_id] = run_lookup(st.lookups[lk_id], n_events, timings, st.index_reads,
+                                    arena)
         st.lookup_sizes[lk_id] = len(results[lk_id])
     t0 = time.perf_counter()
     per_bs: dict[int, list[SymbolResult]] = {}
