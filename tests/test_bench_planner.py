@@ -46,3 +46,19 @@ def test_a_plan_over_the_whole_stream_runs_as_full_replay() -> None:
         assert not _whole_stream(part)
         part.intervals = [(10, 9 + n)]
         assert not _whole_stream(part)
+
+
+def test_poisson_floor_is_the_mean_absolute_deviation_of_a_poisson_count() -> None:
+    """The benchmark's chance floor of the C_PIO error: E|X - lam| / lam for X ~ Poisson(lam),
+    checked against simulation; no estimate or no replayed leaves gives none."""
+    import numpy as np
+
+    from replaydb.bench.bench_planner import poisson_floor
+
+    rng = np.random.default_rng(0)
+    for lam in (0.4, 3.0, 12.5, 90.0):
+        x = rng.poisson(lam, 400_000)
+        want = float(np.abs(x - lam).mean() / lam)
+        assert abs(poisson_floor({"est_runs": lam, "leaves": 3}) - want) < 0.01 * want + 1e-3
+    assert poisson_floor({"est_runs": None, "leaves": 3}) is None
+    assert poisson_floor({"est_runs": 5.0, "leaves": 0}) is None
