@@ -254,8 +254,9 @@ class CostModel:
         """The estimate of ``left.config | right.config`` when every block of ``left`` precedes
         every block of ``right`` (the halves of Algorithm 3.2's split): the block summaries are
         concatenated instead of recomputed from the conditions, so one combination costs
-        O(blocks) rather than O(|config|). Equal to :meth:`estimate` of the union (memoized in
-        the same cache)."""
+        O(blocks) rather than O(|config|). Equal to :meth:`estimate` of the union up to
+        floating-point rounding (products and sums associate differently); memoized in the
+        same cache."""
         if not left.config:
             return self.estimate(right.config)
         if not right.config:
