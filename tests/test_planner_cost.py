@@ -203,6 +203,18 @@ def test_algorithm_3_2_is_exact_for_decomposable_costs(inst, rnd) -> None:
     assert opt.estimate.cost == pytest.approx(_exhaustive(am, conds, rp), rel=1e-12)
 
 
+def _random_instance(rng: np.random.Generator, max_blocks: int
+                     ) -> tuple[RewrittenPattern, list[float], Weights]:
+    """A random pattern (1 to ``max_blocks`` blocks of 1-3 symbols), selectivities, weights."""
+    sizes = [int(x) for x in rng.integers(1, 4, int(rng.integers(1, max_blocks + 1)))]
+    rp = pattern(sizes, int(rng.choice([50, 300, 1000])), bool(rng.integers(0, 2)),
+                 bool(rng.integers(0, 2)))
+    phis = list(rng.uniform(0.0005, 0.3, rp.n))
+    w = Weights(float(rng.uniform(0.1, 3)), float(rng.uniform(0.1, 5)),
+                float(rng.uniform(0, 30)))
+    return rp, phis, w
+
+
 def test_optimal_against_exhaustive_and_baselines() -> None:
     """With the real (non-decomposable) cost model Algorithm 3.2 is a heuristic: the C_PIO of
     a union is not a function of the parts' C_PIO, so a pruned partial configuration can
@@ -215,12 +227,7 @@ def test_optimal_against_exhaustive_and_baselines() -> None:
     exact = 0
     ratios, vs = [], {"all": [], "greedy": [], "budget": []}
     for _ in range(300):
-        sizes = [int(x) for x in rng.integers(1, 4, int(rng.integers(1, 5)))]
-        rp = pattern(sizes, int(rng.choice([50, 300, 1000])), bool(rng.integers(0, 2)),
-                     bool(rng.integers(0, 2)))
-        phis = list(rng.uniform(0.0005, 0.3, rp.n))
-        w = Weights(float(rng.uniform(0.1, 3)), float(rng.uniform(0.1, 5)),
-                    float(rng.uniform(0, 30)))
+        rp, phis, w = _random_instance(rng, 4)
         m, conds = model(rp, phis, 500_000, w)
         opt = select_optimal(m, conds).estimate.cost
         best = _exhaustive(m, conds, rp)
@@ -242,12 +249,7 @@ def test_pruned_optimal_chooses_as_the_whole_enumeration() -> None:
     rng = np.random.default_rng(5)
     fewer = 0
     for _ in range(200):
-        sizes = [int(x) for x in rng.integers(1, 4, int(rng.integers(1, 7)))]
-        rp = pattern(sizes, int(rng.choice([50, 300, 1000])), bool(rng.integers(0, 2)),
-                     bool(rng.integers(0, 2)))
-        phis = list(rng.uniform(0.0005, 0.3, rp.n))
-        w = Weights(float(rng.uniform(0.1, 3)), float(rng.uniform(0.1, 5)),
-                    float(rng.uniform(0, 30)))
+        rp, phis, w = _random_instance(rng, 6)
         m, conds = model(rp, phis, 500_000, w)
         whole = select_optimal(m, conds, prune=False)
         m2, conds2 = model(rp, phis, 500_000, w)
