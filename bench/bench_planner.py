@@ -318,6 +318,21 @@ def err_pio(r: dict[str, Any]) -> float | None:
     return abs(r["leaves"] - r["est_leaves"]) / r["leaves"]
 
 
+def chosen_vs_best(q: dict[str, dict[str, Any]], by_plan: bool = False) -> float:
+    """The chosen (auto) plan's CPU time over the fastest measured strategy's.
+
+    ``by_plan``: strategies that replay the same intervals are one plan, timed by the fastest
+    of their runs. Their runs differ only in planning work that is the same or nearly (auto
+    and optimal run the same code), so what separates them is the noise of timing a 20-60 ms
+    plan; this ratio measures the choice of intervals, the other also that noise."""
+    best = min(v["cpu"] for v in q.values())
+    if not by_plan:
+        return q["auto"]["cpu"] / max(best, 1e-9)
+    mine = q["auto"].get("plan", _plan_id(None))
+    own = min(v["cpu"] for v in q.values() if v.get("plan", _plan_id(None)) == mine)
+    return own / max(best, 1e-9)
+
+
 def poisson_floor(r: dict[str, Any]) -> float | None:
     """The relative C_PIO error that chance alone gives a perfect estimate of the plan: its
     replayed runs (merged intervals, each about the same number of leaves) are a count of
@@ -380,12 +395,10 @@ def summarize(res: Results, uni: dict[int, list[dict[str, Any]]],
     res.table("Optimal's index selection", ["m", "mean ms", "max ms", "combinations examined",
                                             "all combinations"], sel_rows)
     # chosen vs best measured
-    ratios = []
-    for qs in uni.values():
-        for q in qs:
-            best = min(v["cpu"] for v in q.values())
-            ratios.append(q["auto"]["cpu"] / max(best, 1e-9))
+    ratios = [chosen_vs_best(q) for qs in uni.values() for q in qs]
     within = float(np.mean([r <= 1.2 for r in ratios])) if ratios else float("nan")
+    same = [chosen_vs_best(q, by_plan=True) for qs in uni.values() for q in qs]
+    within_plan = float(np.mean([r <= 1.2 for r in same])) if same else float("nan")
     # skewed
     skew_rows, skew_err = [], []
     for a, qs in skw.items():
@@ -424,7 +437,7 @@ def summarize(res: Results, uni: dict[int, list[dict[str, Any]]],
     big = [m for m in uni if m >= 4]
     opt_speed = {m: _mean(speed["optimal"][m]) for m in big}
     return {"speed": speed, "og": og, "errs_uniform": errs_uniform, "floors": floors,
-            "within": within,
+            "within": within, "within_plan": within_plan,
             "ratios": ratios, "opt_speed": opt_speed, "skew_err": skew_err, "rho": rho}
 
 
@@ -496,8 +509,9 @@ def goals(res: Results, s: dict, uni: dict, flink_res: dict | None) -> None:
              f"mean {_mean(sel) * 1000:.1f} ms, max {max(sel) * 1000:.1f} ms" if sel else "-",
              bool(sel) and _mean(sel) < 0.1)
     res.goal("chosen plan within 1.2x of the best measured plan",
-             ">= 90% of queries", f"{s['within']:.0%} of {len(s['ratios'])}",
-             s["within"] >= 0.9)
+             ">= 90% of queries", f"{s['within']:.0%} of {len(s['ratios'])} ("
+             f"{s['within_plan']:.0%} when strategies that replay the same intervals count as "
+             "one plan)", s["within"] >= 0.9)
     if flink_res is None or "error" in flink_res:
         res.goal("replaydb auto >= 10x faster than Flink MATCH_RECOGNIZE (index-friendly "
                  "queries); replaydb replay faster than Flink", "both", "not measured"
