@@ -62,3 +62,22 @@ def test_poisson_floor_is_the_mean_absolute_deviation_of_a_poisson_count() -> No
         assert abs(poisson_floor({"est_runs": lam, "leaves": 3}) - want) < 0.01 * want + 1e-3
     assert poisson_floor({"est_runs": None, "leaves": 3}) is None
     assert poisson_floor({"est_runs": 5.0, "leaves": 0}) is None
+
+
+def test_chosen_vs_best_times_identical_plans_as_one() -> None:
+    """The chosen plan's ratio to the fastest strategy; by plan, strategies replaying the same
+    intervals share their fastest run (full replay and a replay fallback are one plan)."""
+    from replaydb.bench.bench_planner import chosen_vs_best
+
+    a, b = _plan_id(((0, 5),)), _plan_id(((0, 9),))
+    q = {"replay": {"cpu": 1.0},
+         "auto": {"cpu": 0.30, "plan": a},
+         "optimal": {"cpu": 0.20, "plan": a},     # the same intervals, timed faster
+         "greedy": {"cpu": 0.25, "plan": b}}
+    assert chosen_vs_best(q) == 0.30 / 0.20
+    assert chosen_vs_best(q, by_plan=True) == 1.0
+    q["optimal"]["plan"] = _plan_id(((1, 5),))
+    assert chosen_vs_best(q, by_plan=True) == 0.30 / 0.20
+    fallback = {"replay": {"cpu": 1.0}, "auto": {"cpu": 1.3, "plan": _plan_id(None)},
+                "all": {"cpu": 2.0, "plan": a}}
+    assert chosen_vs_best(fallback, by_plan=True) == 1.0
