@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +99,29 @@ def whole_stream(geo: Geometry) -> Scope:
                  np.array([geo.n_leaves], I64))
 
 
+def _overlap(mn: np.ndarray, mx: np.ndarray, has: np.ndarray, lo: Any, hi: Any, lo_in: Any,
+             hi_in: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per bucket (columns) and range (rows, or one range as scalars): whether the range meets
+    the bucket's ``[min, max]`` (and the attribute has a value there), and the fraction of
+    that span the range covers (1 for a one-value bucket)."""
+    ok = has & ((mx > lo) | ((mx == lo) & lo_in)) & ((mn < hi) | ((mn == hi) & hi_in))
+    width = mx - mn
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ov = np.minimum(hi, mx) - np.maximum(lo, mn)
+        f = np.where(width > 0, np.clip(ov / np.where(width > 0, width, 1.0), 0, 1), 1.0)
+    return ok, f
+
+
+def _valid(nn: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Fraction of each bucket's events with a value of the attribute."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, nn / np.maximum(count, 1), 0.0)
+
+
+def _bounds(r: Any) -> tuple[float, float]:
+    return (-np.inf if r.lo is None else float(r.lo)), (np.inf if r.hi is None else float(r.hi))
+
+
 def _local_selectivity(c: Condition, cols: dict[str, np.ndarray], count: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray]:
     """(may occur, expected fraction of events satisfying ``c``) per bucket."""
@@ -114,30 +138,21 @@ def _local_selectivity(c: Condition, cols: dict[str, np.ndarray], count: np.ndar
     width = mx - mn
     integral = bool(np.all(np.mod(mn[has], 1.0) == 0) and np.all(np.mod(mx[has], 1.0) == 0))
     for r in c.ranges:
-        lo = -np.inf if r.lo is None else float(r.lo)
-        hi = np.inf if r.hi is None else float(r.hi)
-        ok = has & ((mx > lo) | ((mx == lo) & r.lo_inclusive)) & (
-            (mn < hi) | ((mn == hi) & r.hi_inclusive))
+        lo, hi = _bounds(r)
+        ok, f = _overlap(mn, mx, has, lo, hi, r.lo_inclusive, r.hi_inclusive)
         hit |= ok
         if lo == hi:
             f = np.where(width > 0, 1.0 / (width + 1.0) if integral else 0.01, 1.0)
-        else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ov = np.minimum(hi, mx) - np.maximum(lo, mn)
-                f = np.where(width > 0, np.clip(ov / np.where(width > 0, width, 1.0), 0, 1),
-                             1.0)
         frac += np.where(ok, f, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        valid = np.where(count > 0, nn / np.maximum(count, 1), 0.0)
-    return hit, np.clip(frac, 0.0, 1.0) * valid
+    return hit, np.clip(frac, 0.0, 1.0) * _valid(nn, count)
 
 
 def _local_all(rp: RewrittenPattern, cols: dict[str, np.ndarray], count: np.ndarray
                ) -> dict[Condition, tuple[np.ndarray, np.ndarray]]:
     """:func:`_local_selectivity` of every condition of the pattern. Conditions with one
-    non-point range on a numeric column are computed together per column (one broadcast over
-    conditions x buckets, the column's min/max/validity converted once); the others one by
-    one. Same values as :func:`_local_selectivity`."""
+    non-point range on a numeric column are computed together per column (one broadcast of
+    :func:`_overlap` over conditions x buckets, the column's min/max/validity converted once);
+    the others one by one. Same values as :func:`_local_selectivity`."""
     out: dict[Condition, tuple[np.ndarray, np.ndarray]] = {}
     simple: dict[str, list[Condition]] = {}
     seen: set[Condition] = set()
@@ -153,22 +168,14 @@ def _local_all(rp: RewrittenPattern, cols: dict[str, np.ndarray], count: np.ndar
             else:
                 out[c] = _local_selectivity(c, cols, count)
     for col, conds in simple.items():
-        mn = cols[f"{col}.min"].astype(np.float64)
-        mx = cols[f"{col}.max"].astype(np.float64)
         nn = cols[f"{col}.n"]
-        has = nn > 0
-        width = mx - mn
         rs = [c.ranges[0] for c in conds]
-        lo = np.array([-np.inf if r.lo is None else float(r.lo) for r in rs])[:, None]
-        hi = np.array([np.inf if r.hi is None else float(r.hi) for r in rs])[:, None]
-        lo_in = np.array([r.lo_inclusive for r in rs])[:, None]
-        hi_in = np.array([r.hi_inclusive for r in rs])[:, None]
-        ok = has & ((mx > lo) | ((mx == lo) & lo_in)) & ((mn < hi) | ((mn == hi) & hi_in))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ov = np.minimum(hi, mx) - np.maximum(lo, mn)
-            f = np.where(width > 0, np.clip(ov / np.where(width > 0, width, 1.0), 0, 1), 1.0)
-            valid = np.where(count > 0, nn / np.maximum(count, 1), 0.0)
-        frac = np.clip(np.where(ok, f, 0.0), 0.0, 1.0) * valid
+        lo, hi = (np.array(x)[:, None] for x in zip(*(_bounds(r) for r in rs)))
+        ok, f = _overlap(cols[f"{col}.min"].astype(np.float64),
+                         cols[f"{col}.max"].astype(np.float64), nn > 0, lo, hi,
+                         np.array([r.lo_inclusive for r in rs])[:, None],
+                         np.array([r.hi_inclusive for r in rs])[:, None])
+        frac = np.clip(np.where(ok, f, 0.0), 0.0, 1.0) * _valid(nn, count)
         for k, c in enumerate(conds):
             out[c] = (ok[k], frac[k])
     return out
