@@ -275,22 +275,19 @@ def _bucket_sort_unique(values: np.ndarray, payload: np.ndarray, bound: int, shi
 _BUCKET_LOCAL_BITS = 12
 """Values per bucket of :func:`sort_unique_with_payload` (2**12: a 512-byte bitmap)."""
 _SCRATCH_MAX_BYTES = 64 << 20
-"""Scratch kept between calls, per thread, at most (larger sorts allocate their own)."""
+"""Scratch kept between calls, per thread, at most (a larger block is dropped at the next
+call)."""
 _scratch = threading.local()
 
 
 def _scratch_pair(n: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Two scratch arrays (int64 and ``dtype``) of ``n`` elements, reused between calls of this
-    thread: a fresh array of megabytes costs a page fault per 4 KiB on first touch, which on
-    these sizes is as much as the sort's own work."""
-    need = n * (8 + dtype.itemsize)
-    if need > _SCRATCH_MAX_BYTES:
-        return np.empty(n, np.int64), np.empty(n, dtype)
-    buf = getattr(_scratch, "buf", None)
-    if buf is None or buf.size < need:
-        buf = _scratch.buf = np.empty(max(need, 1 << 20), np.uint8)
-    return (buf[:n * 8].view(np.int64),
-            buf[n * 8: n * 8 + n * dtype.itemsize].view(dtype))
+    """Two scratch arrays (int64 and ``dtype``) of ``n`` elements from this thread's scratch
+    :class:`Arena`, reset on every call (blocks above ``_SCRATCH_MAX_BYTES`` are not kept)."""
+    arena = getattr(_scratch, "scratch", None)
+    if arena is None:
+        arena = _scratch.scratch = Arena()
+    arena.reset(keep_bytes=_SCRATCH_MAX_BYTES)
+    return arena.take(n, np.int64), arena.take(n, dtype)
 
 
 def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int,
