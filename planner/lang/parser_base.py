@@ -92,8 +92,7 @@ class ParserBase:
         return False
 
     def at_op(self, *ops: str) -> bool:
-        t = self.toks[self.i]
-        if t.kind == "op" and t.text in ops:
+        if self.toks[self.i].is_op(*ops):
             return True
         self._expected.extend(_quoted(ops))
         return False
