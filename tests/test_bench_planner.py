@@ -81,3 +81,40 @@ def test_chosen_vs_best_times_identical_plans_as_one() -> None:
     fallback = {"replay": {"cpu": 1.0}, "auto": {"cpu": 1.3, "plan": _plan_id(None)},
                 "all": {"cpu": 2.0, "plan": a}}
     assert chosen_vs_best(fallback, by_plan=True) == 1.0
+
+
+def test_covered_leaves_are_the_leaves_a_replay_reads() -> None:
+    """The estimates benchmark counts a plan's leaves without replaying it: the count must be
+    what the replay reads (each leaf once, shared leaves of neighbouring intervals too)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from replaydb.bench.bench_estimates import covered_leaves, rel_error
+    from replaydb.planner.query import QueryOptions, execute, plan_query
+    from tests.planner_cases import stream_store
+
+    n = 2000
+    rng = np.random.default_rng(3)
+    s = {"table": pa.table({"t": np.arange(n) * 2, "x": rng.integers(0, 40, n) * 1.0,
+                            "k": np.zeros(n, np.int64), "type": ["a"] * n}),
+         "indexed": ["x"], "leaf": 16, "fanout": 4}
+    with stream_store(s) as store:
+        checked = 0
+        for w, (lo, hi) in [(6, (0, 1)), (20, (0, 3)), (3, (5, 5)), (40, (0, 9))]:
+            q = ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) WITHIN " + str(w) +
+                 f" DEFINE A AS x >= {lo} AND x <= {hi}, B AS x = 39)")
+            for strategy in ("all", "replay"):
+                p = plan_query(store, q, QueryOptions(
+                    plan=strategy, extra={"weights": {"interval_events": 0.0}}))
+                snap = p.ctx.snapshots[0]
+                got = covered_leaves(snap, p.intervals)
+                assert got == execute(p).stats["replay"]["leaves"]
+                checked += p.intervals is not None and len(p.intervals) > 1
+        assert checked >= 3
+        assert covered_leaves(snap, []) == 0
+        assert covered_leaves(snap, None) == snap.tree.n_leaves
+        # two intervals inside one leaf: that leaf once
+        assert covered_leaves(snap, [(0, 1), (2, 3)]) == 1
+    assert rel_error({"est_leaves": 90.0, "leaves": 100}) == 0.1
+    assert rel_error({"est_leaves": 5.0, "leaves": 0}) is None
+    assert rel_error({"est_leaves": None, "leaves": 3}) is None
