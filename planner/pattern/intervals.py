@@ -112,10 +112,11 @@ class Geometry:
 
 @dataclass
 class SymbolResult:
-    """The events of one BS that pass its selected conditions, sorted by seq."""
+    """The events of one BS that pass its selected conditions, sorted by seq; ``t`` is None
+    when the planner left the times out (a BS whose times Algorithm 3.1 does not read)."""
 
     seq: np.ndarray
-    t: np.ndarray
+    t: np.ndarray | None
 
     def __len__(self) -> int:
         return int(self.seq.size)
@@ -127,7 +128,7 @@ def intersect_results(parts: list[SymbolResult]) -> SymbolResult:
     out = parts[0]
     for p in parts[1:]:
         _, ia, _ = np.intersect1d(out.seq, p.seq, assume_unique=True, return_indices=True)
-        out = SymbolResult(out.seq[ia], out.t[ia])
+        out = SymbolResult(out.seq[ia], None if out.t is None else out.t[ia])
     return out
 
 
@@ -137,8 +138,8 @@ class Occurrences:
 
     first_seq: np.ndarray
     last_seq: np.ndarray
-    first_t: np.ndarray
-    last_t: np.ndarray
+    first_t: np.ndarray | None  # None: times not read (a BB between the first and the last)
+    last_t: np.ndarray | None
 
     def __len__(self) -> int:
         return int(self.first_seq.size)
@@ -192,10 +193,13 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
             continue
         base = _keep_members(base, int(o), np.ascontiguousarray(r.seq, dtype=I64))
     f, last = results[0], results[-1]
-    ft = _times_of(base, int(offsets[0]), np.ascontiguousarray(f.seq, dtype=I64),
-                   np.ascontiguousarray(f.t, dtype=I64))
-    lt = _times_of(base, int(offsets[-1]), np.ascontiguousarray(last.seq, dtype=I64),
-                   np.ascontiguousarray(last.t, dtype=I64))
+    # the times of a BS that Algorithm 3.1 does not read are left out (None)
+    ft = None if f.t is None else _times_of(
+        base, int(offsets[0]), np.ascontiguousarray(f.seq, dtype=I64),
+        np.ascontiguousarray(f.t, dtype=I64))
+    lt = None if last.t is None else _times_of(
+        base, int(offsets[-1]), np.ascontiguousarray(last.seq, dtype=I64),
+        np.ascontiguousarray(last.t, dtype=I64))
     return Occurrences(base + offsets[0], base + offsets[-1], ft, lt)
 
 

@@ -27,7 +27,9 @@ hub: no planner). Options in ``ctx.options.extra``: ``cpm`` (default True: use t
 pattern map; False: uniform estimates over the whole stream, no region pruning),
 ``cpm_buckets`` (default 4096: the lowest tree level with at most that many nodes),
 ``cpm_level`` (a level directly), ``weights`` (a dict overriding the weights), ``rivals``
-(default True: also run the other strategies, for EXPLAIN; False: only the chosen one).
+(default True: also run the other strategies, for EXPLAIN; False: only the chosen one),
+``semi_join`` (default True: filter big index results by the window around small ones
+before sorting them, when the expected entries say it pays; False: never; ``"always"``).
 
 **Why replaying only the intervals gives exactly the matches of full replay.** Let R be the
 replayed ranges (disjoint time intervals; between two of them the operator's ``end_interval``
@@ -72,6 +74,7 @@ import numpy as np
 from replaydb.errors import UsageError
 from replaydb.indexes.kernels import (
     Arena,
+    sort_unique,
     sort_unique_with_payload,
     sort_with_payload,
     thread_arena,
@@ -92,6 +95,7 @@ from replaydb.planner.pattern.intervals import (
 from replaydb.planner.pattern.navigation import navigation_extent
 from replaydb.planner.pattern.rewrite import RewrittenPattern, rewrite
 from replaydb.planner.pattern.selection import STRATEGIES, Selection
+from replaydb.planner.pattern.semijoin import USEFUL_SHARE, TimeMask
 
 PLAN_CHOICES = ("auto", "replay", "all", "greedy", "optimal", "budget", "cpm")
 EXACT_SLACK = 256
@@ -149,6 +153,15 @@ def _extra(ctx: Any, key: str, default: Any) -> Any:
     return (ctx.options.extra or {}).get(key, default)
 
 
+def _semi_join_option(v: Any) -> bool | str:
+    """The ``semi_join`` option: True (default, when it pays), False, or ``"always"``."""
+    if v == "always":
+        return "always"
+    if isinstance(v, bool):
+        return v
+    raise UsageError(f"semi_join must be true, false or 'always', not {v!r}")
+
+
 def _levels_cols(snap: Any, max_buckets: int, level: int | None) -> tuple[int, dict]:
     tree = snap.tree
     if level is None:
@@ -189,9 +202,15 @@ def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: i
 
 
 def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
-               reads: dict[str, int], arena: Arena | None = None) -> SymbolResult:
+               reads: dict[str, int], arena: Arena | None = None, *, need_t: bool = True,
+               mask: TimeMask | None = None, narrow: bool = False) -> SymbolResult:
     """Query the index for every range of the condition; the union sorted by seq (into
-    ``arena`` when given: then valid until its next reset)."""
+    ``arena`` when given: then valid until its next reset).
+
+    ``mask``: keep only the events in its buckets (the semi-join of :mod:`.semijoin`) and,
+    with ``narrow``, intersect it with the kept events' reach before sorting. ``need_t=False``
+    sorts the seqs alone and leaves the result's times out (``t`` is None): Algorithm 3.1
+    reads times only of the first and the last selected symbol."""
     t0 = time.perf_counter()
     seqs, ts = [], []
     for r in lk.condition.ranges:
@@ -207,22 +226,56 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     t1 = time.perf_counter()
     seq = seqs[0] if len(seqs) == 1 else (np.concatenate(seqs) if seqs else np.empty(0, I64))
     t = ts[0] if len(ts) == 1 else (np.concatenate(ts) if ts else np.empty(0, I64))
-    if seq.size > 1:
-        # one lookup holds every event at most once (distinct seqs); several ranges of one
-        # condition could overlap only if the rewrite left them so - then the radix sort.
-        # Every seq is below n_events (the lookup's max_seq), which the sorts check.
-        got = sort_unique_with_payload(seq, t, max(n_events, 1),
-                                       arena.take if arena is not None else None)
-        seq, t = got if got is not None else sort_with_payload(seq, t, max(n_events, 1))
+    take = arena.take if arena is not None else None
+    if mask is not None:
+        if mask.useful:
+            seq, t = mask.keep(seq, t, take)
+            reads["entries_semi_joined"] = reads.get("entries_semi_joined", 0) + int(seq.size)
+        if narrow:
+            mask.narrow(t)
     t2 = time.perf_counter()
+    # one lookup holds every event at most once (distinct seqs); several ranges of one
+    # condition could overlap only if the rewrite left them so - then the radix sort.
+    # Every seq is below n_events (the lookup's max_seq), which the sorts check.
+    bound = max(n_events, 1)
+    out_t: np.ndarray | None
+    if not need_t:
+        got_keys = sort_unique(seq, bound, take) if seq.size > 1 else None
+        seq = got_keys if got_keys is not None else np.sort(seq)
+        out_t = None
+    elif seq.size > 1:
+        got = sort_unique_with_payload(seq, t, bound, take)
+        seq, out_t = got if got is not None else sort_with_payload(seq, t, bound)
+    else:
+        out_t = t
+    t3 = time.perf_counter()
     timings["index_lookups"] = timings.get("index_lookups", 0.0) + (t1 - t0)
-    timings["sort"] = timings.get("sort", 0.0) + (t2 - t1)
-    return SymbolResult(seq, t)
+    timings["semi_join"] = timings.get("semi_join", 0.0) + (t2 - t1)
+    timings["sort"] = timings.get("sort", 0.0) + (t3 - t2)
+    return SymbolResult(seq, out_t)
+
+
+def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int], set[int]]:
+    """The lookups of ``config``, fewest expected entries first (the order of the semi-join:
+    small results filter the big ones), and those whose times Algorithm 3.1 reads (the ones
+    of the first and of the last selected basic symbol)."""
+    by_id = {c.id: c for c in st.conds}
+    lks = sorted({by_id[i].lookup for i in config},
+                 key=lambda lk: (st.lookups[lk].entries, lk))
+    bss = sorted({by_id[i].bs for i in config})
+    ends = {bss[0], bss[-1]} if bss else set()
+    return lks, {by_id[i].lookup for i in config if by_id[i].bs in ends}
 
 
 def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: int,
-                      timings: dict[str, float]) -> np.ndarray:
-    """Replay intervals for ``config`` (rows ``[a, b)``), before CPM/navigation/joining."""
+                      timings: dict[str, float], *, semi_join: bool | str = True
+                      ) -> np.ndarray:
+    """Replay intervals for ``config`` (rows ``[a, b)``), before CPM/navigation/joining.
+
+    ``semi_join`` (windowed patterns, several lookups): each lookup keeps only the events
+    within the window of an event of every smaller one (:mod:`.semijoin`), unless the
+    expected entries say the smaller ones reach nearly every event (``"always"``: filter
+    whatever the share, for tests); the intervals are the same either way."""
     rp, geo = st.rp, st.geo
     assert rp is not None and geo is not None
     by_id = {c.id: c for c in st.conds}
@@ -230,10 +283,19 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     # the sorted results live only until the intervals are computed (these are new arrays)
     arena = thread_arena()
     arena.reset()
-    for lk_id in sorted({by_id[i].lookup for i in config}):
+    order, need_t = lookup_order(st, config)
+    mask = (TimeMask.whole(geo.t_min, geo.t_max, rp.window,
+                           1.0 if semi_join == "always" else USEFUL_SHARE)
+            if semi_join and rp.window is not None and len(order) > 1 else None)
+    if mask is not None and mask.predicted_share(
+            [st.lookups[lk].entries for lk in order[:-1]]) > mask.limit:
+        mask = None  # the small lookups reach (nearly) everywhere: nothing to filter
+    for k, lk_id in enumerate(order):
+        before = st.index_reads.get("entries_returned", 0)
         results[lk_id] = run_lookup(st.lookups[lk_id], n_events, timings, st.index_reads,
-                                    arena)
-        st.lookup_sizes[lk_id] = len(results[lk_id])
+                                    arena, need_t=lk_id in need_t, mask=mask,
+                                    narrow=k + 1 < len(order))
+        st.lookup_sizes[lk_id] = st.index_reads.get("entries_returned", 0) - before
     t0 = time.perf_counter()
     per_bs: dict[int, list[SymbolResult]] = {}
     for i in sorted(config):
@@ -407,7 +469,8 @@ def plan(ctx: Any) -> Any:
         _attach(plan_, st)
         return plan_
     if chosen is not None and chosen.config:
-        iv = compute_intervals(st, chosen.config, geo.n_events, timings)
+        iv = compute_intervals(st, chosen.config, geo.n_events, timings,
+                               semi_join=_semi_join_option(_extra(ctx, "semi_join", True)))
     else:
         iv = None
     iv = finish_intervals(st, iv, timings, use_cpm=use_cpm)
