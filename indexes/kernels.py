@@ -280,14 +280,28 @@ call)."""
 _scratch = threading.local()
 
 
-def _scratch_pair(n: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Two scratch arrays (int64 and ``dtype``) of ``n`` elements from this thread's scratch
-    :class:`Arena`, reset on every call (blocks above ``_SCRATCH_MAX_BYTES`` are not kept)."""
+def _scratch_arena() -> Arena:
+    """This thread's scratch :class:`Arena` for one sort's temporary arrays, reset (blocks
+    above ``_SCRATCH_MAX_BYTES`` are not kept): what an earlier sort took from it is free."""
     arena = getattr(_scratch, "scratch", None)
     if arena is None:
         arena = _scratch.scratch = Arena()
     arena.reset(keep_bytes=_SCRATCH_MAX_BYTES)
-    return arena.take(n, np.int64), arena.take(n, dtype)
+    return arena
+
+
+def _dense_enough(values: np.ndarray, bound: int, who: str) -> bool:
+    """Whether the bitmap sorts (:func:`sort_unique_with_payload`, :func:`sort_unique`) take
+    ``values``: enough of them (``_SMALL_SORT``), dense enough in ``[0, bound)`` (``bound <=
+    256 n``). Raises ValueError for non-integers, and - when they are not taken - for values
+    outside ``[0, bound)`` (the kernels check the range of those they take)."""
+    if values.dtype.kind not in "iu":
+        raise ValueError(f"{who}: values must be integers in [0, bound)")
+    n = values.size
+    if n < _SMALL_SORT or bound > 256 * n:
+        _pack_bits(values, bound, who)
+        return False
+    return True
 
 
 def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int,
@@ -313,10 +327,7 @@ def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
     if payload.shape != values.shape:
         raise ValueError("sort_unique_with_payload: values and payload differ in length")
     n = values.size
-    if values.dtype.kind not in "iu":
-        raise ValueError("sort_unique_with_payload: values must be integers in [0, bound)")
-    if n < _SMALL_SORT or bound > 256 * n:
-        _pack_bits(values, bound, "sort_unique_with_payload")
+    if not _dense_enough(values, bound, "sort_unique_with_payload"):
         return None
     vbits = max(1, int(max(bound, 1) - 1).bit_length())
     shift = min(vbits, _BUCKET_LOCAL_BITS)
@@ -324,7 +335,8 @@ def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
     alloc = alloc or np.empty
     keys = alloc(n, np.dtype(np.int64))
     out = alloc(n, payload.dtype)
-    tv, tp = _scratch_pair(n, payload.dtype)
+    scratch = _scratch_arena()
+    tv, tp = scratch.take(n, np.int64), scratch.take(n, payload.dtype)
     status = _bucket_sort_unique(np.ascontiguousarray(values, dtype=np.int64),
                                  np.ascontiguousarray(payload), int(bound), shift, nbuckets,
                                  keys, out, tv, tp)
@@ -377,16 +389,12 @@ def sort_unique(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray
     lookups whose event times Algorithm 3.1 does not read. Raises ValueError for values
     outside ``[0, bound)``; ``alloc`` as in :func:`sort_unique_with_payload`."""
     values = np.asarray(values)
-    n = values.size
-    if values.dtype.kind not in "iu":
-        raise ValueError("sort_unique: values must be integers in [0, bound)")
-    if n < _SMALL_SORT or bound > 256 * n:
-        _pack_bits(values, bound, "sort_unique")
+    if not _dense_enough(values, bound, "sort_unique"):
         return None
-    keys = (alloc or np.empty)(n, np.dtype(np.int64))
-    bits, _ = _scratch_pair((bound + 63) >> 6, np.dtype(np.int64))
+    keys = (alloc or np.empty)(values.size, np.dtype(np.int64))
+    bits = _scratch_arena().take((bound + 63) >> 6, np.uint64)
     status = _bitmap_sort_unique(np.ascontiguousarray(values, dtype=np.int64), int(bound),
-                                 bits.view(np.uint64), keys)
+                                 bits, keys)
     if status == 2:
         raise ValueError("sort_unique: values must be integers in [0, bound)")
     return keys if status == 0 else None
