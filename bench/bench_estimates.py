@@ -37,6 +37,7 @@ from replaydb.bench.bench_planner import (
     STREAM,
     _skew_query,
     build_store,
+    err_pio,
     poisson_floor,
 )
 from replaydb.bench.common import Results, arguments
@@ -82,13 +83,6 @@ def estimate_one(store: Any, text: str, extra: dict[str, Any]) -> dict[str, Any]
             "strategy": plan.strategy}
 
 
-def rel_error(r: dict[str, Any]) -> float | None:
-    """``|covered - estimated| / covered``; None for plans that cover no leaf."""
-    if r.get("est_leaves") is None or r["leaves"] <= 0:
-        return None
-    return abs(r["leaves"] - r["est_leaves"]) / r["leaves"]
-
-
 def _median(xs: list[float]) -> float:
     return float(np.median(xs)) if xs else float("nan")
 
@@ -121,7 +115,7 @@ def summarize(res: Results, runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     for n in sizes:
         all_e, all_f = [], []
         for m, qs in runs[n]["uniform"].items():
-            e = [x for r in qs if (x := rel_error(r)) is not None]
+            e = [x for r in qs if (x := err_pio(r)) is not None]
             f = [x for r in qs if (x := poisson_floor(r)) is not None]
             all_e += e
             all_f += f
@@ -138,7 +132,7 @@ def summarize(res: Results, runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     skew_rows, skew = [], {}
     for n in sizes:
         for a, qs in runs[n]["skewed"].items():
-            e = {lab: [x for r in qs if (x := rel_error(r[lab])) is not None]
+            e = {lab: [x for r in qs if (x := err_pio(r[lab])) is not None]
                  for lab, _ in VARIANTS}
             f = [x for r in qs if (x := poisson_floor(r["cpm"])) is not None]
             skew[(n, a)] = (_median(e["no cpm"]), _median(e["cpm"]))
@@ -171,7 +165,7 @@ def plot(res: Results, runs: dict[int, dict[str, Any]]) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     ax = axes[0]
     for n in sorted(runs):
-        pts = [(poisson_floor(r), rel_error(r)) for qs in runs[n]["uniform"].values()
+        pts = [(poisson_floor(r), err_pio(r)) for qs in runs[n]["uniform"].values()
                for r in qs]
         pts = [(f, e) for f, e in pts if f is not None and e is not None]
         if pts:
@@ -189,7 +183,7 @@ def plot(res: Results, runs: dict[int, dict[str, Any]]) -> None:
     labels = list(runs[big]["skewed"])
     x = np.arange(len(labels))
     for k, (lab, _) in enumerate(VARIANTS):
-        med = [_median([e for r in runs[big]["skewed"][a] if (e := rel_error(r[lab]))
+        med = [_median([e for r in runs[big]["skewed"][a] if (e := err_pio(r[lab]))
                         is not None]) for a in labels]
         ax.bar(x + (k - 0.5) * 0.38, med, 0.38, label=f"Optimal, {lab}")
     ax.set_xticks(x, labels)

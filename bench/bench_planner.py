@@ -338,6 +338,8 @@ def _geo(xs: list[float]) -> float:
 
 
 def err_pio(r: dict[str, Any]) -> float | None:
+    """Relative C_PIO error of a plan, ``|leaves - estimated| / leaves``; None without an
+    estimate or for plans that read no leaf."""
     if r.get("est_leaves") is None or r["leaves"] <= 0:
         return None
     return abs(r["leaves"] - r["est_leaves"]) / r["leaves"]

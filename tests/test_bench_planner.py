@@ -89,7 +89,8 @@ def test_covered_leaves_are_the_leaves_a_replay_reads() -> None:
     import numpy as np
     import pyarrow as pa
 
-    from replaydb.bench.bench_estimates import covered_leaves, rel_error
+    from replaydb.bench.bench_estimates import covered_leaves
+    from replaydb.bench.bench_planner import err_pio as rel_error
     from replaydb.planner.query import QueryOptions, execute, plan_query
     from tests.planner_cases import stream_store
 
