@@ -400,6 +400,41 @@ def sort_unique(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray
     return keys if status == 0 else None
 
 
+def sort_unique_bits(values: np.ndarray, bound: int, alloc: Any = None
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`sort_unique` that also hands back the bitmap it sorted through (``ceil(bound /
+    64)`` uint64 words, bit ``v`` set for every value ``v``; made by ``alloc`` like the keys):
+    a membership test of the sorted set in O(1) (:func:`member_bits`), for free. None as in
+    :func:`sort_unique`."""
+    values = np.asarray(values)
+    if not _dense_enough(values, bound, "sort_unique_bits"):
+        return None
+    make = alloc or np.empty
+    keys = make(values.size, np.dtype(np.int64))
+    bits = make((bound + 63) >> 6, np.dtype(np.uint64))
+    status = _bitmap_sort_unique(np.ascontiguousarray(values, dtype=np.int64), int(bound),
+                                 bits, keys)
+    if status == 2:
+        raise ValueError("sort_unique_bits: values must be integers in [0, bound)")
+    return (keys, bits) if status == 0 else None
+
+
+@nb.njit(cache=True, nogil=True)
+def member_bits(base: np.ndarray, off: int, bits: np.ndarray, bound: int) -> np.ndarray:
+    """The ``b`` of ``base`` (order kept) with bit ``b + off`` set in ``bits`` (a bitmap of
+    ``bound`` bits, as :func:`sort_unique_bits` returns). O(len(base)), one bitmap read per
+    element and no data-dependent branch."""
+    out = np.empty(base.size, np.int64)
+    k = 0
+    one = np.uint64(1)
+    for i in range(base.size):
+        x = base[i] + off
+        if x >= 0 and x < bound:
+            out[k] = base[i]
+            k += np.int64((bits[x >> 6] >> np.uint64(x & 63)) & one)
+    return out[:k]
+
+
 class Arena:
     """Grow-only memory for arrays that live for one computation (the planner's sorted index
     results, dropped once the replay intervals are computed): :meth:`take` hands out aligned

@@ -42,7 +42,7 @@ from replaydb.indexes.entries import Entries, check_key_type, normalize_entries
 from replaydb.indexes.levels import NO_CUTOFF, Run, group_runs, plan_compaction
 from replaydb.indexes.options import LSMOptions, entries_per_page
 from replaydb.indexes.parallel import effective_threads, run_threads, sort_partitioned, split_sorted
-from replaydb.indexes.reader import FileCache, read_file_range, row_group_span
+from replaydb.indexes.reader import FileCache, read_file_range, read_file_seqs, row_group_span
 from replaydb.indexes.results import CostCounters, CountEstimate, IndexResult
 from replaydb.indexes.runfile import (
     RunFileMeta,
@@ -497,6 +497,61 @@ class LSMIndex:
         else:
             out = order_by_seq(Entries.concat(parts, self.key_type))
         return self._result(out, order, before)
+
+    def seqs(
+        self,
+        lo: Any = None,
+        hi: Any = None,
+        *,
+        lo_inclusive: bool = True,
+        hi_inclusive: bool = True,
+        max_seq: int | None = None,
+        with_t: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray | None, CostCounters]:
+        """Seqs (and times, ``with_t``; else None) of the entries that :meth:`range` returns,
+        *in no particular order*, and the I/O spent: for callers that sort by seq themselves
+        (the pattern planner). Skips what ``range`` spends on keys: numeric run files are read
+        directly (:func:`.reader.read_file_seqs`), keys only of the two row groups at the range's
+        ends, and runs are not merged by key. Same entries as ``range``, same counters (but
+        ``bytes_read``, which counts only the columns read)."""
+        kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
+        before = self.counters.snapshot()
+        self.counters.queries += 1
+        seqs: list[np.ndarray] = []
+        ts: list[np.ndarray] = []
+        if not kr.empty:
+            epp = self.entries_per_page
+            limit = NO_CUTOFF if max_seq is None else int(max_seq)
+            for run in self._runs:
+                if not run.n:
+                    continue
+                cut = min(run.cutoff, limit)
+                if not kr.overlaps(run.key_min, run.key_max) or cut <= run.seq_min:
+                    self.counters.runs_skipped += 1
+                    continue
+                self.counters.runs_consulted += 1
+                for f in run.files:
+                    if not kr.overlaps(f.key_min, f.key_max):
+                        continue
+                    s, t = read_file_seqs(self.path, f, kr.lo, kr.hi, kr.lo_inclusive,
+                                          kr.hi_inclusive, self._files, self.counters, epp,
+                                          with_t)
+                    if cut <= f.seq_max and s.size:
+                        keep = s < cut
+                        s = s[keep]
+                        t = None if t is None else t[keep]
+                    if s.size:
+                        seqs.append(s)
+                        if t is not None:
+                            ts.append(t)
+        seq = (seqs[0] if len(seqs) == 1 else np.concatenate(seqs) if seqs
+               else np.empty(0, np.int64))
+        t_out = None
+        if with_t:
+            t_out = (ts[0] if len(ts) == 1 else np.concatenate(ts) if ts
+                     else np.empty(0, np.int64))
+        self.counters.entries_returned += int(seq.size)
+        return seq, t_out, self.counters.snapshot() - before
 
     def point(self, value: Any, *, order: str = "key", max_seq: int | None = None) -> IndexResult:
         """Entries whose key equals ``value``."""

@@ -21,18 +21,38 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replaydb.indexes.entries import Entries
+from replaydb.indexes.plainread import PlainFile
 from replaydb.indexes.results import CostCounters
 from replaydb.indexes.runfile import RunFileMeta
 from replaydb.indexes.sketch import search
 
 
 class FileCache:
-    """Open ``ParquetFile`` handles by absolute path (LRU, bounded). Thread-safe."""
+    """Open ``ParquetFile`` handles by absolute path (LRU, bounded), and the direct-read
+    layouts of :mod:`.plainread` beside them. Thread-safe."""
 
     def __init__(self, capacity: int = 256) -> None:
         self.capacity = capacity
         self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
+        self._plain: dict[str, PlainFile] = {}
         self._lock = threading.Lock()
+
+    def plain(self, path: str) -> PlainFile:
+        """The :class:`PlainFile` of ``path`` (opened with its ``ParquetFile``, dropped with
+        it)."""
+        pf = self.get(path)
+        with self._lock:
+            got = self._plain.get(path)
+        if got is not None:
+            return got
+        got = PlainFile(path, pf)
+        with self._lock:
+            old = self._plain.get(path)
+            if old is not None:
+                got.close()
+                return old
+            self._plain[path] = got
+        return got
 
     def get(self, path: str) -> pq.ParquetFile:
         with self._lock:
@@ -44,8 +64,11 @@ class FileCache:
         with self._lock:
             self._files[path] = pf
             while len(self._files) > self.capacity:
-                _, old = self._files.popitem(last=False)
+                name, old = self._files.popitem(last=False)
                 old.close()
+                dropped = self._plain.pop(name, None)
+                if dropped is not None:
+                    dropped.close()
         return pf
 
     def close(self) -> None:
@@ -53,6 +76,9 @@ class FileCache:
             for pf in self._files.values():
                 pf.close()
             self._files.clear()
+            for plain in self._plain.values():
+                plain.close()
+            self._plain.clear()
 
 
 def row_group_span(
@@ -120,6 +146,82 @@ def read_file_range(
     if i0 == 0 and i1 == len(ent):
         return ent
     return ent.slice(i0, max(i0, i1))
+
+
+def read_file_seqs(
+    directory: str,
+    meta: RunFileMeta,
+    lo: Any,
+    hi: Any,
+    lo_inclusive: bool,
+    hi_inclusive: bool,
+    files: FileCache,
+    counters: CostCounters,
+    epp: int,
+    with_t: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Seqs (and times, ``with_t``) of the entries of one file with key in the range, in the
+    file's (key, seq) order - :func:`read_file_range` without the keys.
+
+    Numeric files in the plain layout (:mod:`.plainread`) are read directly: the keys only of
+    the two boundary row groups (to cut the range), and the seqs (times) of all row groups
+    read, one copy each. Other files go through :func:`read_file_range`. The counters count
+    the same row groups, entries and pages either way; ``bytes_read`` counts the columns
+    actually read. O(log G + entries in the row groups read)."""
+    a, b = row_group_span(meta, lo, hi, lo_inclusive, hi_inclusive)
+    if b <= a:
+        counters.row_groups_skipped += meta.num_row_groups
+        return np.empty(0, np.int64), (np.empty(0, np.int64) if with_t else None)
+    if meta.key_type != "string":
+        plain = files.plain(os.path.abspath(os.path.join(directory, meta.name)))
+        got = _plain_range(plain, meta, a, b, lo, hi, lo_inclusive, hi_inclusive, with_t)
+        if got is not None:
+            seq, t, key_groups = got
+            counters.row_groups_skipped += meta.num_row_groups - (b - a)
+            counters.files_read += 1
+            counters.row_groups_read += b - a
+            counters.entries_read += int(meta.rg_rows[a:b].sum())
+            counters.pages_read += meta.pages_of(a, b, epp)
+            cols = [1, 2] if with_t else [1]
+            counters.bytes_read += int(meta.rg_bytes[a:b][:, cols].sum())
+            counters.bytes_read += int(meta.rg_bytes[key_groups, 0].sum())
+            return seq, t
+    ent = read_file_range(directory, meta, lo, hi, lo_inclusive, hi_inclusive, files,
+                          counters, epp)
+    return ent.seq, (ent.t if with_t else None)
+
+
+def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, hi: Any,
+                 lo_inclusive: bool, hi_inclusive: bool, with_t: bool
+                 ) -> tuple[np.ndarray, np.ndarray | None, list[int]] | None:
+    """Row groups ``[a, b)`` read directly and cut to the key range (None: not plain). Every
+    key of row groups after ``a`` is >= ``lo`` and every key before ``b - 1`` is <= ``hi``
+    (keys are sorted across row groups), so only those two row groups' keys are read."""
+    seq = plain.columns(a, b, "seq")
+    t = plain.columns(a, b, "t") if with_t else None
+    if seq is None or (with_t and t is None):
+        return None
+    key_groups: list[int] = []
+    i0 = 0
+    if lo is not None:
+        keys = plain.column(a, "key")
+        if keys is None:
+            return None
+        key_groups.append(a)
+        i0 = int(np.searchsorted(keys, lo, side="left" if lo_inclusive else "right"))
+    i1 = seq.size
+    if hi is not None:
+        keys = plain.column(b - 1, "key")
+        if keys is None:
+            return None
+        if b - 1 not in key_groups:
+            key_groups.append(b - 1)
+        first = seq.size - int(meta.rg_rows[b - 1])
+        i1 = first + int(np.searchsorted(keys, hi, side="right" if hi_inclusive else "left"))
+    i1 = max(i0, i1)
+    if i0 == 0 and i1 == seq.size:
+        return seq, t, key_groups
+    return seq[i0:i1], (None if t is None else t[i0:i1]), key_groups
 
 
 def exact_rank(

@@ -1,0 +1,145 @@
+"""Planning on regular streams (every gap between consecutive events the same): event times
+are computed from seqs instead of being read and sorted along, and tight blocks test their
+members against the sort's bitmap. The replay intervals are the same as without these, and
+the matches are full replay's."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+import replaydb
+from replaydb.indexes.kernels import member_bits, sort_unique_bits
+from replaydb.indexes.manage import create_index
+from replaydb.planner.pattern.intervals import Geometry, SymbolResult, block_occurrences
+from replaydb.planner.query import QueryOptions, plan_query
+from replaydb.store.schema import Attribute, StreamSchema
+from tests.planner_cases import same_as_full_replay
+
+
+@contextmanager
+def _store(seed: int, n: int, gap: int | None, t0: int = 7) -> Iterator[Any]:
+    """Stream ``s`` of ``n`` events with indexed ``x`` in 0..49 and ``y`` in 0..29; times
+    ``t0 + gap * i`` (regular) or, with ``gap=None``, random gaps 0-3."""
+    rng = np.random.default_rng(seed)
+    if gap is None:
+        t = np.cumsum(rng.integers(0, 4, n)).astype(np.int64)
+    else:
+        t = t0 + gap * np.arange(n, dtype=np.int64)
+    with tempfile.TemporaryDirectory() as d:
+        store = replaydb.open(f"{d}/store", create=True)
+        store.create_stream("s", StreamSchema(
+            (Attribute("x", "float64"), Attribute("y", "float64")), time_unit="s",
+            leaf_capacity=16, fanout=4))
+        half = n // 2  # two appends: the gap across files counts too
+        for a, b in ((0, half), (half, n)):
+            store.append("s", pa.table({"t": t[a:b], "x": rng.integers(0, 50, b - a) * 1.0,
+                                        "y": rng.integers(0, 30, b - a) * 1.0}))
+        for c in ("x", "y"):
+            create_index(store, "s", c)
+        yield store
+
+
+def test_geometry_knows_a_regular_stream_and_its_times() -> None:
+    with _store(1, 500, 5) as store:
+        snap = store.stream("s")
+        geo = Geometry.of(snap)
+        assert geo.regular
+        t = snap.read(columns=["t", "seq"])
+        seq = t.column("seq").to_numpy()
+        assert np.array_equal(geo.times_of(seq), t.column("t").to_numpy())
+        out = np.empty(3, np.int64)
+        assert geo.times_of(np.array([0, 1, 499]), out) is out
+        assert out.tolist() == [7, 12, 7 + 5 * 499]
+    with _store(1, 500, 1, t0=-3) as store:
+        geo = Geometry.of(store.stream("s"))
+        assert geo.regular and geo.times_of(np.array([0, 10])).tolist() == [-3, 7]
+    with _store(1, 500, None) as store:
+        geo = Geometry.of(store.stream("s"))
+        assert not geo.regular
+        with pytest.raises(ValueError, match="gaps differ"):
+            geo.times_of(np.arange(3))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=hs.integers(0, 10_000), w=hs.integers(0, 60), gap=hs.sampled_from([1, 3, None]),
+       shape=hs.sampled_from(["A B C", "A B* C D", "A C B", "A B C D E", "A+ B C"]),
+       lo=hs.lists(hs.integers(0, 48), min_size=5, max_size=5))
+def test_times_from_seqs_change_no_interval(seed: int, w: int, gap: int | None, shape: str,
+                                            lo: list[int]) -> None:
+    """Random regular (and, as a control, irregular) streams, windows and patterns: the
+    intervals with times computed from seqs equal those with times read and sorted along,
+    and the plans' matches are full replay's."""
+    syms = sorted({c for c in shape if c.isalpha()})
+    conds = ", ".join(
+        f"{s} AS {'x' if i % 2 == 0 else 'y'} >= {lo[i]} AND "
+        f"{'x' if i % 2 == 0 else 'y'} <= {lo[i] + (14 if i % 2 == 0 else 9)}"
+        for i, s in enumerate(syms) if s != "B" or "B*" not in shape)
+    q = (f"SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t "
+         f"PATTERN ({shape}) WITHIN {w * (gap or 1)} DEFINE {conds})")
+    with _store(seed, 2000, gap) as store:
+        got = {}
+        for reg in (False, True):
+            p = plan_query(store, q, QueryOptions(plan="all", extra={
+                "regular_times": reg, "rivals": False, "weights": {"interval_events": 0.0}}))
+            got[reg] = p.intervals
+        assert got[True] == got[False]
+        same_as_full_replay(store, q, [("all", {}), ("optimal", {}),
+                                       ("all", {"regular_times": False})])
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=hs.integers(0, 60_000), spread=hs.integers(1, 40), off=hs.integers(-5, 5),
+       seed=hs.integers(0, 2**16))
+def test_sort_unique_bits_and_member_bits_against_numpy(n: int, spread: int, off: int,
+                                                         seed: int) -> None:
+    """The bitmap the sort hands back holds exactly the sorted values, and membership through
+    it equals ``np.isin`` (values shifted past either end of the bitmap are not members)."""
+    rng = np.random.default_rng(seed)
+    bound = max(1, n * spread)
+    v = rng.choice(bound, min(n, bound), replace=False).astype(np.int64)
+    got = sort_unique_bits(v, bound)
+    if got is None:  # too few values: the caller sorts another way
+        assert v.size < 1 << 15
+        return
+    keys, bits = got
+    assert np.array_equal(keys, np.sort(v)) and bits.size == (bound + 63) >> 6
+    assert int(np.unpackbits(bits.view(np.uint8)).sum()) == v.size
+    base = np.sort(rng.integers(-10, bound + 10, 3000)).astype(np.int64)
+    want = base[np.isin(base + off, v)]
+    assert np.array_equal(member_bits(base, off, bits, bound), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.integers(0, 3), min_size=2, max_size=4, unique=True), hs.integers(0, 2**16),
+       hs.integers(1, 3000))
+def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed: int,
+                                                        n: int) -> None:
+    """A tight block's occurrences are the same whether members are tested through their
+    bitmaps or found by the galloping merge (sizes from equal to very unequal)."""
+    offsets = sorted(offsets)
+    rng = np.random.default_rng(seed)
+    bound = 4 * n + 8
+    plain, with_bits = [], []
+    for k, _ in enumerate(offsets):
+        size = int(rng.integers(1, n + 1)) if k else n
+        seq = np.unique(rng.integers(0, bound, size)).astype(np.int64)
+        bits = np.zeros((bound + 63) >> 6, np.uint64)
+        np.bitwise_or.at(bits, seq >> 6, np.uint64(1) << (seq & 63).astype(np.uint64))
+        plain.append(SymbolResult(seq, seq * 3 + 1))
+        with_bits.append(SymbolResult(seq, seq * 3 + 1, bits, bound))
+    a = block_occurrences(offsets, plain)
+    b = block_occurrences(offsets, with_bits)
+    sets = [set(r.seq.tolist()) for r in plain]
+    want = [x for x in range(-4, bound + 4) if all(x + o in s for o, s in zip(offsets, sets))]
+    for occ in (a, b):
+        assert occ.first_seq.tolist() == [x + offsets[0] for x in want]
+        assert occ.last_t.tolist() == [(x + offsets[-1]) * 3 + 1 for x in want]
