@@ -346,17 +346,14 @@ def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
 
 
 @nb.njit(cache=True, nogil=True)
-def _bitmap_sort_unique(values: np.ndarray, bound: int, bits: np.ndarray,
-                        keys: np.ndarray) -> int:
-    """:func:`sort_unique`'s kernel: 0 when sorted, 1 on a repeated value, 2 on a value outside
-    ``[0, bound)`` (``keys`` undefined then). ``bits``: ``ceil(bound / 64)`` words, any
-    content."""
-    n = values.size
+def _set_bits(values: np.ndarray, bound: int, bits: np.ndarray) -> int:
+    """``bits`` (``ceil(bound / 64)`` words, any content) := the set of ``values``: 0, or 1 on
+    a repeated value, 2 on a value outside ``[0, bound)`` (``bits`` undefined then)."""
     nw = (bound + 63) >> 6
     for j in range(nw):
         bits[j] = 0
     one = np.uint64(1)
-    for i in range(n):
+    for i in range(values.size):
         v = values[i]
         if v < 0 or v >= bound:
             return 2
@@ -366,8 +363,15 @@ def _bitmap_sort_unique(values: np.ndarray, bound: int, bits: np.ndarray,
         if x & bit:
             return 1
         bits[w] = x | bit
+    return 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan_bits(bits: np.ndarray, keys: np.ndarray) -> int:
+    """The set bits' positions, ascending, into ``keys``; returns how many."""
+    one = np.uint64(1)
     k = 0
-    for j in range(nw):
+    for j in range(bits.size):
         x = bits[j]
         base = np.int64(j) << 6
         while x:
@@ -375,7 +379,19 @@ def _bitmap_sort_unique(values: np.ndarray, bound: int, bits: np.ndarray,
             keys[k] = base + np.int64(_popcount(low - one))
             k += 1
             x ^= low
-    return 0
+    return k
+
+
+@nb.njit(cache=True, nogil=True)
+def _bitmap_sort_unique(values: np.ndarray, bound: int, bits: np.ndarray,
+                        keys: np.ndarray) -> int:
+    """:func:`sort_unique`'s kernel: 0 when sorted, 1 on a repeated value, 2 on a value outside
+    ``[0, bound)`` (``keys`` undefined then). ``bits``: ``ceil(bound / 64)`` words, any
+    content."""
+    status = _set_bits(values, bound, bits)
+    if status == 0:
+        _scan_bits(bits, keys)
+    return status
 
 
 def sort_unique(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray | None:
@@ -400,23 +416,31 @@ def sort_unique(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray
     return keys if status == 0 else None
 
 
-def sort_unique_bits(values: np.ndarray, bound: int, alloc: Any = None
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`sort_unique` that also hands back the bitmap it sorted through (``ceil(bound /
-    64)`` uint64 words, bit ``v`` set for every value ``v``; made by ``alloc`` like the keys):
-    a membership test of the sorted set in O(1) (:func:`member_bits`), for free. None as in
-    :func:`sort_unique`."""
+def unique_bits(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray | None:
+    """The set of distinct integers ``0 <= values < bound`` as a bitmap (``ceil(bound / 64)``
+    uint64 words, bit ``v`` set for every value ``v``; made by ``alloc(n, dtype)``, default
+    ``np.empty``): a membership test in O(1) (:func:`member_bits`), and the values sorted by
+    one scan (:func:`keys_of_bits`) - the two halves of :func:`sort_unique`, for callers that
+    may need only the first. None when a value repeats or the values are too sparse (as
+    :func:`sort_unique`); ValueError for values outside ``[0, bound)``. O(n + bound / 64)."""
     values = np.asarray(values)
-    if not _dense_enough(values, bound, "sort_unique_bits"):
+    if not _dense_enough(values, bound, "unique_bits"):
         return None
-    make = alloc or np.empty
-    keys = make(values.size, np.dtype(np.int64))
-    bits = make((bound + 63) >> 6, np.dtype(np.uint64))
-    status = _bitmap_sort_unique(np.ascontiguousarray(values, dtype=np.int64), int(bound),
-                                 bits, keys)
+    bits = (alloc or np.empty)((bound + 63) >> 6, np.dtype(np.uint64))
+    status = _set_bits(np.ascontiguousarray(values, dtype=np.int64), int(bound), bits)
     if status == 2:
-        raise ValueError("sort_unique_bits: values must be integers in [0, bound)")
-    return (keys, bits) if status == 0 else None
+        raise ValueError("unique_bits: values must be integers in [0, bound)")
+    return bits if status == 0 else None
+
+
+def keys_of_bits(bits: np.ndarray, n: int, alloc: Any = None) -> np.ndarray:
+    """The ``n`` set bits' positions of ``bits``, ascending (``alloc`` as in
+    :func:`unique_bits`). O(len(bits) + n)."""
+    keys = (alloc or np.empty)(n, np.dtype(np.int64))
+    got = _scan_bits(bits, keys)
+    if got != n:
+        raise ValueError(f"keys_of_bits: the bitmap holds {got} values, not {n}")
+    return keys
 
 
 @nb.njit(cache=True, nogil=True)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 import replaydb
-from replaydb.indexes.kernels import member_bits, sort_unique_bits
+from replaydb.indexes.kernels import keys_of_bits, member_bits, unique_bits
 from replaydb.indexes.manage import create_index
 from replaydb.planner.pattern.intervals import Geometry, SymbolResult, block_occurrences
 from replaydb.planner.query import QueryOptions, plan_query
@@ -99,19 +99,21 @@ def test_times_from_seqs_change_no_interval(seed: int, w: int, gap: int | None, 
 @settings(max_examples=60, deadline=None)
 @given(n=hs.integers(0, 60_000), spread=hs.integers(1, 40), off=hs.integers(-5, 5),
        seed=hs.integers(0, 2**16))
-def test_sort_unique_bits_and_member_bits_against_numpy(n: int, spread: int, off: int,
+def test_unique_bits_and_member_bits_against_numpy(n: int, spread: int, off: int,
                                                          seed: int) -> None:
     """The bitmap the sort hands back holds exactly the sorted values, and membership through
     it equals ``np.isin`` (values shifted past either end of the bitmap are not members)."""
     rng = np.random.default_rng(seed)
     bound = max(1, n * spread)
     v = rng.choice(bound, min(n, bound), replace=False).astype(np.int64)
-    got = sort_unique_bits(v, bound)
-    if got is None:  # too few values: the caller sorts another way
+    bits = unique_bits(v, bound)
+    if bits is None:  # too few values: the caller sorts another way
         assert v.size < 1 << 15
         return
-    keys, bits = got
+    keys = keys_of_bits(bits, v.size)
     assert np.array_equal(keys, np.sort(v)) and bits.size == (bound + 63) >> 6
+    with pytest.raises(ValueError, match="holds"):
+        keys_of_bits(bits, v.size + 1)
     assert int(np.unpackbits(bits.view(np.uint8)).sum()) == v.size
     base = np.sort(rng.integers(-10, bound + 10, 3000)).astype(np.int64)
     want = base[np.isin(base + off, v)]
@@ -135,9 +137,14 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
         bits = np.zeros((bound + 63) >> 6, np.uint64)
         np.bitwise_or.at(bits, seq >> 6, np.uint64(1) << (seq & 63).astype(np.uint64))
         plain.append(SymbolResult(seq, seq * 3 + 1))
-        with_bits.append(SymbolResult(seq, seq * 3 + 1, bits, bound))
+        # held as a bitmap alone, seqs scanned from it when read, times from the seqs
+        with_bits.append(SymbolResult(None, None, bits, bound, n=seq.size,
+                                      times=lambda s, out=None: s * 3 + 1))
     a = block_occurrences(offsets, plain)
     b = block_occurrences(offsets, with_bits)
+    anchor = min(range(len(offsets)), key=lambda j: len(with_bits[j]))
+    assert all(r._seq is None for j, r in enumerate(with_bits)
+               if j != anchor and 0 < j < len(offsets) - 1)  # never scanned
     sets = [set(r.seq.tolist()) for r in plain]
     want = [x for x in range(-4, bound + 4) if all(x + o in s for o, s in zip(offsets, sets))]
     for occ in (a, b):

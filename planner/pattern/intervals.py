@@ -45,11 +45,12 @@ Half-open: the closed ``[A, B]`` becomes ``[A, B + 1)`` and is clipped to the st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-from replaydb.indexes.kernels import member_bits
+from replaydb.indexes.kernels import keys_of_bits, member_bits
 from replaydb.planner.pattern.rewrite import RewrittenPattern
 
 I64 = np.int64
@@ -135,19 +136,53 @@ class Geometry:
         return np.searchsorted(self.leaf_t_min, np.asarray(b) - 1, side="right") - 1
 
 
-@dataclass
 class SymbolResult:
     """The events of one BS that pass its selected conditions, sorted by seq; ``t`` is None
-    when the planner left the times out (a BS whose times Algorithm 3.1 does not read)."""
+    when the planner left the times out (a BS whose times Algorithm 3.1 does not read).
 
-    seq: np.ndarray
-    t: np.ndarray | None
-    bits: np.ndarray | None = None
-    """The seqs as a bitmap of ``bound`` bits (from the sort; None when not kept)."""
-    bound: int = 0
+    A result may be held as a bitmap of its seqs (``bits``, ``bound`` bits, ``n`` set) with
+    the sorted seqs made from it only when first read (:attr:`seq`): a member of a tight block
+    other than its anchor is only tested against (:func:`block_occurrences`), so its scan is
+    never paid. ``times`` (a regular stream's :meth:`Geometry.times_of`) gives the times of
+    any seqs; then :attr:`t` is computed from :attr:`seq` when first read."""
+
+    __slots__ = ("_seq", "_t", "bits", "bound", "times", "_n", "_alloc")
+
+    def __init__(self, seq: np.ndarray | None, t: np.ndarray | None,
+                 bits: np.ndarray | None = None, bound: int = 0, *, n: int | None = None,
+                 times: Any = None, alloc: Any = None) -> None:
+        if seq is None and (bits is None or n is None):
+            raise ValueError("SymbolResult: give the seqs, or a bitmap and its count")
+        self._seq = seq
+        self._t = t
+        self.bits = bits
+        self.bound = bound
+        self.times = times
+        self._n = int(seq.size) if seq is not None else int(n)  # type: ignore[arg-type]
+        self._alloc = alloc
+
+    @property
+    def seq(self) -> np.ndarray:
+        if self._seq is None:
+            assert self.bits is not None
+            self._seq = keys_of_bits(self.bits, self._n, self._alloc)
+        return self._seq
+
+    @property
+    def t(self) -> np.ndarray | None:
+        if self._t is None and self.times is not None:
+            seq = self.seq
+            self._t = self.times(seq, None if self._alloc is None
+                                 else self._alloc(seq.size, np.dtype(np.int64)))
+        return self._t
+
+    @property
+    def has_t(self) -> bool:
+        """Whether times are known (held, or computable from seqs)."""
+        return self._t is not None or self.times is not None
 
     def __len__(self) -> int:
-        return int(self.seq.size)
+        return self._n
 
 
 def intersect_results(parts: list[SymbolResult]) -> SymbolResult:
@@ -156,7 +191,7 @@ def intersect_results(parts: list[SymbolResult]) -> SymbolResult:
     out = parts[0]
     for p in parts[1:]:
         _, ia, _ = np.intersect1d(out.seq, p.seq, assume_unique=True, return_indices=True)
-        out = SymbolResult(out.seq[ia], None if out.t is None else out.t[ia])
+        out = SymbolResult(out.seq[ia], None if not out.has_t else out.t[ia])
     return out
 
 
@@ -252,13 +287,19 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
             base = _keep_members(base, int(o), np.ascontiguousarray(r.seq, dtype=I64))
     f, last = results[0], results[-1]
     # the times of a BS that Algorithm 3.1 does not read are left out (None)
-    ft = None if f.t is None else _times_of(
-        base, int(offsets[0]), np.ascontiguousarray(f.seq, dtype=I64),
-        np.ascontiguousarray(f.t, dtype=I64))
-    lt = None if last.t is None else _times_of(
-        base, int(offsets[-1]), np.ascontiguousarray(last.seq, dtype=I64),
-        np.ascontiguousarray(last.t, dtype=I64))
-    return Occurrences(base + offsets[0], base + offsets[-1], ft, lt)
+    return Occurrences(base + offsets[0], base + offsets[-1], _member_times(f, base, offsets[0]),
+                       _member_times(last, base, offsets[-1]))
+
+
+def _member_times(r: SymbolResult, base: np.ndarray, off: int) -> np.ndarray | None:
+    """Times of the events ``base + off`` of ``r`` (None when ``r`` has none): computed from
+    the seqs on a regular stream, else looked up in ``r``'s sorted seqs."""
+    if r.times is not None:
+        return r.times(base + off)
+    if r.t is None:
+        return None
+    return _times_of(base, int(off), np.ascontiguousarray(r.seq, dtype=I64),
+                     np.ascontiguousarray(r.t, dtype=I64))
 
 
 @dataclass

@@ -75,10 +75,10 @@ import numpy as np
 from replaydb.errors import UsageError
 from replaydb.indexes.kernels import (
     Arena,
-    sort_unique_bits,
     sort_unique_with_payload,
     sort_with_payload,
     thread_arena,
+    unique_bits,
 )
 from replaydb.planner.pattern.conditions import Condition
 from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights, load_weights
@@ -258,31 +258,28 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     # condition could overlap only if the rewrite left them so - then the radix sort.
     # Every seq is below n_events (the lookup's max_seq), which the sorts check.
     bound = max(n_events, 1)
-    out_t: np.ndarray | None
-    bits = None
     if times_of is not None or not need_t:
-        # seqs alone through a bitmap, kept (in the arena) for the tight blocks' membership
-        # tests; the times of a regular stream come from the sorted seqs
-        got_bits = sort_unique_bits(seq, bound, take) if seq.size > 1 else None
-        if got_bits is not None:
-            seq, bits = got_bits
+        # seqs alone, as a bitmap (in the arena): a tight block tests its members against
+        # it, and only the seqs read are scanned out of it; a regular stream's times come
+        # from the seqs
+        bits = unique_bits(seq, bound, take) if seq.size > 1 else None
+        times = times_of if need_t else None
+        if bits is not None:
+            result = SymbolResult(None, None, bits, bound, n=int(seq.size), times=times,
+                                  alloc=take)
         else:
-            seq = np.sort(seq)
-        out_t = None
-        if need_t:
-            assert times_of is not None
-            out_t = times_of(seq, take(seq.size, np.dtype(np.int64)) if take else None)
+            result = SymbolResult(np.sort(seq), None, times=times)
     elif seq.size > 1:
         assert t is not None
         got = sort_unique_with_payload(seq, t, bound, take)
-        seq, out_t = got if got is not None else sort_with_payload(seq, t, bound)
+        result = SymbolResult(*(got if got is not None else sort_with_payload(seq, t, bound)))
     else:
-        out_t = t
+        result = SymbolResult(seq, t)
     t3 = time.perf_counter()
     timings["index_lookups"] = timings.get("index_lookups", 0.0) + (t1 - t0)
     timings["semi_join"] = timings.get("semi_join", 0.0) + (t2 - t1)
     timings["sort"] = timings.get("sort", 0.0) + (t3 - t2)
-    return SymbolResult(seq, out_t, bits, bound if bits is not None else 0)
+    return result
 
 
 def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int], set[int]]:
@@ -403,18 +400,40 @@ def _partitioned(spec: Any) -> bool:
                                        and spec.strategy != Strategy.CONTIGUOUS)
 
 
+class _BoundOnce:
+    """A plan's ``make_operator``: the operator bound while planning (fresh, never fed) the
+    first time, a newly bound one every later time - the first execution does not bind the
+    query a second time (about 2 ms for a MATCH_RECOGNIZE query, a tenth of a selective
+    query's planning and execution). ``rebinds``: the binding it stands for (Spark rebuilds
+    operators on executors from it)."""
+
+    def __init__(self, op: Any, bind: Callable[[], Any]) -> None:
+        self._op = op
+        self.rebinds = bind
+
+    def __call__(self) -> Any:
+        op, self._op = self._op, None
+        return op if op is not None else self.rebinds()
+
+
 def plan(ctx: Any) -> Any:
     """The planner entry point (``PLANNERS`` calls it with a QueryContext)."""
-    from replaydb.planner.query import Plan
-
     choice = ctx.options.plan or "auto"
     if choice not in PLAN_CHOICES:
         raise UsageError(f"unknown --plan {choice!r} for pattern queries",
                          hint=f"choose one of {', '.join(PLAN_CHOICES)}")
-    timings: dict[str, float] = {}
-    st = PatternPlanState()
     t_bind = time.perf_counter()
     op = ctx.bind()
+    out = _plan(ctx, op, choice, t_bind)
+    out.make_operator = _BoundOnce(op, ctx.bind)
+    return out
+
+
+def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
+    from replaydb.planner.query import Plan
+
+    timings: dict[str, float] = {}
+    st = PatternPlanState()
     spec = op.config.spec
     st.spec_text = spec.to_text()
     st.matcher = getattr(op, "matcher", "")

@@ -127,6 +127,7 @@ def bind_options(ctx: Any) -> dict[str, Any]:
 
 def _rebuildable(plan: Any) -> bool:
     f = plan.make_operator
+    f = getattr(f, "rebinds", f)  # the planner's bound-once wrapper of ctx.bind
     return getattr(f, "__self__", None) is plan.ctx and getattr(f, "__name__", "") == "bind"
 
 
