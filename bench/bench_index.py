@@ -13,6 +13,8 @@ Measured side by side, in one process:
    index (several runs on several levels) and on the bulk-built one (one run), versus a filtered
    scan of the primary file: pyarrow read + filter, of all columns ("scan all", what a replay
    reads) and of just (attribute, seq, t) ("scan projected", the strongest plain competitor).
+   Also ``LSMIndex.seqs``: the seqs alone, in any order, read directly from the run files -
+   what the pattern planner reads before sorting them itself.
    Goal: at 0.1% the index is at least 50x faster than the scan.
 2. Build cost as a fraction of writing the events as Parquet: bulk build (sort + write one run +
    commit) and incremental build (``add`` batches of 100k, ``flush`` every 1M, automatic
@@ -151,6 +153,18 @@ def query_bench(idx: LSMIndex, ranges, order: str) -> dict[str, Any]:
     }
 
 
+def seqs_bench(idx: LSMIndex, ranges) -> dict[str, Any]:
+    """``LSMIndex.seqs`` (seqs alone, any order: what the pattern planner reads before its
+    bitmap sort) on the same ranges: median ms, answers checked against the true counts."""
+    times = []
+    for lo, hi, true in ranges:
+        dt, (seq, _, _) = timed(idx.seqs, lo, hi)
+        if seq.size != true:
+            raise AssertionError(f"index returned {seq.size} seqs, expected {true}")
+        times.append(dt)
+    return {"median_ms": median_ms(times)}
+
+
 def estimate_bench(idx: LSMIndex, sorted_keys: np.ndarray, count: int, rng) -> dict[str, Any]:
     errors, sels, widths = [], [], []
     inside = 0
@@ -269,6 +283,7 @@ def run(
         inc_key = query_bench(inc, ranges, "key")
         inc_seq = query_bench(inc, ranges, "seq")
         bulk_key = query_bench(bulk, ranges, "key")
+        inc_seqs = seqs_bench(inc, ranges)
         scan_all, scan_proj = [], []
         for lo, hi, true in ranges[:scans]:
             dt, res = timed(scan, primary, attr, lo, hi, None)
@@ -283,6 +298,7 @@ def run(
             "index_inc_key_ms": inc_key["median_ms"],
             "index_inc_seq_ms": inc_seq["median_ms"],
             "index_bulk_key_ms": bulk_key["median_ms"],
+            "index_inc_seqs_ms": inc_seqs["median_ms"],
             "scan_all_ms": median_ms(scan_all),
             "scan_projected_ms": median_ms(scan_proj),
             "pages_read": inc_key["pages_read"],
@@ -325,23 +341,29 @@ def write_report(res: dict[str, Any], out_dir: Path, mode: str) -> None:
         "## Range queries (median ms per query)",
         "",
         "Index: incrementally built (runs on several levels); times for answers sorted by key and by seq, "
-        "and for the bulk-built single-run index. Scans: pyarrow read + filter of the primary Parquet file. "
+        "and for the bulk-built single-run index; `seqs`: the seqs alone in any order, read directly from "
+        "the run files (what the pattern planner reads before its own bitmap sort). "
+        "Scans: pyarrow read + filter of the primary Parquet file. "
         "All files in the page cache (read once before timing).",
         "",
-        "| selectivity | answer | index (key order) | index (seq order) | index bulk | scan all cols | scan projected | speedup vs scan all | speedup vs projected | pages read / answer pages |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| selectivity | answer | index (key order) | index (seq order) | index bulk | index `seqs` | scan all cols | scan projected | speedup vs scan all | speedup vs projected | pages read / answer pages |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["queries"]:
+        seqs = r.get("index_inc_seqs_ms")
         lines.append(
             f"| {r['selectivity']:.2%} | {r['result_entries']:,} | {r['index_inc_key_ms']:.2f} | {r['index_inc_seq_ms']:.2f} | "
-            f"{r['index_bulk_key_ms']:.2f} | {r['scan_all_ms']:.0f} | {r['scan_projected_ms']:.0f} | "
+            f"{r['index_bulk_key_ms']:.2f} | {'-' if seqs is None else f'{seqs:.2f}'} | "
+            f"{r['scan_all_ms']:.0f} | {r['scan_projected_ms']:.0f} | "
             f"{r['speedup_vs_scan_all']:.0f}x | {r['speedup_vs_scan_projected']:.0f}x | "
             f"{r['pages_read']:.0f} / {r['result_pages']:.0f} |"
         )
     lines += [
         "",
-        f"Goal at 0.1%: >= 50x faster than the scan. Measured (seq order, as the planner reads): "
-        f"{at['speedup_vs_scan_all']:.0f}x vs scan of all columns, {at['speedup_vs_scan_projected']:.0f}x vs projected scan.",
+        f"Goal at 0.1%: >= 50x faster than the scan. Measured (answers in seq order): "
+        f"{at['speedup_vs_scan_all']:.0f}x vs scan of all columns, {at['speedup_vs_scan_projected']:.0f}x vs projected scan"
+        + ("." if at.get("index_inc_seqs_ms") is None else
+           f"; the pattern planner reads `seqs` ({at['index_inc_seqs_ms']:.2f} ms) and sorts them itself."),
         "",
         "## Build cost (fraction of writing the events as Parquet)",
         "",
@@ -386,6 +408,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
         ("index_inc_key_ms", "index (key order)", "o-"),
         ("index_inc_seq_ms", "index (seq order)", "s-"),
         ("index_bulk_key_ms", "index, one run", "^--"),
+        ("index_inc_seqs_ms", "index seqs (direct read)", "v-"),
         ("scan_projected_ms", "scan (attr, seq, t)", "d-"),
         ("scan_all_ms", "scan all columns", "x-"),
     ]:
