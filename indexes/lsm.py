@@ -15,7 +15,9 @@ which index version belongs to each stream version). ``range`` consults only run
 overlaps [lo, hi], reads only the overlapping row groups of their files (:mod:`.reader`), drops
 entries hidden by tombstones (seq >= the run's cut-off) or at/after ``max_seq``, and merges the
 per-run answers by (key, seq) or sorts them by seq. Cost: O(R log G) to locate, plus the rows of
-the row groups read (at most the answer plus two row groups per consulted file).
+the row groups read (at most the answer plus two row groups per consulted file). ``seqs`` answers
+the same ranges with seqs (and optionally times) alone, in no order, read directly from the
+memory-mapped run files (:mod:`.plainread`): for callers that sort by seq themselves.
 
 Statistics: ``count``/``selectivity`` from per-file key samples (equi-depth histograms) with
 guaranteed bounds (:mod:`.sketch`), optionally exact by reading one row group per boundary;

@@ -6,6 +6,10 @@ gives by binary search the row groups a..b-1 that may hold keys in [lo, hi]; onl
 O(log G) for G row groups plus the row groups read, which is at most the answer's size plus two
 row groups per file (one per boundary). String keys are cut with vectorized Arrow comparisons on
 the rows read (they are sorted, so the count of keys below a bound is the cut position).
+
+:func:`read_file_seqs` reads the same entries' seqs (and times) without the keys: directly from
+the memory-mapped file where its layout is plain (:mod:`.plainread`), keys only of the two
+boundary row groups; through Arrow otherwise.
 """
 
 from __future__ import annotations
