@@ -33,6 +33,7 @@ versions only).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -442,6 +443,23 @@ class LSMIndex:
         mean = sum(f.key_bytes for r in self._runs for f in r.files) / n if n else 0.0
         return entries_per_page("string", mean)
 
+    def _runs_to_read(self, kr: Any, max_seq: int | None
+                      ) -> Iterator[tuple[int, list[RunFileMeta]]]:
+        """For each run a range read consults: its cut-off (entries at or after it are hidden
+        by a tombstone or ``max_seq``) and its files whose keys overlap ``kr``. Runs outside
+        the key range, or wholly hidden, are skipped (counted in ``runs_skipped``; the others
+        in ``runs_consulted``). Shared by :meth:`range` and :meth:`seqs`. O(runs + files)."""
+        limit = NO_CUTOFF if max_seq is None else int(max_seq)
+        for run in self._runs:
+            if not run.n:
+                continue
+            cut = min(run.cutoff, limit)
+            if not kr.overlaps(run.key_min, run.key_max) or cut <= run.seq_min:
+                self.counters.runs_skipped += 1
+                continue
+            self.counters.runs_consulted += 1
+            yield cut, [f for f in run.files if kr.overlaps(f.key_min, f.key_max)]
+
     def range(
         self,
         lo: Any = None,
@@ -465,20 +483,10 @@ class LSMIndex:
         if kr.empty:
             return self._result(Entries.empty(self.key_type), order, before)
         epp = self.entries_per_page
-        limit = NO_CUTOFF if max_seq is None else int(max_seq)
         parts: list[Entries] = []
-        for run in self._runs:
-            if not run.n:
-                continue
-            cut = min(run.cutoff, limit)
-            if not kr.overlaps(run.key_min, run.key_max) or cut <= run.seq_min:
-                self.counters.runs_skipped += 1
-                continue
-            self.counters.runs_consulted += 1
+        for cut, files in self._runs_to_read(kr, max_seq):
             run_parts = []
-            for f in run.files:
-                if not kr.overlaps(f.key_min, f.key_max):
-                    continue
+            for f in files:
                 e = read_file_range(
                     self.path,
                     f,
@@ -523,18 +531,8 @@ class LSMIndex:
         ts: list[np.ndarray] = []
         if not kr.empty:
             epp = self.entries_per_page
-            limit = NO_CUTOFF if max_seq is None else int(max_seq)
-            for run in self._runs:
-                if not run.n:
-                    continue
-                cut = min(run.cutoff, limit)
-                if not kr.overlaps(run.key_min, run.key_max) or cut <= run.seq_min:
-                    self.counters.runs_skipped += 1
-                    continue
-                self.counters.runs_consulted += 1
-                for f in run.files:
-                    if not kr.overlaps(f.key_min, f.key_max):
-                        continue
+            for cut, files in self._runs_to_read(kr, max_seq):
+                for f in files:
                     s, t = read_file_seqs(self.path, f, kr.lo, kr.hi, kr.lo_inclusive,
                                           kr.hi_inclusive, self._files, self.counters, epp,
                                           with_t)
