@@ -52,6 +52,7 @@ from numba import njit
 
 from replaydb.indexes.kernels import keys_of_bits, member_bits
 from replaydb.planner.pattern.rewrite import RewrittenPattern
+from replaydb.replay.replay import merge_halfopen
 
 I64 = np.int64
 
@@ -408,21 +409,6 @@ def merge_closed(a: np.ndarray, b: np.ndarray, geo: Geometry) -> np.ndarray:
     keep = e > a
     a, e = a[keep], e[keep]
     return merge_halfopen(a, e)
-
-
-def merge_halfopen(a: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Union of half-open intervals as sorted disjoint rows (touching ones are joined)."""
-    if a.size == 0:
-        return np.empty((0, 2), I64)
-    if a.size > 1 and not bool(np.all(a[1:] >= a[:-1])):
-        order = np.argsort(a, kind="stable")
-        a, e = a[order], e[order]
-    ends = np.maximum.accumulate(e)
-    new = np.ones(a.size, bool)
-    new[1:] = a[1:] > ends[:-1]
-    starts = np.flatnonzero(new)
-    last = np.r_[starts[1:] - 1, a.size - 1]
-    return np.stack([a[starts], ends[last]], axis=1).astype(I64)
 
 
 def intersect_intervals(x: np.ndarray, y: np.ndarray) -> np.ndarray:
