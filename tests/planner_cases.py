@@ -320,3 +320,36 @@ def same_as_full_replay(store: Any, text: str, strategies=STRATEGIES, *,
             got = sorted(got, key=repr)
         assert got == want, (text, name, extra, p.strategy, key, got, want)
     return len(want)
+
+
+@contextmanager
+def xy_store(t: np.ndarray, rng: np.random.Generator, leaf: int, parts: int = 1
+             ) -> Iterator[Any]:
+    """Stream ``s`` with times ``t``, indexed ``x`` in 0..49 and ``y`` in 0..29 (drawn from
+    ``rng``, x then y per append), appended in ``parts`` equal appends (the gaps across files
+    count too), leaves of ``leaf`` events."""
+    n = int(t.size)
+    with tempfile.TemporaryDirectory() as d:
+        store = replaydb.open(f"{d}/store", create=True)
+        store.create_stream("s", StreamSchema(
+            (Attribute("x", "float64"), Attribute("y", "float64")), time_unit="s",
+            leaf_capacity=leaf, fanout=4))
+        cuts = [n * k // parts for k in range(parts + 1)]
+        for a, b in zip(cuts, cuts[1:]):
+            store.append("s", pa.table({"t": t[a:b], "x": rng.integers(0, 50, b - a) * 1.0,
+                                        "y": rng.integers(0, 30, b - a) * 1.0}))
+        for c in ("x", "y"):
+            create_index(store, "s", c)
+        yield store
+
+
+def xy_range_query(shape: str, lo: list[int], window: int) -> str:
+    """A MATCH_RECOGNIZE query over :func:`xy_store`'s stream: ``shape``'s symbols alternate
+    ranges on x (width 14) and y (width 9) from ``lo``; a starred B stays unconditioned."""
+    syms = sorted({c for c in shape if c.isalpha()})
+    conds = ", ".join(
+        f"{s} AS {'x' if i % 2 == 0 else 'y'} >= {lo[i]} AND "
+        f"{'x' if i % 2 == 0 else 'y'} <= {lo[i] + (14 if i % 2 == 0 else 9)}"
+        for i, s in enumerate(syms) if s != "B" or "B*" not in shape)
+    return (f"SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t "
+            f"PATTERN ({shape}) WITHIN {window} DEFINE {conds})")

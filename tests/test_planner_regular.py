@@ -5,24 +5,19 @@ the matches are full replay's."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-import replaydb
 from replaydb.indexes.kernels import keys_of_bits, member_bits, unique_bits
-from replaydb.indexes.manage import create_index
 from replaydb.planner.pattern.intervals import Geometry, SymbolResult, block_occurrences
 from replaydb.planner.query import QueryOptions, plan_query
-from replaydb.store.schema import Attribute, StreamSchema
-from tests.planner_cases import same_as_full_replay
+from tests.planner_cases import same_as_full_replay, xy_range_query, xy_store
 
 
 @contextmanager
@@ -34,17 +29,7 @@ def _store(seed: int, n: int, gap: int | None, t0: int = 7) -> Iterator[Any]:
         t = np.cumsum(rng.integers(0, 4, n)).astype(np.int64)
     else:
         t = t0 + gap * np.arange(n, dtype=np.int64)
-    with tempfile.TemporaryDirectory() as d:
-        store = replaydb.open(f"{d}/store", create=True)
-        store.create_stream("s", StreamSchema(
-            (Attribute("x", "float64"), Attribute("y", "float64")), time_unit="s",
-            leaf_capacity=16, fanout=4))
-        half = n // 2  # two appends: the gap across files counts too
-        for a, b in ((0, half), (half, n)):
-            store.append("s", pa.table({"t": t[a:b], "x": rng.integers(0, 50, b - a) * 1.0,
-                                        "y": rng.integers(0, 30, b - a) * 1.0}))
-        for c in ("x", "y"):
-            create_index(store, "s", c)
+    with xy_store(t, rng, 16, parts=2) as store:  # the gap across files counts too
         yield store
 
 
@@ -78,13 +63,7 @@ def test_times_from_seqs_change_no_interval(seed: int, w: int, gap: int | None, 
     """Random regular (and, as a control, irregular) streams, windows and patterns: the
     intervals with times computed from seqs equal those with times read and sorted along,
     and the plans' matches are full replay's."""
-    syms = sorted({c for c in shape if c.isalpha()})
-    conds = ", ".join(
-        f"{s} AS {'x' if i % 2 == 0 else 'y'} >= {lo[i]} AND "
-        f"{'x' if i % 2 == 0 else 'y'} <= {lo[i] + (14 if i % 2 == 0 else 9)}"
-        for i, s in enumerate(syms) if s != "B" or "B*" not in shape)
-    q = (f"SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t "
-         f"PATTERN ({shape}) WITHIN {w * (gap or 1)} DEFINE {conds})")
+    q = xy_range_query(shape, lo, w * (gap or 1))
     with _store(seed, 2000, gap) as store:
         got = {}
         for reg in (False, True):

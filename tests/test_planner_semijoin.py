@@ -5,24 +5,19 @@ brute force."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-import replaydb
 from replaydb.indexes.kernels import sort_unique
-from replaydb.indexes.manage import create_index
 from replaydb.planner.pattern.semijoin import TimeMask
 from replaydb.planner.query import QueryOptions, plan_query
-from replaydb.store.schema import Attribute, StreamSchema
-from tests.planner_cases import same_as_full_replay
+from tests.planner_cases import same_as_full_replay, xy_range_query, xy_store
 
 
 def _brute_keep(mask: TimeMask, seq: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -94,15 +89,7 @@ def _store_case(seed: int, n: int, leaf: int) -> Iterator[Any]:
     0..49 and ``y`` in 0..29."""
     rng = np.random.default_rng(seed)
     t = np.cumsum(rng.integers(0, 4, n)).astype(np.int64)
-    with tempfile.TemporaryDirectory() as d:
-        store = replaydb.open(f"{d}/store", create=True)
-        store.create_stream("s", StreamSchema(
-            (Attribute("x", "float64"), Attribute("y", "float64")), time_unit="s",
-            leaf_capacity=leaf, fanout=4))
-        store.append("s", pa.table({"t": t, "x": rng.integers(0, 50, n) * 1.0,
-                                    "y": rng.integers(0, 30, n) * 1.0}))
-        for c in ("x", "y"):
-            create_index(store, "s", c)
+    with xy_store(t, rng, leaf) as store:
         yield store
 
 
@@ -114,13 +101,7 @@ def test_semi_join_and_seq_only_sorts_change_no_interval(seed: int, w: int, shap
                                                          lo: list[int]) -> None:
     """Random stream, window and pattern: the intervals with the semi-join forced on, off and
     by the default rule are the same, and the plan's matches are full replay's."""
-    syms = sorted({c for c in shape if c.isalpha()})
-    conds = ", ".join(
-        f"{s} AS {'x' if i % 2 == 0 else 'y'} >= {lo[i]} AND "
-        f"{'x' if i % 2 == 0 else 'y'} <= {lo[i] + (14 if i % 2 == 0 else 9)}"
-        for i, s in enumerate(syms) if s != "B" or "B*" not in shape)
-    q = (f"SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t "
-         f"PATTERN ({shape}) WITHIN {w} DEFINE {conds})")
+    q = xy_range_query(shape, lo, w)
     with _store_case(seed, 3000, 16) as store:
         got = {}
         for sj in (False, True, "always"):
