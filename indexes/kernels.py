@@ -382,18 +382,6 @@ def _scan_bits(bits: np.ndarray, keys: np.ndarray) -> int:
     return k
 
 
-@nb.njit(cache=True, nogil=True)
-def _bitmap_sort_unique(values: np.ndarray, bound: int, bits: np.ndarray,
-                        keys: np.ndarray) -> int:
-    """:func:`sort_unique`'s kernel: 0 when sorted, 1 on a repeated value, 2 on a value outside
-    ``[0, bound)`` (``keys`` undefined then). ``bits``: ``ceil(bound / 64)`` words, any
-    content."""
-    status = _set_bits(values, bound, bits)
-    if status == 0:
-        _scan_bits(bits, keys)
-    return status
-
-
 def sort_unique(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray | None:
     """Distinct integers ``0 <= values < bound`` sorted, or None when a value repeats or the
     values are too sparse in ``[0, bound)`` (``bound > 256 n``; then sort another way).
@@ -405,15 +393,8 @@ def sort_unique(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray
     lookups whose event times Algorithm 3.1 does not read. Raises ValueError for values
     outside ``[0, bound)``; ``alloc`` as in :func:`sort_unique_with_payload`."""
     values = np.asarray(values)
-    if not _dense_enough(values, bound, "sort_unique"):
-        return None
-    keys = (alloc or np.empty)(values.size, np.dtype(np.int64))
-    bits = _scratch_arena().take((bound + 63) >> 6, np.uint64)
-    status = _bitmap_sort_unique(np.ascontiguousarray(values, dtype=np.int64), int(bound),
-                                 bits, keys)
-    if status == 2:
-        raise ValueError("sort_unique: values must be integers in [0, bound)")
-    return keys if status == 0 else None
+    bits = _unique_bits(values, bound, _scratch_arena().take, "sort_unique")
+    return None if bits is None else keys_of_bits(bits, values.size, alloc)
 
 
 def unique_bits(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray | None:
@@ -423,13 +404,18 @@ def unique_bits(values: np.ndarray, bound: int, alloc: Any = None) -> np.ndarray
     one scan (:func:`keys_of_bits`) - the two halves of :func:`sort_unique`, for callers that
     may need only the first. None when a value repeats or the values are too sparse (as
     :func:`sort_unique`); ValueError for values outside ``[0, bound)``. O(n + bound / 64)."""
-    values = np.asarray(values)
-    if not _dense_enough(values, bound, "unique_bits"):
+    return _unique_bits(np.asarray(values), bound, alloc or np.empty, "unique_bits")
+
+
+def _unique_bits(values: np.ndarray, bound: int, alloc: Any, who: str) -> np.ndarray | None:
+    """:func:`unique_bits` with the bitmap from ``alloc``; ``who`` names the caller in
+    errors."""
+    if not _dense_enough(values, bound, who):
         return None
-    bits = (alloc or np.empty)((bound + 63) >> 6, np.dtype(np.uint64))
+    bits = alloc((bound + 63) >> 6, np.dtype(np.uint64))
     status = _set_bits(np.ascontiguousarray(values, dtype=np.int64), int(bound), bits)
     if status == 2:
-        raise ValueError("unique_bits: values must be integers in [0, bound)")
+        raise ValueError(f"{who}: values must be integers in [0, bound)")
     return bits if status == 0 else None
 
 
