@@ -700,3 +700,53 @@ def test_push_intervals_rejects_bad_breaks() -> None:
         for bad in ([5, 3], [20], [-1]):
             with pytest.raises(OperatorError, match="break"):
                 _ops(SPECS[name]).push_intervals(tab.to_batches()[0], np.array(bad))
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_large_waiting_match_sets_build_alone_same_rows(name: str, monkeypatch) -> None:
+    """A waiting match set of at least ``BUILD_ALONE_EVENTS`` matched events gets a batch of
+    its own instead of being copied into one concatenation with its neighbours: the rows and
+    their order are those of building everything at once, and the small sets between large
+    ones still share a batch."""
+    import replaydb.operators.pattern.operator as pattern_operator
+
+    spec = SPECS[name]
+    tab = random_stream(400, 11)
+    pieces = [tab.slice(i, 13) for i in range(0, tab.num_rows, 17)]
+
+    def run(alone: int) -> tuple[pa.Table, int]:
+        monkeypatch.setattr(pattern_operator, "BUILD_ALONE_EVENTS", alone)
+        op = _ops(spec)
+        for k, p in enumerate(pieces):
+            if k:
+                op.end_interval()
+            op.push(p)
+            op._check()
+        op.flush()
+        out = op.results()
+        return out, len(out.to_batches())
+
+    together, together_batches = run(1 << 62)
+    alone, alone_batches = run(3)
+    assert together.num_rows > 0
+    assert alone.equals(together)
+    assert together_batches == 1 < alone_batches
+
+
+def test_build_groups_keep_order_and_put_large_sets_alone() -> None:
+    from replaydb.operators.pattern.measures import MatchSet
+    from replaydb.operators.pattern.operator import _build_groups
+
+    def ms(events: int) -> MatchSet:
+        z = np.zeros(events, dtype=np.int64)
+        return MatchSet(z, z.astype(np.int32), np.array([0, events], dtype=np.int64),
+                        np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64),
+                        np.zeros(1, dtype=np.int64))
+
+    sizes = [1, 2, 9, 3, 0, 10, 12, 4]
+    parts = [ms(n) for n in sizes]
+    groups = _build_groups(parts, 9)
+    assert [[len(p.ev) for p in g] for g in groups] == [[1, 2], [9], [3, 0], [10], [12], [4]]
+    flat = [p for g in groups for p in g]
+    assert len(flat) == len(parts) and all(a is b for a, b in zip(flat, parts))
+    assert _build_groups([], 9) == []

@@ -109,6 +109,9 @@ EMIT_MATCHES = 4096
 """Waiting matches that trigger building their output rows (see the module docstring)."""
 EMIT_SPAN = 1 << 17
 """Buffered events that waiting matches may pin before their output rows are built."""
+BUILD_ALONE_EVENTS = 1 << 16
+"""Matched events from which a waiting match set gets a batch of its own rather than being
+copied into a concatenation with its neighbours (see ``_build_pending``)."""
 
 _NO_EVENT = np.iinfo(np.int64).max
 
@@ -541,12 +544,19 @@ class PatternOperator(Operator):
             self._build_pending()
 
     def _build_pending(self) -> None:
-        """Output rows of every waiting match, in one batch (O(matched rows))."""
+        """Output rows of every waiting match, in order (O(matched rows)).
+
+        Waiting match sets are built in groups (:func:`_build_groups`): small ones together,
+        one batch per group, a large one on its own, so its arrays are not copied into a
+        concatenation first. Replay by intervals ends each interval with a match set of its
+        own, and full replay does not; without this, an interval plan copied every large
+        set once more than full replay did."""
         if not self._pending:
             return
         parts, self._pending, self._pending_n = self._pending, [], 0
         self._pending_lo = _NO_EVENT
-        self._build_rows(parts[0] if len(parts) == 1 else _concat_matches(parts))
+        for group in _build_groups(parts, BUILD_ALONE_EVENTS):
+            self._build_rows(group[0] if len(group) == 1 else _concat_matches(group))
 
     def _build_rows(self, ms: MatchSet) -> None:
         buf = self._buffer
@@ -635,6 +645,25 @@ class PatternOperator(Operator):
             assert lo == self._pending_lo, "the waiting matches' first event is misrecorded"
             assert buf.chunks and lo >= buf.chunks[0][0], "a waiting match's event was dropped"
             assert buf.raw and lo >= buf.raw[0][0], "a waiting match's row was dropped"
+
+
+def _build_groups(parts: list[MatchSet], large: int) -> list[list[MatchSet]]:
+    """``parts`` cut into consecutive groups, in order: a set of at least ``large`` matched
+    events alone, and the sets between two such (or an end) together. Output rows keep their
+    order: a group's rows are those of its sets, one after the other. O(len(parts))."""
+    groups: list[list[MatchSet]] = []
+    small: list[MatchSet] = []
+    for ms in parts:
+        if len(ms.ev) >= large:
+            if small:
+                groups.append(small)
+                small = []
+            groups.append([ms])
+        else:
+            small.append(ms)
+    if small:
+        groups.append(small)
+    return groups
 
 
 def _concat_matches(parts: list[MatchSet]) -> MatchSet:
