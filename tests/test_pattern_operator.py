@@ -712,18 +712,11 @@ def test_large_waiting_match_sets_build_alone_same_rows(name: str, monkeypatch) 
 
     spec = SPECS[name]
     tab = random_stream(400, 11)
-    pieces = [tab.slice(i, 13) for i in range(0, tab.num_rows, 17)]
+    breaks = list(range(13, tab.num_rows, 13))
 
     def run(alone: int) -> tuple[pa.Table, int]:
         monkeypatch.setattr(pattern_operator, "BUILD_ALONE_EVENTS", alone)
-        op = _ops(spec)
-        for k, p in enumerate(pieces):
-            if k:
-                op.end_interval()
-            op.push(p)
-            op._check()
-        op.flush()
-        out = op.results()
+        out, _ = _per_interval(spec, tab, breaks)
         return out, len(out.to_batches())
 
     together, together_batches = run(1 << 62)
