@@ -131,10 +131,34 @@ class Runner:
                 best_cpu, best_wall, best = c1 - c0, w1 - w0, r
         return best, best_cpu, best_wall
 
-    def execute(self, plan: Any) -> tuple[float, float, Any]:
-        """``(cpu, wall, result)`` of executing ``plan`` (:meth:`_best`)."""
-        res, cpu, wall = self._best(lambda: execute(plan))
-        return cpu, wall, res
+    def execute_all(self, plans: dict[Any, Any]) -> dict[Any, tuple[float, float, Any]]:
+        """``key -> (cpu, wall, result)`` for every plan, each the fastest (CPU) of its
+        executions, executed round-robin: one execution of every plan still short of its
+        runs per round. Each plan gets the runs :meth:`_best` would give it (``repeat``, and
+        more up to ``SHORT_REPEAT`` while its own executions add up to less than
+        ``SHORT_SECONDS``), but a slow spell of the machine lands on all the plans of a query
+        instead of on the one executed back to back at the time; the plans compared for
+        "within 1.2x of the best" often replay nearly the same events."""
+        best: dict[Any, tuple[float, float, Any]] = {}
+        runs = dict.fromkeys(plans, 0)
+        spent = dict.fromkeys(plans, 0.0)
+
+        def wants(k: Any) -> bool:
+            return runs[k] < self.repeat or (spent[k] < SHORT_SECONDS
+                                             and runs[k] < SHORT_REPEAT)
+
+        while any(wants(k) for k in plans):
+            for k, plan in plans.items():
+                if not wants(k):
+                    continue
+                c0, w0 = time.process_time(), time.perf_counter()
+                r = execute(plan)
+                c1, w1 = time.process_time(), time.perf_counter()
+                spent[k] += w1 - w0
+                runs[k] += 1
+                if k not in best or c1 - c0 < best[k][0]:
+                    best[k] = (c1 - c0, w1 - w0, r)
+        return best
 
     def plan(self, text: str, options: QueryOptions) -> tuple[Any, float, float]:
         """``(plan, cpu, wall)``: planning timed like execution (:meth:`_best`)."""
@@ -167,20 +191,23 @@ class Runner:
               ) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         full_plan, pc, pw = self.plan(text, QueryOptions(plan="replay"))
-        cpu, wall, res = self.execute(full_plan)
-        cache: dict[Any, tuple[float, float, Any]] = {None: (cpu, wall, res)}
+        planned = self.plan_all(text, strategies)
+        to_run: dict[Any, Any] = {None: full_plan}
+        for label, _, _ in strategies:
+            plan = planned[label][0]
+            run_key = None if _whole_stream(plan) else tuple(plan.intervals)
+            to_run.setdefault(run_key, plan)
+        cache = self.execute_all(to_run)
+        cpu, wall, res = cache[None]
         want = res.table
         out["replay"] = {"cpu": pc + cpu, "wall": pw + wall, "plan_cpu": pc,
                          "leaves": res.stats["replay"]["leaves"],
                          "events": res.stats["replay"]["events"], "rows": want.num_rows,
                          "intervals": 1}
-        planned = self.plan_all(text, strategies)
         for label, plan_name, _ in strategies:
             plan, pc, pw = planned[label]
             key = None if plan.intervals is None else tuple(plan.intervals)
             run_key = None if _whole_stream(plan) else key
-            if run_key not in cache:
-                cache[run_key] = self.execute(plan)
             cpu, wall, r = cache[run_key]
             if not r.table.equals(want):
                 self.mismatches.append(f"{label}: {text}")
