@@ -114,55 +114,39 @@ class Runner:
         self.repeat = repeat
         self.mismatches: list[str] = []
 
-    def _best(self, fn: Any) -> tuple[Any, float, float]:
-        """``(result, cpu, wall)`` of the fastest (CPU) of ``repeat`` calls of ``fn``, and of
-        more (up to ``SHORT_REPEAT``) while they add up to less than ``SHORT_SECONDS``: the best
-        of two is noisy for a 20 ms plan, and one pass can run several times slower than the
-        next ones."""
-        best_cpu, best_wall, best = math.inf, math.inf, None
-        spent, runs = 0.0, 0
-        while runs < self.repeat or (spent < SHORT_SECONDS and runs < SHORT_REPEAT):
-            c0, w0 = time.process_time(), time.perf_counter()
-            r = fn()
-            c1, w1 = time.process_time(), time.perf_counter()
-            spent += w1 - w0
-            runs += 1
-            if c1 - c0 < best_cpu:
-                best_cpu, best_wall, best = c1 - c0, w1 - w0, r
-        return best, best_cpu, best_wall
-
-    def execute_all(self, plans: dict[Any, Any]) -> dict[Any, tuple[float, float, Any]]:
-        """``key -> (cpu, wall, result)`` for every plan, each the fastest (CPU) of its
-        executions, executed round-robin: one execution of every plan still short of its
-        runs per round. Each plan gets the runs :meth:`_best` would give it (``repeat``, and
-        more up to ``SHORT_REPEAT`` while its own executions add up to less than
-        ``SHORT_SECONDS``), but a slow spell of the machine lands on all the plans of a query
-        instead of on the one executed back to back at the time; the plans compared for
-        "within 1.2x of the best" often replay nearly the same events."""
-        best: dict[Any, tuple[float, float, Any]] = {}
-        runs = dict.fromkeys(plans, 0)
-        spent = dict.fromkeys(plans, 0.0)
+    def _best_each(self, fns: dict[Any, Any]) -> dict[Any, tuple[Any, float, float]]:
+        """``key -> (result, cpu, wall)`` of the fastest (CPU) call of each function, called
+        round-robin: one call of every function still short of its runs per round. Each gets
+        ``repeat`` calls, and more (up to ``SHORT_REPEAT``) while its own calls add up to less
+        than ``SHORT_SECONDS``: the best of two is noisy for a 20 ms plan, and one pass can run
+        several times slower than the next ones. Interleaving lands a slow spell of the
+        machine on all the functions instead of on the one called back to back at the time;
+        the plans of one query compared for "within 1.2x of the best" often replay nearly the
+        same events."""
+        best: dict[Any, tuple[Any, float, float]] = {}
+        runs = dict.fromkeys(fns, 0)
+        spent = dict.fromkeys(fns, 0.0)
 
         def wants(k: Any) -> bool:
             return runs[k] < self.repeat or (spent[k] < SHORT_SECONDS
                                              and runs[k] < SHORT_REPEAT)
 
-        while any(wants(k) for k in plans):
-            for k, plan in plans.items():
+        while any(wants(k) for k in fns):
+            for k, fn in fns.items():
                 if not wants(k):
                     continue
                 c0, w0 = time.process_time(), time.perf_counter()
-                r = execute(plan)
+                r = fn()
                 c1, w1 = time.process_time(), time.perf_counter()
                 spent[k] += w1 - w0
                 runs[k] += 1
-                if k not in best or c1 - c0 < best[k][0]:
-                    best[k] = (c1 - c0, w1 - w0, r)
+                if k not in best or c1 - c0 < best[k][1]:
+                    best[k] = (r, c1 - c0, w1 - w0)
         return best
 
     def plan(self, text: str, options: QueryOptions) -> tuple[Any, float, float]:
-        """``(plan, cpu, wall)``: planning timed like execution (:meth:`_best`)."""
-        return self._best(lambda: plan_query(self.store, text, options))
+        """``(plan, cpu, wall)``: planning timed like execution (:meth:`_best_each`)."""
+        return self._best_each({None: lambda: plan_query(self.store, text, options)})[None]
 
     def plan_all(self, text: str, strategies: list[tuple[str, str, dict[str, Any]]]
                  ) -> dict[str, tuple[Any, float, float]]:
@@ -192,13 +176,13 @@ class Runner:
         out: dict[str, dict[str, Any]] = {}
         full_plan, pc, pw = self.plan(text, QueryOptions(plan="replay"))
         planned = self.plan_all(text, strategies)
+        run_keys = {label: None if _whole_stream(planned[label][0])
+                    else tuple(planned[label][0].intervals) for label, _, _ in strategies}
         to_run: dict[Any, Any] = {None: full_plan}
         for label, _, _ in strategies:
-            plan = planned[label][0]
-            run_key = None if _whole_stream(plan) else tuple(plan.intervals)
-            to_run.setdefault(run_key, plan)
-        cache = self.execute_all(to_run)
-        cpu, wall, res = cache[None]
+            to_run.setdefault(run_keys[label], planned[label][0])
+        runs = self._best_each({k: (lambda p=p: execute(p)) for k, p in to_run.items()})
+        res, cpu, wall = runs[None]
         want = res.table
         out["replay"] = {"cpu": pc + cpu, "wall": pw + wall, "plan_cpu": pc,
                          "leaves": res.stats["replay"]["leaves"],
@@ -207,8 +191,7 @@ class Runner:
         for label, plan_name, _ in strategies:
             plan, pc, pw = planned[label]
             key = None if plan.intervals is None else tuple(plan.intervals)
-            run_key = None if _whole_stream(plan) else key
-            cpu, wall, r = cache[run_key]
+            r, cpu, wall = runs[run_keys[label]]
             if not r.table.equals(want):
                 self.mismatches.append(f"{label}: {text}")
             st = plan.pattern_state  # type: ignore[attr-defined]
