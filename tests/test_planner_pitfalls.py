@@ -311,3 +311,26 @@ def test_several_streams_merged_by_event_type_plan_full_replay(tmp_path) -> None
     p = plan_of(store, q, "auto")
     assert p.strategy == "replay" and "several streams" in p.details["note"]
     assert same_as_full_replay(store, q) == 2
+
+
+def test_condition_hash_is_remembered_but_never_pickled() -> None:
+    """Conditions remember their hash (they key the planner's tables); a pickled condition
+    leaves it out - string hashes differ between processes - and hashes anew."""
+    import pickle
+    import subprocess
+    import sys
+
+    from replaydb.planner.pattern.conditions import Condition
+
+    c = Condition("A1", (Range(0.25, 0.5), Range(0.75, None, False, True)))
+    assert hash(c) == hash(Condition("A1", (Range(0.25, 0.5), Range(0.75, None, False, True))))
+    assert c.__dict__.get("_hash") == hash(c)
+    blob = pickle.dumps(c)
+    assert "_hash" not in pickle.loads(blob).__dict__
+    code = ("import pickle, sys; from replaydb.planner.pattern.conditions import Condition, "
+            "Range; c = pickle.loads(sys.stdin.buffer.read()); "
+            "d = Condition('A1', (Range(0.25, 0.5), Range(0.75, None, False, True))); "
+            "print(c == d and hash(c) == hash(d) and {d: 1}[c] == 1)")
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                         check=True, env={"PYTHONHASHSEED": "12345"})
+    assert out.stdout.strip() == b"True"

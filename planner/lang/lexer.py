@@ -14,7 +14,7 @@ holds the letters, for the duration shorthand some languages accept.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from replaydb.errors import ParseError
 
@@ -40,17 +40,20 @@ below, which defines the language; this only makes long queries (hundreds of con
 tokenize several times faster."""
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    """One token. ``kw`` is the upper-cased name of an unquoted identifier (what keywords are
+    compared with, computed once here), else None."""
+
     kind: str
     text: str
     value: object
     pos: int
     unit: str | None = None
+    kw: str | None = None
 
     def is_kw(self, *words: str) -> bool:
         """True if this is an unquoted identifier equal (case-insensitively) to one of ``words``."""
-        return self.kind == "ident" and not self.text.startswith('"') and self.text.upper() in words
+        return self.kw in words
 
     def is_op(self, *ops: str) -> bool:
         return self.kind == "op" and self.text in ops
@@ -86,7 +89,7 @@ def tokenize(text: str, *, fast: bool = True) -> list[Token]:
                     toks.append(Token("number", word, float(word) if "." in word else int(word),
                                       i))
                 else:
-                    toks.append(Token(kind, word, word, i))
+                    toks.append(Token(kind, word, word, i, None, word.upper() if kind == "ident" else None))
             i = j
             continue
         c = text[i]
@@ -108,7 +111,7 @@ def tokenize(text: str, *, fast: bool = True) -> list[Token]:
             while j < n and (text[j].isalnum() or text[j] == "_"):
                 j += 1
             word = text[i:j]
-            toks.append(Token("ident", word, word, i))
+            toks.append(Token("ident", word, word, i, None, word.upper()))
             i = j
             continue
         if c == '"':

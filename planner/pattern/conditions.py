@@ -137,6 +137,22 @@ class Condition:
     ranges: tuple[Range, ...]
     kind: str = "numeric"
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: conditions key the planner's per-condition
+        tables (statistics, lookups, CPM shares), looked up thousands of times a plan."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.column, self.ranges, self.kind))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the remembered hash: string hashes differ between processes."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     @property
     def satisfiable(self) -> bool:
         return bool(self.ranges)

@@ -147,26 +147,42 @@ def _local_selectivity(c: Condition, cols: dict[str, np.ndarray], count: np.ndar
     return hit, np.clip(frac, 0.0, 1.0) * _valid(nn, count)
 
 
-def _local_all(rp: RewrittenPattern, cols: dict[str, np.ndarray], count: np.ndarray
-               ) -> dict[Condition, tuple[np.ndarray, np.ndarray]]:
-    """:func:`_local_selectivity` of every condition of the pattern. Conditions with one
-    non-point range on a numeric column are computed together per column (one broadcast of
-    :func:`_overlap` over conditions x buckets, the column's min/max/validity converted once);
-    the others one by one. Same values as :func:`_local_selectivity`."""
-    out: dict[Condition, tuple[np.ndarray, np.ndarray]] = {}
+@dataclass
+class _Local:
+    """:func:`_local_selectivity` of every distinct condition of a pattern, stacked: row
+    ``row[c]`` of ``hit`` / ``frac`` (conditions x buckets) is condition ``c``'s."""
+
+    row: dict[Condition, int]
+    hit: np.ndarray
+    frac: np.ndarray
+
+    def __getitem__(self, c: Condition) -> tuple[np.ndarray, np.ndarray]:
+        k = self.row[c]
+        return self.hit[k], self.frac[k]
+
+
+def _local_all(rp: RewrittenPattern, cols: dict[str, np.ndarray], count: np.ndarray) -> _Local:
+    """:func:`_local_selectivity` of every condition of the pattern, as one matrix. Conditions
+    with one non-point range on a numeric column are computed together per column (one
+    broadcast of :func:`_overlap` over conditions x buckets, the column's min/max/validity
+    converted once); the others one by one. Same values as :func:`_local_selectivity`."""
+    row: dict[Condition, int] = {}
     simple: dict[str, list[Condition]] = {}
-    seen: set[Condition] = set()
+    other: list[Condition] = []
     for sym in rp.symbols:
         for c in sym.conditions:
-            if c in seen:
+            if c in row:
                 continue
-            seen.add(c)
+            row[c] = -1
             r = c.ranges[0] if len(c.ranges) == 1 else None
             if (c.kind == "numeric" and r is not None and f"{c.column}.min" in cols
                     and not (r.lo is not None and r.hi is not None and r.lo == r.hi)):
                 simple.setdefault(c.column, []).append(c)
             else:
-                out[c] = _local_selectivity(c, cols, count)
+                other.append(c)
+    hit = np.empty((len(row), count.size), bool)
+    frac = np.empty((len(row), count.size))
+    k = 0
     for col, conds in simple.items():
         nn = cols[f"{col}.n"]
         rs = [c.ranges[0] for c in conds]
@@ -175,10 +191,16 @@ def _local_all(rp: RewrittenPattern, cols: dict[str, np.ndarray], count: np.ndar
                          cols[f"{col}.max"].astype(np.float64), nn > 0, lo, hi,
                          np.array([r.lo_inclusive for r in rs])[:, None],
                          np.array([r.hi_inclusive for r in rs])[:, None])
-        frac = np.clip(np.where(ok, f, 0.0), 0.0, 1.0) * _valid(nn, count)
-        for k, c in enumerate(conds):
-            out[c] = (ok[k], frac[k])
-    return out
+        hit[k:k + len(conds)] = ok
+        frac[k:k + len(conds)] = np.clip(np.where(ok, f, 0.0), 0.0, 1.0) * _valid(nn, count)
+        for c in conds:
+            row[c] = k
+            k += 1
+    for c in other:
+        hit[k], frac[k] = _local_selectivity(c, cols, count)
+        row[c] = k
+        k += 1
+    return _Local(row, hit, frac)
 
 
 def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
@@ -200,8 +222,10 @@ def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
     hits = np.ones((max(n, 1), m), bool)
     local = _local_all(rp, cols, count)
     for sym in rp.symbols:
-        for c in sym.conditions:
-            hits[sym.index] &= local[c][0]
+        if sym.conditions:
+            rows = [local.row[c] for c in sym.conditions]
+            hits[sym.index] = local.hit[rows[0]] if len(rows) == 1 else \
+                local.hit[rows].all(axis=0)
     if n == 0:
         regions = np.array([[geo.t_min, geo.t_max + 1]], I64)
     else:
@@ -252,15 +276,16 @@ def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
         first = geo.first_leaf(regions[:, 0])
         lastl = geo.last_leaf(regions[:, 1])
         leaves = np.maximum(lastl - first + 1, 0).astype(I64)
-        share = {}
-        for c, (_, f) in local.items():
-            if np.isnan(f).any():
-                continue
-            fc = f * count
-            tot = float(fc.sum())
-            share[c] = float(fc[inside].sum()) / tot if tot > 0 else 0.0
+        # share of each condition's estimated events inside the regions, all conditions at
+        # once (a condition without bucket estimates - NaN - keeps the index's count)
+        fc = local.frac * count
+        tot = fc.sum(axis=1)
+        ins = fc[:, inside].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sh = np.where(tot > 0, ins / np.where(tot > 0, tot, 1.0), 0.0)
+        share = {c: float(sh[k]) for c, k in local.row.items() if not np.isnan(tot[k])}
         kept = int(inside.sum())
     else:
         events, leaves, share, kept = np.empty(0), np.empty(0, I64), {
-            c: 0.0 for c in local}, 0
+            c: 0.0 for c in local.row}, 0
     return Scope(regions, events, leaves, share, level, m, kept, time.perf_counter() - t0)

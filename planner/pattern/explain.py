@@ -54,10 +54,13 @@ def describe(st: Any, plan: Any) -> dict[str, Any]:
     if rp is not None:
         model = st.model
         syms = []
+        infos: dict[tuple[int, Any], Any] = {}
+        for x in st.conds:  # the first per (symbol, condition), in one pass
+            infos.setdefault((x.bs, x.condition), x)
         for s in rp.symbols:
             conds = []
             for c in s.conditions:
-                info = next((x for x in st.conds if x.bs == s.index and x.condition == c), None)
+                info = infos.get((s.index, c))
                 d: dict[str, Any] = {"condition": c.text(), "indexed": info is not None}
                 if info is not None:
                     d["selectivity"] = info.selectivity
