@@ -710,10 +710,10 @@ def main(argv: list[str] | None = None) -> None:
                             plot=str(res.plot_path("calibration.png")))
             summ = cal.summary()
             res.table("Calibrated weights (replaydb calibrate on this store)",
-                      ["w_PIO s/B", "w_SIO s/B", "w_sort s", "ms per interval",
-                       "interval = events", "R² (log)", "median rel. error",
-                       "Spearman(est, time)", "plans"],
-                      [[summ["w_pio"], summ["w_sio"], summ["w_sort"],
+                      ["w_PIO s/B", "w_PIO intervals s/B", "w_SIO s/B", "w_sort s",
+                       "ms per interval", "interval = events", "R² (log)",
+                       "median rel. error", "Spearman(est, time)", "plans"],
+                      [[summ["w_pio"], summ["w_pio_interval"], summ["w_sio"], summ["w_sort"],
                         summ["interval_seconds"] * 1000, summ["interval_events"], summ["r2"],
                         summ["median_relative_error"], summ["spearman_estimated"],
                         summ["samples"]]])

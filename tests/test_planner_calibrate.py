@@ -52,6 +52,43 @@ def test_fit_recovers_known_weights() -> None:
     assert r2 > 0.999 and med < 1e-6 and rho > 0.999
 
 
+def test_fit_separates_the_leaf_weight_of_index_plans() -> None:
+    """Leaves replayed through index-based intervals get their own (larger) weight when full
+    replays are there to tell them apart; without enough full replays one weight serves."""
+    rng = np.random.default_rng(3)
+    samples = []
+    for i in range(80):
+        index_plan = i % 4 != 0
+        pio, iv, sio = rng.uniform(1e6, 1e8), int(rng.integers(0, 500)), rng.uniform(0, 1e7)
+        sec = (2.5e-9 if index_plan else 2e-9) * pio + 1e-4 * iv + 5e-9 * sio + 0.01
+        samples.append(Sample(i, "x", sec, 0, pio, iv, sio, 0.0, pio, iv, sio, 0.0, index_plan))
+    w = fit(samples, event_width=100.0)[0]
+    assert w.w_pio == pytest.approx(2e-9, rel=1e-6)
+    assert w.w_pio_interval == pytest.approx(2.5e-9, rel=1e-6)
+    assert w.pio_weight(True) == w.w_pio_interval and w.pio_weight(False) == w.w_pio
+    assert w.interval_events == pytest.approx(1e-4 / (2.5e-9 * 100), rel=1e-6)
+    only_index = [s for s in samples if s.index_plan] + [s for s in samples
+                                                         if not s.index_plan][:2]
+    w1 = fit(only_index, event_width=100.0)[0]
+    assert w1.w_pio_interval is None and w1.pio_weight(True) == w1.w_pio
+
+
+def test_interval_weight_makes_most_of_the_stream_index_plans_lose_to_replay() -> None:
+    """The planner's side: an index configuration keeping 84% of the leaves is cheaper than
+    full replay with one leaf weight, and dearer once its leaves weigh 1.25 x full replay's."""
+    from tests.test_planner_cost import model, pattern
+
+    rp = pattern([1, 1], 300)
+    for w_iv, cheaper in ((None, True), (1.25e-9, False)):
+        w = Weights(w_pio=1e-9, w_sio=1e-12, w_sort=1e-12, interval_events=0.0,
+                    w_pio_interval=w_iv)
+        m, _ = model(rp, [0.005, 0.5], weights=w)
+        est, replay = m.estimate(frozenset({0})), m.replay_estimate()
+        assert 0.8 < est.pio_leaves / replay.pio_leaves < 0.9
+        assert replay.cost == pytest.approx(1e-9 * replay.pio_bytes)
+        assert (est.cost < replay.cost) is cheaper
+
+
 def test_calibrate_stores_weights_and_planner_uses_them(store_dir, tmp_path) -> None:
     store = replaydb.open(store_dir)
     assert load_weights(store) == Weights()

@@ -17,7 +17,9 @@ physical layout, so they are fitted from measured plans:
    (the store's counters), bytes of index pages read and ``n log2 n`` of the results sorted
    (the index's counters);
 3. non-negative least squares (``scipy.optimize.nnls``) fits seconds against the counted costs
-   - leaf bytes replayed, replay intervals, index bytes, sort - plus two nuisance terms that
+   - leaf bytes replayed (and, for plans that replay index-based intervals, the same bytes
+   again: the premium of reading leaves through many short intervals, see :func:`fit`),
+   replay intervals, index bytes, sort - plus two nuisance terms that
    are the same for every plan of a query and so never change a ranking: a constant (parsing,
    binding) and the number of matches (building the output). Rows are weighted by the inverse
    of their time, so the fit minimizes relative errors and a few slow plans (a query whose
@@ -64,6 +66,7 @@ class Sample:
     est_intervals: float
     est_sio_bytes: float
     est_sort: float
+    index_plan: bool = False  # replayed index-based intervals (False: full replay)
 
 
 @dataclass
@@ -80,7 +83,8 @@ class Calibration:
     match_seconds: float = 0.0
 
     def as_config(self) -> dict[str, Any]:
-        return {"w_pio": self.weights.w_pio, "w_sio": self.weights.w_sio,
+        return {"w_pio": self.weights.w_pio, "w_pio_interval": self.weights.w_pio_interval,
+                "w_sio": self.weights.w_sio,
                 "w_sort": self.weights.w_sort, "interval_events": self.weights.interval_events,
                 "interval_seconds": self.interval_seconds,
                 "intercept_seconds": self.intercept, "match_seconds": self.match_seconds,
@@ -92,10 +96,12 @@ class Calibration:
 
     def summary(self) -> dict[str, Any]:
         d = self.as_config()
-        d["weights_relative"] = {"w_pio": 1.0, "w_sio": self.weights.w_sio / self.weights.w_pio
-                                 if self.weights.w_pio else None,
-                                 "w_sort": self.weights.w_sort / self.weights.w_pio
-                                 if self.weights.w_pio else None}
+        w = self.weights
+        d["weights_relative"] = {
+            "w_pio": 1.0,
+            "w_pio_interval": w.pio_weight(True) / w.w_pio if w.w_pio else None,
+            "w_sio": w.w_sio / w.w_pio if w.w_pio else None,
+            "w_sort": w.w_sort / w.w_pio if w.w_pio else None}
         d["seconds"] = self.seconds
         return d
 
@@ -189,14 +195,31 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+MIN_REPLAY_SAMPLES = 3
+"""Full replays needed before the fit separates a leaf read through index-based intervals
+from a leaf of full replay (else one weight serves both)."""
+
+
 def fit(samples: list[Sample], event_width: float
         ) -> tuple[Weights, float, float, float, float, float, float]:
     """NNLS fit: (weights, seconds per interval, intercept, seconds per match, R², median
-    relative error, Spearman of the cost model's estimates with the measured times)."""
+    relative error, Spearman of the cost model's estimates with the measured times).
+
+    Leaf bytes are one regressor for every plan plus, when there are at least
+    ``MIN_REPLAY_SAMPLES`` full replays to tell them apart, a second one for the plans that
+    replay index-based intervals: reading the same leaves through many short intervals costs
+    more than one sweep (smaller reads and batches, rows between intervals dropped by a copy,
+    one end of input for the operator per batch), which the weight of full replay alone would
+    hide: index plans that cover most of the stream would look cheaper than full replay while
+    being slower. The premium is non-negative (NNLS); ``w_pio_interval = w_pio + premium``."""
     from scipy.optimize import nnls
 
-    x = np.array([[s.pio_bytes, s.intervals, s.sio_bytes, s.sort, 1.0, s.rows]
-                  for s in samples])
+    premium = sum(not s.index_plan for s in samples) >= MIN_REPLAY_SAMPLES and \
+        any(s.index_plan for s in samples)
+    x = np.array([[s.pio_bytes, s.pio_bytes * s.index_plan, s.intervals, s.sio_bytes, s.sort,
+                   1.0, s.rows] for s in samples])
+    if not premium:
+        x[:, 1] = 0.0
     y = np.array([s.seconds for s in samples])
     scale = np.maximum(x.max(axis=0), 1e-12)
     rw = 1.0 / np.maximum(y, 1e-3)  # relative errors: fast plans count as much as slow ones
@@ -208,12 +231,14 @@ def fit(samples: list[Sample], event_width: float
     ss_res = float(((ly - lp) ** 2).sum())
     ss_tot = float(((ly - ly.mean()) ** 2).sum()) or 1.0
     rel = np.abs(pred - y) / np.maximum(y, 1e-9)
-    w_pio, w_int = float(coef[0]), float(coef[1])
-    ev = w_int / (w_pio * event_width) if w_pio > 0 else Weights().interval_events
-    w = Weights(w_pio, float(coef[2]), float(coef[3]), "calibrated", ev)
-    est = np.array([w_pio * s.est_pio_bytes + w_int * s.est_intervals + w.w_sio * s.est_sio_bytes
-                    + w.w_sort * s.est_sort + coef[4] + coef[5] * s.rows for s in samples])
-    return w, w_int, float(coef[4]), float(coef[5]), 1.0 - ss_res / ss_tot, \
+    w_pio, w_iv, w_int = float(coef[0]), float(coef[0] + coef[1]), float(coef[2])
+    ev = w_int / (w_iv * event_width) if w_iv > 0 else Weights().interval_events
+    w = Weights(w_pio, float(coef[3]), float(coef[4]), "calibrated", ev,
+                w_iv if premium else None)
+    est = np.array([w.pio_weight(s.index_plan) * s.est_pio_bytes + w_int * s.est_intervals
+                    + w.w_sio * s.est_sio_bytes + w.w_sort * s.est_sort + coef[5]
+                    + coef[6] * s.rows for s in samples])
+    return w, w_int, float(coef[5]), float(coef[6]), 1.0 - ss_res / ss_tot, \
         float(np.median(rel)), _spearman(est, y)
 
 
@@ -282,7 +307,7 @@ def calibrate(store: Any, stream: str | None = None, *, queries: int = DEFAULT_Q
                                   counted["intervals"],
                                   counted["sio_bytes"], counted["sort"],
                                   est.pio_leaves * model.leaf_bytes, est.intervals,
-                                  est.sio_bytes, est.sort))
+                                  est.sio_bytes, est.sort, bool(cfg)))
             if progress is not None:
                 progress(qi, label, sec)
     if len(samples) < 4:
@@ -312,10 +337,10 @@ def save_plot(cal: Calibration, path: str) -> None:
     w = cal.weights
     y = np.array([x.seconds for x in s])
     wi = cal.interval_seconds
-    fitted = np.array([w.w_pio * x.pio_bytes + wi * x.intervals + w.w_sio * x.sio_bytes
-                       + w.w_sort * x.sort + cal.intercept + cal.match_seconds * x.rows
-                       for x in s])
-    est = np.array([w.w_pio * x.est_pio_bytes + wi * x.est_intervals
+    fitted = np.array([w.pio_weight(x.index_plan) * x.pio_bytes + wi * x.intervals
+                       + w.w_sio * x.sio_bytes + w.w_sort * x.sort + cal.intercept
+                       + cal.match_seconds * x.rows for x in s])
+    est = np.array([w.pio_weight(x.index_plan) * x.est_pio_bytes + wi * x.est_intervals
                     + w.w_sio * x.est_sio_bytes + w.w_sort * x.est_sort + cal.intercept
                     + cal.match_seconds * x.rows for x in s])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))

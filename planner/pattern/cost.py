@@ -87,16 +87,33 @@ bs)``."""
 @dataclass(frozen=True)
 class Weights:
     """``w_pio``, ``w_sio``: per byte; ``w_sort``: per ``n log2 n``; ``interval_events``: the
-    navigation cost of one replay interval, in events (their bytes count into C_PIO)."""
+    navigation cost of one replay interval, in events (their bytes count into C_PIO).
+
+    ``w_pio_interval``: per byte of leaves replayed through index-based intervals, when
+    calibration measured it apart from full replay (None: ``w_pio``). Reading the same leaves
+    through many short intervals costs more than one sweep of the stream (on the development
+    machine's 10M event store about a quarter more per leaf: smaller reads and batches, the
+    rows between intervals dropped by a copy, the operator's end of input per batch); with one
+    weight for both, a plan covering most of the stream through hundreds of intervals is
+    estimated a few percent cheaper than full replay and measured slower."""
 
     w_pio: float = DEFAULT_WEIGHTS["w_pio"]
     w_sio: float = DEFAULT_WEIGHTS["w_sio"]
     w_sort: float = DEFAULT_WEIGHTS["w_sort"]
     source: str = "default"
     interval_events: float = DEFAULT_INTERVAL_EVENTS
+    w_pio_interval: float | None = None
+
+    def pio_weight(self, index_plan: bool) -> float:
+        """The weight of a primary byte: of full replay (or the CPM's regions), or of an
+        index plan's intervals."""
+        if index_plan and self.w_pio_interval is not None:
+            return self.w_pio_interval
+        return self.w_pio
 
     def as_dict(self) -> dict[str, Any]:
-        return {"w_pio": self.w_pio, "w_sio": self.w_sio, "w_sort": self.w_sort,
+        return {"w_pio": self.w_pio, "w_pio_interval": self.w_pio_interval,
+                "w_sio": self.w_sio, "w_sort": self.w_sort,
                 "interval_events": self.interval_events, "source": self.source}
 
 
@@ -105,9 +122,11 @@ def load_weights(store: Any) -> Weights:
     cal = (getattr(store, "config", None) or {}).get("calibration") or {}
     pat = cal.get("pattern") if isinstance(cal, dict) else None
     if isinstance(pat, dict) and all(k in pat for k in ("w_pio", "w_sio", "w_sort")):
+        wi = pat.get("w_pio_interval")
         return Weights(float(pat["w_pio"]), float(pat["w_sio"]), float(pat["w_sort"]),
                        "calibrated",
-                       float(pat.get("interval_events", DEFAULT_INTERVAL_EVENTS)))
+                       float(pat.get("interval_events", DEFAULT_INTERVAL_EVENTS)),
+                       None if wi is None else float(wi))
     return Weights()
 
 
@@ -204,9 +223,11 @@ class CostModel:
         return leaves * self.leaf_bytes + intervals * self.interval_bytes
 
     def cost(self, pio_leaves: float, sio_pages: float, sort: float,
-             intervals: float = 0.0) -> float:
+             intervals: float = 0.0, *, index_plan: bool = True) -> float:
+        """``C_query``; ``index_plan=False`` for full replay (or the CPM's regions), whose
+        leaves take :attr:`Weights.w_pio`, the index plans' :meth:`Weights.pio_weight`."""
         w = self.weights
-        return (w.w_pio * self.pio_bytes(pio_leaves, intervals)
+        return (w.pio_weight(index_plan) * self.pio_bytes(pio_leaves, intervals)
                 + w.w_sio * sio_pages * PAGE_BYTES + w.w_sort * sort)
 
     def replay_estimate(self) -> Estimate:
@@ -214,7 +235,8 @@ class CostModel:
         leaves = self.total_leaves
         alpha = self.scope.span / max(self.geo.span, 1)
         runs = float(self.scope.regions.shape[0])
-        return Estimate(frozenset(), leaves, 0.0, 0.0, self.cost(leaves, 0, 0, runs), alpha,
+        return Estimate(frozenset(), leaves, 0.0, 0.0,
+                        self.cost(leaves, 0, 0, runs, index_plan=False), alpha,
                         0.0, runs, 0.0, self.pio_bytes(leaves, runs), 0.0)
 
     def estimate(self, config: frozenset[int]) -> Estimate:

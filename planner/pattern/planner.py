@@ -485,7 +485,8 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
         weights = Weights(float(override.get("w_pio", weights.w_pio)),
                           float(override.get("w_sio", weights.w_sio)),
                           float(override.get("w_sort", weights.w_sort)), "option",
-                          float(override.get("interval_events", weights.interval_events)))
+                          float(override.get("interval_events", weights.interval_events)),
+                          override.get("w_pio_interval", weights.w_pio_interval))
     model = CostModel(rp, st.conds, geo, st.scope, weights, snap.schema.leaf_capacity,
                       snap.schema.event_width, before=nav[0],
                       after=nav[1])

@@ -62,6 +62,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"calibrated on stream {cal.stream!r}: {len(cal.samples)} measured plans in "
           f"{cal.seconds:.1f} s")
     print(f"  w_PIO  = {w.w_pio:.4g} s/byte   (primary leaves replayed)")
+    if w.w_pio_interval is not None:
+        print(f"  w_PIO' = {w.w_pio_interval:.4g} s/byte   (primary leaves replayed through "
+              f"index-based intervals; {w.w_pio_interval / w.w_pio:.3g} x w_PIO)"
+              if w.w_pio else f"  w_PIO' = {w.w_pio_interval:.4g} s/byte")
     print(f"  w_SIO  = {w.w_sio:.4g} s/byte   (index pages read; {w.w_sio / w.w_pio:.3g} x w_PIO)"
           if w.w_pio else f"  w_SIO  = {w.w_sio:.4g} s/byte")
     print(f"  w_sort = {w.w_sort:.4g} s per n log2 n")
