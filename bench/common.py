@@ -57,6 +57,10 @@ def best_of(fn: Callable[[], Any], repeat: int = 3, min_time: float = 0.0) -> tu
     return best, out
 
 
+MET_WORDS = {True: "yes", False: "no", None: "not assessed"}
+"""How a goal row's ``met`` reads in results.md."""
+
+
 @dataclass
 class Results:
     """Collects tables and goals of one benchmark and writes them."""
@@ -78,8 +82,11 @@ class Results:
     def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
         self.tables.append({"title": title, "columns": columns, "rows": rows})
 
-    def goal(self, what: str, target: str, measured: Any, met: bool) -> None:
-        self.goals.append({"goal": what, "target": target, "measured": measured, "met": bool(met)})
+    def goal(self, what: str, target: str, measured: Any, met: bool | None) -> None:
+        """One goal row; ``met=None``: not assessed (the run left out what the goal is
+        about, e.g. a partial run)."""
+        self.goals.append({"goal": what, "target": target, "measured": measured,
+                           "met": None if met is None else bool(met)})
 
     def plot_path(self, filename: str) -> Path:
         self.plots.append(filename)
@@ -129,7 +136,7 @@ def to_markdown(data: dict[str, Any], heading: str = "#") -> str:
         lines += ["| goal | target | measured | met |", "|---|---|---|---|"]
         for g in data["goals"]:
             lines.append(f"| {g['goal']} | {g['target']} | {_fmt(g['measured'])} | "
-                         f"{'yes' if g['met'] else 'no'} |")
+                         f"{MET_WORDS[g['met']]} |")
         lines.append("")
     for t in data.get("tables", []):
         lines += [f"**{t['title']}**", "", "| " + " | ".join(t["columns"]) + " |",

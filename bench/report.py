@@ -97,7 +97,8 @@ def goals_of(data: dict[str, Any]) -> list[dict[str, Any]]:
         for g in goals:
             if isinstance(g, dict) and "goal" in g:
                 rows.append({"goal": g["goal"], "target": g.get("target", NOT_RECORDED),
-                             "measured": g.get("measured", NOT_RECORDED), "met": g.get("met")})
+                             "measured": g.get("measured", NOT_RECORDED),
+                             "met": g["met"] if "met" in g else NOT_RECORDED})
     elif isinstance(goals, dict):
         for name, g in goals.items():
             if isinstance(g, bool):
@@ -112,7 +113,8 @@ def goals_of(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _met(v: Any) -> str:
-    return "yes" if v is True else "no" if v is False else NOT_RECORDED
+    return "yes" if v is True else "no" if v is False else "not assessed" if v is None \
+        else NOT_RECORDED
 
 
 def _cell(v: Any) -> str:
@@ -179,8 +181,12 @@ def section(d: Path) -> tuple[str, dict[str, Any]]:
     for p in plots:
         lines += [f"![{name}: {p}]({name}/{p})", ""]
     met = sum(1 for g in goals if g["met"] is True)
+    assessed = [g for g in goals if g["met"] is not None]
+    summary = f"{met} of {len(assessed)} met" if assessed else f"none of {len(goals)} assessed"
+    if assessed and len(assessed) < len(goals):
+        summary += f" ({len(goals) - len(assessed)} not assessed)"
     row = {"name": name, "mode": _mode(data), "date": _date(data),
-           "goals": f"{met} of {len(goals)} met" if goals else "-"}
+           "goals": summary if goals else "-"}
     return "\n".join(lines), row
 
 
