@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from replaydb.bench.common import RESULTS, _fmt
+from replaydb.bench.common import MET_WORDS, RESULTS, _fmt
 
 NOT_RECORDED = "not recorded"
 _GOAL_META = {"goal", "target", "met"}
@@ -113,8 +113,7 @@ def goals_of(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _met(v: Any) -> str:
-    return "yes" if v is True else "no" if v is False else "not assessed" if v is None \
-        else NOT_RECORDED
+    return MET_WORDS[v] if v is None or isinstance(v, bool) else NOT_RECORDED
 
 
 def _cell(v: Any) -> str:

@@ -150,9 +150,6 @@ class Condition:
         """Pickled without the remembered hash: string hashes differ between processes."""
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
     @property
     def satisfiable(self) -> bool:
         return bool(self.ranges)

@@ -156,10 +156,6 @@ class _Local:
     hit: np.ndarray
     frac: np.ndarray
 
-    def __getitem__(self, c: Condition) -> tuple[np.ndarray, np.ndarray]:
-        k = self.row[c]
-        return self.hit[k], self.frac[k]
-
 
 def _local_all(rp: RewrittenPattern, cols: dict[str, np.ndarray], count: np.ndarray) -> _Local:
     """:func:`_local_selectivity` of every condition of the pattern, as one matrix. Conditions

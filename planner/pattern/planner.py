@@ -486,7 +486,8 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
                           float(override.get("w_sio", weights.w_sio)),
                           float(override.get("w_sort", weights.w_sort)), "option",
                           float(override.get("interval_events", weights.interval_events)),
-                          override.get("w_pio_interval", weights.w_pio_interval))
+                          None if (wi := override.get("w_pio_interval", weights.w_pio_interval))
+                          is None else float(wi))
     model = CostModel(rp, st.conds, geo, st.scope, weights, snap.schema.leaf_capacity,
                       snap.schema.event_width, before=nav[0],
                       after=nav[1])
