@@ -197,35 +197,44 @@ class StreamSnapshot:
             return
         yield from self._iter_leaf_ids(np.arange(i, j), cols, max_leaves)
 
+    def _leaf_chunks(self, ids: np.ndarray, max_leaves: int) -> list[tuple[int, int]]:
+        """How :meth:`_iter_leaf_ids` reads ``ids`` (sorted, distinct): ``[s, e)`` positions in
+        ``ids``, one per ``read_row_groups`` call - a run of leaves in one data file, cut every
+        ``max_leaves`` leaves from the run's start. O(len(ids))."""
+        file_ids = self.tree.leaves.col("file_id")[ids]
+        cut = np.nonzero(file_ids[1:] != file_ids[:-1])[0] + 1
+        bounds = [0, *cut.tolist(), len(ids)]
+        return [(s, min(b, s + max_leaves)) for a, b in zip(bounds[:-1], bounds[1:])
+                for s in range(a, b, max_leaves)]
+
+    def _read_leaf_chunk(self, ids: np.ndarray, cols: list[str]) -> pa.Table:
+        """Whole leaves ``ids`` (sorted, distinct, not empty, all in one data file) in one
+        ``read_row_groups`` call; counted as leaves, row groups, events and bytes (not as a
+        read: the caller counts those)."""
+        lv = self.tree.leaves
+        fid = int(lv.col("file_id")[ids[0]])
+        info = self.files.get(fid)
+        if info is None:
+            raise CorruptionError(f"leaf {int(ids[0])} points to unknown data file id {fid}")
+        path = str(self.events_dir / info.path)
+        pf = self._cache.get(path, self.counters)
+        rg_bytes = self._cache.rg_bytes(path, pf, cols)
+        groups = lv.col("rg")[ids].tolist()
+        tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
+        self.counters.leaves += len(groups)
+        self.counters.row_groups += len(groups)
+        self.counters.events += tbl.num_rows
+        self.counters.bytes += int(rg_bytes[groups].sum())
+        return tbl
+
     def _iter_leaf_ids(self, ids: np.ndarray, cols: list[str],
                        max_leaves: int) -> Iterator[pa.Table]:
         """Whole leaves ``ids`` (sorted, distinct, not empty) in leaf order: one
         ``read_row_groups`` call per run of leaves in the same data file, at most ``max_leaves``
-        leaves each; one read in the counters."""
-        lv = self.tree.leaves
-        file_ids = lv.col("file_id")[ids]
-        rgs = lv.col("rg")[ids]
-        # runs of consecutive leaves in the same file
-        cut = np.nonzero(file_ids[1:] != file_ids[:-1])[0] + 1
-        bounds = np.concatenate([[0], cut, [len(ids)]])
+        leaves each (:meth:`_leaf_chunks`); one read in the counters."""
         self.counters.reads += 1
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            fid = int(file_ids[a])
-            info = self.files.get(fid)
-            if info is None:
-                raise CorruptionError(f"leaf {int(ids[a])} points to unknown data file id {fid}")
-            path = str(self.events_dir / info.path)
-            pf = self._cache.get(path, self.counters)
-            rg_bytes = self._cache.rg_bytes(path, pf, cols)
-            for s in range(a, b, max_leaves):
-                e = min(b, s + max_leaves)
-                groups = [int(r) for r in rgs[s:e]]
-                tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
-                self.counters.leaves += e - s
-                self.counters.row_groups += len(groups)
-                self.counters.events += tbl.num_rows
-                self.counters.bytes += int(rg_bytes[groups].sum())
-                yield tbl
+        for s, e in self._leaf_chunks(ids, max_leaves):
+            yield self._read_leaf_chunk(ids[s:e], cols)
 
     # ------------------------------------------------------------------ range reads
     def iter_batches(
@@ -286,15 +295,18 @@ class StreamSnapshot:
         seq: bool = True,
     ) -> Iterator[tuple[pa.Table, list[tuple[int, int, int]]]]:
         """Events of disjoint, sorted half-open time intervals, read together: yields
-        ``(table, [(interval index, row offset, rows), ...])`` where each interval's events are
-        ``table.slice(offset, rows)``.
+        ``(table, [(interval index, row offset, rows), ...])`` where the events of the listed
+        intervals that the table holds are ``table.slice(offset, rows)``, in interval order.
 
-        Consecutive intervals whose leaves add up to at most ``max_leaves`` share one table: their
-        distinct leaves are read with one ``read_row_groups`` call per data file (a leaf holding
-        the end of one interval and the start of the next is read once), so many short intervals
-        cost a few reads instead of one each. An interval of more than ``max_leaves`` leaves is
-        yielded alone, in tables of at most ``max_leaves`` leaves (as :meth:`iter_batches`).
-        Intervals without events are left out. O(leaves read + intervals log leaves)."""
+        The distinct leaves of all intervals are read as full replay reads a stream: one
+        ``read_row_groups`` call per run of at most ``max_leaves`` of them in one data file
+        (:meth:`_leaf_chunks`). So many short intervals cost a few reads instead of one each,
+        a leaf holding the end of one interval and the start of the next is read once, and an
+        interval plan that keeps most leaves makes as many (and as full) reads as full replay.
+        An interval whose leaves span two reads is listed in both, its first events in the
+        first; the table of one read holds whole leaves, so rows between intervals that a
+        shared leaf holds are in it but in no part. Intervals without events are left out.
+        O(leaves read + intervals + leaf span of the intervals)."""
         cols = self._columns(columns, seq=seq or (columns is not None and "seq" in columns))
         lv = self.tree.leaves
         n = len(intervals)
@@ -305,34 +317,53 @@ class StreamSnapshot:
         b = np.array([x[1] if x[1] is not None else np.iinfo(np.int64).max for x in intervals],
                      np.int64)
         lo, hi = self.tree.leaf_ranges_for_times(a, b)
-        k = 0
-        while k < n:
-            if hi[k] - lo[k] > max_leaves:  # a long interval: streamed in bounded tables
-                for tbl in self.iter_batches(intervals[k][0], intervals[k][1], cols,
-                                             max_leaves=max_leaves, seq=seq):
-                    yield tbl, [(k, 0, tbl.num_rows)]
-                k += 1
-                continue
-            e = k + 1
-            leaves = int(hi[k] - lo[k])
-            while e < n and hi[e] - lo[e] <= max_leaves:
-                extra = int(hi[e] - max(lo[e], hi[e - 1]))
-                if leaves + extra > max_leaves:
-                    break
-                leaves += max(extra, 0)
-                e += 1
-            ids = np.unique(np.concatenate([np.arange(lo[x], hi[x]) for x in range(k, e)]))
-            if len(ids):
-                pieces = list(self._iter_leaf_ids(ids, cols, len(ids)))
-                tbl = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
-                t = tbl.column("t").to_numpy()
-                r0 = np.searchsorted(t, a[k:e], side="left")
-                r1 = np.searchsorted(t, b[k:e], side="left")
-                parts = [(x, int(p), int(q - p)) for x, p, q in
-                         zip(range(k, e), r0.tolist(), r1.tolist()) if q > p]
-                if parts:
-                    yield tbl, parts
-            k = e
+        ids = _covered_leaves(lo, hi)
+        if len(ids) == 0:
+            return
+        self.counters.reads += 1
+        for s, e, pieces in self._packed_chunks(ids, max_leaves):
+            first, last = int(ids[s]), int(ids[e - 1])
+            # intervals with a leaf in [first, last]: lo and hi never decrease with k
+            k0 = int(np.searchsorted(hi, first, side="right"))
+            k1 = int(np.searchsorted(lo, last, side="right"))
+            tables = [self._read_leaf_chunk(ids[p:q], cols) for p, q in pieces]
+            tbl = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+            t = tbl.column("t").to_numpy()
+            r0 = np.searchsorted(t, a[k0:k1], side="left")
+            r1 = np.searchsorted(t, b[k0:k1], side="left")
+            parts = [(x, p, q - p) for x, p, q in
+                     zip(range(k0, k1), r0.tolist(), r1.tolist()) if q > p]
+            if parts:
+                yield tbl, parts
+
+    def _packed_chunks(self, ids: np.ndarray, max_leaves: int
+                       ) -> list[tuple[int, int, list[tuple[int, int]]]]:
+        """:meth:`_leaf_chunks` of ``ids`` packed into reads of at most ``max_leaves`` leaves:
+        ``(s, e, chunks)``, consecutive chunks covering ``ids[s:e]`` (one ``read_row_groups``
+        call each). A chunk that does not fit closes a read that is at least half full, else
+        it is split to fill it. So a plan that keeps most leaves reads as full replay does (a
+        file's runs of ``max_leaves``; a file's short last run fills the next read), and the
+        few leaves a sparse plan keeps in each of many files share reads at least half full.
+        O(chunks)."""
+        out: list[tuple[int, int, list[tuple[int, int]]]] = []
+        cur: list[tuple[int, int]] = []
+        size = 0
+        for s, e in self._leaf_chunks(ids, max_leaves):
+            while s < e:
+                room = max_leaves - size
+                if e - s <= room:
+                    cur.append((s, e))
+                    size += e - s
+                    s = e
+                    continue
+                if size * 2 < max_leaves:  # split the chunk to fill this read
+                    cur.append((s, s + room))
+                    s += room
+                out.append((cur[0][0], cur[-1][1], cur))
+                cur, size = [], 0
+        if cur:
+            out.append((cur[0][0], cur[-1][1], cur))
+        return out
 
     def read_intervals(self, intervals: Sequence[tuple[int, int]],
                        columns: Sequence[str] | None = None,
@@ -508,3 +539,17 @@ def _values(col: pa.ChunkedArray | pa.Array, spec: AggSpec) -> tuple[np.ndarray,
 
 
 values_of = _values
+
+
+def _covered_leaves(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sorted distinct leaf ids in the union of the leaf ranges ``[lo[k], hi[k])`` (a
+    difference array over the ranges' span: O(ranges + span))."""
+    keep = hi > lo
+    if not keep.any():
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = lo[keep], hi[keep]
+    base = int(lo.min())
+    mark = np.zeros(int(hi.max()) - base + 1, dtype=np.int64)
+    np.add.at(mark, lo - base, 1)
+    np.add.at(mark, hi - base, -1)
+    return np.flatnonzero(np.cumsum(mark[:-1]) > 0).astype(np.int64) + base

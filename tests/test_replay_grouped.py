@@ -162,3 +162,76 @@ def test_span_cuts_cut_each_interval_like_one_batch_per_interval(rows, batch_row
         inside = [c - start for c in cuts if start < c < start + r]
         assert inside == list(range(batch_rows, r, batch_rows))
         start += r
+
+
+@settings(max_examples=150, deadline=None)
+@given(points=st.lists(st.integers(-50, T_MAX + 50), max_size=60),
+       max_leaves=st.sampled_from([1, 2, 3, 5, 8, 64]))
+def test_packed_reads_cover_the_leaves_in_order_in_full_reads(snap, points, max_leaves) -> None:
+    """The reads of grouped interval replay: every kept leaf once, in order; each chunk in
+    one data file; at most ``max_leaves`` leaves per read; every read but the last at least
+    half full."""
+    from replaydb.store.snapshot import _covered_leaves
+
+    ivs = _intervals(points, False, False)
+    a = np.array([x[0] for x in ivs], np.int64)
+    b = np.array([x[1] for x in ivs], np.int64)
+    lo, hi = snap.tree.leaf_ranges_for_times(a, b)
+    ids = _covered_leaves(lo, hi)
+    want = sorted({int(x) for p, q in zip(lo, hi) for x in range(p, q)})
+    assert ids.tolist() == want
+    reads = snap._packed_chunks(ids, max_leaves)
+    file_id = snap.tree.leaves.col("file_id")
+    pos = 0
+    for n, (s, e, chunks) in enumerate(reads):
+        assert s == pos and chunks[0][0] == s and chunks[-1][1] == e
+        assert all(c[1] == d[0] for c, d in zip(chunks[:-1], chunks[1:]))
+        assert all(len(set(file_id[ids[p:q]].tolist())) == 1 for p, q in chunks)
+        assert 0 < e - s <= max_leaves
+        if n < len(reads) - 1:
+            assert 2 * (e - s) >= max_leaves
+        pos = e
+    assert pos == len(ids)
+
+
+def test_a_plan_keeping_nearly_every_leaf_reads_like_full_replay(snap) -> None:
+    """Intervals with gaps inside leaves keep every leaf: they take no more reads or batches
+    than full replay, and the events are those of the intervals."""
+    t = snap.read().column("t").to_numpy()
+    cuts = np.unique(t)[5::40]
+    ivs = [(int(x) + 1, int(y)) for x, y in zip(cuts[:-1], cuts[1:])]
+    full = list(snap.iter_batches(None, None, ["x"], max_leaves=8))
+    grouped = list(snap.read_interval_groups(ivs, ["x"], max_leaves=8))
+    assert len(grouped) <= len(full)
+    assert all(g.num_rows <= 8 * 16 for g, _ in grouped)
+    spans = list(Replay([snap], ivs, batch_rows=8 * 16).spans())
+    got = np.concatenate([b.column("t").to_numpy() for _, _, b, _ in spans])
+    keep = np.zeros(len(t), bool)
+    for x, y in ivs:
+        keep |= (t >= x) & (t < y)
+    assert np.array_equal(got, t[keep])
+    whole = Replay([snap], None, batch_rows=8 * 16)
+    whole.table()
+    assert len(spans) <= whole.stats.batches
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_keep_parts_slices_or_takes_the_same_rows(data) -> None:
+    from replaydb.replay.replay import SLICE_PARTS, _keep_parts
+
+    n = data.draw(st.integers(1, 400))
+    k = data.draw(st.sampled_from([1, 3, SLICE_PARTS, SLICE_PARTS + 1, 120]))
+    marks = sorted(set(data.draw(st.lists(st.integers(0, n), min_size=2, max_size=2 * k))))
+    pairs = [(p, q) for p, q in zip(marks[::2], marks[1::2]) if q > p]
+    if not pairs:
+        return
+    offs = np.array([p for p, _ in pairs], np.int64)
+    rows = np.array([q - p for p, q in pairs], np.int64)
+    chunks = [np.arange(h, min(n, h + 97)) for h in range(0, n, 97)]  # a chunked table
+    tbl = pa.concat_tables([pa.table({"t": c, "x": c * 0.5}) for c in chunks])
+    got = _keep_parts(tbl, offs, rows)
+    want = np.concatenate([np.arange(p, q) for p, q in pairs])
+    assert got.column("t").to_numpy().tolist() == want.tolist()
+    assert got.column("x").to_numpy().tolist() == (want * 0.5).tolist()
+    assert got.column("t").num_chunks == 1
