@@ -340,11 +340,11 @@ class StreamSnapshot:
                        ) -> list[tuple[int, int, list[tuple[int, int]]]]:
         """:meth:`_leaf_chunks` of ``ids`` packed into reads of at most ``max_leaves`` leaves:
         ``(s, e, chunks)``, consecutive chunks covering ``ids[s:e]`` (one ``read_row_groups``
-        call each). A chunk that does not fit closes a read that is at least half full, else
-        it is split to fill it. So a plan that keeps most leaves reads as full replay does (a
-        file's runs of ``max_leaves``; a file's short last run fills the next read), and the
-        few leaves a sparse plan keeps in each of many files share reads at least half full.
-        O(chunks)."""
+        call each). A chunk that does not fit closes a read that is at least three quarters
+        full, else it is split to fill it. So a plan that keeps most leaves reads as full
+        replay does (a file's runs of ``max_leaves``; a file's last run, if short, is topped up
+        from the next file), and the few leaves a sparse plan keeps in each of many files share
+        reads at least three quarters full. O(chunks)."""
         out: list[tuple[int, int, list[tuple[int, int]]]] = []
         cur: list[tuple[int, int]] = []
         size = 0
@@ -356,7 +356,7 @@ class StreamSnapshot:
                     size += e - s
                     s = e
                     continue
-                if size * 2 < max_leaves:  # split the chunk to fill this read
+                if 4 * size < 3 * max_leaves:  # split the chunk to fill this read
                     cur.append((s, s + room))
                     s += room
                 out.append((cur[0][0], cur[-1][1], cur))

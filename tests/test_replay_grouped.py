@@ -170,7 +170,7 @@ def test_span_cuts_cut_each_interval_like_one_batch_per_interval(rows, batch_row
 def test_packed_reads_cover_the_leaves_in_order_in_full_reads(snap, points, max_leaves) -> None:
     """The reads of grouped interval replay: every kept leaf once, in order; each chunk in
     one data file; at most ``max_leaves`` leaves per read; every read but the last at least
-    half full."""
+    three quarters full."""
     from replaydb.store.snapshot import _covered_leaves
 
     ivs = _intervals(points, False, False)
@@ -189,7 +189,7 @@ def test_packed_reads_cover_the_leaves_in_order_in_full_reads(snap, points, max_
         assert all(len(set(file_id[ids[p:q]].tolist())) == 1 for p, q in chunks)
         assert 0 < e - s <= max_leaves
         if n < len(reads) - 1:
-            assert 2 * (e - s) >= max_leaves
+            assert 4 * (e - s) >= 3 * max_leaves
         pos = e
     assert pos == len(ids)
 
