@@ -439,19 +439,10 @@ class StreamSnapshot:
             acc.merge_values(t[sel], vals, specs)
 
     def _read_leaf_set(self, leaves: list[int], cols: list[str]) -> pa.Table:
-        """Whole leaves (all in one file) in one read call."""
-        lv = self.tree.leaves
-        info = self.files[int(lv.col("file_id")[leaves[0]])]
-        path = str(self.events_dir / info.path)
-        pf = self._cache.get(path, self.counters)
-        groups = [int(lv.col("rg")[i]) for i in leaves]
-        tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
+        """Whole leaves (all in one file, in the order given; a repeated leaf is read again) in
+        one read call, counted as one read (:meth:`_read_leaf_chunk`)."""
         self.counters.reads += 1
-        self.counters.leaves += len(groups)
-        self.counters.row_groups += len(groups)
-        self.counters.events += tbl.num_rows
-        self.counters.bytes += int(self._cache.rg_bytes(path, pf, cols)[groups].sum())
-        return tbl
+        return self._read_leaf_chunk(np.asarray(leaves, dtype=np.int64), cols)
 
     def histogram(self, level: int | None = None, max_buckets: int | None = None) -> pa.Table:
         """A tree level as a temporal histogram: per bucket its time range, first seq, count and
