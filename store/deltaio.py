@@ -107,17 +107,49 @@ def new_file_name(seq_min: int) -> str:
     return f"part-{seq_min:015d}-{uuid.uuid4().hex[:12]}.parquet"
 
 
+def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION
+                  ) -> tuple[dict[str, str], dict[str, str]]:
+    """``(encodings, codecs)``: the Parquet encoding and codec of each column of a data file.
+
+    ``t`` and ``seq`` (sorted integers, read by every replay) are DELTA_BINARY_PACKED and
+    uncompressed: a leaf's ``seq`` is a constant step and its ``t`` small gaps, which delta
+    packing stores in a few bits per value and decodes without a decompressor. Every other
+    column is PLAIN (strings dictionary-encoded) under ``compression``, which costs little on
+    incompressible floats and saves bytes on repetitive values.
+
+    Decision, measured on a data file of the synthetic stream (262,144 events, 16 columns,
+    512-event row groups; reading ``t``, ``seq``, ``A5`` in four calls of 128 row groups, best
+    of 10, three rounds): 18-27 ms with every column snappy-compressed PLAIN, 8.7-14 ms with
+    this layout, and the file is smaller (30.2 MB against 32.2 MB). Snappy decompression of the
+    two 2x-compressible integer columns was most of the read. Files written before keep their
+    layout: readers take any standard encoding, so stores need no rewrite.
+    """
+    encodings: dict[str, str] = {}
+    codecs: dict[str, str] = {}
+    for f in schema:
+        if f.name in ("t", "seq") and (pa.types.is_integer(f.type)
+                                       or pa.types.is_timestamp(f.type)):
+            encodings[f.name] = "DELTA_BINARY_PACKED"
+            codecs[f.name] = "none"
+        else:
+            codecs[f.name] = compression
+    return encodings, codecs
+
+
 def write_parquet(path: Path, table: pa.Table, row_group_rows: int,
                   compression: str = DEFAULT_COMPRESSION) -> int:
     """Write ``table`` with row groups of exactly ``row_group_rows`` rows (the last may be
-    shorter); returns the file size. Strings are dictionary-encoded, numbers are not."""
+    shorter); returns the file size. Columns are laid out by :func:`column_layout`: ``t`` and
+    ``seq`` delta-packed, strings dictionary-encoded, other columns PLAIN."""
     dict_cols = [f.name for f in table.schema if pa.types.is_string(f.type)]
+    encodings, codecs = column_layout(table.schema, compression)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(
         table,
         tmp,
         row_group_size=row_group_rows,
-        compression=compression,
+        compression=codecs,
+        column_encoding=encodings or None,
         use_dictionary=dict_cols or False,
         write_statistics=["t", "seq"],
         write_page_index=False,
