@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from replaydb.errors import ReplayDBError
 from replaydb.store import deltaio
@@ -114,6 +115,10 @@ def _deep(snap) -> list[str]:  # noqa: ANN001 - StreamSnapshot
             tbl = snap.read_leaves(i, j, names)
         except ReplayDBError as exc:
             problems.append(str(exc))
+            continue
+        except (OSError, pa.ArrowException) as exc:  # pages Arrow cannot decode
+            name = snap.files[fid].path if fid in snap.files else f"id {fid}"
+            problems.append(f"data file {name}: unreadable ({exc})")
             continue
         f = snap.files[fid]
         t = tbl.column("t").to_numpy()

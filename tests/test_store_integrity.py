@@ -64,6 +64,20 @@ def test_check_catches_data_changed_under_the_tree(tmp_path):
     assert problems, "a changed value must be found"
 
 
+def test_check_reports_pages_it_cannot_decode(tmp_path):
+    """A data file whose pages are garbage (footer intact) is a problem named by its file, not
+    a crash of ``check``; the other files are still checked."""
+    from tests.helpers import destroy_column
+
+    store = _store(tmp_path)
+    snap = store.stream("s")
+    assert destroy_column(snap, "x") > 0  # every file's x pages
+    problems = replaydb.open(tmp_path / "s").check("s")["s"]
+    unreadable = [p for p in problems if "unreadable" in p]
+    assert len(unreadable) == len(snap.files), problems
+    assert all(any(f.path in p for p in unreadable) for f in snap.files.values())
+
+
 WRITER = textwrap.dedent("""
     import sys, numpy as np, pyarrow as pa, replaydb
     store = replaydb.open(sys.argv[1])
