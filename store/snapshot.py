@@ -411,8 +411,8 @@ class StreamSnapshot:
     def _aggregate_partial_leaves(self, leaves: list[int], t0: int | None, t1: int | None,
                                   specs: list[AggSpec], acc: Partial) -> None:
         """Fold the events of boundary leaves that fall in ``[t0, t1)`` (one read call when
-        both leaves are in the same file)."""
-        cols = self._columns([s.name for s in specs])
+        both leaves are in the same file). ``seq`` is not read: nothing here uses it."""
+        cols = self._columns([s.name for s in specs], seq=False)
         lv = self.tree.leaves
         if len(leaves) == 2 and lv.col("file_id")[leaves[0]] != lv.col("file_id")[leaves[1]]:
             groups = [[leaves[0]], [leaves[1]]]
