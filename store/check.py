@@ -117,8 +117,8 @@ def _deep(snap) -> list[str]:  # noqa: ANN001 - StreamSnapshot
             problems.append(str(exc))
             continue
         except (OSError, pa.ArrowException) as exc:  # pages Arrow cannot decode
-            name = snap.files[fid].path if fid in snap.files else f"id {fid}"
-            problems.append(f"data file {name}: unreadable ({exc})")
+            # (a leaf naming an unknown file raised CorruptionError above)
+            problems.append(f"data file {snap.files[fid].path}: unreadable ({exc})")
             continue
         f = snap.files[fid]
         t = tbl.column("t").to_numpy()
