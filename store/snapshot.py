@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replaydb.errors import CorruptionError, SchemaError
+from replaydb.store.directread import DirectFile
 from replaydb.store.manifest import FileInfo, Manifest
 from replaydb.store.schema import StreamSchema
 from replaydb.store.tree import AggSpec, Partial, TABTree
@@ -71,17 +72,23 @@ class ParquetCache:
     per sweep, so the bound is generous: ``capacity`` files and ``footer_budget`` bytes.
 
     ``rg_bytes`` results are cached per file and column set and leave with their file.
+    :meth:`read_row_groups` decodes through a :class:`.directread.DirectFile` per file (kept
+    and evicted with the handle) where it can, else through Arrow; ``direct = False`` reads
+    everything through Arrow.
     Invariant (:meth:`check`): the footer byte total equals the sum over open files, and both
     bounds hold after every ``get``.
     """
 
-    def __init__(self, capacity: int = 4096, footer_budget: int = 256 << 20) -> None:
+    def __init__(self, capacity: int = 4096, footer_budget: int = 256 << 20,
+                 direct: bool = True) -> None:
         self.capacity = capacity
         self.footer_budget = footer_budget
+        self.direct = direct
         self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
         self._footer: dict[str, int] = {}
         self._footer_total = 0
         self._rg_bytes: dict[str, dict[str, np.ndarray]] = {}
+        self._direct: dict[str, DirectFile] = {}
 
     def get(self, path: str, counters: IOCounters) -> pq.ParquetFile:
         pf = self._files.get(path)
@@ -101,9 +108,25 @@ class ParquetCache:
                 old, _ = self._files.popitem(last=False)
                 self._footer_total -= self._footer.pop(old)
                 self._rg_bytes.pop(old, None)
+                self._direct.pop(old, None)
         else:
             self._files.move_to_end(path)
         return pf
+
+    def read_row_groups(self, path: str, pf: pq.ParquetFile, groups: np.ndarray,
+                        columns: list[str]) -> pa.Table:
+        """Row groups ``groups`` of ``columns`` of the file ``pf`` opened by :meth:`get`:
+        decoded directly where the file's layout allows (:mod:`.directread`), else by Arrow;
+        the same table either way."""
+        if self.direct:
+            d = self._direct.get(path)
+            if d is None and path in self._files:
+                d = self._direct[path] = DirectFile(path, pf)
+            if d is not None:
+                tbl = d.read(groups, columns)
+                if tbl is not None:
+                    return tbl
+        return pf.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
 
     def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
         """Compressed bytes per row group for ``columns`` (cached per file and column set)."""
@@ -127,6 +150,9 @@ class ParquetCache:
         assert len(self._files) <= max(1, self.capacity)
         assert len(self._files) == 1 or self._footer_total <= self.footer_budget
         assert set(self._rg_bytes) <= set(self._files)  # entries leave with their file
+        assert set(self._direct) <= set(self._files)
+        for d in self._direct.values():
+            d.check()
 
 
 class StreamSnapshot:
@@ -219,8 +245,8 @@ class StreamSnapshot:
         path = str(self.events_dir / info.path)
         pf = self._cache.get(path, self.counters)
         rg_bytes = self._cache.rg_bytes(path, pf, cols)
-        groups = lv.col("rg")[ids].tolist()
-        tbl = pf.read_row_groups(groups, columns=cols, use_threads=False)
+        groups = lv.col("rg")[ids]
+        tbl = self._cache.read_row_groups(path, pf, groups, cols)
         self.counters.leaves += len(groups)
         self.counters.row_groups += len(groups)
         self.counters.events += tbl.num_rows

@@ -1,0 +1,566 @@
+"""Compiled decoders of Parquet data pages: the page header, snappy, RLE levels and
+DELTA_BINARY_PACKED / PLAIN values of fixed-width columns.
+
+:mod:`.directread` reads the store's data files with these instead of Arrow's generic reader,
+whose fixed cost per call and per row group dominates the small reads an index plan makes.
+Everything here works on the raw bytes of a file (a NumPy ``uint8`` view of a memory map) and
+checks every offset against the bounds it was given: a corrupt or unexpected page never reads
+or writes outside its arrays, it makes the decoder answer a status other than :data:`OK`, and
+the caller reads that file through Arrow instead (which reports corruption properly).
+
+What is decoded (anything else answers :data:`UNSUPPORTED`):
+
+* pages: version-1 data pages (``PageHeader.type == DATA_PAGE``); index pages are skipped; a
+  dictionary page or a version-2 data page is unsupported;
+* codecs: uncompressed and snappy (the format's raw block format);
+* definition levels: none (required column) or max level 1, RLE / bit-packed hybrid;
+* values: PLAIN of 4- and 8-byte types, DELTA_BINARY_PACKED of INT32 and INT64.
+
+The page header is Thrift's compact protocol; :func:`page_header` reads the fields it needs
+and skips the rest (statistics and the like) with an explicit stack, no recursion.
+
+Complexity: every decoder is O(bytes of the page + values), one pass.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+OK = 0
+UNSUPPORTED = 1
+CORRUPT = 2
+
+CODEC_NONE = 0
+CODEC_SNAPPY = 1
+
+ENC_PLAIN = 0
+ENC_RLE = 3
+ENC_DELTA = 5
+
+_PAGE_DATA = 0
+_PAGE_INDEX = 1
+_PAGE_DICT = 2
+_PAGE_DATA_V2 = 3
+
+_MAX_DEPTH = 32
+
+
+@nb.njit(cache=True, nogil=True)
+def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
+    """``(status, value as uint64 bits in an int64, next position)`` of a ULEB128 varint."""
+    out = np.uint64(0)
+    shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            return CORRUPT, 0, pos
+        b = np.uint64(buf[pos])
+        pos += 1
+        out |= (b & np.uint64(0x7F)) << np.uint64(shift)
+        if not (b & np.uint64(0x80)):
+            return OK, np.int64(out), pos
+        shift += 7
+
+
+@nb.njit(cache=True, nogil=True)
+def _unzig(raw: int) -> int:
+    u = np.uint64(raw)
+    return np.int64((u >> np.uint64(1)) ^ (np.uint64(0) - (u & np.uint64(1))))
+
+
+@nb.njit(cache=True, nogil=True)
+def _skip(buf: np.ndarray, pos: int, end: int, ctype: int) -> tuple[int, int]:
+    """Skip one compact-protocol value of type ``ctype``: ``(status, next position)``.
+    Containers are walked with an explicit stack: per level, values left to skip (-1 for a
+    struct, which ends at its stop byte) and their type (a map alternates key and value)."""
+    left = np.zeros(_MAX_DEPTH, np.int64)
+    kind = np.zeros(_MAX_DEPTH, np.int64)  # element type (a map's value type)
+    ktype = np.zeros(_MAX_DEPTH, np.int64)  # a map's key type; -1 for a list
+    nth = np.zeros(_MAX_DEPTH, np.int64)
+    depth = 0
+    pending = ctype
+    while True:
+        # skip one value of type `pending` (scalars here, containers push a level)
+        t = pending
+        if t == 1 or t == 2:
+            pass
+        elif t == 3:
+            if pos + 1 > end:
+                return CORRUPT, pos
+            pos += 1
+        elif t == 4 or t == 5 or t == 6:
+            st, _, pos = _varint(buf, pos, end)
+            if st != OK:
+                return st, pos
+        elif t == 7:
+            if pos + 8 > end:
+                return CORRUPT, pos
+            pos += 8
+        elif t == 8:
+            st, n, pos = _varint(buf, pos, end)
+            if st != OK or n < 0 or pos + n > end:
+                return CORRUPT, pos
+            pos += n
+        elif t == 9 or t == 10 or t == 11 or t == 12:
+            if depth >= _MAX_DEPTH:
+                return CORRUPT, pos
+            if t == 12:
+                left[depth] = -1
+            elif t == 11:
+                st, n, pos = _varint(buf, pos, end)
+                if st != OK or n < 0:
+                    return CORRUPT, pos
+                if n > 0:
+                    if pos >= end:
+                        return CORRUPT, pos
+                    ktype[depth] = buf[pos] >> 4
+                    kind[depth] = buf[pos] & 0x0F
+                    pos += 1
+                left[depth] = 2 * n
+            else:
+                if pos >= end:
+                    return CORRUPT, pos
+                head = buf[pos]
+                pos += 1
+                n = head >> 4
+                kind[depth] = head & 0x0F
+                if n == 15:
+                    st, n, pos = _varint(buf, pos, end)
+                    if st != OK or n < 0:
+                        return CORRUPT, pos
+                left[depth] = n
+                ktype[depth] = -1
+            nth[depth] = 0
+            depth += 1
+        else:
+            return CORRUPT, pos
+        # find the next value to skip, popping finished levels
+        while True:
+            if depth == 0:
+                return OK, pos
+            d = depth - 1
+            if left[d] == -1:  # struct: next field header or stop
+                if pos >= end:
+                    return CORRUPT, pos
+                head = buf[pos]
+                pos += 1
+                if head == 0:
+                    depth -= 1
+                    continue
+                if (head >> 4) == 0:
+                    st, _, pos = _varint(buf, pos, end)
+                    if st != OK:
+                        return st, pos
+                pending = head & 0x0F
+                break
+            if left[d] == 0:
+                depth -= 1
+                continue
+            left[d] -= 1
+            if ktype[d] >= 0:  # map: keys and values alternate
+                pending = ktype[d] if nth[d] % 2 == 0 else kind[d]
+                nth[d] += 1
+            else:
+                pending = kind[d]
+            if pending == 1 or pending == 2:  # a boolean element takes one byte
+                if pos >= end:
+                    return CORRUPT, pos
+                pos += 1
+                continue
+            break
+
+
+@nb.njit(cache=True, nogil=True)
+def page_header(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int, int, int, int,
+                                                              int, int]:
+    """The ``PageHeader`` at ``pos``: ``(status, header end, page type, uncompressed size,
+    compressed size, values, encoding, definition-level encoding)``; the last three are
+    those of a version-1 data page (-1 otherwise)."""
+    ptype = usize = csize = -1
+    nvals = enc = denc = -1
+    fid = 0
+    while True:
+        if pos >= end:
+            return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+        head = buf[pos]
+        pos += 1
+        if head == 0:
+            break
+        ctype = head & 0x0F
+        delta = head >> 4
+        if delta:
+            fid += delta
+        else:
+            st, raw, pos = _varint(buf, pos, end)
+            if st != OK:
+                return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+            fid = _unzig(raw)
+        if ctype == 5 and 1 <= fid <= 3:
+            st, raw, pos = _varint(buf, pos, end)
+            if st != OK:
+                return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+            v = _unzig(raw)
+            if fid == 1:
+                ptype = v
+            elif fid == 2:
+                usize = v
+            else:
+                csize = v
+        elif ctype == 12 and fid == 5:  # DataPageHeader
+            sub = 0
+            while True:
+                if pos >= end:
+                    return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+                h = buf[pos]
+                pos += 1
+                if h == 0:
+                    break
+                t = h & 0x0F
+                if h >> 4:
+                    sub += h >> 4
+                else:
+                    st, raw, pos = _varint(buf, pos, end)
+                    if st != OK:
+                        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+                    sub = _unzig(raw)
+                if t == 5 and 1 <= sub <= 3:
+                    st, raw, pos = _varint(buf, pos, end)
+                    if st != OK:
+                        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+                    v = _unzig(raw)
+                    if sub == 1:
+                        nvals = v
+                    elif sub == 2:
+                        enc = v
+                    else:
+                        denc = v
+                else:
+                    st, pos = _skip(buf, pos, end, t)
+                    if st != OK:
+                        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+        else:
+            st, pos = _skip(buf, pos, end, ctype)
+            if st != OK:
+                return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+    if ptype < 0 or usize < 0 or csize < 0:
+        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
+    return OK, pos, ptype, usize, csize, nvals, enc, denc
+
+
+@nb.njit(cache=True, nogil=True)
+def snappy_decompress(src: np.ndarray, pos: int, end: int, dst: np.ndarray) -> int:
+    """Decompress the raw snappy block ``src[pos:end]`` into ``dst``; answers the number of
+    bytes written, or -1 when the block is corrupt or its length is not ``len(dst)``."""
+    st, n, pos = _varint(src, pos, end)
+    if st != OK or n != dst.size:
+        return -1
+    out = 0
+    while pos < end:
+        tag = src[pos]
+        pos += 1
+        kind = tag & 3
+        if kind == 0:  # literal
+            ln = (tag >> 2) + 1
+            if ln > 60:
+                nb_ = ln - 60
+                if pos + nb_ > end:
+                    return -1
+                ln = 0
+                for k in range(nb_):
+                    ln |= np.int64(src[pos + k]) << (8 * k)
+                ln += 1
+                pos += nb_
+            if pos + ln > end or out + ln > n:
+                return -1
+            dst[out:out + ln] = src[pos:pos + ln]
+            pos += ln
+            out += ln
+            continue
+        if kind == 1:
+            if pos >= end:
+                return -1
+            ln = 4 + ((tag >> 2) & 7)
+            off = (np.int64(tag >> 5) << 8) | np.int64(src[pos])
+            pos += 1
+        elif kind == 2:
+            if pos + 2 > end:
+                return -1
+            ln = (tag >> 2) + 1
+            off = np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
+            pos += 2
+        else:
+            if pos + 4 > end:
+                return -1
+            ln = (tag >> 2) + 1
+            off = (np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
+                   | (np.int64(src[pos + 2]) << 16) | (np.int64(src[pos + 3]) << 24))
+            pos += 4
+        if off <= 0 or off > out or out + ln > n:
+            return -1
+        if off >= ln:
+            dst[out:out + ln] = dst[out - off:out - off + ln]
+        else:  # overlapping copy repeats the last `off` bytes
+            for k in range(ln):
+                dst[out + k] = dst[out - off + k]
+        out += ln
+    return out if out == n else -1
+
+
+@nb.njit(cache=True, nogil=True)
+def _levels(src: np.ndarray, pos: int, end: int, n: int, valid: np.ndarray, at: int) -> int:
+    """Decode ``n`` definition levels of bit width 1 (RLE / bit-packed hybrid) from
+    ``src[pos:end]`` into ``valid[at:at + n]``; answers the number of non-null values or -1."""
+    got = 0
+    ones = 0
+    while got < n:
+        st, head, pos = _varint(src, pos, end)
+        if st != OK or head < 0:
+            return -1
+        if head & 1:  # bit-packed: (head >> 1) groups of 8 values, one bit each
+            cnt = (head >> 1) * 8
+            if pos + (head >> 1) > end:
+                return -1
+            for k in range(min(cnt, n - got)):
+                bit = (src[pos + (k >> 3)] >> (k & 7)) & 1
+                valid[at + got + k] = bit
+                ones += bit
+            pos += head >> 1
+            got += min(cnt, n - got)
+        else:
+            cnt = head >> 1
+            if pos >= end:
+                return -1
+            v = src[pos] & 1
+            if src[pos] > 1:
+                return -1
+            pos += 1
+            take = min(cnt, n - got)
+            valid[at + got:at + got + take] = v
+            if v:
+                ones += take
+            got += take
+    return ones
+
+
+@nb.njit(cache=True, nogil=True)
+def _delta(src: np.ndarray, pos: int, end: int, n: int, out: np.ndarray, at: int) -> int:
+    """Decode ``n`` DELTA_BINARY_PACKED values into ``out[at:at + n]`` (uint64 bits; the
+    caller narrows INT32); answers OK or CORRUPT. Sums wrap modulo 2^64 as the format wants."""
+    st, block, pos = _varint(src, pos, end)
+    if st != OK:
+        return CORRUPT
+    st, minis, pos = _varint(src, pos, end)
+    if st != OK:
+        return CORRUPT
+    st, total, pos = _varint(src, pos, end)
+    if st != OK:
+        return CORRUPT
+    st, raw, pos = _varint(src, pos, end)
+    if st != OK:
+        return CORRUPT
+    if (block <= 0 or minis <= 0 or block % 128 != 0 or block % minis != 0
+            or (block // minis) % 32 != 0 or total < n):
+        return CORRUPT
+    per = block // minis
+    if n == 0:
+        return OK
+    cur = np.uint64(_unzig(raw))
+    out[at] = cur
+    got = 1
+    while got < n:
+        st, raw, pos = _varint(src, pos, end)
+        if st != OK or pos + minis > end:
+            return CORRUPT
+        mind = np.uint64(_unzig(raw))
+        widths = pos
+        pos += minis
+        for mb in range(minis):
+            if got >= n:
+                break
+            w = np.int64(src[widths + mb])
+            if w > 64:
+                return CORRUPT
+            take = min(per, n - got)
+            if w == 0:
+                for k in range(take):
+                    cur += mind
+                    out[at + got + k] = cur
+            else:
+                mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (
+                    (np.uint64(1) << np.uint64(w)) - np.uint64(1))
+                if pos + (take * w + 7) // 8 > end:
+                    return CORRUPT
+                for k in range(take):
+                    bit = k * w
+                    b = pos + (bit >> 3)
+                    sh = bit & 7
+                    nbytes = (sh + w + 7) >> 3
+                    v = np.uint64(0)
+                    for q in range(min(nbytes, 8)):
+                        if b + q < end:
+                            v |= np.uint64(src[b + q]) << np.uint64(8 * q)
+                    v >>= np.uint64(sh)
+                    if nbytes > 8 and b + 8 < end:
+                        v |= np.uint64(src[b + 8]) << np.uint64(64 - sh)
+                    cur += mind + (v & mask)
+                    out[at + got + k] = cur
+            pos += per * w // 8
+            got += take
+    return OK
+
+
+@nb.njit(cache=True, nogil=True)
+def _page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int, width: int,
+          optional: bool, out: np.ndarray, valid: np.ndarray, at: int,
+          vals: np.ndarray) -> tuple[int, np.ndarray]:
+    """Decode one data page's levels and values (``src[p:e]``, decompressed) into
+    ``out[at:at + nvals]`` / ``valid``; ``vals`` is a reusable buffer for the present values
+    of a page with nulls. Answers ``(status, vals)``."""
+    present = nvals
+    if optional:
+        if denc != ENC_RLE:
+            return UNSUPPORTED, vals
+        if p + 4 > e:
+            return CORRUPT, vals
+        ln = (np.int64(src[p]) | (np.int64(src[p + 1]) << 8)
+              | (np.int64(src[p + 2]) << 16) | (np.int64(src[p + 3]) << 24))
+        p += 4
+        if p + ln > e:
+            return CORRUPT, vals
+        present = _levels(src, p, p + ln, nvals, valid, at)
+        if present < 0:
+            return CORRUPT, vals
+        p += ln
+    if present == nvals:
+        dst = out[at:at + nvals]
+    else:
+        if vals.size < present:
+            vals = np.empty(max(present, 2 * vals.size), np.uint64)
+        dst = vals[:present]
+    if enc == ENC_PLAIN:
+        if p + present * width > e:
+            return CORRUPT, vals
+        if width == 8:
+            dst[:] = src[p:p + 8 * present].view(np.uint64)
+        else:
+            dst[:] = src[p:p + 4 * present].view(np.uint32)
+    elif enc == ENC_DELTA:
+        if _delta(src, p, e, present, dst, 0) != OK:
+            return CORRUPT, vals
+    else:
+        return UNSUPPORTED, vals
+    if present != nvals:
+        j = 0
+        for i in range(nvals):
+            if valid[at + i]:
+                out[at + i] = vals[j]
+                j += 1
+            else:
+                out[at + i] = 0
+    return OK, vals
+
+
+@nb.njit(cache=True, nogil=True)
+def _chunk(buf: np.ndarray, pos: int, end: int, rows: int, codec: int, width: int,
+           optional: bool, out: np.ndarray, valid: np.ndarray, at: int,
+           scratch: np.ndarray, vals: np.ndarray) -> tuple[int, np.ndarray]:
+    """Decode one column chunk (``buf[pos:end]``, ``rows`` values) into ``out[at:]`` and
+    ``valid[at:]``; ``scratch`` holds a decompressed page. Answers ``(status, vals)``."""
+    if pos < 0 or end < pos or end > buf.size:
+        return CORRUPT, vals
+    left = rows
+    st = OK
+    while pos < end:
+        st, hend, ptype, usize, csize, nvals, enc, denc = page_header(buf, pos, end)
+        if st != OK:
+            return st, vals
+        body = hend
+        bend = hend + csize
+        if bend > end:
+            return CORRUPT, vals
+        pos = bend
+        if ptype == _PAGE_INDEX:
+            continue
+        if ptype != _PAGE_DATA:
+            return UNSUPPORTED, vals
+        if nvals <= 0 or nvals > left or at + nvals > out.size:
+            return CORRUPT, vals
+        if codec == CODEC_SNAPPY:
+            if usize > scratch.size:
+                return UNSUPPORTED, vals
+            page = scratch[:usize]
+            if snappy_decompress(buf, body, bend, page) != usize:
+                return CORRUPT, vals
+            st, vals = _page(page, 0, usize, nvals, enc, denc, width, optional, out, valid, at,
+                             vals)
+        elif codec == CODEC_NONE:
+            if usize != csize:
+                return CORRUPT, vals
+            st, vals = _page(buf, body, bend, nvals, enc, denc, width, optional, out, valid, at,
+                             vals)
+        else:
+            return UNSUPPORTED, vals
+        if st != OK:
+            return st, vals
+        at += nvals
+        left -= nvals
+    return (OK if left == 0 else CORRUPT), vals
+
+
+NEED = 3
+"""Status of :func:`read_columns`: a location is not filled in yet."""
+
+
+@nb.njit(cache=True, nogil=True)
+def read_columns(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndarray,
+                 start: np.ndarray, size: np.ndarray, usize: np.ndarray, codec: np.ndarray,
+                 width: np.ndarray, optional: np.ndarray
+                 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Decode row groups ``groups`` (in that order) of columns ``cols`` of the file ``buf``:
+    ``(status, values, valid, nulls)`` with ``values[k]`` the uint64 slots of column
+    ``cols[k]`` (4-byte values in the low half; 0 where null), ``valid[k]`` 1 where present
+    (optional columns only) and ``nulls[k]`` the number of nulls.
+
+    ``rows[g]`` is row group g's row count; ``start/size/usize/codec[g, c]`` locate chunk
+    (g, c) (offset of its first data page, bytes, uncompressed bytes, codec; start -1 = not
+    located yet, -2 = a chunk this reader does not decode); ``width[k]`` and ``optional[k]``
+    describe column ``cols[k]``. Status :data:`NEED` asks the caller to locate the chunks
+    and call again. One call per read: O(bytes of the chunks)."""
+    n = 0
+    big = 0
+    for g in groups:
+        if g < 0 or g >= rows.size:
+            return CORRUPT, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
+                np.empty(0, np.int64)
+        if rows[g] < 0:
+            return NEED, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
+                np.empty(0, np.int64)
+        n += rows[g]
+        for c in cols:
+            if start[g, c] == -1:
+                return NEED, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
+                    np.empty(0, np.int64)
+            if start[g, c] < 0:
+                return UNSUPPORTED, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
+                    np.empty(0, np.int64)
+            if codec[g, c] != CODEC_NONE and usize[g, c] > big:
+                big = usize[g, c]
+    out = np.empty((cols.size, n), np.uint64)
+    valid = np.ones((cols.size, n), np.uint8)
+    nulls = np.zeros(cols.size, np.int64)
+    scratch = np.empty(big, np.uint8)
+    vals = np.empty(0, np.uint64)
+    for k in range(cols.size):
+        c = cols[k]
+        at = 0
+        o = out[k]
+        v = valid[k]
+        for g in groups:
+            st, vals = _chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g], codec[g, c],
+                              width[k], optional[k], o, v, at, scratch, vals)
+            if st != OK:
+                return st, out, valid, nulls
+            at += rows[g]
+        if optional[k]:
+            nulls[k] = n - np.count_nonzero(v)
+    return OK, out, valid, nulls

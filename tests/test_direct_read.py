@@ -1,0 +1,227 @@
+"""Direct reads of data files (store/directread.py, store/pagecodec.py) against Arrow's reader:
+every layout pyarrow writes either decodes to Arrow's table or is declined (None), the store's
+own layout is always decoded, and corrupt bytes never crash the decoder or pass as data Arrow
+rejects."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from replaydb.store import pagecodec
+from replaydb.store.deltaio import write_parquet
+from replaydb.store.directread import DirectFile
+from replaydb.store.schema import StreamSchema
+from replaydb.store.snapshot import IOCounters, ParquetCache
+from replaydb.store.store import Store
+
+_I64 = np.iinfo(np.int64)
+
+
+def _table(rng: np.random.Generator, n: int, nulls: float) -> pa.Table:
+    """Columns of every fixed width the reader takes, plus a string and a bool it declines."""
+    def holes(arr: pa.Array) -> pa.Array:
+        if nulls == 0:
+            return arr
+        mask = rng.random(n) < nulls
+        return pa.array(arr.to_numpy(zero_copy_only=False), type=arr.type,
+                        mask=mask)
+
+    t = np.cumsum(rng.integers(0, 5, n)).astype(np.int64)
+    wide = rng.integers(_I64.min, _I64.max, n, dtype=np.int64, endpoint=True)
+    return pa.table({
+        "t": pa.array(t),
+        "seq": pa.array(np.arange(n, dtype=np.int64) + 7),
+        "wide": holes(pa.array(wide)),
+        "f64": holes(pa.array(rng.normal(size=n))),
+        "f32": holes(pa.array(rng.normal(size=n).astype(np.float32))),
+        "i32": holes(pa.array(rng.integers(-2**31, 2**31 - 1, n).astype(np.int32))),
+        "small": pa.array(rng.integers(-3, 3, n).astype(np.int32)),
+        "ts": pa.array(t, type=pa.timestamp("us")),
+        "day": pa.array(rng.integers(0, 20000, n).astype(np.int32), type=pa.date32()),
+        "u64": pa.array(rng.integers(0, 2**63, n, dtype=np.uint64)),
+        "name": pa.array([f"s{i % 7}" for i in range(n)]),
+        "flag": pa.array(rng.random(n) < 0.5),
+    })
+
+
+DECODED = ["t", "seq", "wide", "f64", "f32", "i32", "small", "ts", "day", "u64"]
+INTS = ["t", "seq", "wide", "i32", "small", "ts", "day", "u64"]
+
+
+def _write(path, tbl: pa.Table, rng: random.Random) -> dict:
+    opts = {
+        "compression": rng.choice(["none", "snappy", "snappy", "zstd"]),
+        "data_page_version": rng.choice(["1.0", "1.0", "2.0"]),
+        "row_group_size": rng.choice([7, 64, 100, 1000]),
+        "data_page_size": rng.choice([64, 1 << 20]),
+        "write_statistics": rng.random() < 0.5,
+    }
+    dictionary = rng.random() < 0.2
+    if dictionary:
+        opts["use_dictionary"] = True
+    else:
+        opts["use_dictionary"] = ["name"]
+        delta = [c for c in INTS if rng.random() < 0.6]
+        opts["column_encoding"] = {c: "DELTA_BINARY_PACKED" for c in delta}
+    pq.write_table(tbl, path, **opts)
+    opts["dictionary"] = dictionary
+    return opts
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 700),
+       nulls=st.sampled_from([0.0, 0.1, 0.9]))
+def test_direct_read_equals_arrow_or_declines(tmp_path_factory, seed, n, nulls):
+    rng = random.Random(seed)
+    tbl = _table(np.random.default_rng(seed), n, nulls)
+    path = tmp_path_factory.mktemp("d") / "f.parquet"
+    opts = _write(path, tbl, rng)
+    pf = pq.ParquetFile(path)
+    d = DirectFile(str(path), pf)
+    k = pf.metadata.num_row_groups
+    for _ in range(4):
+        groups = rng.sample(range(k), rng.randint(1, k))
+        cols = rng.sample(list(tbl.column_names), rng.randint(1, 4))
+        want = pf.read_row_groups(groups, columns=cols, use_threads=False)
+        got = d.read(groups, cols)
+        decodable = (set(cols) <= set(DECODED) and opts["compression"] in ("none", "snappy")
+                     and opts["data_page_version"] == "1.0" and not opts["dictionary"])
+        if decodable:
+            assert got is not None, (opts, cols)
+        if got is not None:
+            assert got.schema.equals(want.schema), (got.schema, want.schema)
+            assert got.equals(want), (opts, cols, groups)
+        d.check()
+
+
+def test_delta_packing_of_extreme_values(tmp_path):
+    """Every bit width 0..64 in a miniblock, wrap-around deltas, int32 and int64."""
+    vals = [np.zeros(300, np.int64),
+            np.array([_I64.min, _I64.max] * 200, np.int64),
+            np.array([_I64.max, _I64.min, 0, -1, 1] * 80, np.int64)]
+    vals += [np.cumsum(np.random.default_rng(w).integers(0, 2**w, 300, dtype=np.int64))
+             for w in range(0, 62, 3)]
+    for i, v in enumerate(vals):
+        v32 = (v & 0x7FFFFFFF).astype(np.int32) - (1 << 30)
+        tbl = pa.table({"a": v, "b": v32})
+        p = tmp_path / f"x{i}.parquet"
+        pq.write_table(tbl, p, use_dictionary=False, compression="none", row_group_size=128,
+                       column_encoding={"a": "DELTA_BINARY_PACKED",
+                                        "b": "DELTA_BINARY_PACKED"})
+        pf = pq.ParquetFile(p)
+        got = DirectFile(str(p), pf).read(list(range(pf.metadata.num_row_groups)), ["a", "b"])
+        assert got is not None and got.equals(pq.read_table(p)), i
+
+
+def test_store_layout_is_always_decoded(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 5000
+    tbl = pa.table({"t": np.cumsum(rng.integers(0, 3, n)), "seq": np.arange(n),
+                    "x": rng.normal(size=n),
+                    "k": pa.array(rng.normal(size=n), mask=rng.random(n) < .2)})
+    p = tmp_path / "s.parquet"
+    write_parquet(p, tbl, 512)
+    pf = pq.ParquetFile(p)
+    d = DirectFile(str(p), pf)
+    for groups in ([0], [3, 1], list(range(pf.metadata.num_row_groups))):
+        got = d.read(groups, ["t", "seq", "x", "k"])
+        assert got is not None
+        assert got.equals(pf.read_row_groups(groups, columns=["t", "seq", "x", "k"]))
+
+
+def test_corrupt_bytes_never_crash_or_pass_as_data(tmp_path):
+    """Random byte flips in a file of the store's layout: the decoder answers a table equal to
+    what Arrow reads from the same bytes, or None; it never reads outside the file."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    tbl = pa.table({"t": np.cumsum(rng.integers(0, 3, n)), "seq": np.arange(n),
+                    "x": pa.array(rng.normal(size=n), mask=rng.random(n) < .3)})
+    clean = tmp_path / "clean.parquet"
+    write_parquet(clean, tbl, 256)
+    raw = clean.read_bytes()
+    md = pq.ParquetFile(clean).metadata
+    body = md.row_group(md.num_row_groups - 1).column(2).data_page_offset + 200
+    declined = 0
+    for i in range(300):
+        data = bytearray(raw)
+        for _ in range(int(rng.integers(1, 4))):
+            data[int(rng.integers(4, body))] = int(rng.integers(0, 256))
+        p = tmp_path / f"c{i}.parquet"
+        p.write_bytes(bytes(data))
+        pf = pq.ParquetFile(p)  # the footer is intact
+        groups = list(range(md.num_row_groups))
+        got = DirectFile(str(p), pf).read(groups, ["t", "seq", "x"])
+        try:
+            want = pf.read_row_groups(groups, columns=["t", "seq", "x"])
+        except (OSError, ValueError, pa.ArrowException):
+            want = None
+        if got is None:
+            declined += 1
+        elif want is not None:
+            assert got.equals(want)
+    assert declined > 0  # the flips did hit headers and levels
+
+
+def test_snappy_decoder_on_arrow_blocks():
+    codec = pa.Codec("snappy")
+    rng = np.random.default_rng(5)
+    for data in (b"", b"a" * 1000, bytes(rng.integers(0, 4, 5000).astype(np.uint8)),
+                 rng.bytes(3000), b"abcabcabcabd" * 300):
+        comp = np.frombuffer(codec.compress(data, asbytes=True), np.uint8)
+        out = np.empty(len(data), np.uint8)
+        assert pagecodec.snappy_decompress(comp, 0, comp.size, out) == len(data)
+        assert out.tobytes() == data
+        bad = np.empty(len(data) + 1, np.uint8)  # a wrong length is refused
+        assert pagecodec.snappy_decompress(comp, 0, comp.size, bad) == -1
+        if comp.size > 2:
+            assert pagecodec.snappy_decompress(comp, 0, comp.size - 1, out) == -1 or \
+                len(data) == 0
+
+
+def test_cache_reads_directly_and_evicts_with_the_file(tmp_path):
+    paths = []
+    for i in range(4):
+        p = tmp_path / f"f{i}.parquet"
+        write_parquet(p, pa.table({"t": np.arange(300) + i, "seq": np.arange(300),
+                                   "x": np.ones(300) * i}), 100)
+        paths.append(str(p))
+    for direct in (True, False):
+        cache = ParquetCache(capacity=2, direct=direct)
+        counters = IOCounters()
+        for _ in range(3):
+            for p in paths:
+                pf = cache.get(p, counters)
+                got = cache.read_row_groups(p, pf, np.array([2, 0]), ["t", "x"])
+                assert got.equals(pf.read_row_groups([2, 0], columns=["t", "x"]))
+                cache.check()
+        assert (len(cache._direct) > 0) == direct
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_store_reads_alike_with_and_without_direct_reads(tmp_path, direct):
+    store = Store(tmp_path / "s", create=True)
+    rng = np.random.default_rng(2)
+    n = 3000
+    tbl = pa.table({"t": np.cumsum(rng.integers(0, 4, n)), "x": rng.normal(size=n),
+                    "y": pa.array(rng.normal(size=n), mask=rng.random(n) < .1)})
+    store.create_stream("s", StreamSchema.infer(tbl.schema, time_unit="ms", leaf_capacity=64,
+                                                fanout=4))
+    store.append("s", tbl)
+    store.parquet_cache.direct = direct
+    snap = store.stream("s")
+    got = snap.read(100, 5000, ["x", "y"])
+    leaves = snap.read_leaves(1, 4)
+    agg = snap.aggregate(17, 4111)
+    assert (len(store.parquet_cache._direct) > 0) == direct
+    store.parquet_cache.direct = not direct
+    other = store.stream("s")
+    assert got.equals(other.read(100, 5000, ["x", "y"]))
+    assert leaves.equals(other.read_leaves(1, 4))
+    assert agg == other.aggregate(17, 4111)
+    assert snap.counters.as_dict() == other.counters.as_dict()
