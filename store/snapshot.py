@@ -178,6 +178,7 @@ class StreamSnapshot:
         self.counters = IOCounters()
         self._cache = store.parquet_cache
         self._sides: dict[str, Any] = {}
+        self._paths: dict[int, str] = {}  # data file id -> path, as built on first read
 
     # ------------------------------------------------------------------ basics
     @property
@@ -239,10 +240,12 @@ class StreamSnapshot:
         read: the caller counts those)."""
         lv = self.tree.leaves
         fid = int(lv.col("file_id")[ids[0]])
-        info = self.files.get(fid)
-        if info is None:
-            raise CorruptionError(f"leaf {int(ids[0])} points to unknown data file id {fid}")
-        path = str(self.events_dir / info.path)
+        path = self._paths.get(fid)
+        if path is None:
+            info = self.files.get(fid)
+            if info is None:
+                raise CorruptionError(f"leaf {int(ids[0])} points to unknown data file id {fid}")
+            path = self._paths[fid] = str(self.events_dir / info.path)
         pf = self._cache.get(path, self.counters)
         rg_bytes = self._cache.rg_bytes(path, pf, cols)
         groups = lv.col("rg")[ids]

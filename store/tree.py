@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 from replaydb.errors import CorruptionError, DataError
@@ -209,6 +210,30 @@ def combine_rows(level: NodeLevel, starts: np.ndarray, stop: int, specs: list[Ag
 
 
 # ----------------------------------------------------------------------------- partial aggregates
+@nb.njit(cache=True, nogil=True)
+def _fold_float_rows(xs: np.ndarray, valid: np.ndarray, masked: bool
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``xs``: min, max, sum and count of the values that are not NaN (and, when
+    ``masked``, valid). Rows without such values answer +inf, -inf, 0, 0. O(xs.size)."""
+    k, n = xs.shape
+    mn = np.full(k, np.inf)
+    mx = np.full(k, -np.inf)
+    sm = np.zeros(k)
+    cnt = np.zeros(k, np.int64)
+    for i in range(k):
+        lo, hi, total, c = np.inf, -np.inf, 0.0, 0
+        for j in range(n):
+            x = xs[i, j]
+            if x != x or (masked and not valid[i, j]):
+                continue
+            lo = min(lo, x)
+            hi = max(hi, x)
+            total += x
+            c += 1
+        mn[i], mx[i], sm[i], cnt[i] = lo, hi, total, c
+    return mn, mx, sm, cnt
+
+
 @dataclass
 class Partial:
     """A mergeable aggregate over a set of events: count plus per-attribute min/max/sum/n."""
@@ -256,20 +281,41 @@ class Partial:
 
     def merge_values(self, t: np.ndarray, values: dict[str, tuple[np.ndarray, np.ndarray | None]],
                      specs: list[AggSpec]) -> None:
-        """Fold raw events (times and attribute values with validity masks)."""
+        """Fold raw events (times and attribute values with validity masks). Float attributes
+        are folded together by one compiled pass (:func:`_fold_float_rows`; NaN and masked
+        values skipped), integer ones exactly, one at a time. O(events x attributes)."""
         if len(t) == 0:
             return
-        self.count += len(t)
+        n = len(t)
+        self.count += n
         tmn, tmx = int(t.min()), int(t.max())
         self.t_min = tmn if self.t_min is None else min(self.t_min, tmn)
         self.t_max = tmx if self.t_max is None else max(self.t_max, tmx)
+        floats = [s for s in specs if s.is_float]
+        if floats:
+            xs = np.empty((len(floats), n), np.float64)
+            vs = np.ones((len(floats), n), np.bool_)
+            masked = False
+            for i, s in enumerate(floats):
+                x, valid = values[s.name]
+                xs[i] = x
+                if valid is not None:
+                    vs[i] = valid
+                    masked = True
+            mn, mx, sm, cnt = _fold_float_rows(xs, vs, masked)
+            for i, s in enumerate(floats):
+                if cnt[i]:
+                    a = self.attrs[s.name]
+                    a[0] = min(a[0], float(mn[i]))
+                    a[1] = max(a[1], float(mx[i]))
+                    a[2] = a[2] + float(sm[i])
+                    a[3] += int(cnt[i])
         for s in specs:
+            if s.is_float:
+                continue
             x, valid = values[s.name]
-            ok = ~np.isnan(x) if s.is_float else None
-            if valid is not None:
-                ok = valid if ok is None else (ok & valid)
-            if ok is not None and not ok.all():
-                x = x[ok]
+            if valid is not None and not valid.all():
+                x = x[valid]
             if len(x) == 0:
                 continue
             a = self.attrs[s.name]

@@ -70,3 +70,32 @@ def test_checker_finds_planted_faults():
     tree.levels[1].col("k.sum")[2] -= 1
     tree.leaves.col("seq_min")[5] += 1
     assert any("seq" in p for p in tree.check())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_merge_values_against_numpy(seed):
+    """Raw events folded into a Partial (float attributes in one compiled pass, NaN and masked
+    values skipped; integers exactly) against NumPy on the kept values."""
+    from replaydb.store.tree import Partial
+
+    rng = np.random.default_rng(seed)
+    specs = [AggSpec("x", "float64"), AggSpec("y", "float64"), AggSpec("k", "int64")]
+    n = int(rng.integers(1, 300))
+    x = rng.normal(size=n)
+    x[rng.random(n) < 0.2] = np.nan
+    y = rng.normal(size=n)
+    k = rng.integers(-2**40, 2**40, n)
+    vy = rng.random(n) < (0.0 if seed % 4 == 0 else 0.7)  # some rows with no valid y at all
+    vk = rng.random(n) < 0.5
+    p = Partial.empty(specs)
+    p.merge_values(np.arange(n), {"x": (x, None), "y": (y, vy), "k": (k, vk)}, specs)
+    assert p.count == n
+    for name, kept in (("x", x[~np.isnan(x)]), ("y", y[vy]), ("k", k[vk])):
+        mn, mx, sm, cnt = p.attrs[name]
+        assert cnt == len(kept)
+        if len(kept):
+            assert mn == kept.min() and mx == kept.max()
+            assert np.isclose(sm, kept.sum(), rtol=1e-12, atol=1e-9)
+        else:
+            assert sm == 0
+    assert p.attrs["k"][2] == int(k[vk].sum())  # integers stay exact

@@ -123,6 +123,7 @@ class ShippedStream(StreamSnapshot):
         self.counters = IOCounters()
         self._cache = cache or ParquetCache()
         self._sides = {}
+        self._paths = {}
 
     @property
     def n_events(self) -> int:
