@@ -17,8 +17,10 @@ caller reads through Arrow - which also reports a corrupt file properly. The res
 Arrow's: the same columns in the order asked, the file's field types and nullability, nulls
 where the file has them.
 
-Thread-safe: the per-chunk locations are filled under a lock; decoding allocates its own
-buffers.
+Thread-safe: the per-chunk locations are filled under a lock (the offset last, so a reader
+never sees a half-filled chunk); decoding allocates its own buffers. Data files are immutable:
+the map stays valid when vacuum unlinks a file, but a file truncated in place by someone else
+while it is mapped would fault the process (as it would for the memory-mapped index runs).
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ class DirectFile:
                 for c in cols:
                     if self._start[g, c] != _UNKNOWN:
                         continue
-                    rg = rg or md.row_group(g)
+                    if rg is None:
+                        rg = md.row_group(g)
                     cm = rg.column(c)
                     codec = _CODECS.get(cm.compression)
                     start = cm.data_page_offset
