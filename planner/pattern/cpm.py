@@ -210,6 +210,54 @@ def build_cpm(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
         s = whole_stream(geo)
         s.seconds = time.perf_counter() - t0
         return s
+    if hits_everywhere(rp, cols):
+        # every bucket starts a region, so the regions hold every event and every share is 1:
+        # the whole stream, without the O(n M) matching (a tenth of a selective plan's time
+        # on uniform data, where no bucket is ever pruned)
+        s = whole_stream(geo)
+        s.level, s.buckets, s.buckets_kept = level, int(cols["count"].size), int(
+            cols["count"].size)
+        s.seconds = time.perf_counter() - t0
+        return s
+    return scan_buckets(rp, geo, cols, level, t0)
+
+
+def hits_everywhere(rp: RewrittenPattern, cols: dict[str, np.ndarray]) -> bool:
+    """Whether every condition of every basic symbol meets every bucket (``hit`` all true in
+    :func:`scan_buckets`): then nothing can be pruned. Decided from two extremes per column of
+    the level - a range meets every bucket's ``[min, max]`` when it reaches up to the smallest
+    bucket max and down to the largest bucket min - and the column having a value in every
+    bucket. Sufficient, not necessary (a condition of several ranges must have one range that
+    meets every bucket). O(buckets) per column named, O(1) per condition."""
+    ext: dict[str, tuple[float, float]] = {}
+    for sym in rp.symbols:
+        for c in sym.conditions:
+            mn = cols.get(f"{c.column}.min")
+            if mn is None or c.kind != "numeric":
+                continue  # meets every bucket (see _local_selectivity)
+            e = ext.get(c.column)
+            if e is None:
+                if not bool((cols[f"{c.column}.n"] > 0).all()):
+                    return False
+                e = ext[c.column] = (float(cols[f"{c.column}.max"].min()), float(mn.max()))
+            low_max, high_min = e
+            if not any(_meets_all(r, low_max, high_min) for r in c.ranges):
+                return False
+    return True
+
+
+def _meets_all(r: Any, low_max: float, high_min: float) -> bool:
+    """Whether range ``r`` meets every bucket, given the smallest bucket max and the largest
+    bucket min (the bucket test of :func:`_overlap`, at its hardest bucket)."""
+    lo, hi = _bounds(r)
+    up = low_max > lo or (low_max == lo and bool(r.lo_inclusive))
+    down = high_min < hi or (high_min == hi and bool(r.hi_inclusive))
+    return up and down
+
+
+def scan_buckets(rp: RewrittenPattern, geo: Geometry, cols: dict[str, np.ndarray],
+                 level: int | None, t0: float) -> Scope:
+    """:func:`build_cpm`'s matching over the buckets (``t0``: when the build started)."""
     tmin, tmax = cols["t_min"].astype(I64), cols["t_max"].astype(I64)
     count = cols["count"].astype(np.float64)
     m = tmin.size
