@@ -170,81 +170,65 @@ def _skip(buf: np.ndarray, pos: int, end: int, ctype: int) -> tuple[int, int]:
             break
 
 
+_AT_NESTED = -1
+"""Status of :func:`_fields`: stopped at the nested struct's first field."""
+
+
+@nb.njit(cache=True, nogil=True)
+def _fields(buf: np.ndarray, pos: int, end: int, fid: int, ints: np.ndarray,
+            nested: int) -> tuple[int, int, int]:
+    """Read the fields of a struct from ``pos`` (``fid``: the last field id read, 0 at the
+    start) up to its stop byte: i32 fields ``1 <= id < len(ints)`` go to ``ints[id]``,
+    other fields are skipped. A struct field with id ``nested`` stops the read there, with
+    status :data:`_AT_NESTED` and ``pos`` at its first field, so that the caller reads it and
+    then resumes this struct with the ``fid`` answered. Answers ``(status, pos, fid)``."""
+    while True:
+        if pos >= end:
+            return CORRUPT, pos, fid
+        head = buf[pos]
+        pos += 1
+        if head == 0:
+            return OK, pos, fid
+        ctype = head & 0x0F
+        if head >> 4:
+            fid += head >> 4
+        else:
+            st, raw, pos = _varint(buf, pos, end)
+            if st != OK:
+                return CORRUPT, pos, fid
+            fid = _unzig(raw)
+        if ctype == 5 and 1 <= fid < ints.size:  # i32
+            st, raw, pos = _varint(buf, pos, end)
+            if st != OK:
+                return CORRUPT, pos, fid
+            ints[fid] = _unzig(raw)
+        elif ctype == 12 and fid == nested:
+            return _AT_NESTED, pos, fid
+        else:
+            st, pos = _skip(buf, pos, end, ctype)
+            if st != OK:
+                return CORRUPT, pos, fid
+
+
 @nb.njit(cache=True, nogil=True)
 def page_header(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int, int, int, int,
                                                               int, int]:
     """The ``PageHeader`` at ``pos``: ``(status, header end, page type, uncompressed size,
     compressed size, values, encoding, definition-level encoding)``; the last three are
-    those of a version-1 data page (-1 otherwise)."""
-    ptype = usize = csize = -1
-    nvals = enc = denc = -1
+    those of a version-1 data page (field 5, ``DataPageHeader``; -1 otherwise)."""
+    top = np.full(4, -1, np.int64)  # type, uncompressed size, compressed size
+    dph = np.full(4, -1, np.int64)  # values, encoding, definition-level encoding
     fid = 0
     while True:
-        if pos >= end:
-            return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-        head = buf[pos]
-        pos += 1
-        if head == 0:
+        st, pos, fid = _fields(buf, pos, end, fid, top, 5)
+        if st != _AT_NESTED:
             break
-        ctype = head & 0x0F
-        delta = head >> 4
-        if delta:
-            fid += delta
-        else:
-            st, raw, pos = _varint(buf, pos, end)
-            if st != OK:
-                return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-            fid = _unzig(raw)
-        if ctype == 5 and 1 <= fid <= 3:
-            st, raw, pos = _varint(buf, pos, end)
-            if st != OK:
-                return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-            v = _unzig(raw)
-            if fid == 1:
-                ptype = v
-            elif fid == 2:
-                usize = v
-            else:
-                csize = v
-        elif ctype == 12 and fid == 5:  # DataPageHeader
-            sub = 0
-            while True:
-                if pos >= end:
-                    return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-                h = buf[pos]
-                pos += 1
-                if h == 0:
-                    break
-                t = h & 0x0F
-                if h >> 4:
-                    sub += h >> 4
-                else:
-                    st, raw, pos = _varint(buf, pos, end)
-                    if st != OK:
-                        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-                    sub = _unzig(raw)
-                if t == 5 and 1 <= sub <= 3:
-                    st, raw, pos = _varint(buf, pos, end)
-                    if st != OK:
-                        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-                    v = _unzig(raw)
-                    if sub == 1:
-                        nvals = v
-                    elif sub == 2:
-                        enc = v
-                    else:
-                        denc = v
-                else:
-                    st, pos = _skip(buf, pos, end, t)
-                    if st != OK:
-                        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-        else:
-            st, pos = _skip(buf, pos, end, ctype)
-            if st != OK:
-                return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-    if ptype < 0 or usize < 0 or csize < 0:
-        return CORRUPT, pos, ptype, usize, csize, nvals, enc, denc
-    return OK, pos, ptype, usize, csize, nvals, enc, denc
+        st, pos, _ = _fields(buf, pos, end, 0, dph, -1)
+        if st != OK:
+            break
+    if st == OK and (top[1] < 0 or top[2] < 0 or top[3] < 0):
+        st = CORRUPT
+    return st, pos, top[1], top[2], top[3], dph[1], dph[2], dph[3]
 
 
 @nb.njit(cache=True, nogil=True)
