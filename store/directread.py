@@ -152,17 +152,34 @@ class DirectFile:
             self._fill(g, idx.tolist())
         if st != pagecodec.OK:
             return None
-        types = schema.types
-        arrays = []
-        for k in range(len(idx)):
-            if nulls[k]:
-                arrays.append(self._nullable(types[k], out[k], valid[k], int(nulls[k]),
-                                             int(width[k])))
-            else:
-                vals = out[k] if width[k] == 8 else out[k].astype(np.uint32)
-                arrays.append(pa.Array.from_buffers(types[k], len(vals),
-                                                    [None, pa.py_buffer(vals)]))
-        return pa.Table.from_arrays(arrays, schema=schema)
+        return self._table(plan, out, valid, nulls)
+
+    def read_into(self, groups: np.ndarray, columns: tuple[str, ...], out: np.ndarray,
+                  valid: np.ndarray, at: int) -> tuple[int, pa.Schema] | None:
+        """Decode row groups ``groups`` of ``columns`` into ``out[k, at:]`` / ``valid[k, at:]``
+        (:func:`.pagecodec.read_columns_into`): ``(rows, schema of the columns)``, or None
+        when this reader does not decode them or they do not fit (read through Arrow then).
+        For :meth:`ParquetCache.read_files`, which builds one table of several files' row
+        groups. O(bytes of the chunks read)."""
+        plan = self._plan(columns)
+        if plan is None:
+            return None
+        idx, width, optional, schema = plan
+        for _ in range(2):
+            st, n = pagecodec.read_columns_into(
+                self._buf, groups, idx, self._rows, self._start, self._size, self._usize,
+                self._codec, width, optional, out, valid, at)
+            if st != pagecodec.NEED:
+                break
+            self._fill(groups, idx.tolist())
+        if st != pagecodec.OK:
+            return None
+        return n, schema
+
+    def _table(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray, pa.Schema],
+               out: np.ndarray, valid: np.ndarray, nulls: np.ndarray) -> pa.Table:
+        """The table of decoded slots ``out`` (``valid``, ``nulls`` per column)."""
+        return table_of(plan[1], plan[3], out, valid, nulls)
 
     @staticmethod
     def _nullable(t: pa.DataType, out: np.ndarray, valid: np.ndarray, nulls: int,
@@ -177,6 +194,24 @@ class DirectFile:
         known = self._start >= 0
         assert (self._start[known] + self._size[known] <= self._buf.size).all()
         assert (self._size[known] >= 0).all()
+
+
+def table_of(width: np.ndarray, schema: pa.Schema, out: np.ndarray, valid: np.ndarray,
+             nulls: np.ndarray) -> pa.Table:
+    """The Arrow table of decoded slots: column k of ``schema`` from ``out[k]`` (uint64
+    slots, the low ``width[k]`` bytes used), with ``valid[k]`` as its validity when
+    ``nulls[k]`` > 0. No copy of 8-byte values. O(columns) plus the narrowing copies."""
+    types = schema.types
+    arrays = []
+    for k in range(len(types)):
+        if nulls[k]:
+            arrays.append(DirectFile._nullable(types[k], out[k], valid[k], int(nulls[k]),
+                                               int(width[k])))
+        else:
+            vals = out[k] if width[k] == 8 else out[k].astype(np.uint32)
+            arrays.append(pa.Array.from_buffers(types[k], len(vals),
+                                                [None, pa.py_buffer(vals)]))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _fixed(t: pa.DataType, width: int) -> bool:

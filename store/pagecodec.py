@@ -496,6 +496,53 @@ NEED = 3
 
 
 @nb.njit(cache=True, nogil=True)
+def _extent(groups: np.ndarray, cols: np.ndarray, rows: np.ndarray, start: np.ndarray,
+            usize: np.ndarray, codec: np.ndarray) -> tuple[int, int, int]:
+    """``(status, rows, largest compressed page bytes)`` of a read of row groups ``groups`` of
+    columns ``cols``: :data:`NEED` when a location is not filled in yet, UNSUPPORTED when a
+    chunk is not one this reader decodes, CORRUPT for a row group out of range. O(groups x
+    columns)."""
+    n = 0
+    big = 0
+    for g in groups:
+        if g < 0 or g >= rows.size:
+            return CORRUPT, 0, 0
+        if rows[g] < 0:
+            return NEED, 0, 0
+        n += rows[g]
+        for c in cols:
+            if start[g, c] == -1:
+                return NEED, 0, 0
+            if start[g, c] < 0:
+                return UNSUPPORTED, 0, 0
+            if codec[g, c] != CODEC_NONE and usize[g, c] > big:
+                big = usize[g, c]
+    return OK, n, big
+
+
+@nb.njit(cache=True, nogil=True)
+def _decode(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndarray,
+            start: np.ndarray, size: np.ndarray, codec: np.ndarray, width: np.ndarray,
+            optional: np.ndarray, out: np.ndarray, valid: np.ndarray, at: int, big: int) -> int:
+    """Decode row groups ``groups`` of columns ``cols`` into ``out[k, at:]`` and
+    ``valid[k, at:]`` (the locations checked by :func:`_extent`); answers the status."""
+    scratch = np.empty(big, np.uint8)
+    vals = np.empty(0, np.uint64)
+    for k in range(cols.size):
+        c = cols[k]
+        pos = at
+        o = out[k]
+        v = valid[k]
+        for g in groups:
+            st, vals = _chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g], codec[g, c],
+                              width[k], optional[k], o, v, pos, scratch, vals)
+            if st != OK:
+                return st
+            pos += rows[g]
+    return OK
+
+
+@nb.njit(cache=True, nogil=True)
 def read_columns(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndarray,
                  start: np.ndarray, size: np.ndarray, usize: np.ndarray, codec: np.ndarray,
                  width: np.ndarray, optional: np.ndarray
@@ -510,41 +557,38 @@ def read_columns(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np
     located yet, -2 = a chunk this reader does not decode); ``width[k]`` and ``optional[k]``
     describe column ``cols[k]``. Status :data:`NEED` asks the caller to locate the chunks
     and call again. One call per read: O(bytes of the chunks)."""
-    n = 0
-    big = 0
-    for g in groups:
-        if g < 0 or g >= rows.size:
-            return CORRUPT, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
-                np.empty(0, np.int64)
-        if rows[g] < 0:
-            return NEED, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
-                np.empty(0, np.int64)
-        n += rows[g]
-        for c in cols:
-            if start[g, c] == -1:
-                return NEED, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
-                    np.empty(0, np.int64)
-            if start[g, c] < 0:
-                return UNSUPPORTED, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
-                    np.empty(0, np.int64)
-            if codec[g, c] != CODEC_NONE and usize[g, c] > big:
-                big = usize[g, c]
+    st, n, big = _extent(groups, cols, rows, start, usize, codec)
+    if st != OK:
+        return st, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
+            np.empty(0, np.int64)
     out = np.empty((cols.size, n), np.uint64)
     valid = np.ones((cols.size, n), np.uint8)
     nulls = np.zeros(cols.size, np.int64)
-    scratch = np.empty(big, np.uint8)
-    vals = np.empty(0, np.uint64)
+    st = _decode(buf, groups, cols, rows, start, size, codec, width, optional, out, valid, 0,
+                 big)
+    if st != OK:
+        return st, out, valid, nulls
     for k in range(cols.size):
-        c = cols[k]
-        at = 0
-        o = out[k]
-        v = valid[k]
-        for g in groups:
-            st, vals = _chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g], codec[g, c],
-                              width[k], optional[k], o, v, at, scratch, vals)
-            if st != OK:
-                return st, out, valid, nulls
-            at += rows[g]
         if optional[k]:
-            nulls[k] = n - np.count_nonzero(v)
+            nulls[k] = n - np.count_nonzero(valid[k])
     return OK, out, valid, nulls
+
+
+@nb.njit(cache=True, nogil=True)
+def read_columns_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray,
+                      rows: np.ndarray, start: np.ndarray, size: np.ndarray,
+                      usize: np.ndarray, codec: np.ndarray, width: np.ndarray,
+                      optional: np.ndarray, out: np.ndarray, valid: np.ndarray, at: int
+                      ) -> tuple[int, int]:
+    """:func:`read_columns` into the caller's ``out[k, at:]`` and ``valid[k, at:]`` (``valid``
+    set to 1 beforehand; nulls are the caller's count): ``(status, rows decoded)``. CORRUPT
+    when the row groups hold more rows than ``out`` has room for. For a read that gathers
+    row groups of several files into one table. O(bytes of the chunks)."""
+    st, n, big = _extent(groups, cols, rows, start, usize, codec)
+    if st != OK:
+        return st, 0
+    if at < 0 or at + n > out.shape[1] or out.shape[0] != cols.size \
+            or valid.shape[0] != cols.size or valid.shape[1] != out.shape[1]:
+        return CORRUPT, 0
+    return _decode(buf, groups, cols, rows, start, size, codec, width, optional, out, valid,
+                   at, big), n

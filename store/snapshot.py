@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replaydb.errors import CorruptionError, SchemaError
-from replaydb.store.directread import DirectFile
+from replaydb.store.directread import DirectFile, table_of
 from replaydb.store.manifest import FileInfo, Manifest
 from replaydb.store.schema import StreamSchema
 from replaydb.store.tree import AggSpec, Partial, TABTree
@@ -127,6 +127,43 @@ class ParquetCache:
                 if tbl is not None:
                     return tbl
         return pf.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
+
+    def read_files(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
+                   columns: tuple[str, ...], rows: int) -> pa.Table | None:
+        """Row groups of several files (``(path, handle, groups)`` each, in that order) of
+        ``columns`` as one table, decoded straight into one set of column buffers: what
+        ``concat_tables`` of their :meth:`read_row_groups` tables holds (with the first
+        file's schema), without a table per file. ``rows``: their total row count. None
+        when the direct reader is off or declines one of them, or the counts disagree
+        (the caller reads file by file then). O(bytes of the chunks read)."""
+        if not self.direct or not pieces:
+            return None
+        out = np.empty((len(columns), rows), np.uint64)
+        valid = np.ones((len(columns), rows), np.uint8)
+        at = 0
+        schema: pa.Schema | None = None
+        width: np.ndarray | None = None
+        for path, pf, groups in pieces:
+            d = self._direct.get(path)
+            if d is None:
+                if path not in self._files:
+                    return None
+                d = self._direct[path] = DirectFile(path, pf)
+            got = d.read_into(groups, columns, out, valid, at)
+            if got is None:
+                return None
+            n, sch = got
+            if schema is None:
+                schema, width = sch, d._plan(columns)[1]  # type: ignore[index]
+            elif sch is not schema and (not sch.equals(schema, check_metadata=False)
+                                        or not np.array_equal(d._plan(columns)[1], width)):
+                return None
+            at += n
+        if at != rows:
+            return None
+        assert width is not None and schema is not None
+        nulls = rows - np.count_nonzero(valid, axis=1)
+        return table_of(width, schema, out, valid, nulls)
 
     def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
         """Compressed bytes per row group for ``columns`` (cached per file and column set)."""
@@ -239,22 +276,53 @@ class StreamSnapshot:
         ``read_row_groups`` call; counted as leaves, row groups, events and bytes (not as a
         read: the caller counts those)."""
         lv = self.tree.leaves
-        fid = int(lv.col("file_id")[ids[0]])
+        path = self._path_of(int(lv.col("file_id")[ids[0]]), int(ids[0]))
+        pf = self._cache.get(path, self.counters)
+        groups = lv.col("rg")[ids]
+        tbl = self._cache.read_row_groups(path, pf, groups, cols)
+        self._count_groups(path, pf, groups, cols)
+        self.counters.events += tbl.num_rows
+        return tbl
+
+    def _path_of(self, fid: int, leaf: int) -> str:
+        """Path of data file ``fid`` (which leaf ``leaf`` points to)."""
         path = self._paths.get(fid)
         if path is None:
             info = self.files.get(fid)
             if info is None:
-                raise CorruptionError(f"leaf {int(ids[0])} points to unknown data file id {fid}")
+                raise CorruptionError(f"leaf {leaf} points to unknown data file id {fid}")
             path = self._paths[fid] = str(self.events_dir / info.path)
-        pf = self._cache.get(path, self.counters)
-        rg_bytes = self._cache.rg_bytes(path, pf, cols)
-        groups = lv.col("rg")[ids]
-        tbl = self._cache.read_row_groups(path, pf, groups, cols)
+        return path
+
+    def _count_groups(self, path: str, pf: pq.ParquetFile, groups: np.ndarray,
+                      cols: list[str]) -> None:
+        """Count row groups ``groups`` of one file as leaves, row groups and bytes read."""
         self.counters.leaves += len(groups)
         self.counters.row_groups += len(groups)
-        self.counters.events += tbl.num_rows
-        self.counters.bytes += int(rg_bytes[groups].sum())
-        return tbl
+        self.counters.bytes += int(self._cache.rg_bytes(path, pf, cols)[groups].sum())
+
+    def _read_leaf_pieces(self, ids: np.ndarray, pieces: list[tuple[int, int]],
+                          cols: list[str]) -> pa.Table:
+        """The leaves ``ids[p:q]`` of every piece (each in one data file; consecutive) as one
+        table: decoded straight into one table where the direct reader takes every piece
+        (:meth:`ParquetCache.read_files`), else :meth:`_read_leaf_chunk` per piece and
+        ``concat_tables``. Counted as :meth:`_read_leaf_chunk` counts. O(bytes read)."""
+        if len(pieces) > 1 and self._cache.direct:
+            lv = self.tree.leaves
+            fids, rgs = lv.col("file_id"), lv.col("rg")
+            parts = []
+            for p, q in pieces:
+                path = self._path_of(int(fids[ids[p]]), int(ids[p]))
+                parts.append((path, self._cache.get(path, self.counters), rgs[ids[p:q]]))
+            rows = int(lv.col("count")[ids[pieces[0][0]:pieces[-1][1]]].sum())
+            tbl = self._cache.read_files(parts, tuple(cols), rows)
+            if tbl is not None:
+                for path, pf, groups in parts:
+                    self._count_groups(path, pf, groups, cols)
+                self.counters.events += tbl.num_rows
+                return tbl
+        tables = [self._read_leaf_chunk(ids[p:q], cols) for p, q in pieces]
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
     def _iter_leaf_ids(self, ids: np.ndarray, cols: list[str],
                        max_leaves: int) -> Iterator[pa.Table]:
@@ -355,8 +423,7 @@ class StreamSnapshot:
             # intervals with a leaf in [first, last]: lo and hi never decrease with k
             k0 = int(np.searchsorted(hi, first, side="right"))
             k1 = int(np.searchsorted(lo, last, side="right"))
-            tables = [self._read_leaf_chunk(ids[p:q], cols) for p, q in pieces]
-            tbl = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+            tbl = self._read_leaf_pieces(ids, pieces, cols)
             t = tbl.column("t").to_numpy()
             r0 = np.searchsorted(t, a[k0:k1], side="left")
             r1 = np.searchsorted(t, b[k0:k1], side="left")

@@ -225,3 +225,72 @@ def test_store_reads_alike_with_and_without_direct_reads(tmp_path, direct):
     assert leaves.equals(other.read_leaves(1, 4))
     assert agg == other.aggregate(17, 4111)
     assert snap.counters.as_dict() == other.counters.as_dict()
+
+
+def test_read_files_equals_concatenated_reads(tmp_path):
+    """Row groups of several files decoded into one table are ``concat_tables`` of the
+    per-file reads; a wrong row total, or a file the reader declines, answers None."""
+    rng = np.random.default_rng(5)
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"f{i}.parquet"
+        n = 250 + 40 * i
+        write_parquet(p, pa.table({
+            "t": np.arange(n) + 1000 * i, "seq": np.arange(n) + 1000 * i,
+            "x": pa.array(rng.normal(size=n), mask=rng.random(n) < .2),
+            "k": pa.array(rng.integers(0, 9, n).astype(np.int32))}), 64)
+        paths.append(str(p))
+    cache, counters = ParquetCache(), IOCounters()
+    cols = ("t", "x", "k")
+    picks = [np.array([3, 0]), np.array([1]), np.array([0, 2, 4])]
+    pieces = [(p, cache.get(p, counters), g) for p, g in zip(paths, picks)]
+    want = pa.concat_tables([pf.read_row_groups(g.tolist(), columns=list(cols))
+                             for _, pf, g in pieces])
+    got = cache.read_files(pieces, cols, want.num_rows)
+    assert got is not None and got.equals(want)
+    assert got.column("x").null_count == want.column("x").null_count > 0
+    assert cache.read_files(pieces, cols, want.num_rows + 1) is None
+    assert cache.read_files(pieces, cols, want.num_rows - 1) is None
+    declined = tmp_path / "dict.parquet"
+    pq.write_table(pa.table({"t": np.arange(100), "x": np.ones(100), "k":
+                             np.zeros(100, np.int32)}), declined, use_dictionary=True)
+    pf = cache.get(str(declined), counters)
+    assert cache.read_files(pieces + [(str(declined), pf, np.array([0]))], cols,
+                            want.num_rows + 100) is None
+    assert ParquetCache(direct=False).read_files(pieces, cols, want.num_rows) is None
+
+
+def test_interval_reads_across_files_alike_with_and_without_direct_reads(tmp_path):
+    """Many short intervals whose leaves lie in many data files (one table per read, gathered
+    from several files): the same tables, parts and counters as reading file by file
+    through Arrow."""
+    store = Store(tmp_path / "s", create=True)
+    rng = np.random.default_rng(9)
+    schema = None
+    t0 = 0
+    for _ in range(6):  # six appends: six data files
+        n = 700
+        t = t0 + np.cumsum(rng.integers(1, 4, n))
+        t0 = int(t[-1])
+        tbl = pa.table({"t": t, "x": rng.normal(size=n),
+                        "y": pa.array(rng.normal(size=n), mask=rng.random(n) < .1)})
+        if schema is None:
+            schema = StreamSchema.infer(tbl.schema, time_unit="ms", leaf_capacity=64, fanout=4)
+            store.create_stream("s", schema)
+        store.append("s", tbl)
+    starts = np.sort(rng.choice(t0, 40, replace=False))
+    ivs = [(int(a), int(a) + 30) for a in starts]
+    ivs = [iv for k, iv in enumerate(ivs) if k == 0 or iv[0] >= ivs[k - 1][1]]
+    out = {}
+    for direct in (True, False):
+        fresh = Store(tmp_path / "s")
+        fresh.parquet_cache.direct = direct
+        snap = fresh.stream("s")
+        out[direct] = ([(tbl, parts) for tbl, parts in
+                        snap.read_interval_groups(ivs, ["x", "y"], max_leaves=16)],
+                       snap.counters.as_dict())
+    (a, ca), (b, cb) = out[True], out[False]
+    assert len(a) == len(b) > 1
+    for (ta, pa_), (tb, pb) in zip(a, b):
+        assert ta.equals(tb) and pa_ == pb
+    assert ca == cb
