@@ -41,6 +41,10 @@ def log_dir(table: Path) -> Path:
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
+_LATEST: dict[str, int] = {}
+"""Log directory -> the latest version :func:`latest_version` last saw there."""
+
+
 def latest_version(table: Path) -> int:
     """Latest committed version of a Delta table (-1 if there is no table).
 
@@ -50,8 +54,24 @@ def latest_version(table: Path) -> int:
     latest version. Checkpoints, ``_last_checkpoint``, compacted-log and temporary files do not
     match the name. This is one directory listing per query planned, where opening the table
     through delta-rs costs tens of milliseconds; a log without any commit file falls back to
-    delta-rs (which reports what is wrong with it). O(log files)."""
+    delta-rs (which reports what is wrong with it). O(log files); O(1) stats when the
+    version it last saw in that directory is still there (Delta log clean-up removes commit
+    files oldest first, so the versions from it on are consecutive: the latest is the last
+    of them)."""
     d = log_dir(table)
+    key = str(d)
+    known = _LATEST.get(key)
+    if known is not None:
+        # commit files are consecutive and clean-up removes the oldest first, so while the
+        # last version seen is still there, the latest is the last of the run after it
+        # (a stat or two instead of listing the log)
+        if os.path.exists(os.path.join(key, f"{known:020d}.json")):
+            v = known
+            while os.path.exists(os.path.join(key, f"{v + 1:020d}.json")):
+                v += 1
+            _LATEST[key] = v
+            return v
+        del _LATEST[key]
     if not d.is_dir():
         return -1
     best = -1
@@ -61,6 +81,9 @@ def latest_version(table: Path) -> int:
             if m is not None:
                 best = max(best, int(m.group(1)))
     if best >= 0:
+        if len(_LATEST) >= 4096:
+            _LATEST.clear()
+        _LATEST[key] = best
         return best
     try:
         return DeltaTable(str(table)).version()
