@@ -134,3 +134,35 @@ def test_a_damaged_page_header_is_not_taken(tmp_path) -> None:
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(bytes(raw))
     assert PlainFile(str(bad), pq.ParquetFile(str(bad))).column(0, "seq") is None
+
+
+def test_columns_of_row_group_ranges(tmp_path) -> None:
+    """``columns(a, b)`` is the concatenation of Arrow's row groups ``[a, b)`` for random
+    ranges and every fixed-width column, located lazily (a range whose chunks were never
+    read before); a range holding a damaged chunk declines."""
+    idx, _, _ = _build(tmp_path, "float64", 6, tomb=False)
+    f = max((f for r in idx._runs for f in r.files), key=lambda f: f.num_row_groups)
+    path = os.path.abspath(os.path.join(idx.path, f.name))
+    pf = pq.ParquetFile(path)
+    ng = pf.metadata.num_row_groups
+    assert ng >= 4
+    rng = np.random.default_rng(0)
+    plain = PlainFile(path, pf)
+    for _ in range(40):
+        a = int(rng.integers(0, ng))
+        b = int(rng.integers(a + 1, ng + 1))
+        col = str(rng.choice(["key", "seq", "t"]))
+        want = pf.read_row_groups(list(range(a, b)), columns=[col]).column(col).to_numpy()
+        got = plain.columns(a, b, col)
+        assert got is not None and got.dtype == want.dtype and np.array_equal(got, want)
+    assert plain.columns(2, 2, "seq") is None
+    md = pf.metadata
+    off = md.row_group(2).column(1).data_page_offset
+    raw = bytearray(open(path, "rb").read())
+    raw[off] = 0x00
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(raw))
+    damaged = PlainFile(str(bad), pq.ParquetFile(str(bad)))
+    assert damaged.columns(0, 2, "seq") is not None
+    assert damaged.columns(1, 4, "seq") is None
+    assert damaged.columns(0, ng, "t") is not None
