@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
@@ -390,11 +391,66 @@ SLICE_PARTS = 48
 411 vs 250 us)."""
 
 
+@njit(cache=True, nogil=True)
+def _copy_parts(src: np.ndarray, offs: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out`` := ``src[offs[i]:offs[i] + rows[i]]`` one after another."""
+    pos = 0
+    for i in range(offs.size):
+        o = offs[i]
+        for j in range(rows[i]):
+            out[pos + j] = src[o + j]
+        pos += rows[i]
+
+
+def _fixed_view(arr: pa.Array) -> np.ndarray | None:
+    """The values of a null-free array of 4- or 8-byte values as unsigned integers (a view,
+    no copy), or None for any other array."""
+    if arr.null_count:
+        return None
+    t = arr.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)):
+        return None
+    try:
+        width = t.bit_width
+    except ValueError:
+        return None
+    if width not in (32, 64):
+        return None
+    view = np.uint64 if width == 64 else np.uint32
+    data = arr.buffers()[1]
+    return np.frombuffer(data, dtype=view, count=arr.offset + len(arr))[arr.offset:]
+
+
+def _keep_parts_fixed(tbl: pa.Table, offs: np.ndarray, rows: np.ndarray) -> pa.Table | None:
+    """:func:`_keep_parts` of a table of one chunk of null-free 4- and 8-byte columns (what
+    the store's reader gives): one compiled copy of the parts per column; None for any
+    other table."""
+    total = int(rows.sum())
+    arrays = []
+    for col in tbl.columns:
+        if col.num_chunks != 1:
+            return None
+        arr = col.chunk(0)
+        src = _fixed_view(arr)
+        if src is None:
+            return None
+        out = np.empty(total, src.dtype)
+        _copy_parts(src, offs, rows, out)
+        arrays.append(pa.Array.from_buffers(arr.type, total, [None, pa.py_buffer(out)]))
+    return pa.Table.from_arrays(arrays, schema=tbl.schema)
+
+
 def _keep_parts(tbl: pa.Table, offs: np.ndarray, rows: np.ndarray) -> pa.Table:
     """The rows ``[offs[i], offs[i] + rows[i])`` of ``tbl`` (sorted, disjoint), as one
     contiguous table: drops the rows of shared leaves that lie between replay intervals.
-    A few parts are sliced and concatenated (a copy of each column, no index array), many
-    are gathered by one take. O(rows kept + parts)."""
+    A table of one chunk of null-free fixed-width columns is copied part by part in compiled
+    code (:func:`_keep_parts_fixed`; against the paths below it took the execution of 15
+    m = 4 interval plans with 1-4k intervals from 89 to 76 ms); else a few parts are
+    sliced and concatenated (a copy of each column, no index array), many are gathered by
+    one take. O(rows kept + parts)."""
+    fixed = _keep_parts_fixed(tbl, offs, rows) if tbl.num_columns else None
+    if fixed is not None:
+        return fixed
     if len(offs) <= SLICE_PARTS:
         return pa.concat_tables([tbl.slice(o, r) for o, r in
                                  zip(offs.tolist(), rows.tolist())]).combine_chunks()
