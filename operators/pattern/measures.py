@@ -92,15 +92,17 @@ class MatchSet:
 
 @dataclass
 class Frame:
-    """Output rows: each has a match and a *current* flat row (last row for ONE ROW)."""
+    """Output rows: each has a match and a *current* flat row (last row for ONE ROW).
+    ``per_match``: one row per match, in match order (ONE ROW PER MATCH)."""
 
     ms: MatchSet
     mid: np.ndarray
     cur: np.ndarray
+    per_match: bool = False
 
     @staticmethod
     def one_row(ms: MatchSet) -> Frame:
-        return Frame(ms, np.arange(ms.n, dtype=np.int64), ms.off[1:] - 1)
+        return Frame(ms, np.arange(ms.n, dtype=np.int64), ms.off[1:] - 1, True)
 
     @staticmethod
     def all_rows(ms: MatchSet) -> Frame:
@@ -241,6 +243,36 @@ class MeasureLowerer:
 
 
 # --------------------------------------------------------------------------- evaluation
+@njit(cache=True, nogil=True)
+def _kth_of_var(var: np.ndarray, start: np.ndarray, end: np.ndarray, v: int,
+                from_end: bool, k: int) -> np.ndarray:
+    """Per row ``i``: the flat row of the ``k``-th occurrence (0-based; counted from
+    ``end[i]`` backwards when ``from_end``) of variable ``v`` among flat rows
+    ``start[i]..end[i]``, or -1 when there are not that many. O(rows passed over)."""
+    out = np.full(start.size, -1, np.int64)
+    for i in range(start.size):
+        c = 0
+        if from_end:
+            j = end[i]
+            while j >= start[i]:
+                if var[j] == v:
+                    if c == k:
+                        out[i] = j
+                        break
+                    c += 1
+                j -= 1
+        else:
+            j = start[i]
+            while j <= end[i]:
+                if var[j] == v:
+                    if c == k:
+                        out[i] = j
+                        break
+                    c += 1
+                j += 1
+    return out
+
+
 @njit(cache=True)
 def _running_minmax(vals, mask, off, is_min):
     out = np.empty(vals.shape[0], dtype=np.float64)
@@ -278,6 +310,17 @@ class Evaluator:
         if key in self._cache:
             return self._cache[key]
         start, end = self._ends(final)
+        if var is not None and (final or self.f.per_match):
+            # each match's rows scanned from the chosen end: O(rows passed over), where
+            # finding every occurrence of the variable costs O(all rows) per measure
+            ms = self.f.ms
+            if self.f.per_match:
+                out = _kth_of_var(ms.var, start, end, var, from_end, k)
+            else:
+                out = _kth_of_var(ms.var, ms.off[:-1], ms.off[1:] - 1, var, from_end,
+                                  k)[self.f.mid]
+            self._cache[key] = out
+            return out
         if var is None:
             idx = end - k if from_end else start + k
             ok = (idx >= start) & (idx <= end)
