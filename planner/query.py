@@ -24,6 +24,7 @@ what was actually read and the time per phase.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import time
@@ -87,10 +88,14 @@ class QueryContext:
     type_column: str | None
     options: QueryOptions
     bind_options: dict[str, Any] = field(default_factory=dict)
+    _schema: pa.Schema | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def schema(self) -> pa.Schema:
-        return self.replay_schema()
+        """The replayed schema of every column (computed once: the streams are pinned)."""
+        if self._schema is None:
+            self._schema = self.replay_schema()
+        return self._schema
 
     def replay_schema(self, columns: list[str] | None = None) -> pa.Schema:
         return Replay(self.snapshots, None, columns=columns, type_column=self.type_column,
@@ -165,12 +170,21 @@ class QueryResult:
         return self.table.to_pandas()
 
 
-def call_accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn`` with only the keyword arguments it accepts."""
+@functools.lru_cache(maxsize=256)
+def _accepted(fn: Callable[..., Any]) -> frozenset[str] | None:
+    """The keyword names ``fn`` accepts; None when it takes ``**kwargs``."""
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    return frozenset(params)
+
+
+def call_accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with only the keyword arguments it accepts."""
+    names = _accepted(fn)
+    if names is None:
         return fn(*args, **kwargs)
-    return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
+    return fn(*args, **{k: v for k, v in kwargs.items() if k in names})
 
 
 # --------------------------------------------------------------------------- parse + resolve
