@@ -259,3 +259,35 @@ def test_latest_version_from_the_log_listing_matches_delta_rs(tmp_path):
     assert deltaio.latest_version(events) == v == DeltaTable(str(events)).version()
     assert store.stream("e").n_events == 40
     assert deltaio.latest_version(tmp_path / "nothing") == -1
+
+
+def test_latest_version_after_the_one_last_seen(tmp_path):
+    """The version last seen in a log directory is where the next look starts: later commits
+    (by this store or another process) are found, and a directory whose last-seen version is
+    gone (the table dropped and made again, the log cleaned) is listed again."""
+    import shutil
+
+    from replaydb.store import deltaio
+
+    def append(store, k: int) -> None:
+        store.append("e", pa.table({"t": np.arange(k * 10, k * 10 + 10, dtype=np.int64),
+                                    "x": np.ones(10)}))
+
+    store = replaydb.open(tmp_path / "s", create=True)
+    append(store, 0)
+    events = store.stream_dir("e") / "events"
+    v0 = deltaio.latest_version(events)
+    other = replaydb.open(tmp_path / "s")  # another writer, as another process would be
+    append(other, 1)
+    append(other, 2)
+    assert deltaio.latest_version(events) == v0 + 2
+    assert store.stream("e").n_events == 30
+    shutil.rmtree(events.parent)  # the stream dropped behind this process's back
+    fresh = replaydb.open(tmp_path / "s")
+    append(fresh, 0)  # and made again: versions start over
+    again = deltaio.latest_version(events)
+    assert again < v0 + 2
+    assert [f.name for f in sorted(deltaio.log_dir(events).glob("*.json"))][-1] == \
+        f"{again:020d}.json"
+    shutil.rmtree(events.parent)
+    assert deltaio.latest_version(events) == -1
