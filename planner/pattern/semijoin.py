@@ -17,7 +17,10 @@ more; Algorithm 3.1 decides exactly as before. Building and intersecting cost O(
 events and B buckets (B <= 2**18 by the choice of the bucket width), filtering one pass over
 the lookup's events.
 
-Without a window nothing bounds the distance between the events of a candidate: no mask.
+Without a window nothing bounds the distance between the events of a candidate: no mask. The
+planner uses the mask only where lookups sort their times along with their seqs (streams that
+are not regular): where every lookup sorts its seqs alone into a bitmap, about 2 ns an event,
+computing times and filtering cost more than they save (docs/decisions.md).
 """
 
 from __future__ import annotations
