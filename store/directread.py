@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import mmap
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -143,51 +144,35 @@ class DirectFile:
             return None
         idx, width, optional, schema = plan
         g = np.asarray(groups, np.int64)
-        for _ in range(2):
-            st, out, valid, nulls = pagecodec.read_columns(
-                self._buf, g, idx, self._rows, self._start, self._size, self._usize,
-                self._codec, width, optional)
-            if st != pagecodec.NEED:
-                break
-            self._fill(g, idx.tolist())
-        if st != pagecodec.OK:
-            return None
-        return self._table(plan, out, valid, nulls)
+        st, out, valid, nulls = self._located(g, idx, lambda: pagecodec.read_columns(
+            self._buf, g, idx, self._rows, self._start, self._size, self._usize,
+            self._codec, width, optional))
+        return table_of(width, schema, out, valid, nulls) if st == pagecodec.OK else None
 
     def read_into(self, groups: np.ndarray, columns: tuple[str, ...], out: np.ndarray,
-                  valid: np.ndarray, at: int) -> tuple[int, pa.Schema] | None:
+                  valid: np.ndarray, at: int) -> tuple[int, np.ndarray, pa.Schema] | None:
         """Decode row groups ``groups`` of ``columns`` into ``out[k, at:]`` / ``valid[k, at:]``
-        (:func:`.pagecodec.read_columns_into`): ``(rows, schema of the columns)``, or None
-        when this reader does not decode them or they do not fit (read through Arrow then).
-        For :meth:`ParquetCache.read_files`, which builds one table of several files' row
-        groups. O(bytes of the chunks read)."""
+        (:func:`.pagecodec.read_columns_into`): ``(rows, column widths, schema of the
+        columns)``, or None when this reader does not decode them or they do not fit (read
+        through Arrow then). For :meth:`ParquetCache.read_files`, which builds one table of
+        several files' row groups. O(bytes of the chunks read)."""
         plan = self._plan(columns)
         if plan is None:
             return None
         idx, width, optional, schema = plan
-        for _ in range(2):
-            st, n = pagecodec.read_columns_into(
-                self._buf, groups, idx, self._rows, self._start, self._size, self._usize,
-                self._codec, width, optional, out, valid, at)
-            if st != pagecodec.NEED:
-                break
+        st, n = self._located(groups, idx, lambda: pagecodec.read_columns_into(
+            self._buf, groups, idx, self._rows, self._start, self._size, self._usize,
+            self._codec, width, optional, out, valid, at))
+        return (n, width, schema) if st == pagecodec.OK else None
+
+    def _located(self, groups: np.ndarray, idx: np.ndarray, decode: Callable[[], Any]) -> Any:
+        """``decode()``, called again after locating the chunks of ``groups`` x ``idx`` when it
+        answers :data:`.pagecodec.NEED` (its first element)."""
+        got = decode()
+        if got[0] == pagecodec.NEED:
             self._fill(groups, idx.tolist())
-        if st != pagecodec.OK:
-            return None
-        return n, schema
-
-    def _table(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray, pa.Schema],
-               out: np.ndarray, valid: np.ndarray, nulls: np.ndarray) -> pa.Table:
-        """The table of decoded slots ``out`` (``valid``, ``nulls`` per column)."""
-        return table_of(plan[1], plan[3], out, valid, nulls)
-
-    @staticmethod
-    def _nullable(t: pa.DataType, out: np.ndarray, valid: np.ndarray, nulls: int,
-                  width: int) -> pa.Array:
-        values = out if width == 8 else out.astype(np.uint32)
-        bitmap = np.packbits(valid.view(np.bool_), bitorder="little")
-        return pa.Array.from_buffers(t, len(values), [pa.py_buffer(bitmap),
-                                                      pa.py_buffer(values)], null_count=nulls)
+            got = decode()
+        return got
 
     def check(self) -> None:
         """Raise AssertionError unless every located chunk lies inside the file."""
@@ -205,13 +190,21 @@ def table_of(width: np.ndarray, schema: pa.Schema, out: np.ndarray, valid: np.nd
     arrays = []
     for k in range(len(types)):
         if nulls[k]:
-            arrays.append(DirectFile._nullable(types[k], out[k], valid[k], int(nulls[k]),
-                                               int(width[k])))
+            arrays.append(_nullable(types[k], out[k], valid[k], int(nulls[k]), int(width[k])))
         else:
             vals = out[k] if width[k] == 8 else out[k].astype(np.uint32)
             arrays.append(pa.Array.from_buffers(types[k], len(vals),
                                                 [None, pa.py_buffer(vals)]))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _nullable(t: pa.DataType, out: np.ndarray, valid: np.ndarray, nulls: int,
+              width: int) -> pa.Array:
+    """Column of type ``t`` from slots ``out`` with validity ``valid`` (``nulls`` of them 0)."""
+    values = out if width == 8 else out.astype(np.uint32)
+    bitmap = np.packbits(valid.view(np.bool_), bitorder="little")
+    return pa.Array.from_buffers(t, len(values), [pa.py_buffer(bitmap),
+                                                  pa.py_buffer(values)], null_count=nulls)
 
 
 def _fixed(t: pa.DataType, width: int) -> bool:

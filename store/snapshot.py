@@ -152,11 +152,11 @@ class ParquetCache:
             got = d.read_into(groups, columns, out, valid, at)
             if got is None:
                 return None
-            n, sch = got
+            n, w, sch = got
             if schema is None:
-                schema, width = sch, d._plan(columns)[1]  # type: ignore[index]
+                schema, width = sch, w
             elif sch is not schema and (not sch.equals(schema, check_metadata=False)
-                                        or not np.array_equal(d._plan(columns)[1], width)):
+                                        or not np.array_equal(w, width)):
                 return None
             at += n
         if at != rows:

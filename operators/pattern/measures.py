@@ -250,26 +250,17 @@ def _kth_of_var(var: np.ndarray, start: np.ndarray, end: np.ndarray, v: int,
     ``end[i]`` backwards when ``from_end``) of variable ``v`` among flat rows
     ``start[i]..end[i]``, or -1 when there are not that many. O(rows passed over)."""
     out = np.full(start.size, -1, np.int64)
+    step = -1 if from_end else 1
     for i in range(start.size):
         c = 0
-        if from_end:
-            j = end[i]
-            while j >= start[i]:
-                if var[j] == v:
-                    if c == k:
-                        out[i] = j
-                        break
-                    c += 1
-                j -= 1
-        else:
-            j = start[i]
-            while j <= end[i]:
-                if var[j] == v:
-                    if c == k:
-                        out[i] = j
-                        break
-                    c += 1
-                j += 1
+        j = end[i] if from_end else start[i]
+        while start[i] <= j <= end[i]:
+            if var[j] == v:
+                if c == k:
+                    out[i] = j
+                    break
+                c += 1
+            j += step
     return out
 
 
