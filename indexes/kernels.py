@@ -17,6 +17,7 @@ keys are sorted with Arrow instead (see :mod:`replaydb.indexes.sorting`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numba as nb
@@ -349,9 +350,14 @@ def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int
 def _set_bits(values: np.ndarray, bound: int, bits: np.ndarray) -> int:
     """``bits`` (``ceil(bound / 64)`` words, any content) := the set of ``values``: 0, or 1 on
     a repeated value, 2 on a value outside ``[0, bound)`` (``bits`` undefined then)."""
-    nw = (bound + 63) >> 6
-    for j in range(nw):
-        bits[j] = 0
+    bits[:] = 0
+    return _add_bits(values, bound, bits)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _add_bits(values: np.ndarray, bound: int, bits: np.ndarray) -> int:
+    """Set the bits of ``values`` in ``bits``: 0, or 1 when one is set already (a repeated
+    value), 2 on a value outside ``[0, bound)``."""
     one = np.uint64(1)
     for i in range(values.size):
         v = values[i]
@@ -363,6 +369,21 @@ def _set_bits(values: np.ndarray, bound: int, bits: np.ndarray) -> int:
         if x & bit:
             return 1
         bits[w] = x | bit
+    return 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _add_span_bits(buf: np.ndarray, offsets: np.ndarray, counts: np.ndarray, bound: int,
+                   bits: np.ndarray) -> int:
+    """:func:`_add_bits` of the int64 values lying in ``buf`` (bytes): ``counts[i]`` of them
+    from byte ``offsets[i]``."""
+    for k in range(offsets.size):
+        o = offsets[k]
+        if o < 0 or o + 8 * counts[k] > buf.size:
+            return 2
+        st = _add_bits(buf[o:o + 8 * counts[k]].view(np.int64), bound, bits)
+        if st != 0:
+            return st
     return 0
 
 
@@ -417,6 +438,43 @@ def _unique_bits(values: np.ndarray, bound: int, alloc: Any, who: str) -> np.nda
     if status == 2:
         raise ValueError(f"{who}: values must be integers in [0, bound)")
     return bits if status == 0 else None
+
+
+def unique_bits_of(pieces: Sequence[Any], bound: int, alloc: Any = None
+                   ) -> np.ndarray | None:
+    """:func:`unique_bits` of the values of several ``pieces`` together: arrays, or where
+    int64 values lie in a file's bytes (objects with ``buf``, ``offsets``, ``counts`` and
+    ``dtype``, as :class:`.plainread.Spans`), whose bits are set where they lie - no copy
+    into one array first. None when a value repeats (within a piece or across pieces) or the
+    values are too sparse (as :func:`unique_bits`, for their total count); ValueError for
+    values outside ``[0, bound)``. O(n + bound / 64)."""
+    n = 0
+    for p in pieces:
+        if p.dtype.kind not in "iu":
+            raise ValueError("unique_bits_of: values must be integers in [0, bound)")
+        n += p.size
+    if n < _SMALL_SORT or bound > 256 * n:
+        return _unique_bits(np.concatenate([_values_of(p) for p in pieces])
+                            if pieces else np.empty(0, np.int64), bound, alloc or np.empty,
+                            "unique_bits_of")
+    bits = (alloc or np.empty)((bound + 63) >> 6, np.dtype(np.uint64))
+    bits[:] = 0
+    for p in pieces:
+        if isinstance(p, np.ndarray) or p.dtype != np.dtype("<i8"):
+            status = _add_bits(np.ascontiguousarray(_values_of(p), dtype=np.int64),
+                               int(bound), bits)
+        else:
+            status = _add_span_bits(p.buf, p.offsets, p.counts, int(bound), bits)
+        if status == 2:
+            raise ValueError("unique_bits_of: values must be integers in [0, bound)")
+        if status == 1:
+            return None
+    return bits
+
+
+def _values_of(piece: Any) -> np.ndarray:
+    """An array of ``piece``'s values (:func:`unique_bits_of`)."""
+    return piece if isinstance(piece, np.ndarray) else piece.array()
 
 
 def keys_of_bits(bits: np.ndarray, n: int, alloc: Any = None) -> np.ndarray:

@@ -45,7 +45,15 @@ from replaydb.indexes.entries import Entries, check_key_type, normalize_entries
 from replaydb.indexes.levels import NO_CUTOFF, Run, group_runs, plan_compaction
 from replaydb.indexes.options import LSMOptions, entries_per_page
 from replaydb.indexes.parallel import effective_threads, run_threads, sort_partitioned, split_sorted
-from replaydb.indexes.reader import FileCache, read_file_range, read_file_seqs, row_group_span
+from replaydb.indexes.reader import (
+    FileCache,
+    Piece,
+    as_array,
+    join_pieces,
+    read_file_range,
+    read_file_seq_pieces,
+    row_group_span,
+)
 from replaydb.indexes.results import CostCounters, CountEstimate, IndexResult
 from replaydb.indexes.runfile import (
     RunFileMeta,
@@ -519,39 +527,59 @@ class LSMIndex:
         with_t: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None, CostCounters]:
         """Seqs (and times, ``with_t``; else None) of the entries that :meth:`range` returns,
-        *in no particular order*, and the I/O spent: for callers that sort by seq themselves
-        (the pattern planner). Skips what ``range`` spends on keys: numeric run files are read
-        directly (:func:`.reader.read_file_seqs`), keys only of the two row groups at the range's
-        ends, and runs are not merged by key. Same entries as ``range``, same counters (but
-        ``bytes_read``, which counts only the columns read)."""
+        *in no particular order*, and the I/O spent: for callers that sort by seq themselves.
+        Skips what ``range`` spends on keys: numeric run files are read directly
+        (:func:`.reader.read_file_seq_pieces`), keys only of the two row groups at the range's ends,
+        and runs are not merged by key. Same entries as ``range``, same counters (but
+        ``bytes_read``, which counts only the columns read). The pieces of
+        :meth:`seq_pieces` in one new array."""
+        seqs, ts, cost = self.seq_pieces(lo, hi, lo_inclusive=lo_inclusive,
+                                         hi_inclusive=hi_inclusive, max_seq=max_seq,
+                                         with_t=with_t)
+        seq = join_pieces(seqs)
+        return seq, (join_pieces(ts) if ts is not None else None), cost
+
+    def seq_pieces(
+        self,
+        lo: Any = None,
+        hi: Any = None,
+        *,
+        lo_inclusive: bool = True,
+        hi_inclusive: bool = True,
+        max_seq: int | None = None,
+        with_t: bool = False,
+    ) -> tuple[list[Piece], list[Piece] | None, CostCounters]:
+        """:meth:`seqs` in pieces, one per run file read (none for a file without entries in
+        the range): where a file is plain, a piece is where its values lie in the
+        memory-mapped file (:class:`.plainread.Spans`, not copied), else an array. For the
+        pattern planner, which sets the seqs' bits straight from the file
+        (:func:`.kernels.unique_bits_of`): a copy of a million seqs into fresh memory costs
+        about as much as setting their bits. The seqs and times pieces match one to one."""
         kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
         before = self.counters.snapshot()
         self.counters.queries += 1
-        seqs: list[np.ndarray] = []
-        ts: list[np.ndarray] = []
+        seqs: list[Piece] = []
+        ts: list[Piece] = []
+        n = 0
         if not kr.empty:
             epp = self.entries_per_page
             for cut, files in self._runs_to_read(kr, max_seq):
                 for f in files:
-                    s, t = read_file_seqs(self.path, f, kr.lo, kr.hi, kr.lo_inclusive,
-                                          kr.hi_inclusive, self._files, self.counters, epp,
-                                          with_t)
+                    s, t = read_file_seq_pieces(self.path, f, kr.lo, kr.hi, kr.lo_inclusive,
+                                                kr.hi_inclusive, self._files, self.counters,
+                                                epp, with_t)
                     if cut <= f.seq_max and s.size:
+                        s = as_array(s)
                         keep = s < cut
                         s = s[keep]
-                        t = None if t is None else t[keep]
+                        t = None if t is None else as_array(t)[keep]
                     if s.size:
+                        n += s.size
                         seqs.append(s)
                         if t is not None:
                             ts.append(t)
-        seq = (seqs[0] if len(seqs) == 1 else np.concatenate(seqs) if seqs
-               else np.empty(0, np.int64))
-        t_out = None
-        if with_t:
-            t_out = (ts[0] if len(ts) == 1 else np.concatenate(ts) if ts
-                     else np.empty(0, np.int64))
-        self.counters.entries_returned += int(seq.size)
-        return seq, t_out, self.counters.snapshot() - before
+        self.counters.entries_returned += n
+        return seqs, (ts if with_t else None), self.counters.snapshot() - before
 
     def point(self, value: Any, *, order: str = "key", max_seq: int | None = None) -> IndexResult:
         """Entries whose key equals ``value``."""
@@ -780,3 +808,4 @@ class LSMIndex:
 def _py(v: Any) -> Any:
     """NumPy scalars as plain Python values (JSON-friendly)."""
     return v.item() if isinstance(v, np.generic) else v
+

@@ -126,6 +126,45 @@ def page_header(buf: bytes) -> tuple[dict[int, object], int]:
 
 
 @dataclass(frozen=True)
+class Spans:
+    """Values of one fixed-width column that lie in runs of a memory-mapped file, not copied:
+    ``counts[i]`` values of ``dtype`` from byte ``offsets[i]`` of ``buf``, in that order. What
+    :meth:`PlainFile.spans` answers: a reader that only scans the values (the planner's
+    bitmap of an index lookup's seqs, :func:`.kernels.unique_bits_of`) reads them in place,
+    and :meth:`array` copies them into one array for the others. Valid while the file is
+    open (its :class:`FileCache` keeps it)."""
+
+    buf: np.ndarray
+    offsets: np.ndarray
+    counts: np.ndarray
+    dtype: np.dtype
+
+    @property
+    def size(self) -> int:
+        return int(self.counts.sum())
+
+    def array(self) -> np.ndarray:
+        """The values in one new array. O(values)."""
+        out = np.empty(self.size, self.dtype)
+        at = 0
+        w = self.dtype.itemsize
+        for o, c in zip(self.offsets.tolist(), self.counts.tolist()):
+            out[at:at + c] = self.buf[o:o + c * w].view(self.dtype)
+            at += c
+        return out
+
+    def cut(self, i0: int, i1: int) -> Spans:
+        """The values ``[i0, i1)`` (positions over all spans; clipped to them). O(spans)."""
+        ends = np.cumsum(self.counts)
+        starts = ends - self.counts
+        lo = np.maximum(starts, i0)
+        hi = np.minimum(ends, i1)
+        keep = hi > lo
+        return Spans(self.buf, self.offsets[keep] + (lo - starts)[keep] * self.dtype.itemsize,
+                     (hi - lo)[keep], self.dtype)
+
+
+@dataclass(frozen=True)
 class Chunk:
     """Where a column chunk's values lie: ``count`` values of ``dtype`` from ``offset``."""
 
@@ -152,12 +191,16 @@ class PlainFile:
             self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         self._buf = (np.frombuffer(self._mm, np.uint8) if self._mm is not None
                      else np.empty(0, np.uint8))
-        self._chunks: dict[tuple[int, int], Chunk | None] = {}
+        self._dtypes = [_FIXED.get(md.schema.column(c).physical_type)
+                        for c in range(md.num_columns)]
+        # per column: the byte offset of every row group's values (-1 not located yet, -2 not
+        # plain) and their count
+        self._where: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self._buf = np.empty(0, np.uint8)
-        self._chunks.clear()
+        self._where.clear()
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -193,16 +236,36 @@ class PlainFile:
             return None
         return Chunk(start + hlen, rows, dtype)
 
+    def _located(self, col: int, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Byte offsets and counts of column ``col``'s values in row groups ``[a, b)``
+        (views; offset -2: not plain), locating those not located yet."""
+        got = self._where.get(col)
+        if got is None:
+            n = self._md.num_row_groups
+            with self._lock:
+                got = self._where.setdefault(col, (np.full(n, -1, np.int64),
+                                                   np.zeros(n, np.int64)))
+        off, cnt = got
+        if (off[a:b] == -1).any():
+            for g in np.flatnonzero(off[a:b] == -1).tolist():
+                chunk = self._locate(a + g, col)
+                with self._lock:  # the count before the offset that says it is there
+                    cnt[a + g] = chunk.count if chunk is not None else 0
+                    off[a + g] = chunk.offset if chunk is not None else -2
+        return off[a:b], cnt[a:b]
+
+    def _chunk(self, rg: int, col: int) -> Chunk | None:
+        """Chunk ``(rg, col)`` (None: not plain)."""
+        off, cnt = self._located(col, rg, rg + 1)
+        dtype = self._dtypes[col]
+        if off[0] < 0 or dtype is None:
+            return None
+        return Chunk(int(off[0]), int(cnt[0]), dtype)
+
     def column(self, rg: int, name: str) -> np.ndarray | None:
         """The values of column ``name`` in row group ``rg`` (a read-only view of the file),
         or None when that chunk is not plain (read it through Arrow)."""
-        col = self._names.index(name)
-        key = (rg, col)
-        chunk = self._chunks.get(key, False)
-        if chunk is False:
-            chunk = self._locate(rg, col)
-            with self._lock:
-                self._chunks[key] = chunk
+        chunk = self._chunk(rg, self._names.index(name))
         if chunk is None:
             return None
         nbytes = chunk.count * chunk.dtype.itemsize
@@ -211,12 +274,20 @@ class PlainFile:
     def columns(self, a: int, b: int, name: str) -> np.ndarray | None:
         """Column ``name`` of row groups ``[a, b)`` in one new array, or None when one of the
         chunks is not plain. One copy of the values, O(rows)."""
-        views = []
-        for g in range(a, b):
-            v = self.column(g, name)
-            if v is None:
-                return None
-            views.append(v)
-        if not views:
+        got = self.spans(a, b, name)
+        return None if got is None else got.array()
+
+    def spans(self, a: int, b: int, name: str) -> Spans | None:
+        """Where column ``name`` of row groups ``[a, b)`` lies in the file (no copy), or None
+        when ``b <= a`` or one of the chunks is not plain. O(b - a), vectorized once the
+        chunks are located."""
+        if b <= a:
             return None
-        return np.concatenate(views) if len(views) > 1 else views[0].copy()
+        col = self._names.index(name)
+        dtype = self._dtypes[col]
+        if dtype is None:
+            return None
+        off, cnt = self._located(col, a, b)
+        if (off < 0).any():
+            return None
+        return Spans(self._buf, off.copy(), cnt.copy(), dtype)

@@ -7,8 +7,8 @@ O(log G) for G row groups plus the row groups read, which is at most the answer'
 row groups per file (one per boundary). String keys are cut with vectorized Arrow comparisons on
 the rows read (they are sorted, so the count of keys below a bound is the cut position).
 
-:func:`read_file_seqs` reads the same entries' seqs (and times) without the keys: directly from
-the memory-mapped file where its layout is plain (:mod:`.plainread`), keys only of the two
+:func:`read_file_seq_pieces` reads the same entries' seqs (and times) without the keys: located
+in the memory-mapped file where its layout is plain (:mod:`.plainread`), keys only of the two
 boundary row groups; through Arrow otherwise.
 """
 
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replaydb.indexes.entries import Entries
-from replaydb.indexes.plainread import PlainFile
+from replaydb.indexes.plainread import PlainFile, Spans
 from replaydb.indexes.results import CostCounters
 from replaydb.indexes.runfile import RunFileMeta
 from replaydb.indexes.sketch import search
@@ -156,7 +156,26 @@ def read_file_range(
     return ent.slice(i0, max(i0, i1))
 
 
-def read_file_seqs(
+Piece = np.ndarray | Spans
+"""Values of a column read from a run file: an array, or where they lie in the file."""
+
+
+def as_array(piece: Piece) -> np.ndarray:
+    """The values of ``piece`` as an array (a copy when it is :class:`.plainread.Spans`)."""
+    return piece.array() if isinstance(piece, Spans) else piece
+
+
+def join_pieces(pieces: list[Piece]) -> np.ndarray:
+    """The values of ``pieces`` in one array (int64 when there are none); a lone array piece
+    is answered as it is."""
+    if not pieces:
+        return np.empty(0, np.int64)
+    if len(pieces) == 1:
+        return as_array(pieces[0])
+    return np.concatenate([as_array(p) for p in pieces])
+
+
+def read_file_seq_pieces(
     directory: str,
     meta: RunFileMeta,
     lo: Any,
@@ -167,15 +186,17 @@ def read_file_seqs(
     counters: CostCounters,
     epp: int,
     with_t: bool,
-) -> tuple[np.ndarray, np.ndarray | None]:
+) -> tuple[Piece, Piece | None]:
     """Seqs (and times, ``with_t``) of the entries of one file with key in the range, in the
-    file's (key, seq) order - :func:`read_file_range` without the keys.
+    file's (key, seq) order - :func:`read_file_range` without the keys. A plain file's are
+    left in the file: :class:`.plainread.Spans` of the memory-mapped file, not arrays.
 
     Numeric files in the plain layout (:mod:`.plainread`) are read directly: the keys only of
-    the two boundary row groups (to cut the range), and the seqs (times) of all row groups
-    read, one copy each. Other files go through :func:`read_file_range`. The counters count
-    the same row groups, entries and pages either way; ``bytes_read`` counts the columns
-    actually read. O(log G + entries in the row groups read)."""
+    the two boundary row groups (to cut the range), and the seqs (times) not at all - they are
+    located. Other files go through :func:`read_file_range`. The counters count the same row
+    groups, entries and pages either way; ``bytes_read`` counts the columns actually read.
+    O(log G + row groups read), plus the entries of the row groups read for a file that is
+    not plain."""
     a, b = row_group_span(meta, lo, hi, lo_inclusive, hi_inclusive)
     if b <= a:
         counters.row_groups_skipped += meta.num_row_groups
@@ -201,12 +222,13 @@ def read_file_seqs(
 
 def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, hi: Any,
                  lo_inclusive: bool, hi_inclusive: bool, with_t: bool
-                 ) -> tuple[np.ndarray, np.ndarray | None, list[int]] | None:
-    """Row groups ``[a, b)`` read directly and cut to the key range (None: not plain). Every
-    key of row groups after ``a`` is >= ``lo`` and every key before ``b - 1`` is <= ``hi``
-    (keys are sorted across row groups), so only those two row groups' keys are read."""
-    seq = plain.columns(a, b, "seq")
-    t = plain.columns(a, b, "t") if with_t else None
+                 ) -> tuple[Spans, Spans | None, list[int]] | None:
+    """Where the seqs (times) of row groups ``[a, b)`` cut to the key range lie (None: not
+    plain). Every key of row groups after ``a`` is >= ``lo`` and every key before ``b - 1`` is
+    <= ``hi`` (keys are sorted across row groups), so only those two row groups' keys are
+    read."""
+    seq = plain.spans(a, b, "seq")
+    t = plain.spans(a, b, "t") if with_t else None
     if seq is None or (with_t and t is None):
         return None
     key_groups: list[int] = []
@@ -217,19 +239,20 @@ def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, h
             return None
         key_groups.append(a)
         i0 = int(np.searchsorted(keys, lo, side="left" if lo_inclusive else "right"))
-    i1 = seq.size
+    n = seq.size
+    i1 = n
     if hi is not None:
         keys = plain.column(b - 1, "key")
         if keys is None:
             return None
         if b - 1 not in key_groups:
             key_groups.append(b - 1)
-        first = seq.size - int(meta.rg_rows[b - 1])
+        first = n - int(meta.rg_rows[b - 1])
         i1 = first + int(np.searchsorted(keys, hi, side="right" if hi_inclusive else "left"))
     i1 = max(i0, i1)
-    if i0 == 0 and i1 == seq.size:
+    if i0 == 0 and i1 == n:
         return seq, t, key_groups
-    return seq[i0:i1], (None if t is None else t[i0:i1]), key_groups
+    return seq.cut(i0, i1), (None if t is None else t.cut(i0, i1)), key_groups
 
 
 def exact_rank(

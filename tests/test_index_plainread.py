@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaydb.indexes import LSMIndex, LSMOptions
-from replaydb.indexes.plainread import HeaderError, PlainFile, page_header
-from replaydb.indexes.reader import FileCache
+from replaydb.indexes.kernels import _SMALL_SORT, keys_of_bits, unique_bits, unique_bits_of
+from replaydb.indexes.plainread import HeaderError, PlainFile, Spans, page_header
+from replaydb.indexes.reader import FileCache, join_pieces
 
 OPTS = LSMOptions(l0_max_runs=3, size_ratio=3, l1_max_entries=400, row_group_entries=32,
                   sample_every=4, auto_compact=False)
@@ -84,6 +85,19 @@ def test_seqs_equal_range(tmp_path_factory, seed, key_type, lo, width, li, hi_i,
                      "runs_consulted", "runs_skipped", "row_groups_skipped"):
             assert getattr(cost, name) == getattr(c_range, name), name
         assert cost.entries_returned == len(r)
+    # the same entries in pieces: spans of plain files (not copied) and arrays, one each
+    pieces, tps, _ = idx.seq_pieces(a, b, lo_inclusive=li, hi_inclusive=hi_i, max_seq=ms,
+                                    with_t=True)
+    assert tps is not None and [p.size for p in pieces] == [p.size for p in tps]
+    got = join_pieces(pieces)
+    order = np.argsort(got, kind="stable")
+    assert np.array_equal(got[order], r.seq)
+    assert np.array_equal(join_pieces(tps)[order], r.t)
+    if key_type != "string" and len(r) and ms is None:  # a max_seq cut copies
+        assert any(isinstance(p, Spans) for p in pieces)
+    bits = unique_bits_of(pieces, max(len(got), 1) * 2 + 1300)
+    if bits is not None:
+        assert np.array_equal(keys_of_bits(bits, len(got)), np.sort(got))
 
 
 def test_plain_files_are_read_directly_and_others_through_arrow(tmp_path) -> None:
@@ -156,6 +170,18 @@ def test_columns_of_row_group_ranges(tmp_path) -> None:
         got = plain.columns(a, b, col)
         assert got is not None and got.dtype == want.dtype and np.array_equal(got, want)
     assert plain.columns(2, 2, "seq") is None
+    # spans, and spans cut at any positions, are the same values without a copy
+    for _ in range(40):
+        a = int(rng.integers(0, ng))
+        b = int(rng.integers(a + 1, ng + 1))
+        want = pf.read_row_groups(list(range(a, b)), columns=["seq"]).column("seq").to_numpy()
+        sp = plain.spans(a, b, "seq")
+        assert sp is not None and sp.size == len(want) and len(sp.offsets) == b - a
+        i0 = int(rng.integers(0, len(want) + 1))
+        i1 = int(rng.integers(i0, len(want) + 3))
+        cut = sp.cut(i0, i1)
+        assert np.array_equal(cut.array(), want[i0:i1]) and cut.size == len(want[i0:i1])
+        assert (cut.counts > 0).all()
     md = pf.metadata
     off = md.row_group(2).column(1).data_page_offset
     raw = bytearray(open(path, "rb").read())
@@ -166,3 +192,42 @@ def test_columns_of_row_group_ranges(tmp_path) -> None:
     assert damaged.columns(0, 2, "seq") is not None
     assert damaged.columns(1, 4, "seq") is None
     assert damaged.columns(0, ng, "t") is not None
+    assert damaged.spans(1, 4, "seq") is None and damaged.spans(0, 2, "seq") is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16),
+       n=st.one_of(st.integers(0, 300), st.integers(_SMALL_SORT - 10, 3 * _SMALL_SORT)),
+       parts=st.integers(1, 6),
+       bound_mul=st.sampled_from([1, 2, 5, 300]), repeat=st.booleans())
+def test_unique_bits_of_pieces_equal_the_bits_of_their_union(tmp_path_factory, seed, n, parts,
+                                                             bound_mul, repeat) -> None:
+    """Bits set from several pieces - arrays, and int64 values lying in a file's bytes - are
+    the bits of the concatenation: the same bitmap, None for a repeat (within a piece or
+    across two) or values too sparse, ValueError for a value out of range."""
+    rng = np.random.default_rng(seed)
+    bound = max(n, 1) * bound_mul
+    vals = rng.choice(bound, min(n, bound), replace=False).astype(np.int64)
+    if repeat and len(vals) > 1:
+        vals[int(rng.integers(0, len(vals)))] = vals[0]
+    cuts = np.sort(rng.integers(0, len(vals) + 1, parts - 1))
+    chunks = np.split(vals, cuts)
+    raw = b"".join(c.tobytes() for c in chunks)
+    buf = np.frombuffer(b"\x00" * 8 + raw, np.uint8)  # values from byte 8, not at 0
+    pieces, at = [], 8
+    for k, c in enumerate(chunks):
+        if k % 2:
+            pieces.append(c)
+        else:
+            pieces.append(Spans(buf, np.array([at], np.int64), np.array([len(c)], np.int64),
+                                np.dtype("<i8")))
+        at += c.nbytes
+    want = unique_bits(vals, bound)
+    got = unique_bits_of(pieces, bound)
+    if len(vals) >= _SMALL_SORT and bound_mul < 256 and not repeat:
+        assert got is not None  # the bitmap takes them
+    assert (got is None) == (want is None)
+    if got is not None:
+        assert np.array_equal(got, want)
+    with pytest.raises(ValueError):
+        unique_bits_of([np.array([bound], np.int64), *pieces], bound)

@@ -78,8 +78,9 @@ from replaydb.indexes.kernels import (
     sort_unique_with_payload,
     sort_with_payload,
     thread_arena,
-    unique_bits,
+    unique_bits_of,
 )
+from replaydb.indexes.reader import Piece, join_pieces
 from replaydb.planner.pattern.conditions import Condition
 from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights, load_weights
 from replaydb.planner.pattern.cpm import DEFAULT_MAX_BUCKETS, Scope, build_cpm, whole_stream
@@ -220,66 +221,82 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     t0 = time.perf_counter()
     # times are read only where something uses them before they could be computed
     read_t = times_of is None and (need_t or mask is not None)
-    seqs, ts = [], []
+    seqs: list[Piece] = []
+    ts: list[Piece] = []
     for r in lk.condition.ranges:
-        if hasattr(lk.index, "seqs"):  # seqs (times) alone, in any order: we sort below
-            s, tt, cost = lk.index.seqs(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
-                                        hi_inclusive=r.hi_inclusive, max_seq=n_events,
-                                        with_t=read_t)
+        if hasattr(lk.index, "seq_pieces"):  # seqs (times) alone, in any order: sorted below
+            s, tt, cost = lk.index.seq_pieces(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                                              hi_inclusive=r.hi_inclusive, max_seq=n_events,
+                                              with_t=read_t)
+            seqs.extend(s)
+            ts.extend(tt or ())
+            n = sum(p.size for p in s)
         else:
             res = lk.index.range(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
                                  hi_inclusive=r.hi_inclusive, order="key", max_seq=n_events)
-            s, tt, cost = res.seq, (res.t if read_t else None), res.cost
-        seqs.append(np.asarray(s, I64))
-        if tt is not None:
-            ts.append(np.asarray(tt, I64))
+            seqs.append(np.asarray(res.seq, I64))
+            if read_t:
+                ts.append(np.asarray(res.t, I64))
+            cost, n = res.cost, len(res.seq)
         reads["entries_read"] = reads.get("entries_read", 0) + cost.entries_read
-        reads["entries_returned"] = reads.get("entries_returned", 0) + int(len(s))
+        reads["entries_returned"] = reads.get("entries_returned", 0) + n
         reads["pages_read"] = reads.get("pages_read", 0) + cost.pages_read
         reads["bytes_read"] = reads.get("bytes_read", 0) + cost.bytes_read
         reads["lookups"] = reads.get("lookups", 0) + 1
     t1 = time.perf_counter()
-    seq = seqs[0] if len(seqs) == 1 else (np.concatenate(seqs) if seqs else np.empty(0, I64))
-    t: np.ndarray | None = None
-    if read_t:
-        t = ts[0] if len(ts) == 1 else (np.concatenate(ts) if ts else np.empty(0, I64))
-    elif mask is not None and times_of is not None:
-        t = times_of(seq)
-    take = arena.take if arena is not None else None
-    if mask is not None:
-        assert t is not None
-        if mask.useful:
-            seq, t = mask.keep(seq, t, take)
-            reads["entries_semi_joined"] = reads.get("entries_semi_joined", 0) + int(seq.size)
-        if narrow:
-            mask.narrow(t)
-    t2 = time.perf_counter()
-    # one lookup holds every event at most once (distinct seqs); several ranges of one
-    # condition could overlap only if the rewrite left them so - then the radix sort.
-    # Every seq is below n_events (the lookup's max_seq), which the sorts check.
     bound = max(n_events, 1)
-    if times_of is not None or not need_t:
-        # seqs alone, as a bitmap (in the arena): a tight block tests its members against
-        # it, and only the seqs read are scanned out of it; a regular stream's times come
-        # from the seqs
-        bits = unique_bits(seq, bound, take) if seq.size > 1 else None
-        times = times_of if need_t else None
-        if bits is not None:
-            result = SymbolResult(None, None, bits, bound, n=int(seq.size), times=times,
-                                  alloc=take)
-        else:
-            result = SymbolResult(np.sort(seq), None, times=times)
-    elif seq.size > 1:
-        assert t is not None
-        got = sort_unique_with_payload(seq, t, bound, take)
-        result = SymbolResult(*(got if got is not None else sort_with_payload(seq, t, bound)))
+    take = arena.take if arena is not None else None
+    seq_alone = times_of is not None or not need_t
+    t2 = t1
+    if mask is None and seq_alone:  # the bits are set straight from the index files
+        result = _seqs_alone(seqs, bound, take, times_of if need_t else None)
     else:
-        result = SymbolResult(seq, t)
+        seq = join_pieces(seqs)
+        t: np.ndarray | None = None
+        if read_t:
+            t = join_pieces(ts)
+        elif mask is not None and times_of is not None:
+            t = times_of(seq)
+        if mask is not None:
+            assert t is not None
+            if mask.useful:
+                seq, t = mask.keep(seq, t, take)
+                reads["entries_semi_joined"] = (reads.get("entries_semi_joined", 0)
+                                                + int(seq.size))
+            if narrow:
+                mask.narrow(t)
+        t2 = time.perf_counter()
+        # one lookup holds every event at most once (distinct seqs); several ranges of one
+        # condition could overlap only if the rewrite left them so - then the radix sort.
+        # Every seq is below n_events (the lookup's max_seq), which the sorts check.
+        if seq_alone:
+            result = _seqs_alone([seq], bound, take, times_of if need_t else None)
+        elif seq.size > 1:
+            assert t is not None
+            got = sort_unique_with_payload(seq, t, bound, take)
+            result = SymbolResult(*(got if got is not None
+                                    else sort_with_payload(seq, t, bound)))
+        else:
+            result = SymbolResult(seq, t)
     t3 = time.perf_counter()
     timings["index_lookups"] = timings.get("index_lookups", 0.0) + (t1 - t0)
     timings["semi_join"] = timings.get("semi_join", 0.0) + (t2 - t1)
     timings["sort"] = timings.get("sort", 0.0) + (t3 - t2)
     return result
+
+
+def _seqs_alone(pieces: list[Any], bound: int, take: Any,
+                times: Callable[..., np.ndarray] | None) -> SymbolResult:
+    """A lookup's seqs (``pieces``: arrays or where they lie in index files) sorted alone, as
+    a bitmap (in the arena) set where they lie - no copy of the seqs: a tight block tests its
+    members against it, and only the seqs read are scanned out of it; ``times``: a regular
+    stream's times of seqs. A sort when the bitmap does not take them (too sparse, or a seq
+    repeated by overlapping ranges)."""
+    n = sum(p.size for p in pieces)
+    bits = unique_bits_of(pieces, bound, take) if n > 1 else None
+    if bits is not None:
+        return SymbolResult(None, None, bits, bound, n=n, times=times, alloc=take)
+    return SymbolResult(np.sort(join_pieces(pieces)), None, times=times)
 
 
 def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int], set[int]]:
