@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaydb.store import pagecodec
@@ -182,6 +182,33 @@ def test_snappy_decoder_on_arrow_blocks():
         if comp.size > 2:
             assert pagecodec.snappy_decompress(comp, 0, comp.size - 1, out) == -1 or \
                 len(data) == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), pieces=st.integers(1, 40), lead=st.integers(0, 9))
+def test_snappy_decoder_on_mixed_literals_and_copies(seed, pieces, lead):
+    """Literals and back-references of every length (not multiples of 8, overlapping copies
+    that repeat a short run, long copies from far back), the block at any byte offset of its
+    buffer: the bytes Arrow compressed."""
+    rng = np.random.default_rng(seed)
+    data = bytearray()
+    for _ in range(pieces):
+        kind = rng.integers(0, 3)
+        n = int(rng.integers(1, 300))
+        if kind == 0 or not data:
+            data += rng.bytes(n)
+        elif kind == 1:  # a repeat of a short run: overlapping copies
+            run = bytes(data[-int(rng.integers(1, min(8, len(data)) + 1)):])
+            data += (run * (n // len(run) + 1))[:n]
+        else:  # a copy from anywhere before
+            at = int(rng.integers(0, len(data)))
+            data += bytes(data[at:at + n])
+    data = bytes(data)
+    comp = np.frombuffer(b"\xff" * lead + pa.Codec("snappy").compress(data, asbytes=True),
+                         np.uint8)
+    out = np.empty(len(data), np.uint8)
+    assert pagecodec.snappy_decompress(comp, lead, comp.size, out) == len(data)
+    assert out.tobytes() == data
 
 
 def test_cache_reads_directly_and_evicts_with_the_file(tmp_path):
