@@ -149,8 +149,9 @@ class Replay:
     def _output_schema(self) -> pa.Schema:
         fields: dict[str, pa.Field] = {}
         for snap in self.snapshots:
+            read = set(self._stream_columns(snap))
             for f in snap.arrow_schema:
-                if f.name in self._stream_columns(snap) and f.name not in fields:
+                if f.name in read and f.name not in fields:
                     fields[f.name] = f.with_nullable(True) if len(self.snapshots) > 1 else f
         for alias, target in self.aliases.items():
             if alias not in fields and target in fields and (

@@ -129,6 +129,7 @@ class DirectFile:
                        np.array([self._width[c] for c in columns], np.int64),
                        np.array([self._optional[c] for c in columns], np.bool_),
                        pa.schema(fields, metadata=self._metadata))
+                got = _interned(columns, got)
             else:
                 got = None
             self._plans[columns] = got
@@ -150,12 +151,14 @@ class DirectFile:
         return table_of(width, schema, out, valid, nulls) if st == pagecodec.OK else None
 
     def read_into(self, groups: np.ndarray, columns: tuple[str, ...], out: np.ndarray,
-                  valid: np.ndarray, at: int) -> tuple[int, np.ndarray, pa.Schema] | None:
+                  valid: np.ndarray, at: int
+                  ) -> tuple[int, np.ndarray, np.ndarray, pa.Schema] | None:
         """Decode row groups ``groups`` of ``columns`` into ``out[k, at:]`` / ``valid[k, at:]``
-        (:func:`.pagecodec.read_columns_into`): ``(rows, column widths, schema of the
-        columns)``, or None when this reader does not decode them or they do not fit (read
-        through Arrow then). For :meth:`ParquetCache.read_files`, which builds one table of
-        several files' row groups. O(bytes of the chunks read)."""
+        (:func:`.pagecodec.read_columns_into`; ``valid`` is written for optional columns
+        only): ``(rows, column widths, optional flags, schema of the columns)`` - the same
+        objects for every file of one layout - or None when this reader does not decode them
+        or they do not fit (read through Arrow then). For :meth:`ParquetCache.read_files`,
+        which builds one table of several files' row groups. O(bytes of the chunks read)."""
         plan = self._plan(columns)
         if plan is None:
             return None
@@ -163,7 +166,7 @@ class DirectFile:
         st, n = self._located(groups, idx, lambda: pagecodec.read_columns_into(
             self._buf, groups, idx, self._rows, self._start, self._size, self._usize,
             self._codec, width, optional, out, valid, at))
-        return (n, width, schema) if st == pagecodec.OK else None
+        return (n, width, optional, schema) if st == pagecodec.OK else None
 
     def _located(self, groups: np.ndarray, idx: np.ndarray, decode: Callable[[], Any]) -> Any:
         """``decode()``, called again after locating the chunks of ``groups`` x ``idx`` when it
@@ -179,6 +182,27 @@ class DirectFile:
         known = self._start >= 0
         assert (self._start[known] + self._size[known] <= self._buf.size).all()
         assert (self._size[known] >= 0).all()
+
+
+_PLANS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray, pa.Schema]] = {}
+_PLANS_LOCK = threading.Lock()
+_MAX_PLANS = 4096
+
+
+def _interned(columns: tuple[str, ...], plan: tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                     pa.Schema]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Schema]:
+    """One plan object for every file of the same layout (columns, their positions,
+    widths, optional flags and schema), so that a read of many files compares their
+    plans by identity. Layouts are few; the table holds one entry each (and starts again
+    past :data:`_MAX_PLANS`)."""
+    idx, width, optional, schema = plan
+    key = (columns, idx.tobytes(), width.tobytes(), optional.tobytes(),
+           schema.serialize().to_pybytes())
+    with _PLANS_LOCK:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        return _PLANS.setdefault(key, plan)
 
 
 def table_of(width: np.ndarray, schema: pa.Schema, out: np.ndarray, valid: np.ndarray,

@@ -139,10 +139,9 @@ class ParquetCache:
         if not self.direct or not pieces:
             return None
         out = np.empty((len(columns), rows), np.uint64)
-        valid = np.ones((len(columns), rows), np.uint8)
+        valid = np.empty((len(columns), rows), np.uint8)  # written for optional columns
         at = 0
-        schema: pa.Schema | None = None
-        width: np.ndarray | None = None
+        plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
             d = self._direct.get(path)
             if d is None:
@@ -152,17 +151,21 @@ class ParquetCache:
             got = d.read_into(groups, columns, out, valid, at)
             if got is None:
                 return None
-            n, w, sch = got
-            if schema is None:
-                schema, width = sch, w
-            elif sch is not schema and (not sch.equals(schema, check_metadata=False)
-                                        or not np.array_equal(w, width)):
+            n, w, opt, sch = got
+            if plan is None:
+                plan = (w, opt, sch)
+            elif sch is not plan[2] and (not sch.equals(plan[2], check_metadata=False)
+                                         or not np.array_equal(w, plan[0])
+                                         or not np.array_equal(opt, plan[1])):
                 return None
             at += n
         if at != rows:
             return None
-        assert width is not None and schema is not None
-        nulls = rows - np.count_nonzero(valid, axis=1)
+        assert plan is not None
+        width, optional, schema = plan
+        nulls = np.zeros(len(columns), np.int64)
+        for k in np.flatnonzero(optional).tolist():
+            nulls[k] = rows - np.count_nonzero(valid[k])
         return table_of(width, schema, out, valid, nulls)
 
     def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
