@@ -86,13 +86,14 @@ class ParserBase:
         return t
 
     def at_kw(self, *words: str) -> bool:
-        if self.toks[self.i].is_kw(*words):
+        if self.toks[self.i].kw in words:  # Token.is_kw, inlined: the parser's hottest test
             return True
         self._expected.extend(words)
         return False
 
     def at_op(self, *ops: str) -> bool:
-        if self.toks[self.i].is_op(*ops):
+        t = self.toks[self.i]
+        if t.kind == "op" and t.text in ops:  # Token.is_op, inlined
             return True
         self._expected.extend(_quoted(ops))
         return False
