@@ -808,4 +808,3 @@ class LSMIndex:
 def _py(v: Any) -> Any:
     """NumPy scalars as plain Python values (JSON-friendly)."""
     return v.item() if isinstance(v, np.generic) else v
-

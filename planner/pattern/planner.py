@@ -251,10 +251,10 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     if mask is None and seq_alone:  # the bits are set straight from the index files
         result = _seqs_alone(seqs, bound, take, times_of if need_t else None)
     else:
-        seq = join_pieces(seqs)
+        seq = np.asarray(join_pieces(seqs), I64)
         t: np.ndarray | None = None
         if read_t:
-            t = join_pieces(ts)
+            t = np.asarray(join_pieces(ts), I64)
         elif mask is not None and times_of is not None:
             t = times_of(seq)
         if mask is not None:
