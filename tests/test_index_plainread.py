@@ -231,3 +231,21 @@ def test_unique_bits_of_pieces_equal_the_bits_of_their_union(tmp_path_factory, s
         assert np.array_equal(got, want)
     with pytest.raises(ValueError):
         unique_bits_of([np.array([bound], np.int64), *pieces], bound)
+
+
+def test_pieces_outlive_the_closed_file(tmp_path) -> None:
+    """Spans a lookup handed out stay readable after the index closes its files (the map is
+    released only with the last view of it), and a full compaction meanwhile (new run files)
+    does not change what they hold."""
+    idx, _, _ = _build(tmp_path, "int64", 8, tomb=False)
+    want = np.sort(idx.range(5, 40, order="seq").seq)
+    pieces, _, _ = idx.seq_pieces(5, 40)
+    assert any(isinstance(p, Spans) for p in pieces)
+    idx.close()
+    idx.compact(full=True)
+    idx.close()
+    got = np.sort(join_pieces(pieces))
+    assert np.array_equal(got, want)
+    bits = unique_bits_of(pieces, int(want.max()) + 1)
+    if bits is not None:
+        assert np.array_equal(keys_of_bits(bits, len(want)), want)
