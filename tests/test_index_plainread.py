@@ -202,8 +202,8 @@ def test_columns_of_row_group_ranges(tmp_path) -> None:
        bound_mul=st.sampled_from([1, 2, 5, 300]), repeat=st.booleans())
 def test_unique_bits_of_pieces_equal_the_bits_of_their_union(tmp_path_factory, seed, n, parts,
                                                              bound_mul, repeat) -> None:
-    """Bits set from several pieces - arrays, and int64 values lying in a file's bytes - are
-    the bits of the concatenation: the same bitmap, None for a repeat (within a piece or
+    """Bits set from several pieces - arrays, and int64 values lying in a file's bytes at any
+    alignment - are the bits of the concatenation: the same bitmap, None for a repeat (within a piece or
     across two) or values too sparse, ValueError for a value out of range."""
     rng = np.random.default_rng(seed)
     bound = max(n, 1) * bound_mul
@@ -213,8 +213,9 @@ def test_unique_bits_of_pieces_equal_the_bits_of_their_union(tmp_path_factory, s
     cuts = np.sort(rng.integers(0, len(vals) + 1, parts - 1))
     chunks = np.split(vals, cuts)
     raw = b"".join(c.tobytes() for c in chunks)
-    buf = np.frombuffer(b"\x00" * 8 + raw, np.uint8)  # values from byte 8, not at 0
-    pieces, at = [], 8
+    lead = seed % 8 + 1  # the values at any byte alignment, as in a data page
+    buf = np.frombuffer(b"\x00" * lead + raw, np.uint8)
+    pieces, at = [], lead
     for k, c in enumerate(chunks):
         if k % 2:
             pieces.append(c)
