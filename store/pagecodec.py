@@ -592,8 +592,9 @@ def read_columns_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray,
                       usize: np.ndarray, codec: np.ndarray, width: np.ndarray,
                       optional: np.ndarray, out: np.ndarray, valid: np.ndarray, at: int
                       ) -> tuple[int, int]:
-    """:func:`read_columns` into the caller's ``out[k, at:]`` and ``valid[k, at:]`` (``valid``
-    set to 1 beforehand; nulls are the caller's count): ``(status, rows decoded)``. CORRUPT
+    """:func:`read_columns` into the caller's ``out[k, at:]`` and ``valid[k, at:]`` (every
+    row of an optional column's ``valid`` is written, 1 or 0; the other columns' rows are
+    left as they are; nulls are the caller's count): ``(status, rows decoded)``. CORRUPT
     when the row groups hold more rows than ``out`` has room for. For a read that gathers
     row groups of several files into one table. O(bytes of the chunks)."""
     st, n, big = _extent(groups, cols, rows, start, usize, codec)

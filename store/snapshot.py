@@ -118,15 +118,20 @@ class ParquetCache:
         """Row groups ``groups`` of ``columns`` of the file ``pf`` opened by :meth:`get`:
         decoded directly where the file's layout allows (:mod:`.directread`), else by Arrow;
         the same table either way."""
-        if self.direct:
-            d = self._direct.get(path)
-            if d is None and path in self._files:
-                d = self._direct[path] = DirectFile(path, pf)
-            if d is not None:
-                tbl = d.read(groups, columns)
-                if tbl is not None:
-                    return tbl
+        d = self._direct_file(path, pf) if self.direct else None
+        if d is not None:
+            tbl = d.read(groups, columns)
+            if tbl is not None:
+                return tbl
         return pf.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
+
+    def _direct_file(self, path: str, pf: pq.ParquetFile) -> DirectFile | None:
+        """The direct reader of an open file (made the first time it is asked for; None
+        when the file is not open in this cache)."""
+        d = self._direct.get(path)
+        if d is None and path in self._files:
+            d = self._direct[path] = DirectFile(path, pf)
+        return d
 
     def read_files(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
                    columns: tuple[str, ...], rows: int) -> pa.Table | None:
@@ -143,12 +148,8 @@ class ParquetCache:
         at = 0
         plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
-            d = self._direct.get(path)
-            if d is None:
-                if path not in self._files:
-                    return None
-                d = self._direct[path] = DirectFile(path, pf)
-            got = d.read_into(groups, columns, out, valid, at)
+            d = self._direct_file(path, pf)
+            got = None if d is None else d.read_into(groups, columns, out, valid, at)
             if got is None:
                 return None
             n, w, opt, sch = got
