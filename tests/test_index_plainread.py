@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaydb.indexes import LSMIndex, LSMOptions
-from replaydb.indexes.kernels import _SMALL_SORT, keys_of_bits, unique_bits, unique_bits_of
+from replaydb.indexes.kernels import _SMALL_SORT, keys_of_bits, union_bits_of, unique_bits
 from replaydb.indexes.plainread import HeaderError, PlainFile, Spans, page_header
 from replaydb.indexes.reader import FileCache, join_pieces
 
@@ -95,7 +95,7 @@ def test_seqs_equal_range(tmp_path_factory, seed, key_type, lo, width, li, hi_i,
     assert np.array_equal(join_pieces(tps)[order], r.t)
     if key_type != "string" and len(r) and ms is None:  # a max_seq cut copies
         assert any(isinstance(p, Spans) for p in pieces)
-    bits = unique_bits_of(pieces, max(len(got), 1) * 2 + 1300)
+    bits = union_bits_of(pieces, max(len(got), 1) * 2 + 1300)
     if bits is not None:
         assert np.array_equal(keys_of_bits(bits, len(got)), np.sort(got))
 
@@ -200,16 +200,19 @@ def test_columns_of_row_group_ranges(tmp_path) -> None:
        n=st.one_of(st.integers(0, 300), st.integers(_SMALL_SORT - 10, 3 * _SMALL_SORT)),
        parts=st.integers(1, 6),
        bound_mul=st.sampled_from([1, 2, 5, 300]), repeat=st.booleans())
-def test_unique_bits_of_pieces_equal_the_bits_of_their_union(tmp_path_factory, seed, n, parts,
-                                                             bound_mul, repeat) -> None:
+def test_union_bits_of_pieces_equal_the_bits_of_their_set(tmp_path_factory, seed, n, parts,
+                                                          bound_mul, repeat) -> None:
     """Bits set from several pieces - arrays, and int64 values lying in a file's bytes at any
-    alignment - are the bits of the concatenation: the same bitmap, None for a repeat (within a piece or
-    across two) or values too sparse, ValueError for a value out of range."""
+    alignment - are the bits of the set of their values: a value repeated (within a piece or
+    across two) is one member, and the scan with ``at_most`` reads each member once. None
+    when the values are too sparse for a bitmap; ValueError for a value out of range, either
+    way."""
     rng = np.random.default_rng(seed)
     bound = max(n, 1) * bound_mul
     vals = rng.choice(bound, min(n, bound), replace=False).astype(np.int64)
     if repeat and len(vals) > 1:
-        vals[int(rng.integers(0, len(vals)))] = vals[0]
+        for _ in range(int(rng.integers(1, 4))):
+            vals[int(rng.integers(0, len(vals)))] = vals[int(rng.integers(0, len(vals)))]
     cuts = np.sort(rng.integers(0, len(vals) + 1, parts - 1))
     chunks = np.split(vals, cuts)
     raw = b"".join(c.tobytes() for c in chunks)
@@ -223,15 +226,24 @@ def test_unique_bits_of_pieces_equal_the_bits_of_their_union(tmp_path_factory, s
             pieces.append(Spans(buf, np.array([at], np.int64), np.array([len(c)], np.int64),
                                 np.dtype("<i8")))
         at += c.nbytes
-    want = unique_bits(vals, bound)
-    got = unique_bits_of(pieces, bound)
-    if len(vals) >= _SMALL_SORT and bound_mul < 256 and not repeat:
-        assert got is not None  # the bitmap takes them
-    assert (got is None) == (want is None)
+    distinct = np.unique(vals)
+    got = union_bits_of(pieces, bound)
+    dense = len(vals) >= _SMALL_SORT and bound_mul < 256
+    assert (got is not None) == dense  # the bitmap takes them whenever dense enough
     if got is not None:
-        assert np.array_equal(got, want)
+        want = unique_bits(distinct, bound)
+        if want is not None:
+            assert np.array_equal(got, want)
+        assert np.array_equal(keys_of_bits(got, len(vals), at_most=True), distinct)
+        if len(distinct) < len(vals):
+            with pytest.raises(ValueError, match="holds"):
+                keys_of_bits(got, len(vals))  # the exact count is wrong for a union
+        with pytest.raises(ValueError, match="more"):
+            keys_of_bits(got, len(distinct) - 1, at_most=True)
     with pytest.raises(ValueError):
-        unique_bits_of([np.array([bound], np.int64), *pieces], bound)
+        union_bits_of([np.array([bound], np.int64), *pieces], bound)
+    with pytest.raises(ValueError):
+        union_bits_of([*pieces, np.array([-1], np.int64)], bound)
 
 
 def test_pieces_outlive_the_closed_file(tmp_path) -> None:
@@ -247,6 +259,6 @@ def test_pieces_outlive_the_closed_file(tmp_path) -> None:
     idx.close()
     got = np.sort(join_pieces(pieces))
     assert np.array_equal(got, want)
-    bits = unique_bits_of(pieces, int(want.max()) + 1)
+    bits = union_bits_of(pieces, int(want.max()) + 1)
     if bits is not None:
         assert np.array_equal(keys_of_bits(bits, len(want)), want)

@@ -141,7 +141,8 @@ class SymbolResult:
     """The events of one BS that pass its selected conditions, sorted by seq; ``t`` is None
     when the planner left the times out (a BS whose times Algorithm 3.1 does not read).
 
-    A result may be held as a bitmap of its seqs (``bits``, ``bound`` bits, ``n`` set) with
+    A result may be held as a bitmap of its seqs (``bits``, ``bound`` bits, at most ``n`` set:
+    until the seqs are read, ``len`` is that bound) with
     the sorted seqs made from it only when first read (:attr:`seq`): a member of a tight block
     other than its anchor is only tested against (:func:`block_occurrences`), so its scan is
     never paid. ``times`` (a regular stream's :meth:`Geometry.times_of`) gives the times of
@@ -166,7 +167,8 @@ class SymbolResult:
     def seq(self) -> np.ndarray:
         if self._seq is None:
             assert self.bits is not None
-            self._seq = keys_of_bits(self.bits, self._n, self._alloc)
+            self._seq = keys_of_bits(self.bits, self._n, self._alloc, at_most=True)
+            self._n = int(self._seq.size)
         return self._seq
 
     @property

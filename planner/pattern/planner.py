@@ -78,7 +78,7 @@ from replaydb.indexes.kernels import (
     sort_unique_with_payload,
     sort_with_payload,
     thread_arena,
-    unique_bits_of,
+    union_bits_of,
 )
 from replaydb.indexes.reader import Piece, join_pieces
 from replaydb.planner.pattern.conditions import Condition
@@ -286,17 +286,18 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
 
 
 def _seqs_alone(pieces: list[Any], bound: int, take: Any,
-                times: Callable[..., np.ndarray] | None) -> SymbolResult:
+                 times: Callable[..., np.ndarray] | None) -> SymbolResult:
     """A lookup's seqs (``pieces``: arrays or where they lie in index files) sorted alone, as
     a bitmap (in the arena) set where they lie - no copy of the seqs: a tight block tests its
     members against it, and only the seqs read are scanned out of it; ``times``: a regular
-    stream's times of seqs. A sort when the bitmap does not take them (too sparse, or a seq
-    repeated by overlapping ranges)."""
+    stream's times of seqs. The bitmap is the set of the seqs: a seq that two overlapping
+    ranges of the condition both return is one event, as in a sort that drops repeats. A
+    sort when the bitmap does not take them (too sparse)."""
     n = sum(p.size for p in pieces)
-    bits = unique_bits_of(pieces, bound, take) if n > 1 else None
+    bits = union_bits_of(pieces, bound, take) if n > 1 else None
     if bits is not None:
         return SymbolResult(None, None, bits, bound, n=n, times=times, alloc=take)
-    return SymbolResult(np.sort(join_pieces(pieces)), None, times=times)
+    return SymbolResult(np.unique(join_pieces(pieces)), None, times=times)
 
 
 def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int], set[int]]:
