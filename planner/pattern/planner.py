@@ -297,7 +297,12 @@ def _seqs_alone(pieces: list[Any], bound: int, take: Any,
     bits = union_bits_of(pieces, bound, take) if n > 1 else None
     if bits is not None:
         return SymbolResult(None, None, bits, bound, n=n, times=times, alloc=take)
-    return SymbolResult(np.unique(join_pieces(pieces)), None, times=times)
+    seq = np.sort(join_pieces(pieces))
+    if seq.size > 1:
+        step = seq[1:] != seq[:-1]
+        if not step.all():  # a seq returned twice: once (np.unique's sort costs twice this)
+            seq = seq[np.concatenate(([True], step))]
+    return SymbolResult(seq, None, times=times)
 
 
 def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int], set[int]]:
