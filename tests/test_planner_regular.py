@@ -133,3 +133,29 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
     for occ in (a, b):
         assert occ.first_seq.tolist() == [x + offsets[0] for x in want]
         assert occ.last_t.tolist() == [(x + offsets[-1]) * 3 + 1 for x in want]
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=hs.sampled_from([0, 1, 2, 50, 40_000, 120_000]), repeats=hs.integers(0, 5),
+       pieces=hs.integers(1, 4), seed=hs.integers(0, 2**16))
+def test_a_lookups_seqs_alone_are_its_set_sorted(n: int, repeats: int, pieces: int,
+                                                 seed: int) -> None:
+    """A lookup's seqs sorted alone (the bitmap when dense, a sort when sparse) hold each
+    event once, also one that overlapping ranges of its condition both returned; the count
+    the bitmap was made with bounds its length until the seqs are read, then is exact."""
+    from replaydb.planner.pattern.planner import _seqs_alone
+
+    rng = np.random.default_rng(seed)
+    bound = max(4 * n, 10)
+    vals = rng.choice(bound, n, replace=False).astype(np.int64)
+    if n and repeats:
+        vals = np.concatenate([vals, rng.choice(vals, repeats)])
+        rng.shuffle(vals)
+    parts = np.array_split(vals, pieces)
+    got = _seqs_alone(list(parts), bound, None, None)
+    want = np.unique(vals)
+    assert len(got) >= len(want)
+    assert np.array_equal(got.seq, want)
+    assert len(got) == len(want)
+    if n >= 40_000:
+        assert got.bits is not None  # dense enough for the bitmap
