@@ -50,6 +50,16 @@ from replaydb.timeunits import duration_word_ns
 MAX_DEPTH = 50
 
 _CMP = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+# what a failed test at each expression level records as expected, in the order it tests
+_CMP_EXPECTED = ("'='", "'<'", "'>'", "'<='", "'>='", "'!='")
+_AFTER_OPERAND = frozenset(("NOT", "BETWEEN", "IN", "IS"))
+_AFTER_OPERAND_EXPECTED = ("BETWEEN", "IN", "IS")
+_ADD = ("+", "-")
+_ADD_EXPECTED = ("'+'", "'-'")
+_MUL = ("*", "/", "%")
+_MUL_EXPECTED = ("'*'", "'/'", "'%'")
+_SIGN = ("-", "+")
+_SIGN_EXPECTED = ("'-'", "'+'")
 
 
 @lru_cache(maxsize=256)
@@ -202,25 +212,33 @@ class ParserBase:
         finally:
             self._depth -= 1
 
+    # The binary levels below test the next token inline (what accept_kw/accept_op do,
+    # recording the same expected words when it does not match): every primary passes
+    # through all of them, so a call per test was most of the parser's time.
     def _parse_or(self) -> Expr:
         left = self._parse_and()
         while True:
-            t = self.accept_kw("OR")
-            if t is None:
+            t = self.toks[self.i]
+            if t.kw != "OR":
+                self._expected.append("OR")
                 return left
+            self.advance()
             left = Binary("or", left, self._parse_and(), pos=t.pos)
 
     def _parse_and(self) -> Expr:
         left = self._parse_not()
         while True:
-            t = self.accept_kw("AND")
-            if t is None:
+            t = self.toks[self.i]
+            if t.kw != "AND":
+                self._expected.append("AND")
                 return left
+            self.advance()
             left = Binary("and", left, self._parse_not(), pos=t.pos)
 
     def _parse_not(self) -> Expr:
-        t = self.accept_kw("NOT")
-        if t is not None:
+        t = self.toks[self.i]
+        if t.kw == "NOT":
+            self.advance()
             self._depth += 1
             try:
                 if self._depth > MAX_DEPTH:
@@ -228,6 +246,7 @@ class ParserBase:
                 return Unary("not", self._parse_not(), pos=t.pos)
             finally:
                 self._depth -= 1
+        self._expected.append("NOT")
         return self._parse_cmp()
 
     def _parse_cmp(self) -> Expr:
@@ -236,9 +255,13 @@ class ParserBase:
         if t.kind == "op" and t.text in _CMP:
             self.advance()
             return Binary(_CMP[t.text], left, self._parse_add(), pos=t.pos)
-        self._expected.extend(["'='", "'<'", "'>'", "'<='", "'>='", "'!='"])
+        self._expected.extend(_CMP_EXPECTED)
+        kw = t.kw
+        if kw is None or kw not in _AFTER_OPERAND:  # none of NOT BETWEEN/IN, BETWEEN, IN, IS
+            self._expected.extend(_AFTER_OPERAND_EXPECTED)
+            return left
         negated = False
-        if self.tok.is_kw("NOT") and self.peek().is_kw("BETWEEN", "IN"):
+        if kw == "NOT" and self.peek().is_kw("BETWEEN", "IN"):
             self.advance()
             negated = True
         if self.at_kw("BETWEEN"):
@@ -265,22 +288,27 @@ class ParserBase:
     def _parse_add(self) -> Expr:
         left = self._parse_mul()
         while True:
-            t = self.accept_op("+", "-")
-            if t is None:
+            t = self.toks[self.i]
+            if t.kind != "op" or t.text not in _ADD:
+                self._expected.extend(_ADD_EXPECTED)
                 return left
+            self.advance()
             left = Binary(t.text, left, self._parse_mul(), pos=t.pos)
 
     def _parse_mul(self) -> Expr:
         left = self._parse_unary()
         while True:
-            t = self.accept_op("*", "/", "%")
-            if t is None:
+            t = self.toks[self.i]
+            if t.kind != "op" or t.text not in _MUL:
+                self._expected.extend(_MUL_EXPECTED)
                 return left
+            self.advance()
             left = Binary(t.text, left, self._parse_unary(), pos=t.pos)
 
     def _parse_unary(self) -> Expr:
-        t = self.accept_op("-", "+")
-        if t is not None:
+        t = self.toks[self.i]
+        if t.kind == "op" and t.text in _SIGN:
+            self.advance()
             self._depth += 1
             try:
                 if self._depth > MAX_DEPTH:
@@ -294,6 +322,7 @@ class ParserBase:
                     and not isinstance(inner.value, bool):
                 return Literal(-inner.value, pos=t.pos)
             return Unary("neg", inner, pos=t.pos)
+        self._expected.extend(_SIGN_EXPECTED)
         return self.parse_primary()
 
     def parse_primary(self) -> Expr:
