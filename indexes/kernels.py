@@ -767,3 +767,93 @@ def partition_scatter(part_ids, nparts, key, seq, t):
         os_[j] = seq[i]
         ot[j] = t[i]
     return ok, os_, ot, offsets
+
+
+PROBE_SHIFT = 3
+""":func:`members_in_pieces`' coarse bitmap keeps one bit per ``2**PROBE_SHIFT`` values (a
+10M-value stream: 156 KB, in the second-level cache)."""
+
+
+@nb.njit(cache=True, nogil=True)
+def _probe_values(vals: np.ndarray, targets: np.ndarray, shift: int, coarse: np.ndarray,
+                  bound: int, hit: np.ndarray) -> int:
+    """Mark in ``hit`` the targets among ``vals``: 0, or 2 on a value outside ``[0,
+    bound)``."""
+    one = np.uint64(1)
+    sh = np.uint64(shift)
+    ub = np.uint64(bound)
+    six = np.uint64(6)
+    low = np.uint64(63)
+    m = targets.size
+    for j in range(vals.size):
+        s = np.uint64(vals[j])
+        if s >= ub:
+            return 2
+        c = s >> sh
+        if (coarse[c >> six] >> (c & low)) & one:
+            p = np.searchsorted(targets, np.int64(s))
+            if p < m and targets[p] == np.int64(s):
+                hit[p] = True
+    return 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _probe_spans(buf: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
+                 targets: np.ndarray, shift: int, coarse: np.ndarray, bound: int,
+                 hit: np.ndarray) -> int:
+    """:func:`_probe_values` of the int64 values lying in ``buf`` (bytes): ``counts[i]`` of
+    them from byte ``offsets[i]``."""
+    for k in range(offsets.size):
+        o = offsets[k]
+        if o < 0 or o + 8 * counts[k] > buf.size:
+            return 2
+        st = _probe_values(buf[o:o + 8 * counts[k]].view(np.int64), targets, shift, coarse,
+                           bound, hit)
+        if st != 0:
+            return st
+    return 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _coarse_of(targets: np.ndarray, shift: int, bound: int) -> np.ndarray:
+    """One bit per ``2**shift`` values of ``[0, bound)``, set where a target lies."""
+    coarse = np.zeros((((bound - 1) >> shift) >> 6) + 1, np.uint64)
+    one = np.uint64(1)
+    for i in range(targets.size):
+        c = targets[i] >> shift
+        coarse[c >> 6] |= one << np.uint64(c & 63)
+    return coarse
+
+
+def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) -> np.ndarray:
+    """Which of ``targets`` (ascending, distinct integers in ``[0, bound)``) are among the
+    values of ``pieces`` (arrays, or where int64 values lie in a file's bytes, as
+    :func:`union_bits_of` takes them): a boolean per target.
+
+    For a few targets tested against many values - the candidates a tight block has left,
+    against the biggest member's lookup - without a bitmap of the values: one pass over
+    them where they lie, each tested against a coarse bitmap of the targets (one bit per
+    ``2**PROBE_SHIFT`` values) and, where that bit is set, found or not by a binary search
+    of the targets. Measured on 695k seqs of 10M: 0.75 ms for 77-300 targets and 1.0 ms
+    for 2,000, against 1.5-1.6 ms for the values' bitmap and its tests; 1.8x slower than it
+    for 20,000 (the coarse bits pass too often). O(values + targets + passes x log
+    targets). ValueError for a value outside ``[0, bound)``."""
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    hit = np.zeros(targets.size, np.bool_)
+    if targets.size == 0:
+        return hit
+    if int(targets[0]) < 0 or int(targets[-1]) >= bound:
+        raise ValueError("members_in_pieces: targets must lie in [0, bound)")
+    coarse = _coarse_of(targets, PROBE_SHIFT, int(bound))
+    for p in pieces:
+        if p.dtype.kind not in "iu":
+            raise ValueError("members_in_pieces: values must be integers in [0, bound)")
+        if isinstance(p, np.ndarray) or p.dtype != np.dtype("<i8"):
+            status = _probe_values(np.ascontiguousarray(_values_of(p), dtype=np.int64),
+                                   targets, PROBE_SHIFT, coarse, int(bound), hit)
+        else:
+            status = _probe_spans(p.buf, p.offsets, p.counts, targets, PROBE_SHIFT, coarse,
+                                  int(bound), hit)
+        if status == 2:
+            raise ValueError("members_in_pieces: values must be integers in [0, bound)")
+    return hit

@@ -262,3 +262,32 @@ def test_pieces_outlive_the_closed_file(tmp_path) -> None:
     bits = union_bits_of(pieces, int(want.max()) + 1)
     if bits is not None:
         assert np.array_equal(keys_of_bits(bits, len(want)), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(0, 3000), k=st.integers(0, 400),
+       parts=st.integers(1, 4))
+def test_members_in_pieces_equal_isin(seed, n, k, parts) -> None:
+    """Which targets are among the values of pieces (arrays, and int64 values lying in a
+    file's bytes at any alignment, repeats allowed) - what ``np.isin`` answers; ValueError
+    for a value or a target outside ``[0, bound)``."""
+    from replaydb.indexes.kernels import members_in_pieces
+
+    rng = np.random.default_rng(seed)
+    bound = max(n, k, 1) * 3 + 5
+    vals = rng.integers(0, bound, n).astype(np.int64)
+    targets = np.unique(np.concatenate([rng.integers(0, bound, k), vals[: k // 2]]))
+    chunks = np.array_split(vals, parts)
+    pieces = []
+    for j, c in enumerate(chunks):
+        lead = (seed + j) % 8
+        buf = np.frombuffer(b"\x00" * lead + c.tobytes(), np.uint8)
+        pieces.append(c if j % 2 else Spans(buf, np.array([lead], np.int64),
+                                            np.array([len(c)], np.int64), np.dtype("<i8")))
+    got = members_in_pieces(targets, pieces, bound)
+    assert np.array_equal(got, np.isin(targets, vals))
+    if len(targets):
+        with pytest.raises(ValueError):
+            members_in_pieces(targets, [*pieces, np.array([bound], np.int64)], bound)
+        with pytest.raises(ValueError):
+            members_in_pieces(np.append(targets, bound), pieces, bound + 0)

@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from replaydb.indexes.kernels import keys_of_bits, member_bits, unique_bits
+from replaydb.indexes.plainread import Spans
+from replaydb.planner.pattern import intervals as iv
 from replaydb.planner.pattern.intervals import Geometry, SymbolResult, block_occurrences
 from replaydb.planner.query import QueryOptions, plan_query
 from tests.planner_cases import same_as_full_replay, xy_range_query, xy_store
@@ -109,7 +111,9 @@ def test_unique_bits_and_member_bits_against_numpy(n: int, spread: int, off: int
 def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed: int,
                                                         n: int) -> None:
     """A tight block's occurrences are the same whether members are tested through their
-    bitmaps or found by the galloping merge (sizes from equal to very unequal)."""
+    bitmaps, found by the galloping merge, or left deferred where their seqs lie and
+    scanned against the candidates left (always, at the planner's ratio, or never: then
+    settled into a bitmap first); sizes from equal to very unequal."""
     offsets = sorted(offsets)
     rng = np.random.default_rng(seed)
     bound = 4 * n + 8
@@ -128,9 +132,30 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
     anchor = min(range(len(offsets)), key=lambda j: len(with_bits[j]))
     assert all(r._seq is None for j, r in enumerate(with_bits)
                if j != anchor and 0 < j < len(offsets) - 1)  # never scanned
+    # deferred members (their seqs where they lie: arrays and int64s in bytes at any
+    # alignment), tested by a scan against the candidates left, or settled first
+    occs = [a, b]
+    for ratio in (1, iv.PROBE_RATIO, 10**9):
+        deferred = []
+        for k, r in enumerate(plain):
+            seq = rng.permutation(r.seq)
+            cut = int(rng.integers(0, seq.size + 1))
+            raw = seq[cut:].tobytes()
+            lead = int(rng.integers(0, 8))
+            buf = np.frombuffer(b"\x00" * lead + raw, np.uint8)
+            pieces = [seq[:cut], Spans(buf, np.array([lead], np.int64),
+                                       np.array([seq.size - cut], np.int64), np.dtype("<i8"))]
+            deferred.append(SymbolResult(None, None, bound=bound, n=seq.size, pieces=pieces,
+                                         times=lambda s, out=None: s * 3 + 1) if k != anchor
+                            else with_bits[k])
+        old, iv.PROBE_RATIO = iv.PROBE_RATIO, ratio
+        try:
+            occs.append(block_occurrences(offsets, deferred))
+        finally:
+            iv.PROBE_RATIO = old
     sets = [set(r.seq.tolist()) for r in plain]
     want = [x for x in range(-4, bound + 4) if all(x + o in s for o, s in zip(offsets, sets))]
-    for occ in (a, b):
+    for occ in occs:
         assert occ.first_seq.tolist() == [x + offsets[0] for x in want]
         assert occ.last_t.tolist() == [(x + offsets[-1]) * 3 + 1 for x in want]
 
@@ -143,7 +168,7 @@ def test_a_lookups_seqs_alone_are_its_set_sorted(n: int, repeats: int, pieces: i
     """A lookup's seqs sorted alone (the bitmap when dense, a sort when sparse) hold each
     event once, also one that overlapping ranges of its condition both returned; the count
     the bitmap was made with bounds its length until the seqs are read, then is exact."""
-    from replaydb.planner.pattern.planner import _seqs_alone
+    from replaydb.planner.pattern.intervals import sorted_alone
 
     rng = np.random.default_rng(seed)
     bound = max(4 * n, 10)
@@ -152,10 +177,33 @@ def test_a_lookups_seqs_alone_are_its_set_sorted(n: int, repeats: int, pieces: i
         vals = np.concatenate([vals, rng.choice(vals, repeats)])
         rng.shuffle(vals)
     parts = np.array_split(vals, pieces)
-    got = _seqs_alone(list(parts), bound, None, None)
+    got = sorted_alone(list(parts), bound, None, None)
     want = np.unique(vals)
     assert len(got) >= len(want)
     assert np.array_equal(got.seq, want)
     assert len(got) == len(want)
     if n >= 40_000:
         assert got.bits is not None  # dense enough for the bitmap
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=hs.integers(0, 10_000), w=hs.integers(0, 40),
+       shape=hs.sampled_from(["A B C", "A B C D", "A C B* D E", "A B C D E"]),
+       lo=hs.lists(hs.integers(0, 48), min_size=5, max_size=5))
+def test_deferred_members_change_no_interval(seed: int, w: int, shape: str,
+                                             lo: list[int]) -> None:
+    """On a regular stream the bigger members of a tight block wait where their seqs lie
+    and are scanned against the candidates left (forced here for every size): the intervals
+    equal those of lookups sorted with their times, and the matches are full replay's."""
+    q = xy_range_query(shape, lo, w)
+    with _store(seed, 3000, 1) as store:
+        base = plan_query(store, q, QueryOptions(plan="all", extra={
+            "regular_times": False, "rivals": False, "weights": {"interval_events": 0.0}}))
+        old, iv.PROBE_RATIO = iv.PROBE_RATIO, 1
+        try:
+            got = plan_query(store, q, QueryOptions(plan="all", extra={
+                "rivals": False, "weights": {"interval_events": 0.0}}))
+            assert got.intervals == base.intervals
+            same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
+        finally:
+            iv.PROBE_RATIO = old

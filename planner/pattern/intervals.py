@@ -50,7 +50,13 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from replaydb.indexes.kernels import keys_of_bits, member_bits
+from replaydb.indexes.kernels import (
+    keys_of_bits,
+    member_bits,
+    members_in_pieces,
+    union_bits_of,
+)
+from replaydb.indexes.reader import join_pieces
 from replaydb.planner.pattern.rewrite import RewrittenPattern
 from replaydb.replay.replay import merge_halfopen
 
@@ -137,24 +143,37 @@ class Geometry:
         return np.searchsorted(self.leaf_t_min, np.asarray(b) - 1, side="right") - 1
 
 
+PROBE_RATIO = 256
+"""A tight block tests the candidates it has left against a deferred member's seqs where
+they lie (:func:`~replaydb.indexes.kernels.members_in_pieces`) when the member has at least
+this many times as many seqs; else it sets the member's bitmap and tests against that."""
+
+
 class SymbolResult:
     """The events of one BS that pass its selected conditions, sorted by seq; ``t`` is None
     when the planner left the times out (a BS whose times Algorithm 3.1 does not read).
 
     A result may be held as a bitmap of its seqs (``bits``, ``bound`` bits, at most ``n`` set:
-    until the seqs are read, ``len`` is that bound) with
-    the sorted seqs made from it only when first read (:attr:`seq`): a member of a tight block
-    other than its anchor is only tested against (:func:`block_occurrences`), so its scan is
-    never paid. ``times`` (a regular stream's :meth:`Geometry.times_of`) gives the times of
-    any seqs; then :attr:`t` is computed from :attr:`seq` when first read."""
+    until the seqs are read, ``len`` is that bound) with the sorted seqs made from it only
+    when first read (:attr:`seq`): a member of a tight block other than its anchor is only
+    tested against (:func:`block_occurrences`), so its scan is never paid. ``times`` (a
+    regular stream's :meth:`Geometry.times_of`) gives the times of any seqs; then :attr:`t`
+    is computed from :attr:`seq` when first read.
 
-    __slots__ = ("_seq", "_t", "bits", "bound", "times", "_n", "_alloc")
+    A result may also be *deferred*: ``pieces``, where its ``n`` seqs lie in the index files
+    (as :func:`sorted_alone` takes them), with nothing sorted or set yet. A tight block then
+    tests its few remaining candidates against the pieces (:data:`PROBE_RATIO`); anything
+    else reading it makes it what :func:`sorted_alone` makes first (:meth:`settle`)."""
+
+    __slots__ = ("_seq", "_t", "bits", "bound", "times", "_n", "_alloc", "pieces")
 
     def __init__(self, seq: np.ndarray | None, t: np.ndarray | None,
                  bits: np.ndarray | None = None, bound: int = 0, *, n: int | None = None,
-                 times: Any = None, alloc: Any = None) -> None:
-        if seq is None and (bits is None or n is None):
-            raise ValueError("SymbolResult: give the seqs, or a bitmap and its count")
+                 times: Any = None, alloc: Any = None, pieces: list[Any] | None = None
+                 ) -> None:
+        if seq is None and ((bits is None and pieces is None) or n is None):
+            raise ValueError("SymbolResult: give the seqs, or a bitmap or pieces and their "
+                             "count")
         self._seq = seq
         self._t = t
         self.bits = bits
@@ -162,9 +181,21 @@ class SymbolResult:
         self.times = times
         self._n = int(seq.size) if seq is not None else int(n)  # type: ignore[arg-type]
         self._alloc = alloc
+        self.pieces = pieces
+
+    def settle(self) -> None:
+        """Make a deferred result a bitmap (or sorted seqs when too sparse); O(n +
+        bound / 64) once, nothing for a result that is not deferred."""
+        if self.pieces is None:
+            return
+        got = sorted_alone(self.pieces, self.bound, self._alloc, self.times)
+        self.pieces = None
+        self.bits, self._seq, self._n = got.bits, got._seq, got._n
 
     @property
     def seq(self) -> np.ndarray:
+        if self._seq is None:
+            self.settle()
         if self._seq is None:
             assert self.bits is not None
             self._seq = keys_of_bits(self.bits, self._n, self._alloc, at_most=True)
@@ -186,6 +217,26 @@ class SymbolResult:
 
     def __len__(self) -> int:
         return self._n
+
+
+def sorted_alone(pieces: list[Any], bound: int, take: Any,
+                 times: Any = None) -> SymbolResult:
+    """A lookup's seqs (``pieces``: arrays or where they lie in index files) sorted alone, as
+    a bitmap (from ``take``, an arena's) set where they lie - no copy of the seqs: a tight
+    block tests its members against it, and only the seqs read are scanned out of it;
+    ``times``: a regular stream's times of seqs. The bitmap is the set of the seqs: a seq
+    that two overlapping ranges of the condition both return is one event, as in a sort
+    that drops repeats. A sort when the bitmap does not take them (too sparse)."""
+    n = sum(p.size for p in pieces)
+    bits = union_bits_of(pieces, bound, take) if n > 1 else None
+    if bits is not None:
+        return SymbolResult(None, None, bits, bound, n=n, times=times, alloc=take)
+    seq = np.sort(join_pieces(pieces))
+    if seq.size > 1:
+        step = seq[1:] != seq[:-1]
+        if not step.all():  # a seq returned twice: once (np.unique's sort costs twice this)
+            seq = seq[np.concatenate(([True], step))]
+    return SymbolResult(seq, None, times=times)
 
 
 def intersect_results(parts: list[SymbolResult]) -> SymbolResult:
@@ -275,15 +326,27 @@ def _times_of(base: np.ndarray, off: int, seq: np.ndarray, t: np.ndarray) -> np.
 def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurrences:
     """Merge the selected BSs of one tight BB at fixed seq distances (``offsets`` ascending).
 
-    The BS with the fewest events is the anchor; every other BS keeps the anchors whose event at
-    its offset is in its result (a merge walk per BS, both sides sorted by seq). O(sum of the
-    results' sizes).
+    The BS with the fewest events is the anchor; every other BS, smallest first, keeps the
+    anchors whose event at its offset is in its result: one bitmap read per anchor left, or
+    a merge walk (both sides sorted by seq); a deferred member with :data:`PROBE_RATIO`
+    times more seqs than anchors left is scanned where its seqs lie against them instead
+    (:func:`~replaydb.indexes.kernels.members_in_pieces`), so its bitmap is never set.
+    O(sum of the results' sizes).
     """
     anchor = min(range(len(results)), key=lambda j: len(results[j]))
     base = np.ascontiguousarray(results[anchor].seq - offsets[anchor], dtype=I64)
-    for j, (o, r) in enumerate(zip(offsets, results)):
+    for j in sorted(range(len(results)), key=lambda j: len(results[j])):
+        o, r = offsets[j], results[j]
         if j == anchor or base.size == 0:
             continue
+        if r.pieces is not None and base.size * PROBE_RATIO <= len(r):
+            x = base + int(o)
+            inside = (x >= 0) & (x < r.bound)
+            if not inside.all():
+                base, x = base[inside], x[inside]
+            base = base[members_in_pieces(x, r.pieces, r.bound)]
+            continue
+        r.settle()
         if r.bits is not None:  # one bitmap read per anchor left
             base = member_bits(base, int(o), r.bits, r.bound)
         else:

@@ -78,7 +78,6 @@ from replaydb.indexes.kernels import (
     sort_unique_with_payload,
     sort_with_payload,
     thread_arena,
-    union_bits_of,
 )
 from replaydb.indexes.reader import Piece, join_pieces
 from replaydb.planner.pattern.conditions import Condition
@@ -92,6 +91,7 @@ from replaydb.planner.pattern.intervals import (
     intersect_intervals,
     intersect_results,
     replay_intervals,
+    sorted_alone,
     widen_for_navigation,
 )
 from replaydb.planner.pattern.navigation import navigation_extent
@@ -206,7 +206,8 @@ def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: i
 def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
                reads: dict[str, int], arena: Arena | None = None, *, need_t: bool = True,
                mask: TimeMask | None = None, narrow: bool = False,
-               times_of: Callable[..., np.ndarray] | None = None) -> SymbolResult:
+               times_of: Callable[..., np.ndarray] | None = None,
+               defer: bool = False) -> SymbolResult:
     """Query the index for every range of the condition; the union sorted by seq (into
     ``arena`` when given: then valid until its next reset).
 
@@ -217,7 +218,11 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
 
     ``times_of`` (a regular stream's :meth:`Geometry.times_of`): times are computed from the
     sorted seqs instead of being carried through the sort, so every lookup takes the
-    seq-only sort (about 4x faster than the sort with times)."""
+    seq-only sort (about 4x faster than the sort with times).
+
+    ``defer`` (a seq-only lookup without a mask): the result is left where its seqs lie in
+    the index files, nothing sorted or set (a deferred :class:`SymbolResult`, for the member
+    of a tight block that :func:`block_occurrences` may test its few candidates against)."""
     t0 = time.perf_counter()
     # times are read only where something uses them before they could be computed
     read_t = times_of is None and (need_t or mask is not None)
@@ -249,7 +254,10 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     seq_alone = times_of is not None or not need_t
     t2 = t1
     if mask is None and seq_alone:  # the bits are set straight from the index files
-        result = _seqs_alone(seqs, bound, take, times_of if need_t else None)
+        result = (SymbolResult(None, None, bound=bound, n=sum(p.size for p in seqs),
+                                  times=times_of if need_t else None, alloc=take,
+                                  pieces=seqs) if defer
+                      else sorted_alone(seqs, bound, take, times_of if need_t else None))
     else:
         seq = np.asarray(join_pieces(seqs), I64)
         t: np.ndarray | None = None
@@ -270,7 +278,7 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
         # condition could overlap only if the rewrite left them so - then the radix sort.
         # Every seq is below n_events (the lookup's max_seq), which the sorts check.
         if seq_alone:
-            result = _seqs_alone([seq], bound, take, times_of if need_t else None)
+            result = sorted_alone([seq], bound, take, times_of if need_t else None)
         elif seq.size > 1:
             assert t is not None
             got = sort_unique_with_payload(seq, t, bound, take)
@@ -285,26 +293,6 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     return result
 
 
-def _seqs_alone(pieces: list[Any], bound: int, take: Any,
-                 times: Callable[..., np.ndarray] | None) -> SymbolResult:
-    """A lookup's seqs (``pieces``: arrays or where they lie in index files) sorted alone, as
-    a bitmap (in the arena) set where they lie - no copy of the seqs: a tight block tests its
-    members against it, and only the seqs read are scanned out of it; ``times``: a regular
-    stream's times of seqs. The bitmap is the set of the seqs: a seq that two overlapping
-    ranges of the condition both return is one event, as in a sort that drops repeats. A
-    sort when the bitmap does not take them (too sparse)."""
-    n = sum(p.size for p in pieces)
-    bits = union_bits_of(pieces, bound, take) if n > 1 else None
-    if bits is not None:
-        return SymbolResult(None, None, bits, bound, n=n, times=times, alloc=take)
-    seq = np.sort(join_pieces(pieces))
-    if seq.size > 1:
-        step = seq[1:] != seq[:-1]
-        if not step.all():  # a seq returned twice: once (np.unique's sort costs twice this)
-            seq = seq[np.concatenate(([True], step))]
-    return SymbolResult(seq, None, times=times)
-
-
 def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int], set[int]]:
     """The lookups of ``config``, fewest expected entries first (the order of the semi-join:
     small results filter the big ones), and those whose times Algorithm 3.1 reads (the ones
@@ -315,6 +303,34 @@ def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int
     bss = sorted({by_id[i].bs for i in config})
     ends = {bss[0], bss[-1]} if bss else set()
     return lks, {by_id[i].lookup for i in config if by_id[i].bs in ends}
+
+
+def _deferrable(st: PatternPlanState, config: frozenset[int]) -> set[int]:
+    """Lookups of ``config`` that can wait where their seqs lie (:func:`run_lookup`'s
+    ``defer``) until their tight block is merged: the only selected condition of their BS,
+    used by no other BS, in a block of several selected BSs, and not the block's smallest
+    expected lookup (the anchor is read in full anyway)."""
+    assert st.rp is not None
+    by_id = {c.id: c for c in st.conds}
+    per_bs: dict[int, list[int]] = {}
+    uses: dict[int, int] = {}
+    for i in config:
+        c = by_id[i]
+        per_bs.setdefault(c.bs, []).append(c.lookup)
+        uses[c.lookup] = uses.get(c.lookup, 0) + 1
+    per_block: dict[int, list[int]] = {}
+    for bs in per_bs:
+        per_block.setdefault(st.rp.symbols[bs].block, []).append(bs)
+    out: set[int] = set()
+    for bss in per_block.values():
+        if len(bss) < 2:
+            continue
+        smallest = min(st.lookups[lk].entries for bs in bss for lk in per_bs[bs])
+        for bs in bss:
+            lks = per_bs[bs]
+            if len(lks) == 1 and uses[lks[0]] == 1 and st.lookups[lks[0]].entries > smallest:
+                out.add(lks[0])
+    return out
 
 
 def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: int,
@@ -348,12 +364,13 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     if mask is not None and mask.predicted_share(
             [st.lookups[lk].entries for lk in order[:-1]]) > mask.limit:
         mask = None  # the small lookups reach (nearly) everywhere: nothing to filter
+    deferred = _deferrable(st, config) if mask is None and times_of is not None else set()
     for k, lk_id in enumerate(order):
         before = st.index_reads.get("entries_returned", 0)
         results[lk_id] = run_lookup(st.lookups[lk_id], n_events, timings, st.index_reads,
                                     arena, need_t=lk_id in need_t, mask=mask,
                                     narrow=k + 1 < len(order),
-                                    times_of=times_of)
+                                    times_of=times_of, defer=lk_id in deferred)
         st.lookup_sizes[lk_id] = st.index_reads.get("entries_returned", 0) - before
     t0 = time.perf_counter()
     per_bs: dict[int, list[SymbolResult]] = {}
