@@ -510,20 +510,31 @@ def union_bits_of(pieces: Sequence[Any], bound: int, alloc: Any = None
         return None
     bits = (alloc or np.empty)((bound + 63) >> 6, np.dtype(np.uint64))
     bits[:] = 0
-    for p in pieces:
-        if isinstance(p, np.ndarray) or p.dtype != np.dtype("<i8"):
-            status = _or_bits(np.ascontiguousarray(_values_of(p), dtype=np.int64),
-                              int(bound), bits)
-        else:
-            status = _or_span_bits(p.buf, p.offsets, p.counts, int(bound), bits)
-        if status == 2:
-            raise ValueError("union_bits_of: values must be integers in [0, bound)")
+    b = int(bound)
+    _each_piece(pieces, "union_bits_of", lambda v: _or_bits(v, b, bits),
+                lambda buf, offs, cnts: _or_span_bits(buf, offs, cnts, b, bits))
     return bits
 
 
 def _values_of(piece: Any) -> np.ndarray:
     """An array of ``piece``'s values (:func:`union_bits_of`)."""
     return piece if isinstance(piece, np.ndarray) else piece.array()
+
+
+def _each_piece(pieces: Sequence[Any], who: str, on_values: Any, on_spans: Any) -> None:
+    """Hand each piece to a kernel where its values lie: ``on_spans(buf, offsets, counts)``
+    for int64 values in a file's bytes (:class:`.plainread.Spans`), ``on_values(array)``
+    for the others (as a contiguous int64 array). A kernel answers 0, or 2 for a value
+    outside ``[0, bound)``; ValueError (naming ``who``) for that and for non-integers."""
+    for p in pieces:
+        if p.dtype.kind not in "iu":
+            raise ValueError(f"{who}: values must be integers in [0, bound)")
+        if isinstance(p, np.ndarray) or p.dtype != np.dtype("<i8"):
+            status = on_values(np.ascontiguousarray(_values_of(p), dtype=np.int64))
+        else:
+            status = on_spans(p.buf, p.offsets, p.counts)
+        if status == 2:
+            raise ValueError(f"{who}: values must be integers in [0, bound)")
 
 
 def keys_of_bits(bits: np.ndarray, n: int, alloc: Any = None, *,
@@ -844,16 +855,10 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
         return hit
     if int(targets[0]) < 0 or int(targets[-1]) >= bound:
         raise ValueError("members_in_pieces: targets must lie in [0, bound)")
-    coarse = _coarse_of(targets, PROBE_SHIFT, int(bound))
-    for p in pieces:
-        if p.dtype.kind not in "iu":
-            raise ValueError("members_in_pieces: values must be integers in [0, bound)")
-        if isinstance(p, np.ndarray) or p.dtype != np.dtype("<i8"):
-            status = _probe_values(np.ascontiguousarray(_values_of(p), dtype=np.int64),
-                                   targets, PROBE_SHIFT, coarse, int(bound), hit)
-        else:
-            status = _probe_spans(p.buf, p.offsets, p.counts, targets, PROBE_SHIFT, coarse,
-                                  int(bound), hit)
-        if status == 2:
-            raise ValueError("members_in_pieces: values must be integers in [0, bound)")
+    b = int(bound)
+    coarse = _coarse_of(targets, PROBE_SHIFT, b)
+    _each_piece(pieces, "members_in_pieces",
+                lambda v: _probe_values(v, targets, PROBE_SHIFT, coarse, b, hit),
+                lambda buf, offs, cnts: _probe_spans(buf, offs, cnts, targets, PROBE_SHIFT,
+                                                     coarse, b, hit))
     return hit

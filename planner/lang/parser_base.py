@@ -51,15 +51,14 @@ MAX_DEPTH = 50
 
 _CMP = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 # what a failed test at each expression level records as expected, in the order it tests
-_CMP_EXPECTED = ("'='", "'<'", "'>'", "'<='", "'>='", "'!='")
-_AFTER_OPERAND = frozenset(("NOT", "BETWEEN", "IN", "IS"))
+_CMP_EXPECTED = tuple(repr(o) for o in ("=", "<", ">", "<=", ">=", "!="))
 _AFTER_OPERAND_EXPECTED = ("BETWEEN", "IN", "IS")
+_AFTER_OPERAND = frozenset(("NOT", *_AFTER_OPERAND_EXPECTED))
 _ADD = ("+", "-")
-_ADD_EXPECTED = ("'+'", "'-'")
 _MUL = ("*", "/", "%")
-_MUL_EXPECTED = ("'*'", "'/'", "'%'")
 _SIGN = ("-", "+")
-_SIGN_EXPECTED = ("'-'", "'+'")
+_ADD_EXPECTED, _MUL_EXPECTED, _SIGN_EXPECTED = (tuple(repr(o) for o in ops)
+                                                for ops in (_ADD, _MUL, _SIGN))
 
 
 @lru_cache(maxsize=256)
