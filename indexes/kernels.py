@@ -862,3 +862,93 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
                 lambda buf, offs, cnts: _probe_spans(buf, offs, cnts, targets, PROBE_SHIFT,
                                                      coarse, b, hit))
     return hit
+
+
+@nb.njit(cache=True, nogil=True)
+def _hits_values(vals: np.ndarray, shift: int, bits: np.ndarray, bound: int, out: np.ndarray,
+                 k: int) -> int:
+    """Append to ``out`` (from ``k``) every ``v + shift`` of ``vals`` whose bit is set in
+    ``bits``: the new count, -2 on a value outside ``[0, bound)``, -3 when ``out`` is
+    full."""
+    one = np.uint64(1)
+    ub = np.uint64(bound)
+    six = np.uint64(6)
+    low = np.uint64(63)
+    cap = out.size
+    for j in range(vals.size):
+        v = vals[j]
+        if np.uint64(v) >= ub:
+            return -2
+        x = np.uint64(v + shift)
+        if x < ub and (bits[x >> six] >> (x & low)) & one:
+            if k >= cap:
+                return -3
+            out[k] = np.int64(x)
+            k += 1
+    return k
+
+
+@nb.njit(cache=True, nogil=True)
+def _hits_spans(buf: np.ndarray, offsets: np.ndarray, counts: np.ndarray, shift: int,
+                bits: np.ndarray, bound: int, out: np.ndarray, k: int) -> int:
+    """:func:`_hits_values` of the int64 values lying in ``buf`` (bytes): ``counts[i]`` of
+    them from byte ``offsets[i]``."""
+    for i in range(offsets.size):
+        o = offsets[i]
+        if o < 0 or o + 8 * counts[i] > buf.size:
+            return -2
+        k = _hits_values(buf[o:o + 8 * counts[i]].view(np.int64), shift, bits, bound, out, k)
+        if k < 0:
+            return k
+    return k
+
+
+def hits_in_bits(pieces: Sequence[Any], shift: int, bits: np.ndarray, bound: int,
+                 at_most: int) -> np.ndarray | None:
+    """The distinct ``v + shift`` (ascending) of the values ``v`` of ``pieces`` (arrays, or
+    where int64 values lie in a file's bytes, as :func:`union_bits_of` takes them) whose bit
+    is set in ``bits`` (a bitmap of ``[0, bound)`` holding at most ``at_most`` members):
+    which members of ``bits`` a lookup's events, shifted, meet.
+
+    A tight block's anchor held as a bitmap meets its next member this way: one pass over
+    the member's seqs where they lie, a bitmap read each, instead of setting the member's
+    own bitmap and scanning the anchor's out of its bitmap to test each against it. None
+    when the hits outnumber ``at_most`` (a value repeated within the pieces; the caller
+    takes the other way then); ValueError for a value outside ``[0, bound)``.
+    O(values + hits log hits)."""
+    out = np.empty(max(int(at_most), 1), np.int64)
+    b = int(bound)
+    d = int(shift)
+    got = [0]
+
+    def on_values(v: np.ndarray) -> int:
+        k = _hits_values(v, d, bits, b, out, got[0])
+        return _hits_status(k, got)
+
+    def on_spans(buf: np.ndarray, offs: np.ndarray, cnts: np.ndarray) -> int:
+        k = _hits_spans(buf, offs, cnts, d, bits, b, out, got[0])
+        return _hits_status(k, got)
+
+    try:
+        _each_piece(pieces, "hits_in_bits", on_values, on_spans)
+    except _Full:
+        return None
+    hits = np.sort(out[:got[0]])
+    if hits.size > 1:
+        step = hits[1:] != hits[:-1]
+        if not step.all():
+            hits = hits[np.concatenate(([True], step))]
+    return hits
+
+
+class _Full(Exception):
+    """:func:`hits_in_bits`: more hits than the bitmap's members."""
+
+
+def _hits_status(k: int, got: list[int]) -> int:
+    if k == -3:
+        raise _Full
+    if k < 0:
+        return 2
+    got[0] = k
+    return 0

@@ -52,6 +52,7 @@ from numba import njit
 
 from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
+from replaydb.store.interval_list import IntervalList, merge_halfopen  # noqa: F401 (re-exported)
 
 DEFAULT_BATCH_ROWS = 65_536
 RESULTS_EVERY = 256
@@ -79,33 +80,18 @@ class ReplayStats:
                                               "operator_seconds", "per_stream")}
 
 
-def merge_halfopen(a: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Union of half-open intervals ``[a, e)`` as sorted disjoint rows (touching ones are
-    joined). Vectorized: O(n log n), O(n) when ``a`` is already sorted."""
-    if a.size == 0:
-        return np.empty((0, 2), np.int64)
-    if a.size > 1 and not bool(np.all(a[1:] >= a[:-1])):
-        order = np.argsort(a, kind="stable")
-        a, e = a[order], e[order]
-    ends = np.maximum.accumulate(e)
-    new = np.ones(a.size, bool)
-    new[1:] = a[1:] > ends[:-1]
-    starts = np.flatnonzero(new)
-    last = np.r_[starts[1:] - 1, a.size - 1]
-    return np.stack([a[starts], ends[last]], axis=1).astype(np.int64)
-
-
 def normalize_intervals(intervals: Sequence[tuple[int, int]] | np.ndarray | None
-                        ) -> list[tuple[int | None, int | None]]:
-    """Sort and merge half-open intervals (touching ones are joined, empty ones dropped);
-    ``None`` -> one unbounded interval. Vectorized (:func:`merge_halfopen`)."""
+                        ) -> Sequence[tuple[int | None, int | None]]:
+    """Sort and merge half-open intervals (touching ones are joined, empty ones dropped) into
+    an :class:`~replaydb.replay.interval_list.IntervalList` (one taken as it is);
+    ``None`` -> one unbounded interval ``[(None, None)]``. Vectorized
+    (:func:`~replaydb.store.interval_list.merge_halfopen`)."""
     if intervals is None:
         return [(None, None)]
-    arr = np.asarray(intervals if len(intervals) else np.empty((0, 2)), dtype=np.int64)
-    if arr.ndim != 2 or arr.shape[1] != 2:
-        raise UsageError("replay intervals must be (start, end) pairs")
-    arr = arr[arr[:, 1] > arr[:, 0]]
-    return list(map(tuple, merge_halfopen(arr[:, 0], arr[:, 1]).tolist()))
+    try:
+        return IntervalList.of(intervals)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 class Replay:

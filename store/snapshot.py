@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from numba import njit
 
 from replaydb.errors import CorruptionError, SchemaError
 from replaydb.store.directread import DirectFile, table_of
+from replaydb.store.interval_list import as_rows
 from replaydb.store.manifest import FileInfo, Manifest
 from replaydb.store.schema import StreamSchema
 from replaydb.store.tree import AggSpec, Partial, TABTree
@@ -220,6 +222,7 @@ class StreamSnapshot:
         self._cache = store.parquet_cache
         self._sides: dict[str, Any] = {}
         self._paths: dict[int, str] = {}  # data file id -> path, as built on first read
+        self._leaf_bytes: dict[tuple[str, ...], np.ndarray] = {}  # see _count_leaves
 
     # ------------------------------------------------------------------ basics
     @property
@@ -284,7 +287,7 @@ class StreamSnapshot:
         pf = self._cache.get(path, self.counters)
         groups = lv.col("rg")[ids]
         tbl = self._cache.read_row_groups(path, pf, groups, cols)
-        self._count_groups(path, pf, groups, cols)
+        self._count_leaves(ids, cols)
         self.counters.events += tbl.num_rows
         return tbl
 
@@ -298,12 +301,33 @@ class StreamSnapshot:
             path = self._paths[fid] = str(self.events_dir / info.path)
         return path
 
-    def _count_groups(self, path: str, pf: pq.ParquetFile, groups: np.ndarray,
-                      cols: list[str]) -> None:
-        """Count row groups ``groups`` of one file as leaves, row groups and bytes read."""
-        self.counters.leaves += len(groups)
-        self.counters.row_groups += len(groups)
-        self.counters.bytes += int(self._cache.rg_bytes(path, pf, cols)[groups].sum())
+    def _count_leaves(self, ids: np.ndarray, cols: list[str]) -> None:
+        """Count leaves ``ids`` (read in full, of ``cols``) as leaves, row groups and bytes
+        read: their compressed bytes come from a per-leaf array for each column set, filled
+        from the files' footers the first time a leaf is counted (O(leaves) per read, where
+        counting file by file cost about 5 us a file)."""
+        key = tuple(cols)
+        lb = self._leaf_bytes.get(key)
+        n = self.tree.leaves.n
+        if lb is None or lb.size < n:
+            old = lb
+            lb = self._leaf_bytes[key] = np.full(n, -1, np.int64)
+            if old is not None:
+                lb[:old.size] = old
+        got = lb[ids]
+        if bool((got < 0).any()):
+            lv = self.tree.leaves
+            miss = ids[got < 0]
+            fids = lv.col("file_id")[miss]
+            for fid in np.unique(fids).tolist():
+                leaves = miss[fids == fid]
+                path = self._path_of(int(fid), int(leaves[0]))
+                pf = self._cache.get(path, self.counters)
+                lb[leaves] = self._cache.rg_bytes(path, pf, cols)[lv.col("rg")[leaves]]
+            got = lb[ids]
+        self.counters.leaves += len(ids)
+        self.counters.row_groups += len(ids)
+        self.counters.bytes += int(got.sum())
 
     def _read_leaf_pieces(self, ids: np.ndarray, pieces: list[tuple[int, int]],
                           cols: list[str]) -> pa.Table:
@@ -321,8 +345,7 @@ class StreamSnapshot:
             rows = int(lv.col("count")[ids[pieces[0][0]:pieces[-1][1]]].sum())
             tbl = self._cache.read_files(parts, tuple(cols), rows)
             if tbl is not None:
-                for path, pf, groups in parts:
-                    self._count_groups(path, pf, groups, cols)
+                self._count_leaves(ids[pieces[0][0]:pieces[-1][1]], cols)
                 self.counters.events += tbl.num_rows
                 return tbl
         tables = [self._read_leaf_chunk(ids[p:q], cols) for p, q in pieces]
@@ -413,10 +436,7 @@ class StreamSnapshot:
         n = len(intervals)
         if n == 0 or lv.n == 0:
             return
-        a = np.array([x[0] if x[0] is not None else np.iinfo(np.int64).min for x in intervals],
-                     np.int64)
-        b = np.array([x[1] if x[1] is not None else np.iinfo(np.int64).max for x in intervals],
-                     np.int64)
+        a, b = as_rows(intervals)
         lo, hi = self.tree.leaf_ranges_for_times(a, b)
         ids = _covered_leaves(lo, hi)
         if len(ids) == 0:
@@ -633,14 +653,46 @@ values_of = _values
 
 
 def _covered_leaves(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sorted distinct leaf ids in the union of the leaf ranges ``[lo[k], hi[k])`` (a
-    difference array over the ranges' span: O(ranges + span))."""
+    """Sorted distinct leaf ids in the union of the leaf ranges ``[lo[k], hi[k])``.
+
+    Ranges sorted by ``lo`` (those of sorted intervals) are cut where an earlier range
+    already reached and enumerated: O(ranges + leaves), whatever the stream's length. Others
+    take a difference array over the ranges' span, counted by ``bincount``: O(ranges +
+    span)."""
+    lo, hi = np.ascontiguousarray(lo, np.int64), np.ascontiguousarray(hi, np.int64)
+    got = _sorted_ranges_union(lo, hi)
+    if got is not None:
+        return got
     keep = hi > lo
     if not keep.any():
         return np.zeros(0, dtype=np.int64)
     lo, hi = lo[keep], hi[keep]
     base = int(lo.min())
-    mark = np.zeros(int(hi.max()) - base + 1, dtype=np.int64)
-    np.add.at(mark, lo - base, 1)
-    np.add.at(mark, hi - base, -1)
+    span = int(hi.max()) - base + 1
+    mark = (np.bincount(lo - base, minlength=span)
+            - np.bincount(hi - base, minlength=span))
     return np.flatnonzero(np.cumsum(mark[:-1]) > 0).astype(np.int64) + base
+
+
+@njit(cache=True, nogil=True)
+def _sorted_ranges_union(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """:func:`_covered_leaves` of ranges sorted by ``lo`` (None when they are not): each
+    range from where the ranges before it reached. O(ranges + leaves)."""
+    n = 0
+    reach = np.iinfo(np.int64).min
+    for k in range(lo.size):
+        if k and lo[k] < lo[k - 1]:
+            return None
+        a = max(lo[k], reach)
+        if hi[k] > a:
+            n += hi[k] - a
+        reach = max(reach, hi[k])
+    out = np.empty(n, np.int64)
+    j = 0
+    reach = np.iinfo(np.int64).min
+    for k in range(lo.size):
+        for x in range(max(lo[k], reach), hi[k]):
+            out[j] = x
+            j += 1
+        reach = max(reach, hi[k])
+    return out

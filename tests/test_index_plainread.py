@@ -291,3 +291,44 @@ def test_members_in_pieces_equal_isin(seed, n, k, parts) -> None:
             members_in_pieces(targets, [*pieces, np.array([bound], np.int64)], bound)
         with pytest.raises(ValueError):
             members_in_pieces(np.append(targets, bound), pieces, bound + 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(0, 3000), k=st.integers(0, 400),
+       parts=st.integers(1, 4), shift=st.integers(-5, 5), repeats=st.booleans())
+def test_hits_in_bits_equal_a_set_join(seed, n, k, parts, shift, repeats) -> None:
+    """The distinct ``v + shift`` of the values of pieces (arrays, and int64 values lying in
+    a file's bytes at any alignment) that are members of a bitmap - a set join; None when
+    repeated values make more hits than the bitmap's members; ValueError for a value
+    outside ``[0, bound)``."""
+    from replaydb.indexes.kernels import hits_in_bits
+
+    rng = np.random.default_rng(seed)
+    bound = max(n, k, 1) * 3 + 5
+    vals = rng.choice(bound, min(n, bound), replace=False).astype(np.int64)
+    if repeats and vals.size:
+        vals = np.concatenate([vals, rng.choice(vals, int(rng.integers(1, vals.size + 1)))])
+        rng.shuffle(vals)
+    members = np.unique(np.concatenate([rng.integers(0, bound, k), vals[: k // 2] + shift]))
+    members = members[(members >= 0) & (members < bound)]
+    bits = np.zeros((bound + 63) >> 6, np.uint64)
+    np.bitwise_or.at(bits, members >> 6, np.uint64(1) << (members & 63).astype(np.uint64))
+    chunks = np.array_split(vals, parts)
+    pieces = []
+    for j, c in enumerate(chunks):
+        lead = (seed + j) % 8
+        buf = np.frombuffer(b"\x00" * lead + c.tobytes(), np.uint8)
+        pieces.append(c if j % 2 else Spans(buf, np.array([lead], np.int64),
+                                            np.array([len(c)], np.int64), np.dtype("<i8")))
+    want = np.intersect1d(np.unique(vals + shift), members)
+    got = hits_in_bits(pieces, shift, bits, bound, members.size)
+    hits = int(np.isin(vals + shift, members).sum())
+    if hits > members.size:
+        assert got is None
+    else:
+        assert got is not None and np.array_equal(got, want)
+    assert np.array_equal(hits_in_bits(pieces, shift, bits, bound, max(hits, 1)), want)
+    with pytest.raises(ValueError):
+        hits_in_bits([*pieces, np.array([bound], np.int64)], shift, bits, bound, vals.size + 1)
+    with pytest.raises(ValueError):
+        hits_in_bits([np.array([-1], np.int64), *pieces], shift, bits, bound, vals.size + 1)

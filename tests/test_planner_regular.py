@@ -133,26 +133,39 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
     assert all(r._seq is None for j, r in enumerate(with_bits)
                if j != anchor and 0 < j < len(offsets) - 1)  # never scanned
     # deferred members (their seqs where they lie: arrays and int64s in bytes at any
-    # alignment), tested by a scan against the candidates left, or settled first
+    # alignment), tested by a scan against the candidates left, or settled first; the
+    # anchor a bitmap not scanned yet (the first member then scanned against it), or its
+    # seqs; a member's seq may repeat (overlapping ranges of its condition)
     occs = [a, b]
-    for ratio in (1, iv.PROBE_RATIO, 10**9):
+    for ratio, fresh_bits, repeat in ((1, True, False), (iv.PROBE_RATIO, True, True),
+                                      (10**9, True, False), (iv.PROBE_RATIO, False, False)):
         deferred = []
         for k, r in enumerate(plain):
             seq = rng.permutation(r.seq)
+            if repeat and seq.size:
+                seq = np.concatenate([seq, seq[: int(rng.integers(0, seq.size + 1))]])
             cut = int(rng.integers(0, seq.size + 1))
             raw = seq[cut:].tobytes()
             lead = int(rng.integers(0, 8))
             buf = np.frombuffer(b"\x00" * lead + raw, np.uint8)
             pieces = [seq[:cut], Spans(buf, np.array([lead], np.int64),
                                        np.array([seq.size - cut], np.int64), np.dtype("<i8"))]
-            deferred.append(SymbolResult(None, None, bound=bound, n=seq.size, pieces=pieces,
-                                         times=lambda s, out=None: s * 3 + 1) if k != anchor
-                            else with_bits[k])
+            if k != anchor:
+                deferred.append(SymbolResult(None, None, bound=bound, n=seq.size,
+                                             pieces=pieces,
+                                             times=lambda s, out=None: s * 3 + 1))
+            elif fresh_bits:
+                deferred.append(SymbolResult(None, None, with_bits[k].bits, bound,
+                                             n=r.seq.size, times=lambda s, out=None: s * 3 + 1))
+            else:
+                deferred.append(plain[k])
         old, iv.PROBE_RATIO = iv.PROBE_RATIO, ratio
         try:
             occs.append(block_occurrences(offsets, deferred))
         finally:
             iv.PROBE_RATIO = old
+        if fresh_bits and not repeat:  # the first member met the anchor in its bitmap
+            assert deferred[anchor]._seq is None
     sets = [set(r.seq.tolist()) for r in plain]
     want = [x for x in range(-4, bound + 4) if all(x + o in s for o, s in zip(offsets, sets))]
     for occ in occs:

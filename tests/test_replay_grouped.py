@@ -270,3 +270,36 @@ def test_keep_parts_of_single_chunk_tables_of_every_width(data) -> None:
     idx = np.concatenate([np.arange(p, q) for p, q in pairs])
     want = tbl.take(pa.array(idx))
     assert got.schema == tbl.schema and got.equals(want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(points=st.lists(st.integers(0, T_MAX), min_size=2, max_size=30),
+       max_leaves=st.sampled_from([1, 3, 64]))
+def test_grouped_reads_count_the_bytes_of_their_leaves(snap, points, max_leaves) -> None:
+    """A grouped read counts every leaf it reads once, with the compressed bytes its data
+    file's footer gives for the columns read (counted from a per-leaf table, filled on
+    first use); an IntervalList reads as the list of its pairs does."""
+    import pyarrow.parquet as pq
+
+    from replaydb.store.interval_list import IntervalList
+
+    ivs = _intervals(points, False, False)
+    before = snap.counters.copy()
+    got = [(tbl.column("seq").to_pylist(), parts)
+           for tbl, parts in snap.read_interval_groups(ivs, ["x"], max_leaves=max_leaves)]
+    d = snap.counters - before
+    assert got == [(tbl.column("seq").to_pylist(), parts) for tbl, parts in
+                   snap.read_interval_groups(IntervalList.of(ivs), ["x"],
+                                             max_leaves=max_leaves)]
+    lv = snap.tree.leaves
+    a, b = (np.array([x[k] for x in ivs], np.int64) for k in (0, 1))
+    lo, hi = snap.tree.leaf_ranges_for_times(a, b)
+    leaves = sorted({x for p, q in zip(lo.tolist(), hi.tolist()) for x in range(p, q)})
+    want = 0
+    for leaf in leaves:
+        pf = pq.ParquetFile(snap._path_of(int(lv.col("file_id")[leaf]), leaf))
+        rg = pf.metadata.row_group(int(lv.col("rg")[leaf]))
+        names = pf.schema_arrow.names
+        want += sum(rg.column(names.index(c)).total_compressed_size for c in ("t", "seq", "x"))
+    assert d.leaves == d.row_groups == len(leaves)
+    assert d.bytes == want

@@ -98,6 +98,7 @@ from replaydb.planner.pattern.navigation import navigation_extent
 from replaydb.planner.pattern.rewrite import RewrittenPattern, rewrite
 from replaydb.planner.pattern.selection import STRATEGIES, Selection
 from replaydb.planner.pattern.semijoin import USEFUL_SHARE, TimeMask
+from replaydb.store.interval_list import IntervalList
 
 PLAN_CHOICES = ("auto", "replay", "all", "greedy", "optimal", "budget", "cpm")
 EXACT_SLACK = 256
@@ -428,8 +429,13 @@ def _replay_plan(ctx: Any, st: PatternPlanState, note: str) -> Any:
 
 def _attach(plan: Any, st: PatternPlanState) -> None:
     from replaydb.planner.pattern.explain import describe, make_annotate
+    from replaydb.planner.query import Details
 
-    plan.details["pattern"] = describe(st, plan)
+    details = plan.details
+    if isinstance(details, Details):  # described when EXPLAIN reads it
+        details.defer("pattern", lambda: describe(st, plan))
+    else:
+        details["pattern"] = describe(st, plan)
     plan.details["note"] = "; ".join(st.notes) if st.notes else plan.details.get("note", "")
     if not plan.details["note"]:
         del plan.details["note"]
@@ -576,7 +582,7 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
         iv = None
     iv = finish_intervals(st, iv, timings, use_cpm=use_cpm)
     st.intervals = iv
-    intervals = None if iv is None else list(map(tuple, iv.tolist()))
+    intervals = None if iv is None else IntervalList.of(iv)
     plan_ = Plan(ctx, strategy=strategy, intervals=intervals)
     plan_.timings.update(timings)
     _attach(plan_, st)

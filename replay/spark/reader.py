@@ -124,6 +124,7 @@ class ShippedStream(StreamSnapshot):
         self._cache = cache or ParquetCache()
         self._sides = {}
         self._paths = {}
+        self._leaf_bytes = {}
 
     @property
     def n_events(self) -> int:
