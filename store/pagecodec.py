@@ -68,11 +68,69 @@ def _unzig(raw: int) -> int:
     return np.int64((u >> np.uint64(1)) ^ (np.uint64(0) - (u & np.uint64(1))))
 
 
+_NESTED = -2
+"""Status of :func:`_skip_flat`: a container inside (the caller walks it with a stack)."""
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _skip_scalar(buf: np.ndarray, pos: int, end: int, t: int) -> tuple[int, int]:
+    """Skip one scalar of compact type ``t``: ``(status, next position)``; :data:`_NESTED`
+    for a container type."""
+    if t == 1 or t == 2:
+        return OK, pos
+    if t == 3:
+        return (OK, pos + 1) if pos + 1 <= end else (CORRUPT, pos)
+    if t == 4 or t == 5 or t == 6:
+        st, _, pos = _varint(buf, pos, end)
+        return st, pos
+    if t == 7:
+        return (OK, pos + 8) if pos + 8 <= end else (CORRUPT, pos)
+    if t == 8:
+        st, n, pos = _varint(buf, pos, end)
+        if st != OK or n < 0 or pos + n > end:
+            return CORRUPT, pos
+        return OK, pos + n
+    if 9 <= t <= 12:
+        return _NESTED, pos
+    return CORRUPT, pos
+
+
+@nb.njit(cache=True, nogil=True)
+def _skip_flat(buf: np.ndarray, pos: int, end: int, ctype: int) -> tuple[int, int]:
+    """Skip a scalar, or a struct whose fields are all scalars, of type ``ctype``:
+    ``(status, next position)``; :data:`_NESTED` (and the starting position) when a
+    container lies inside."""
+    if ctype != 12:
+        return _skip_scalar(buf, pos, end, ctype)
+    p = pos
+    while True:
+        if p >= end:
+            return CORRUPT, p
+        head = buf[p]
+        p += 1
+        if head == 0:
+            return OK, p
+        if (head >> 4) == 0:
+            st, _, p = _varint(buf, p, end)
+            if st != OK:
+                return st, p
+        st, p = _skip_scalar(buf, p, end, head & 0x0F)
+        if st == _NESTED:
+            return _NESTED, pos
+        if st != OK:
+            return st, p
+
+
 @nb.njit(cache=True, nogil=True)
 def _skip(buf: np.ndarray, pos: int, end: int, ctype: int) -> tuple[int, int]:
     """Skip one compact-protocol value of type ``ctype``: ``(status, next position)``.
     Containers are walked with an explicit stack: per level, values left to skip (-1 for a
-    struct, which ends at its stop byte) and their type (a map alternates key and value)."""
+    struct, which ends at its stop byte) and their type (a map alternates key and value).
+    A scalar, or a struct of scalars only (a page's statistics), is skipped without the
+    stack (:func:`_skip_flat`): allocating it cost more than parsing a page header."""
+    st, end_flat = _skip_flat(buf, pos, end, ctype)
+    if st != _NESTED:
+        return st, end_flat
     left = np.zeros(_MAX_DEPTH, np.int64)
     kind = np.zeros(_MAX_DEPTH, np.int64)  # element type (a map's value type)
     ktype = np.zeros(_MAX_DEPTH, np.int64)  # a map's key type; -1 for a list
@@ -216,8 +274,18 @@ def page_header(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int, int
     """The ``PageHeader`` at ``pos``: ``(status, header end, page type, uncompressed size,
     compressed size, values, encoding, definition-level encoding)``; the last three are
     those of a version-1 data page (field 5, ``DataPageHeader``; -1 otherwise)."""
-    top = np.full(4, -1, np.int64)  # type, uncompressed size, compressed size
-    dph = np.full(4, -1, np.int64)  # values, encoding, definition-level encoding
+    top = np.empty(4, np.int64)  # type, uncompressed size, compressed size
+    dph = np.empty(4, np.int64)  # values, encoding, definition-level encoding
+    return _header_into(buf, pos, end, top, dph)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _header_into(buf: np.ndarray, pos: int, end: int, top: np.ndarray, dph: np.ndarray
+                 ) -> tuple[int, int, int, int, int, int, int, int]:
+    """:func:`page_header` with the caller's scratch for the fields read (no allocation: a
+    caller reading many headers, :func:`values_at`)."""
+    top[:] = -1
+    dph[:] = -1
     fid = 0
     while True:
         st, pos, fid = _fields(buf, pos, end, fid, top, 5)
@@ -605,3 +673,121 @@ def read_columns_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray,
         return CORRUPT, 0
     return _decode(buf, groups, cols, rows, start, size, codec, width, optional, out, valid,
                    at, big), n
+
+
+@nb.njit(cache=True, nogil=True)
+def _snappy_at(src: np.ndarray, pos: int, end: int, x: int, n: int) -> int:
+    """Where bytes ``[x, x + n)`` of the raw snappy block ``src[pos:end]`` once decompressed
+    lie in ``src``, when they lie in one literal; -1 when they do not (in a back-reference,
+    across two elements, past the end, or a corrupt block). Walks the elements up to ``x``
+    without copying anything: O(elements before ``x``)."""
+    st, total, pos = _varint(src, pos, end)
+    if st != OK or x < 0 or x + n > total:
+        return -1
+    out = 0
+    while pos < end:
+        tag = src[pos]
+        pos += 1
+        kind = tag & 3
+        if kind == 0:  # literal
+            ln = (tag >> 2) + 1
+            if ln > 60:
+                nb_ = ln - 60
+                if pos + nb_ > end:
+                    return -1
+                ln = 0
+                for k in range(nb_):
+                    ln |= np.int64(src[pos + k]) << (8 * k)
+                ln += 1
+                pos += nb_
+            if pos + ln > end:
+                return -1
+            if x < out + ln:
+                return pos + (x - out) if x + n <= out + ln else -1
+            pos += ln
+            out += ln
+            continue
+        if kind == 1:
+            ln = 4 + ((tag >> 2) & 7)
+            pos += 1
+        elif kind == 2:
+            ln = (tag >> 2) + 1
+            pos += 2
+        else:
+            ln = (tag >> 2) + 1
+            pos += 4
+        if x < out + ln:
+            return -1
+        out += ln
+    return -1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _page_at(buf: np.ndarray, body: int, bend: int, codec: int, usize: int, x: int,
+             n: int) -> int:
+    """Where bytes ``[x, x + n)`` of a page (``buf[body:bend]``, ``usize`` bytes once
+    decompressed) lie in ``buf`` without decompressing it; -1 when they cannot be read so."""
+    if x < 0 or x + n > usize:
+        return -1
+    if codec == CODEC_NONE:
+        return body + x if bend - body == usize else -1
+    if codec == CODEC_SNAPPY:
+        return _snappy_at(buf, body, bend, x, n)
+    return -1
+
+
+@nb.njit(cache=True, nogil=True)
+def value_in_chunk(buf: np.ndarray, s: int, e: int, codec: int, width: int, optional: bool,
+                   r: int, top: np.ndarray, dph: np.ndarray) -> tuple[int, np.uint64]:
+    """The value at row ``r`` of the column chunk ``buf[s:e]`` (its first data page at
+    ``s``) as a uint64 slot (4-byte values in the low half), read where it lies in its
+    page: no page is decompressed or decoded (``top``/``dph``: scratch of 4 int64s each).
+    Answers ``(status, slot)``: CORRUPT, or UNSUPPORTED for a value this way does not reach
+    - a page not PLAIN, an optional column's page whose definition levels are not one run
+    of present values (a page with nulls), a value not in a snappy literal. O(pages and
+    page elements before the row)."""
+    if s < 0 or e < s or e > buf.size or r < 0:
+        return CORRUPT, np.uint64(0)
+    pos = s
+    while pos < e:
+        st, hend, ptype, usize, csize, nvals, enc, denc = _header_into(buf, pos, e, top, dph)
+        if st != OK:
+            return st, np.uint64(0)
+        bend = hend + csize
+        if bend > e:
+            return CORRUPT, np.uint64(0)
+        pos = bend
+        if ptype == _PAGE_INDEX:
+            continue
+        if ptype != _PAGE_DATA:
+            return UNSUPPORTED, np.uint64(0)
+        if r >= nvals:
+            r -= nvals
+            continue
+        if enc != ENC_PLAIN:
+            return UNSUPPORTED, np.uint64(0)
+        x = 0
+        if optional:
+            if denc != ENC_RLE:
+                return UNSUPPORTED, np.uint64(0)
+            p = _page_at(buf, hend, bend, codec, usize, 0, 4)
+            if p < 0:
+                return UNSUPPORTED, np.uint64(0)
+            ln = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8)
+                  | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24))
+            p = _page_at(buf, hend, bend, codec, usize, 4, ln)
+            if p < 0 or ln < 2:
+                return UNSUPPORTED, np.uint64(0)
+            st, head, q = _varint(buf, p, p + ln)
+            # one RLE run (even header) of at least nvals levels of value 1: no nulls
+            if st != OK or head & 1 or (head >> 1) < nvals or q >= p + ln or buf[q] != 1:
+                return UNSUPPORTED, np.uint64(0)
+            x = 4 + ln
+        at = _page_at(buf, hend, bend, codec, usize, x + r * width, width)
+        if at < 0:
+            return UNSUPPORTED, np.uint64(0)
+        v = np.uint64(0)
+        for b in range(width):
+            v |= np.uint64(buf[at + b]) << np.uint64(8 * b)
+        return OK, v
+    return CORRUPT, np.uint64(0)  # the row is past the chunk's values

@@ -32,6 +32,7 @@ from replaydb.store.manifest import FileInfo, Manifest
 from replaydb.store.schema import StreamSchema
 from replaydb.store.tree import AggSpec, Partial, TABTree
 from replaydb.store.treeio import load_tree
+from replaydb.store.valueprobe import ColumnProbe
 
 if TYPE_CHECKING:
     from replaydb.store.store import Store
@@ -126,6 +127,10 @@ class ParquetCache:
             if tbl is not None:
                 return tbl
         return pf.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
+
+    def direct_file(self, path: str, pf: pq.ParquetFile) -> DirectFile | None:
+        """The direct reader of an open file (None when direct reads are off)."""
+        return self._direct_file(path, pf) if self.direct else None
 
     def _direct_file(self, path: str, pf: pq.ParquetFile) -> DirectFile | None:
         """The direct reader of an open file (made the first time it is asked for; None
@@ -223,6 +228,7 @@ class StreamSnapshot:
         self._sides: dict[str, Any] = {}
         self._paths: dict[int, str] = {}  # data file id -> path, as built on first read
         self._leaf_bytes: dict[tuple[str, ...], np.ndarray] = {}  # see _count_leaves
+        self._probes: dict[str, ColumnProbe] = {}  # see values_at
 
     # ------------------------------------------------------------------ basics
     @property
@@ -290,6 +296,16 @@ class StreamSnapshot:
         self._count_leaves(ids, cols)
         self.counters.events += tbl.num_rows
         return tbl
+
+    def values_at(self, column: str, seqs: np.ndarray) -> np.ndarray | None:
+        """Values of ``column`` at the events ``seqs`` (integers in ``[0, n_events)``), each
+        read where it lies in its data file's page (:class:`.valueprobe.ColumnProbe`, kept
+        per column): float64 or int64, or None when the column or a page is not one that
+        way reads (the caller reads otherwise). Not counted as a read."""
+        probe = self._probes.get(column)
+        if probe is None:
+            probe = self._probes[column] = ColumnProbe(self, column)
+        return probe.values(seqs)
 
     def _path_of(self, fid: int, leaf: int) -> str:
         """Path of data file ``fid`` (which leaf ``leaf`` points to)."""

@@ -150,6 +150,16 @@ they lie (:func:`~replaydb.indexes.kernels.members_in_pieces`) when the member h
 this many times as many seqs; else it sets the member's bitmap and tests against that."""
 
 
+PRIMARY_PROBE_RATIO = 1024
+"""A tight block tests the candidates it has left by reading the deferred member's column at
+their events in the data files (the result's ``probe``, :meth:`StreamSnapshot.values_at`)
+when the member has at least this many times as many seqs: a probe costs about 1-2 us an
+event (its page header and value, mostly cache misses), a pass over the member's seqs about
+1.3 ns a seq. On the benchmark's 30 most selective m = 4 queries, probes at 512 made some
+plannings 1-1.6 ms slower (1,000-1,600 candidates against 500k-900k seqs) and others
+0.5-1.6 ms faster (50-300 candidates); at 1024 their mean planning went 7.75 -> 7.33 ms."""
+
+
 class SymbolResult:
     """The events of one BS that pass its selected conditions, sorted by seq; ``t`` is None
     when the planner left the times out (a BS whose times Algorithm 3.1 does not read).
@@ -163,15 +173,18 @@ class SymbolResult:
 
     A result may also be *deferred*: ``pieces``, where its ``n`` seqs lie in the index files
     (as :func:`sorted_alone` takes them), with nothing sorted or set yet. A tight block then
-    tests its few remaining candidates against the pieces (:data:`PROBE_RATIO`); anything
-    else reading it makes it what :func:`sorted_alone` makes first (:meth:`settle`)."""
+    tests its few remaining candidates against the pieces (:data:`PROBE_RATIO`), or, with a
+    ``probe`` (events -> whether each passes the lookup's condition, read from the stream's
+    data; None when it cannot tell), by reading their values (:data:`PRIMARY_PROBE_RATIO`);
+    anything else reading it makes it what :func:`sorted_alone` makes first
+    (:meth:`settle`)."""
 
-    __slots__ = ("_seq", "_t", "bits", "bound", "times", "_n", "_alloc", "pieces")
+    __slots__ = ("_seq", "_t", "bits", "bound", "times", "_n", "_alloc", "pieces", "probe")
 
     def __init__(self, seq: np.ndarray | None, t: np.ndarray | None,
                  bits: np.ndarray | None = None, bound: int = 0, *, n: int | None = None,
-                 times: Any = None, alloc: Any = None, pieces: list[Any] | None = None
-                 ) -> None:
+                 times: Any = None, alloc: Any = None, pieces: list[Any] | None = None,
+                 probe: Any = None) -> None:
         if seq is None and ((bits is None and pieces is None) or n is None):
             raise ValueError("SymbolResult: give the seqs, or a bitmap or pieces and their "
                              "count")
@@ -183,6 +196,7 @@ class SymbolResult:
         self._n = int(seq.size) if seq is not None else int(n)  # type: ignore[arg-type]
         self._alloc = alloc
         self.pieces = pieces
+        self.probe = probe
 
     def settle(self) -> None:
         """Make a deferred result a bitmap (or sorted seqs when too sparse); O(n +
@@ -351,7 +365,11 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
             inside = (x >= 0) & (x < r.bound)
             if not inside.all():
                 base, x = base[inside], x[inside]
-            base = base[members_in_pieces(x, r.pieces, r.bound)]
+            passed = (r.probe(x) if r.probe is not None
+                      and base.size * PRIMARY_PROBE_RATIO <= len(r) else None)
+            if passed is None:
+                passed = members_in_pieces(x, r.pieces, r.bound)
+            base = base[passed]
             continue
         r.settle()
         if r.bits is not None:  # one bitmap read per anchor left

@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 
 from replaydb.errors import UsageError
+from replaydb.indexes.bounds import KeyRange, key_range
 from replaydb.indexes.kernels import (
     Arena,
     sort_unique_with_payload,
@@ -294,6 +295,51 @@ def run_lookup(lk: Lookup, n_events: int, timings: dict[str, float],
     return result
 
 
+def condition_probe(snap: Any, lk: Lookup, reads: dict[str, int]
+                    ) -> Callable[[np.ndarray], np.ndarray | None] | None:
+    """``events -> whether each passes lk's condition`` read from the stream's data
+    (:meth:`StreamSnapshot.values_at`), with the lookup's own semantics: its ranges
+    normalized as the index normalizes them (:func:`~replaydb.indexes.bounds.key_range`),
+    a null or NaN key never passing (the index holds none). The probe answers None where
+    the values cannot be read so; None (no probe) for an index of other keys than int64 or
+    float64, or a stream without such reads."""
+    key_type = getattr(lk.index, "key_type", None)
+    if key_type not in ("int64", "float64") or not hasattr(snap, "values_at"):
+        return None
+    ranges = [key_range(key_type, r.lo, r.hi, r.lo_inclusive, r.hi_inclusive)
+              for r in lk.condition.ranges]
+    column = lk.condition.column
+
+    def probe(seqs: np.ndarray) -> np.ndarray | None:
+        v = snap.values_at(column, seqs)
+        if v is None or (key_type == "int64" and v.dtype != np.int64):
+            return None
+        if key_type == "float64":
+            v = v.astype(np.float64, copy=False)  # the index holds an int column as floats
+        reads["probed_events"] = reads.get("probed_events", 0) + int(v.size)
+        return in_key_ranges(v, ranges)
+
+    return probe
+
+
+def in_key_ranges(v: np.ndarray, ranges: list[KeyRange]) -> np.ndarray:
+    """Whether each of ``v`` lies in one of ``ranges`` (normalized :class:`KeyRange`s); NaN
+    in none. O(len(v) x ranges)."""
+    out = np.zeros(v.size, np.bool_)
+    for kr in ranges:
+        if kr.empty:
+            continue
+        m = np.ones(v.size, np.bool_)
+        if kr.lo is not None:
+            m &= (v >= kr.lo) if kr.lo_inclusive else (v > kr.lo)
+        if kr.hi is not None:
+            m &= (v <= kr.hi) if kr.hi_inclusive else (v < kr.hi)
+        out |= m
+    if v.dtype.kind == "f":
+        out &= ~np.isnan(v)
+    return out
+
+
 def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int], set[int]]:
     """The lookups of ``config``, fewest expected entries first (the order of the semi-join:
     small results filter the big ones), and those whose times Algorithm 3.1 reads (the ones
@@ -336,7 +382,8 @@ def _deferrable(st: PatternPlanState, config: frozenset[int]) -> set[int]:
 
 def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: int,
                       timings: dict[str, float], *, semi_join: bool | str = True,
-                      regular_times: bool = True) -> np.ndarray:
+                      regular_times: bool = True, snap: Any = None,
+                      probes: bool = True) -> np.ndarray:
     """Replay intervals for ``config`` (rows ``[a, b)``), before CPM/navigation/joining.
 
     ``semi_join`` (windowed patterns, several lookups): each lookup keeps only the events
@@ -345,7 +392,9 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     whatever the share, for tests); the intervals are the same either way.
     ``regular_times``: on a regular stream (:attr:`Geometry.regular`) compute the first and
     the last selected symbol's times from their seqs rather than sorting them along (False:
-    sort them along, as on any stream; the intervals are the same)."""
+    sort them along, as on any stream; the intervals are the same). ``snap`` (the stream)
+    with ``probes``: a deferred member may test the block's last candidates by reading
+    their values (:func:`condition_probe`; the intervals are the same)."""
     rp, geo = st.rp, st.geo
     assert rp is not None and geo is not None
     by_id = {c.id: c for c in st.conds}
@@ -372,6 +421,8 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
                                     arena, need_t=lk_id in need_t, mask=mask,
                                     narrow=k + 1 < len(order),
                                     times_of=times_of, defer=lk_id in deferred)
+        if lk_id in deferred and probes and snap is not None:
+            results[lk_id].probe = condition_probe(snap, st.lookups[lk_id], st.index_reads)
         st.lookup_sizes[lk_id] = st.index_reads.get("entries_returned", 0) - before
     t0 = time.perf_counter()
     per_bs: dict[int, list[SymbolResult]] = {}
@@ -577,7 +628,8 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     if chosen is not None and chosen.config:
         iv = compute_intervals(st, chosen.config, geo.n_events, timings,
                                semi_join=_semi_join_option(_extra(ctx, "semi_join", True)),
-                               regular_times=bool(_extra(ctx, "regular_times", True)))
+                               regular_times=bool(_extra(ctx, "regular_times", True)),
+                               snap=snap, probes=bool(_extra(ctx, "probes", True)))
     else:
         iv = None
     iv = finish_intervals(st, iv, timings, use_cpm=use_cpm)

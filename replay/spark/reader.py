@@ -125,6 +125,7 @@ class ShippedStream(StreamSnapshot):
         self._sides = {}
         self._paths = {}
         self._leaf_bytes = {}
+        self._probes = {}
 
     @property
     def n_events(self) -> int:

@@ -1,0 +1,180 @@
+"""Probes of the stream's data: a value read where it lies in its page
+(:func:`~replaydb.store.pagecodec.value_in_chunk`, :class:`~replaydb.store.valueprobe.ColumnProbe`),
+and the planner testing a tight block's last candidates against a member's condition by
+reading their values. The values are Arrow's, the intervals those without probes, the
+matches full replay's."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+import replaydb
+from replaydb.indexes.manage import create_index
+from replaydb.planner.pattern import intervals as iv
+from replaydb.planner.query import QueryOptions, plan_query
+from replaydb.store import pagecodec
+from replaydb.store.directread import DirectFile
+from replaydb.store.schema import Attribute, StreamSchema
+from tests.planner_cases import same_as_full_replay
+
+
+def _chunk_values(path: str, column: str, rows: np.ndarray) -> list[tuple[int, int, Any]]:
+    """``(status, row, value or None)`` of ``value_in_chunk`` for every row group and row."""
+    pf = pq.ParquetFile(path)
+    d = DirectFile(path, pf)
+    plan = d._plan((column,))
+    assert plan is not None
+    c, width, optional = int(plan[0][0]), int(plan[1][0]), bool(plan[2][0])
+    top, dph = np.empty(4, np.int64), np.empty(4, np.int64)
+    out = []
+    base = 0
+    for g in range(pf.metadata.num_row_groups):
+        d._fill(np.array([g]), [c])
+        n = pf.metadata.row_group(g).num_rows
+        s = int(d._start[g, c])
+        for r in rows[rows < n].tolist():
+            if s < 0:  # a chunk the direct reader does not take (a dictionary page)
+                out.append((pagecodec.UNSUPPORTED, base + r, 0))
+                continue
+            st, v = pagecodec.value_in_chunk(d._buf, s, s + int(d._size[g, c]),
+                                             int(d._codec[g, c]), width, optional, r, top, dph)
+            out.append((st, base + r, int(v)))
+        base += n
+    return out
+
+
+@pytest.mark.parametrize("compression", ["NONE", "SNAPPY"])
+def test_a_value_read_where_it_lies_is_arrows(tmp_path, compression) -> None:
+    """Every value the page read answers OK for equals Arrow's; PLAIN pages of values that
+    do not compress (uncompressed, or a snappy literal) answer every row, over several pages
+    per chunk; pages with nulls, dictionary pages and values in a snappy back-reference
+    answer UNSUPPORTED, never a wrong value."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    rand = rng.random(n)
+    table = pa.table({
+        "rand": rand,
+        "ints": rng.integers(-10**12, 10**12, n),
+        "repeats": np.repeat(rng.random(30), 100),  # compresses: back-references
+        "nulls": pa.array(np.where(rng.random(n) < 0.1, np.nan, rand), from_pandas=True),
+        "dict": np.repeat(rng.random(3), 1000),
+    })
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(table, path, row_group_size=700, data_page_size=1024,
+                   compression=compression, use_dictionary=["dict"],
+                   column_encoding={c: "PLAIN" for c in ("rand", "ints", "repeats", "nulls")})
+    rows = np.arange(0, 700, 7)
+    plain = compression == "NONE"  # under snappy, ints' high bytes repeat: back-references
+    for col, always in (("rand", True), ("ints", plain), ("repeats", plain),
+                        ("nulls", False), ("dict", False)):
+        want = table.column(col).to_numpy(zero_copy_only=False)
+        got = _chunk_values(path, col, rows)
+        statuses = {st for st, _, _ in got}
+        assert statuses <= {pagecodec.OK, pagecodec.UNSUPPORTED}, (col, statuses)
+        if always:
+            assert statuses == {pagecodec.OK}, col
+        if col in ("nulls", "dict"):
+            assert statuses == {pagecodec.UNSUPPORTED}, col
+        for st, row, v in got:
+            if st == pagecodec.OK:
+                w = want[row]
+                raw = np.array([w]).view(np.uint64)[0] if want.dtype.kind == "f" \
+                    else np.uint64(np.int64(w))
+                assert v == int(raw), (col, row)
+
+
+@contextmanager
+def _probe_store(seed: int, n: int, leaf: int = 64, parts: int = 3,
+                 zeros: float = 0.0) -> Iterator[Any]:
+    """Stream ``p`` of ``n`` events one second apart (regular): ``u`` random doubles (a
+    share ``zeros`` of them -0.0 or 0.0: two in one page compress, so the page is read
+    otherwise), ``k`` random int64 (``k >> 48`` in -50..49), ``z`` doubles with nulls, all
+    indexed."""
+    rng = np.random.default_rng(seed)
+    u = rng.random(n) * 2 - 1
+    u[rng.random(n) < zeros / 2] = -0.0
+    u[rng.random(n) < zeros / 2] = 0.0
+    k = rng.integers(-50, 50, n) * 2**48 + rng.integers(0, 2**48, n)  # low bytes random
+    z = pa.array(np.where(rng.random(n) < 0.2, np.nan, rng.random(n)), from_pandas=True)
+    with tempfile.TemporaryDirectory() as d:
+        store = replaydb.open(f"{d}/store", create=True)
+        store.create_stream("p", StreamSchema(
+            (Attribute("u", "float64"), Attribute("k", "int64"),
+             Attribute("z", "float64")), time_unit="s", leaf_capacity=leaf, fanout=4))
+        cuts = [n * j // parts for j in range(parts + 1)]
+        for a, b in zip(cuts, cuts[1:]):
+            store.append("p", pa.table({"t": np.arange(a, b, dtype=np.int64), "u": u[a:b],
+                                        "k": k[a:b], "z": z[a:b]}))
+        for c in ("u", "k", "z"):
+            create_index(store, "p", c)
+        yield store
+
+
+def test_values_at_are_the_streams_values() -> None:
+    with _probe_store(5, 2000) as store:
+        snap = store.stream("p")
+        full = snap.read(columns=["u", "k", "z"])
+        rng = np.random.default_rng(1)
+        for _ in range(20):
+            seqs = rng.choice(2000, int(rng.integers(1, 200)), replace=False).astype(np.int64)
+            u = snap.values_at("u", seqs)
+            k = snap.values_at("k", seqs)
+            assert u is not None and k is not None
+            assert np.array_equal(u.view(np.uint64),
+                                  full.column("u").to_numpy()[seqs].view(np.uint64))
+            assert np.array_equal(k, full.column("k").to_numpy()[seqs])
+        assert snap.values_at("u", np.zeros(0, np.int64)).size == 0
+        assert snap.values_at("z", np.arange(2000)) is None  # pages with nulls
+        assert snap.values_at("t", np.arange(5)) is None  # delta-packed, not PLAIN
+        assert snap.values_at("nope", np.arange(5)) is None
+        with pytest.raises(ValueError, match="events of the stream"):
+            snap.values_at("u", np.array([2000]))
+        with pytest.raises(ValueError, match="events of the stream"):
+            snap.values_at("u", np.array([-1]))
+        snap._probes["u"].check()
+
+
+_BOUNDS = [-1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 1.0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=hs.integers(0, 10_000), w=hs.integers(1, 30),
+       lo=hs.lists(hs.sampled_from(_BOUNDS), min_size=3, max_size=3),
+       width=hs.lists(hs.sampled_from([0.0, 0.1, 0.5, 2.0]), min_size=3, max_size=3),
+       k_lo=hs.integers(-50, 49), strict=hs.booleans(), z=hs.booleans())
+def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) -> None:
+    """A tight block's members tested by reading their values (forced here for any count)
+    give the intervals of the index lookups, with values and bounds at -0.0 and 0.0 (pages
+    holding two of them compress and are read otherwise), an int64 member, strict bounds and a member whose pages hold nulls
+    (read otherwise); the matches are full replay's."""
+    op = ">" if strict else ">="
+    conds = [f"A AS A.u {op} {lo[0]} AND A.u <= {lo[0] + width[0]}",
+             f"B AS B.k >= {k_lo * 2**48} AND B.k < {(k_lo + 30) * 2**48}",
+             f"C AS C.u >= {lo[2]} AND C.u {'<' if strict else '<='} {lo[2] + width[2]}",
+             f"D AS D.{'z' if z else 'u'} >= {lo[1]} AND D.{'z' if z else 'u'} <= "
+             f"{lo[1] + width[1]}"]
+    q = (f"SELECT * FROM p MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t, LAST(D.t) AS d_t "
+         f"PATTERN (A B C D) WITHIN {w} DEFINE {', '.join(conds)})")
+    with _probe_store(seed, 1500, zeros=0.01) as store:
+        opts = {"rivals": False, "weights": {"interval_events": 0.0}}
+        base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
+        old = iv.PROBE_RATIO, iv.PRIMARY_PROBE_RATIO
+        iv.PROBE_RATIO = iv.PRIMARY_PROBE_RATIO = 0
+        try:
+            got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
+            assert got.intervals == base.intervals
+            if not z and base.pattern_state.interval_counts.get("first_events", 0):
+                assert got.pattern_state.index_reads.get("probed_events", 0) > 0
+            same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
+        finally:
+            iv.PROBE_RATIO, iv.PRIMARY_PROBE_RATIO = old
