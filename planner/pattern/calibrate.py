@@ -166,7 +166,8 @@ def measure_config(store: Any, text: str, config: frozenset[int] | None, *,
         st.lookup_sizes.clear()
         timings: dict[str, float] = {}
         if config:
-            iv = compute_intervals(st, config, st.geo.n_events, timings)
+            iv = compute_intervals(st, config, st.geo.n_events, timings,
+                                   snap=plan.ctx.snapshots[0])
             lookups = {c.lookup for c in st.conds if c.id in config}
         else:
             iv, lookups = None, set()
