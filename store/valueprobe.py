@@ -19,6 +19,7 @@ otherwise.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numba as nb
@@ -65,7 +66,9 @@ class ColumnProbe:
 
     Per leaf (a row of :attr:`loc`): its chunk's offset (-1 not located yet, -2 not
     readable this way), size, codec and optional flag, and the slot of its file's map in
-    :attr:`bufs`. Invariant (:meth:`check`): a located chunk lies inside its file's map."""
+    :attr:`bufs`. Invariant (:meth:`check`): a located chunk lies inside its file's map.
+    Thread-safe: one probe at a time (the compiled read runs without the GIL while another
+    thread's locating may grow :attr:`bufs`)."""
 
     def __init__(self, snap: Any, column: str) -> None:
         self.snap = snap
@@ -81,6 +84,7 @@ class ColumnProbe:
         self.loc[:, _START] = _UNKNOWN
         self.bufs: Any = List.empty_list(nb.types.Array(nb.types.uint8, 1, "C", readonly=True))
         self._slots: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def values(self, seqs: np.ndarray) -> np.ndarray | None:
         """The column's values at events ``seqs`` (integers in ``[0, n_events)``, any order),
@@ -102,6 +106,12 @@ class ColumnProbe:
             raise ValueError(f"values: seqs must be events of the stream (0 .. "
                              f"{int(first[-1] + lv.col('count')[-1]) - 1})")
         rows = seqs - first[leaf]
+        with self._lock:
+            return self._read(leaf, rows, out)
+
+    def _read(self, leaf: np.ndarray, rows: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+        """:meth:`values` of the rows ``rows`` of leaves ``leaf`` into ``out`` (under the
+        lock), locating the chunks it meets first."""
         k = 0
         while True:
             st, k = _probe(self.bufs, self.loc, 8, leaf, rows, out, k)

@@ -178,3 +178,30 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
         finally:
             iv.PROBE_RATIO, iv.PRIMARY_PROBE_RATIO = old
+
+
+def test_probes_from_several_threads_agree() -> None:
+    """Threads probing one snapshot at once (each locating chunks as it goes) read what the
+    stream holds; the probe's invariant holds after them."""
+    import threading
+
+    with _probe_store(9, 3000, parts=4) as store:
+        snap = store.stream("p")
+        want = snap.read(columns=["u"]).column("u").to_numpy()
+        errors: list[str] = []
+
+        def work(seed: int) -> None:
+            rng = np.random.default_rng(seed)
+            for _ in range(30):
+                seqs = rng.choice(3000, int(rng.integers(1, 100)), replace=False)
+                got = snap.values_at("u", seqs)
+                if got is None or not np.array_equal(got, want[seqs]):
+                    errors.append(f"thread {seed}")
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        snap._probes["u"].check()
