@@ -311,6 +311,42 @@ def _copy_bytes(dst: np.ndarray, at: int, src: np.ndarray, pos: int, n: int) -> 
         dst[at + k] = src[pos + k]
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _snappy_element(src: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
+    """The element of a raw snappy block at ``pos`` (its tag byte): ``(length, offset,
+    position of what follows)`` - a literal's bytes follow it (offset -1), a back-reference
+    copies ``length`` bytes from ``offset`` back (the caller checks the offset); length -1
+    when the element runs past ``end``."""
+    tag = src[pos]
+    pos += 1
+    kind = tag & 3
+    if kind == 0:  # literal
+        ln = (tag >> 2) + 1
+        if ln > 60:
+            nb_ = ln - 60
+            if pos + nb_ > end:
+                return -1, -1, pos
+            ln = 0
+            for k in range(nb_):
+                ln |= np.int64(src[pos + k]) << (8 * k)
+            ln += 1
+            pos += nb_
+        return (ln, -1, pos) if pos + ln <= end else (-1, -1, pos)
+    if kind == 1:
+        if pos >= end:
+            return -1, 0, pos
+        return (4 + ((tag >> 2) & 7), (np.int64(tag >> 5) << 8) | np.int64(src[pos]),
+                pos + 1)
+    if kind == 2:
+        if pos + 2 > end:
+            return -1, 0, pos
+        return (tag >> 2) + 1, np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8), pos + 2
+    if pos + 4 > end:
+        return -1, 0, pos
+    return ((tag >> 2) + 1, np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
+            | (np.int64(src[pos + 2]) << 16) | (np.int64(src[pos + 3]) << 24), pos + 4)
+
+
 @nb.njit(cache=True, nogil=True)
 def snappy_decompress(src: np.ndarray, pos: int, end: int, dst: np.ndarray) -> int:
     """Decompress the raw snappy block ``src[pos:end]`` into ``dst``; answers the number of
@@ -320,48 +356,15 @@ def snappy_decompress(src: np.ndarray, pos: int, end: int, dst: np.ndarray) -> i
         return -1
     out = 0
     while pos < end:
-        tag = src[pos]
-        pos += 1
-        kind = tag & 3
-        if kind == 0:  # literal
-            ln = (tag >> 2) + 1
-            if ln > 60:
-                nb_ = ln - 60
-                if pos + nb_ > end:
-                    return -1
-                ln = 0
-                for k in range(nb_):
-                    ln |= np.int64(src[pos + k]) << (8 * k)
-                ln += 1
-                pos += nb_
-            if pos + ln > end or out + ln > n:
-                return -1
+        ln, off, pos = _snappy_element(src, pos, end)
+        if ln < 0 or out + ln > n:
+            return -1
+        if off < 0:  # literal
             _copy_bytes(dst, out, src, pos, ln)
             pos += ln
-            out += ln
-            continue
-        if kind == 1:
-            if pos >= end:
-                return -1
-            ln = 4 + ((tag >> 2) & 7)
-            off = (np.int64(tag >> 5) << 8) | np.int64(src[pos])
-            pos += 1
-        elif kind == 2:
-            if pos + 2 > end:
-                return -1
-            ln = (tag >> 2) + 1
-            off = np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
-            pos += 2
-        else:
-            if pos + 4 > end:
-                return -1
-            ln = (tag >> 2) + 1
-            off = (np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
-                   | (np.int64(src[pos + 2]) << 16) | (np.int64(src[pos + 3]) << 24))
-            pos += 4
-        if off <= 0 or off > out or out + ln > n:
+        elif off == 0 or off > out:
             return -1
-        if off >= ln:
+        elif off >= ln:
             _copy_bytes(dst, out, dst, out - off, ln)
         else:  # overlapping copy repeats the last `off` bytes
             for k in range(ln):
@@ -686,38 +689,13 @@ def _snappy_at(src: np.ndarray, pos: int, end: int, x: int, n: int) -> int:
         return -1
     out = 0
     while pos < end:
-        tag = src[pos]
-        pos += 1
-        kind = tag & 3
-        if kind == 0:  # literal
-            ln = (tag >> 2) + 1
-            if ln > 60:
-                nb_ = ln - 60
-                if pos + nb_ > end:
-                    return -1
-                ln = 0
-                for k in range(nb_):
-                    ln |= np.int64(src[pos + k]) << (8 * k)
-                ln += 1
-                pos += nb_
-            if pos + ln > end:
-                return -1
-            if x < out + ln:
-                return pos + (x - out) if x + n <= out + ln else -1
-            pos += ln
-            out += ln
-            continue
-        if kind == 1:
-            ln = 4 + ((tag >> 2) & 7)
-            pos += 1
-        elif kind == 2:
-            ln = (tag >> 2) + 1
-            pos += 2
-        else:
-            ln = (tag >> 2) + 1
-            pos += 4
-        if x < out + ln:
+        ln, off, pos = _snappy_element(src, pos, end)
+        if ln < 0:
             return -1
+        if x < out + ln:  # in this element: readable only from a literal
+            return pos + (x - out) if off < 0 and x + n <= out + ln else -1
+        if off < 0:
+            pos += ln
         out += ln
     return -1
 
