@@ -169,10 +169,6 @@ class Details(dict):  # type: ignore[type-arg]
         return dict, (self.resolved(),)
 
 
-def _resolved(details: dict[str, Any]) -> dict[str, Any]:
-    return details.resolved() if isinstance(details, Details) else details
-
-
 @dataclass
 class Plan:
     """A physical plan: which intervals of which streams to replay into which operator."""
@@ -183,7 +179,7 @@ class Plan:
     make_operator: Callable[[], Any] | None = None
     execute: Callable[[Plan], pa.Table] | None = None
     estimates: dict[str, Any] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=Details)
+    details: Details = field(default_factory=Details)
     timings: dict[str, float] = field(default_factory=dict)
     annotate: Callable[[dict[str, Any]], None] | None = None
     """Called by :func:`explain` with the ``analyze`` dict after executing (planner extras)."""
@@ -201,7 +197,7 @@ class Plan:
             "strategy": self.strategy,
             "replay_intervals": None if self.intervals is None else len(self.intervals),
             "estimates": self.estimates,
-            **_resolved(self.details),
+            **self.details.resolved(),
         }
 
 

@@ -52,7 +52,7 @@ from numba import njit
 
 from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
-from replaydb.store.interval_list import IntervalList, merge_halfopen  # noqa: F401 (re-exported)
+from replaydb.store.interval_list import IntervalList
 
 DEFAULT_BATCH_ROWS = 65_536
 RESULTS_EVERY = 256
@@ -83,7 +83,7 @@ class ReplayStats:
 def normalize_intervals(intervals: Sequence[tuple[int, int]] | np.ndarray | None
                         ) -> Sequence[tuple[int | None, int | None]]:
     """Sort and merge half-open intervals (touching ones are joined, empty ones dropped) into
-    an :class:`~replaydb.replay.interval_list.IntervalList` (one taken as it is);
+    an :class:`~replaydb.store.interval_list.IntervalList` (one taken as it is);
     ``None`` -> one unbounded interval ``[(None, None)]``. Vectorized
     (:func:`~replaydb.store.interval_list.merge_halfopen`)."""
     if intervals is None:

@@ -225,6 +225,10 @@ class StreamSnapshot:
         self.files: dict[int, FileInfo] = dict(files or {})
         self.counters = IOCounters()
         self._cache = store.parquet_cache
+        self._new_caches()
+
+    def _new_caches(self) -> None:
+        """Empty the per-snapshot caches (filled as reads need them)."""
         self._sides: dict[str, Any] = {}
         self._paths: dict[int, str] = {}  # data file id -> path, as built on first read
         self._leaf_bytes: dict[tuple[str, ...], np.ndarray] = {}  # see _count_leaves

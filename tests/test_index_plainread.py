@@ -264,6 +264,18 @@ def test_pieces_outlive_the_closed_file(tmp_path) -> None:
         assert np.array_equal(keys_of_bits(bits, len(want)), want)
 
 
+def _split_pieces(vals: np.ndarray, parts: int, seed: int) -> list:
+    """``vals`` in ``parts`` pieces: arrays, and (every other one) int64 values lying in a
+    file's bytes at an alignment the seed picks."""
+    pieces = []
+    for j, c in enumerate(np.array_split(vals, parts)):
+        lead = (seed + j) % 8
+        buf = np.frombuffer(b"\x00" * lead + c.tobytes(), np.uint8)
+        pieces.append(c if j % 2 else Spans(buf, np.array([lead], np.int64),
+                                            np.array([len(c)], np.int64), np.dtype("<i8")))
+    return pieces
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**16), n=st.integers(0, 3000), k=st.integers(0, 400),
        parts=st.integers(1, 4))
@@ -277,13 +289,7 @@ def test_members_in_pieces_equal_isin(seed, n, k, parts) -> None:
     bound = max(n, k, 1) * 3 + 5
     vals = rng.integers(0, bound, n).astype(np.int64)
     targets = np.unique(np.concatenate([rng.integers(0, bound, k), vals[: k // 2]]))
-    chunks = np.array_split(vals, parts)
-    pieces = []
-    for j, c in enumerate(chunks):
-        lead = (seed + j) % 8
-        buf = np.frombuffer(b"\x00" * lead + c.tobytes(), np.uint8)
-        pieces.append(c if j % 2 else Spans(buf, np.array([lead], np.int64),
-                                            np.array([len(c)], np.int64), np.dtype("<i8")))
+    pieces = _split_pieces(vals, parts, seed)
     got = members_in_pieces(targets, pieces, bound)
     assert np.array_equal(got, np.isin(targets, vals))
     if len(targets):
@@ -313,13 +319,7 @@ def test_hits_in_bits_equal_a_set_join(seed, n, k, parts, shift, repeats) -> Non
     members = members[(members >= 0) & (members < bound)]
     bits = np.zeros((bound + 63) >> 6, np.uint64)
     np.bitwise_or.at(bits, members >> 6, np.uint64(1) << (members & 63).astype(np.uint64))
-    chunks = np.array_split(vals, parts)
-    pieces = []
-    for j, c in enumerate(chunks):
-        lead = (seed + j) % 8
-        buf = np.frombuffer(b"\x00" * lead + c.tobytes(), np.uint8)
-        pieces.append(c if j % 2 else Spans(buf, np.array([lead], np.int64),
-                                            np.array([len(c)], np.int64), np.dtype("<i8")))
+    pieces = _split_pieces(vals, parts, seed)
     want = np.intersect1d(np.unique(vals + shift), members)
     got = hits_in_bits(pieces, shift, bits, bound, members.size)
     hits = int(np.isin(vals + shift, members).sum())

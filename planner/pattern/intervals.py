@@ -55,6 +55,7 @@ from replaydb.indexes.kernels import (
     keys_of_bits,
     member_bits,
     members_in_pieces,
+    sorted_distinct,
     union_bits_of,
 )
 from replaydb.indexes.reader import join_pieces
@@ -246,12 +247,8 @@ def sorted_alone(pieces: list[Any], bound: int, take: Any,
     bits = union_bits_of(pieces, bound, take) if n > 1 else None
     if bits is not None:
         return SymbolResult(None, None, bits, bound, n=n, times=times, alloc=take)
-    seq = np.sort(join_pieces(pieces))
-    if seq.size > 1:
-        step = seq[1:] != seq[:-1]
-        if not step.all():  # a seq returned twice: once (np.unique's sort costs twice this)
-            seq = seq[np.concatenate(([True], step))]
-    return SymbolResult(seq, None, times=times)
+    # a seq returned twice (overlapping ranges of the condition) is one event
+    return SymbolResult(sorted_distinct(join_pieces(pieces)), None, times=times)
 
 
 def intersect_results(parts: list[SymbolResult]) -> SymbolResult:

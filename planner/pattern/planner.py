@@ -480,13 +480,8 @@ def _replay_plan(ctx: Any, st: PatternPlanState, note: str) -> Any:
 
 def _attach(plan: Any, st: PatternPlanState) -> None:
     from replaydb.planner.pattern.explain import describe, make_annotate
-    from replaydb.planner.query import Details
 
-    details = plan.details
-    if isinstance(details, Details):  # described when EXPLAIN reads it
-        details.defer("pattern", lambda: describe(st, plan))
-    else:
-        details["pattern"] = describe(st, plan)
+    plan.details.defer("pattern", lambda: describe(st, plan))  # built when EXPLAIN reads it
     plan.details["note"] = "; ".join(st.notes) if st.notes else plan.details.get("note", "")
     if not plan.details["note"]:
         del plan.details["note"]

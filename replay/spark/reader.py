@@ -122,10 +122,7 @@ class ShippedStream(StreamSnapshot):
         self.files = {fid: _File(p) for fid, p in shipment.files.items()}  # type: ignore[misc]
         self.counters = IOCounters()
         self._cache = cache or ParquetCache()
-        self._sides = {}
-        self._paths = {}
-        self._leaf_bytes = {}
-        self._probes = {}
+        self._new_caches()
 
     @property
     def n_events(self) -> int:
