@@ -168,6 +168,27 @@ class DirectFile:
             self._codec, width, optional, out, valid, at))
         return (n, width, optional, schema) if st == pagecodec.OK else None
 
+    def chunks(self, groups: np.ndarray, column: str
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, bool] | None:
+        """Where ``column``'s chunks of row groups ``groups`` lie (located from the footer
+        where not yet): ``(offsets, sizes, codecs, value width, optional)``, an offset -2
+        for a chunk this reader does not decode; None when it does not decode the column.
+        For reads of single values (:class:`.valueprobe.ColumnProbe`)."""
+        plan = self._plan((column,))
+        if plan is None:
+            return None
+        c = int(plan[0][0])
+        self._fill(groups, [c])
+        return (self._start[groups, c], self._size[groups, c], self._codec[groups, c],
+                int(plan[1][0]), bool(plan[2][0]))
+
+    @property
+    def buffer(self) -> np.ndarray:
+        """The file's bytes (a read-only view of its memory map)."""
+        buf = self._buf.view()
+        buf.flags.writeable = False
+        return buf
+
     def _located(self, groups: np.ndarray, idx: np.ndarray, decode: Callable[[], Any]) -> Any:
         """``decode()``, called again after locating the chunks of ``groups`` x ``idx`` when it
         answers :data:`.pagecodec.NEED` (its first element)."""

@@ -135,22 +135,19 @@ class ColumnProbe:
             ids, groups = leaves[mine], rgs[mine]
             path = snap._path_of(int(fid), int(ids[0]))
             d = cache.direct_file(path, cache.get(path, snap.counters))
-            plan = None if d is None else d._plan((self.column,))
-            if plan is None or int(plan[1][0]) != 8:
+            got = None if d is None else d.chunks(groups, self.column)
+            if got is None or got[3] != 8:
                 self.loc[ids, _START] = _NO
                 continue
-            c = int(plan[0][0])
-            d._fill(groups, [c])
+            start, size, codec, _, optional = got
             slot = self._slots.get(path)
             if slot is None:
                 slot = self._slots[path] = len(self.bufs)
-                buf = d._buf.view()
-                buf.flags.writeable = False
-                self.bufs.append(buf)
-            self.loc[ids, _SIZE] = d._size[groups, c]
-            self.loc[ids, _CODEC] = d._codec[groups, c] | (256 * int(bool(plan[2][0])))
+                self.bufs.append(d.buffer)
+            self.loc[ids, _SIZE] = size
+            self.loc[ids, _CODEC] = codec | (256 * int(optional))
             self.loc[ids, _SLOT] = slot
-            self.loc[ids, _START] = d._start[groups, c]  # last: a located leaf is complete
+            self.loc[ids, _START] = start  # last: a located leaf is complete
 
     def check(self) -> None:
         """Raise AssertionError unless every located chunk lies inside its file's map."""
