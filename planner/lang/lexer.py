@@ -27,13 +27,15 @@ _OPS = sorted(
 MAX_QUERY_CHARS = 1_000_000
 
 _FAST = re.compile(
-    r"(?P<space>[ \t\r\n]+)"
-    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_\x80-\U0010ffff])"
+    r"[ \t\r\n]*(?:"
+    r"(?P<ident>[A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_\x80-\U0010ffff])"
     r"|(?P<number>[0-9]+(?:\.[0-9]+)?)(?![0-9A-Za-z_.eE\x80-\U0010ffff])"
     r"|(?P<op>" + "|".join(re.escape(o) for o in _OPS if o not in ("-", "/", ".")) +
-    r"|-(?!-)|/(?!\*)|\.(?![0-9]))"
+    r"|-(?!-)|/(?!\*)|\.(?![0-9])))"
+    r"|(?P<space>[ \t\r\n]+)"
 )
-"""The common tokens in one compiled match: ASCII whitespace, ASCII identifiers and plain
+"""The common tokens in one compiled match, with the ASCII whitespace before them: ASCII
+identifiers and plain
 numbers not followed by anything that would extend them (non-ASCII letters, units, exponents),
 and operators that cannot start a comment or a number. Anything else takes the general path
 below, which defines the language; this only makes long queries (hundreds of conditions)
@@ -76,21 +78,24 @@ def tokenize(text: str, *, fast: bool = True) -> list[Token]:
     if len(text) > MAX_QUERY_CHARS:
         raise ParseError(f"query is longer than {MAX_QUERY_CHARS:,} characters", text=text[:200], pos=0)
     toks: list[Token] = []
+    append = toks.append
     i, n = 0, len(text)
     match = _FAST.match if fast else None
     while i < n:
         mt = match(text, i) if match is not None else None
         if mt is not None:
             kind = mt.lastgroup
-            j = mt.end()
-            if kind != "space":
-                word = mt.group()
-                if kind == "number":
-                    toks.append(Token("number", word, float(word) if "." in word else int(word),
-                                      i))
-                else:
-                    toks.append(Token(kind, word, word, i, None, word.upper() if kind == "ident" else None))
-            i = j
+            i = mt.end()
+            if kind == "ident":
+                word = mt.group(kind)
+                append(Token(kind, word, word, mt.start(kind), None, word.upper()))
+            elif kind == "op":
+                word = mt.group(kind)
+                append(Token(kind, word, word, mt.start(kind)))
+            elif kind == "number":
+                word = mt.group(kind)
+                append(Token(kind, word, float(word) if "." in word else int(word),
+                             mt.start(kind)))
             continue
         c = text[i]
         if c.isspace():

@@ -65,6 +65,13 @@ from replaydb.store.interval_list import merge_halfopen
 I64 = np.int64
 
 
+def _frozen_i64(a: np.ndarray) -> np.ndarray:
+    """``a`` as int64, read-only: a view when it is int64 already, else a copy."""
+    out = a.astype(I64, copy=False).view()
+    out.flags.writeable = False
+    return out
+
+
 @dataclass(frozen=True)
 class Geometry:
     """What interval computation needs to know about a stream (from its manifest and tree)."""
@@ -81,14 +88,16 @@ class Geometry:
 
     @classmethod
     def of(cls, snap) -> Geometry:  # type: ignore[no-untyped-def]
+        """The geometry of ``snap``. Its leaf arrays are read-only views of the tree's leaf
+        level where that is int64 already (copied otherwise): a copy of the four columns of
+        a 10M-event stream's 19.5k leaves wrote 625 KB at every planning."""
         lv = snap.tree.leaves
         tr = snap.t_range or (0, -1)
         m = snap.manifest
         return cls(int(snap.n_events), int(tr[0]), int(tr[1]),
                    int(m.gap_min) if m.gap_min is not None else 0,
                    None if m.gap_max is None else int(m.gap_max),
-                   lv.col("seq_min").astype(I64), lv.col("count").astype(I64),
-                   lv.col("t_min").astype(I64), lv.col("t_max").astype(I64))
+                   *(_frozen_i64(lv.col(c)) for c in ("seq_min", "count", "t_min", "t_max")))
 
     @property
     def n_leaves(self) -> int:
