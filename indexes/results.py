@@ -35,20 +35,25 @@ class CostCounters:
     bytes_read: int = 0
 
     def reset(self) -> None:
-        for f in fields(self):
-            setattr(self, f.name, 0)
+        for name in _COST_NAMES:
+            setattr(self, name, 0)
 
     def snapshot(self) -> CostCounters:
-        return CostCounters(**self.as_dict())
+        return CostCounters(*[getattr(self, name) for name in _COST_NAMES])
 
     def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _COST_NAMES}
 
     def __sub__(self, other: CostCounters) -> CostCounters:
-        return CostCounters(**{k: v - getattr(other, k) for k, v in self.as_dict().items()})
+        return CostCounters(*[getattr(self, n) - getattr(other, n) for n in _COST_NAMES])
 
     def __add__(self, other: CostCounters) -> CostCounters:
-        return CostCounters(**{k: v + getattr(other, k) for k, v in self.as_dict().items()})
+        return CostCounters(*[getattr(self, n) + getattr(other, n) for n in _COST_NAMES])
+
+
+_COST_NAMES: tuple[str, ...] = tuple(f.name for f in fields(CostCounters))
+"""The counters in declaration order (what the constructor takes positionally): every index
+lookup takes two snapshots and a difference, and ``dataclasses.fields`` is rebuilt per call."""
 
 
 @dataclass

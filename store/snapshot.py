@@ -354,18 +354,27 @@ class StreamSnapshot:
         """The leaves ``ids[p:q]`` of every piece (each in one data file; consecutive) as one
         table: decoded straight into one table where the direct reader takes every piece
         (:meth:`ParquetCache.read_files`), else :meth:`_read_leaf_chunk` per piece and
-        ``concat_tables``. Counted as :meth:`_read_leaf_chunk` counts. O(bytes read)."""
+        ``concat_tables``. Counted as :meth:`_read_leaf_chunk` counts. O(bytes read).
+
+        The direct reader decodes the leaves of consecutive pieces in one data file in one
+        call (a call takes any row groups of its file): the pieces of a sparse plan are
+        runs of one or two leaves, and a call per piece cost about 25 us of dispatch, more
+        than decoding the piece (about 5 us a leaf)."""
         if len(pieces) > 1 and self._cache.direct:
             lv = self.tree.leaves
-            fids, rgs = lv.col("file_id"), lv.col("rg")
+            sel = ids[pieces[0][0]:pieces[-1][1]]
+            fids = lv.col("file_id")[sel]
+            rgs = lv.col("rg")[sel]
+            cut = np.flatnonzero(fids[1:] != fids[:-1]) + 1
+            bounds = [0, *cut.tolist(), len(sel)]
             parts = []
-            for p, q in pieces:
-                path = self._path_of(int(fids[ids[p]]), int(ids[p]))
-                parts.append((path, self._cache.get(path, self.counters), rgs[ids[p:q]]))
-            rows = int(lv.col("count")[ids[pieces[0][0]:pieces[-1][1]]].sum())
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                path = self._path_of(int(fids[a]), int(sel[a]))
+                parts.append((path, self._cache.get(path, self.counters), rgs[a:b]))
+            rows = int(lv.col("count")[sel].sum())
             tbl = self._cache.read_files(parts, tuple(cols), rows)
             if tbl is not None:
-                self._count_leaves(ids[pieces[0][0]:pieces[-1][1]], cols)
+                self._count_leaves(sel, cols)
                 self.counters.events += tbl.num_rows
                 return tbl
         tables = [self._read_leaf_chunk(ids[p:q], cols) for p, q in pieces]
