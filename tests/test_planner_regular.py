@@ -10,10 +10,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+import replaydb
 from replaydb.indexes.kernels import keys_of_bits, member_bits, unique_bits
 from replaydb.indexes.plainread import Spans
 from replaydb.planner.pattern import intervals as iv
@@ -220,3 +222,20 @@ def test_deferred_members_change_no_interval(seed: int, w: int, shape: str,
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
         finally:
             iv.PROBE_RATIO = old
+
+
+def test_geometry_views_the_leaf_level_read_only(tmp_path) -> None:
+    """A stream's geometry holds the tree's int64 leaf columns as read-only views (planning
+    copied them every time), equal to them."""
+    store = replaydb.open(tmp_path / "g", create=True)
+    store.append("s", pa.table({"t": np.arange(0, 5000, 2), "x": np.arange(2500) * 1.0}))
+    snap = store.stream("s")
+    geo = Geometry.of(snap)
+    lv = snap.tree.leaves
+    for name, arr in (("seq_min", geo.leaf_seq_min), ("count", geo.leaf_count),
+                      ("t_min", geo.leaf_t_min), ("t_max", geo.leaf_t_max)):
+        assert arr.dtype == np.int64 and not arr.flags.writeable
+        assert np.array_equal(arr, lv.col(name))
+        assert np.shares_memory(arr, lv.col(name))
+    with pytest.raises(ValueError):
+        geo.leaf_count[0] = 1

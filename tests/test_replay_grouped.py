@@ -303,3 +303,39 @@ def test_grouped_reads_count_the_bytes_of_their_leaves(snap, points, max_leaves)
         want += sum(rg.column(names.index(c)).total_compressed_size for c in ("t", "seq", "x"))
     assert d.leaves == d.row_groups == len(leaves)
     assert d.bytes == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(points=st.lists(st.integers(0, T_MAX), min_size=4, max_size=60),
+       max_leaves=st.sampled_from([4, 16, 64]))
+def test_a_grouped_read_decodes_each_data_file_once(snap, points, max_leaves) -> None:
+    """The leaves a read keeps of one data file are decoded by one call of the direct reader
+    (scattered runs of leaves, not one call per run), and the read holds exactly the events
+    that Arrow's reads of those leaves hold."""
+    from replaydb.store.directread import DirectFile
+
+    calls: list[int] = []
+    real = DirectFile.read_into
+
+    def counted(self, groups, *args):  # the real read, counted
+        calls.append(len(groups))
+        return real(self, groups, *args)
+
+    ivs = _intervals(points, False, False)
+    lv = snap.tree.leaves
+    DirectFile.read_into = counted  # type: ignore[method-assign]
+    try:
+        for tbl, _parts in snap.read_interval_groups(ivs, ["x"], max_leaves=max_leaves):
+            seqs = tbl.column("seq").to_numpy()
+            leaves = np.unique(np.searchsorted(lv.col("seq_min"), seqs, side="right") - 1)
+            files = np.unique(lv.col("file_id")[leaves])
+            if calls:  # a read of several runs of leaves goes through the direct reader
+                assert len(calls) == len(files)
+                assert sum(calls) == len(leaves)
+            want = np.concatenate([np.arange(lv.col("seq_min")[x],
+                                             lv.col("seq_min")[x] + lv.col("count")[x])
+                                   for x in leaves])
+            assert seqs.tolist() == want.tolist()
+            calls.clear()
+    finally:
+        DirectFile.read_into = real  # type: ignore[method-assign]
