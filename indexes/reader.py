@@ -121,13 +121,19 @@ def read_row_groups(
     """Read row groups [a, b) of a run file, counting the I/O."""
     pf = files.get(os.path.abspath(os.path.join(directory, meta.name)))
     table = pf.read_row_groups(list(range(a, b)), columns=list(columns), use_threads=False)
-    rows = meta.rg_rows[a:b]
+    count_row_groups(meta, a, b, epp, counters, columns)
+    return table
+
+
+def count_row_groups(meta: RunFileMeta, a: int, b: int, epp: int, counters: CostCounters,
+                     columns: tuple[str, ...]) -> None:
+    """Count row groups ``[a, b)`` of ``columns`` as read: row groups, entries, pages and
+    the compressed bytes of those columns."""
     counters.row_groups_read += b - a
-    counters.entries_read += int(rows.sum())
+    counters.entries_read += int(meta.rg_rows[a:b].sum())
     counters.pages_read += meta.pages_of(a, b, epp)
     cols = [("key", "seq", "t").index(c) for c in columns]
     counters.bytes_read += int(meta.rg_bytes[a:b][:, cols].sum())
-    return table
 
 
 def read_file_range(
@@ -208,11 +214,7 @@ def read_file_seq_pieces(
             seq, t, key_groups = got
             counters.row_groups_skipped += meta.num_row_groups - (b - a)
             counters.files_read += 1
-            counters.row_groups_read += b - a
-            counters.entries_read += int(meta.rg_rows[a:b].sum())
-            counters.pages_read += meta.pages_of(a, b, epp)
-            cols = [1, 2] if with_t else [1]
-            counters.bytes_read += int(meta.rg_bytes[a:b][:, cols].sum())
+            count_row_groups(meta, a, b, epp, counters, ("seq", "t") if with_t else ("seq",))
             counters.bytes_read += int(meta.rg_bytes[key_groups, 0].sum())
             return seq, t
     ent = read_file_range(directory, meta, lo, hi, lo_inclusive, hi_inclusive, files,
@@ -283,10 +285,7 @@ def exact_rank(
     if meta.key_type != "string":
         keys = files.plain(os.path.abspath(os.path.join(directory, meta.name))).column(g, "key")
         if keys is not None:
-            counters.row_groups_read += 1
-            counters.entries_read += int(meta.rg_rows[g])
-            counters.pages_read += meta.pages_of(g, g + 1, epp)
-            counters.bytes_read += int(meta.rg_bytes[g, 0])
+            count_row_groups(meta, g, g + 1, epp, counters, ("key",))
             return before + int(np.searchsorted(keys, x, side=side))
     table = read_row_groups(directory, meta, g, g + 1, files, counters, epp, columns=("key",))
     col = table.column("key")

@@ -157,15 +157,15 @@ class Replay:
         types. A read whose columns already are the schema's is returned as it is: the
         casts and the new table cost about 70 us a read, a fixed cost of every interval
         group of a selective plan."""
-        names = tbl.column_names
         if tbl.schema.equals(self.schema):
             return tbl
+        names = tbl.column_names
         cols = []
         for f in self.schema:
             if f.name in names:
                 col = tbl.column(f.name)
                 cols.append(col if col.type == f.type else col.cast(f.type))
-            elif f.name in self.aliases and self.aliases[f.name] in tbl.column_names:
+            elif f.name in self.aliases and self.aliases[f.name] in names:
                 cols.append(tbl.column(self.aliases[f.name]))
             elif f.name == self.type_column:
                 cols.append(pa.array(np.full(tbl.num_rows, snap.name, dtype=object), pa.string()))

@@ -363,14 +363,11 @@ class StreamSnapshot:
         if len(pieces) > 1 and self._cache.direct:
             lv = self.tree.leaves
             sel = ids[pieces[0][0]:pieces[-1][1]]
-            fids = lv.col("file_id")[sel]
-            rgs = lv.col("rg")[sel]
-            cut = np.flatnonzero(fids[1:] != fids[:-1]) + 1
-            bounds = [0, *cut.tolist(), len(sel)]
+            fids, rgs = lv.col("file_id"), lv.col("rg")
             parts = []
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                path = self._path_of(int(fids[a]), int(sel[a]))
-                parts.append((path, self._cache.get(path, self.counters), rgs[a:b]))
+            for a, b in self._leaf_chunks(sel, len(sel)):  # one run per data file
+                path = self._path_of(int(fids[sel[a]]), int(sel[a]))
+                parts.append((path, self._cache.get(path, self.counters), rgs[sel[a:b]]))
             rows = int(lv.col("count")[sel].sum())
             tbl = self._cache.read_files(parts, tuple(cols), rows)
             if tbl is not None:

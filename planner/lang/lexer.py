@@ -35,9 +35,9 @@ _FAST = re.compile(
     r"|(?P<space>[ \t\r\n]+)"
 )
 """The common tokens in one compiled match, with the ASCII whitespace before them: ASCII
-identifiers and plain
-numbers not followed by anything that would extend them (non-ASCII letters, units, exponents),
-and operators that cannot start a comment or a number. Anything else takes the general path
+identifiers and plain numbers not followed by anything that would extend them (non-ASCII
+letters, units, exponents), and operators that cannot start a comment or a number; whitespace
+before anything else is one match of its own. Anything else takes the general path
 below, which defines the language; this only makes long queries (hundreds of conditions)
 tokenize several times faster."""
 
