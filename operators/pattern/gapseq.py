@@ -120,18 +120,25 @@ def _rows(chain: np.ndarray, ends: np.ndarray, blen: np.ndarray, boff: np.ndarra
     return ev, var, off
 
 
-def _segments(brk: np.ndarray | None, m: int, L: int
-              ) -> tuple[np.ndarray | None, np.ndarray, int]:
-    """Intervals of the ``L`` rows (``m`` carried ones, then the batch with its breaks):
-    ``(segment id per row or None without breaks, last row of each row's segment, first row
-    of the last segment)``. The carried rows lie in the open (last) segment of before."""
-    if brk is None or not len(brk) or not brk.any():
-        return None, np.full(L, L - 1, dtype=_I64), 0
-    bpos = np.flatnonzero(brk).astype(_I64) + m
-    seg = np.zeros(L, dtype=_I64)
-    seg[bpos] = 1
-    seg = np.cumsum(seg)
-    return seg, np.append(bpos, L)[seg] - 1, int(bpos[-1])
+def _breaks(brk: np.ndarray | None, m: int) -> np.ndarray | None:
+    """Rows (of the ``m`` carried ones, then the batch) that start a new interval, ascending,
+    or None without breaks. The carried rows lie in the open (last) segment of before, so a
+    break is never among them. Where the rows' segments are needed, they come from these few
+    positions (:func:`_segment_ends`, :meth:`GapSeqEngine._occurrences`): no per-row segment
+    array, whose making cost a third of matching a batch of many short intervals."""
+    if brk is None or not len(brk):
+        return None
+    bpos = np.flatnonzero(brk)
+    return bpos + m if bpos.size else None
+
+
+def _segment_ends(bpos: np.ndarray | None, rows: np.ndarray, L: int) -> np.ndarray:
+    """The last row of the segment of each of ``rows`` (of ``L``): the row before the next
+    break after it, or ``L - 1``. O(len(rows) log breaks)."""
+    if bpos is None:
+        return np.full(len(rows), L - 1, dtype=_I64)
+    nxt = np.searchsorted(bpos, rows, side="right")
+    return np.append(bpos, L)[nxt] - 1
 
 
 class GapSeqEngine:
@@ -205,11 +212,12 @@ class GapSeqEngine:
         L = len(T)
         cols = {v: (np.concatenate([s["cm"][:, v], vmask[v]]) if m else np.asarray(vmask[v]))
                 for v in self.block_vars}
-        seg, seg_end, open_from = _segments(brk, m, L)
-        occ = [self._occurrences(b, cols, seg, L) for b in self.blocks]
+        bpos = _breaks(brk, m)
+        open_from = int(bpos[-1]) if bpos is not None else 0
+        occ = [self._occurrences(b, cols, bpos, L) for b in self.blocks]
         starts = occ[0]
         win_end = np.searchsorted(T, T[starts] + self.cp.window, side="right").astype(_I64) - 1
-        s_end = seg_end[starts]
+        s_end = _segment_ends(bpos, starts, L)
         # an attempt is resolved once a row past its window (in its interval) has arrived, or
         # its interval ended; resolution follows row order, so the resolved ones come first
         done = np.ones(len(starts), np.bool_) if final else (win_end < s_end) | (s_end < L - 1)
@@ -234,9 +242,11 @@ class GapSeqEngine:
         return parts
 
     def _occurrences(self, block: np.ndarray, cols: dict[int, np.ndarray],
-                     seg: np.ndarray | None, L: int) -> np.ndarray:
+                     bpos: np.ndarray | None, L: int) -> np.ndarray:
         """Rows where ``block`` occurs (each of its rows matches its variable, all in one
-        interval), ascending: one shifted AND per variable."""
+        interval: no break among its rows after the first), ascending: one shifted AND per
+        variable, then the starts a break cuts (``bpos - q`` for ``q`` in ``1 .. len - 1``)
+        cleared."""
         lb = len(block)
         span = L - lb + 1
         if span <= 0:
@@ -244,8 +254,10 @@ class GapSeqEngine:
         ok = cols[int(block[0])][:span].copy()
         for q in range(1, lb):
             ok &= cols[int(block[q])][q: span + q]
-        if seg is not None and lb > 1:
-            ok &= seg[:span] == seg[lb - 1:]
+        if bpos is not None:
+            for q in range(1, lb):
+                cut = bpos - q
+                ok[cut[(cut >= 0) & (cut < span)]] = False
         return np.flatnonzero(ok).astype(_I64)
 
     def _chains(self, occ: list[np.ndarray], st: np.ndarray, R: np.ndarray
