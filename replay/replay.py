@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
@@ -202,14 +201,16 @@ class Replay:
             self.stats.bytes += d.bytes
             self.stats.per_stream[snap.name] = d.as_dict()
 
-    def _read_groups(self, snap: Any, shape: Any) -> Iterator[Any]:
+    def _read_groups(self, snap: Any, shape: Any, *, kept_only: bool = False
+                     ) -> Iterator[Any]:
         """``shape(table, parts)`` for every read of
         :meth:`StreamSnapshot.read_interval_groups` (the intervals' leaves, up to
-        ``batch_rows`` events' worth per read); reading and shaping count as read time."""
+        ``batch_rows`` events' worth per read; with ``kept_only``, their rows inside the
+        intervals only); reading and shaping count as read time."""
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         groups = snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
-                                           seq=self.seq)
+                                           seq=self.seq, kept_only=kept_only)
         while True:
             t0 = time.perf_counter()
             group = next(groups, None)
@@ -235,8 +236,8 @@ class Replay:
 
         One stream: the events of the intervals of one read (see :meth:`_read_groups`) are
         gathered into batches of up to ``batch_rows`` rows (rows between intervals that a
-        shared leaf holds are left out: :func:`_keep_parts`). Several streams: one interval per
-        batch, as :meth:`batches`."""
+        shared leaf holds are left out: the reads keep the intervals' rows only). Several
+        streams: one interval per batch, as :meth:`batches`."""
         if len(self.snapshots) != 1:
             for k, batch in self.batches():
                 yield k, k, batch, _NO_BREAKS
@@ -246,7 +247,7 @@ class Replay:
         self.stats.intervals += len(self.intervals)
         try:
             for sub, rows, row_k in self._read_groups(
-                    snap, lambda t, p: self._gather(t, p, snap)):
+                    snap, lambda t, p: self._gather(t, p, snap), kept_only=True):
                 cuts = _span_cuts(rows.tolist(), self.batch_rows)
                 for c0, c1 in zip(cuts[:-1], cuts[1:]):
                     pos = c0
@@ -262,16 +263,10 @@ class Replay:
 
     def _gather(self, tbl: pa.Table, parts: list[tuple[int, int, int]], snap: Any
                 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-        """(the rows of ``parts`` of one read, conformed; rows per part; interval per row)."""
-        ks = np.array([p[0] for p in parts], dtype=np.int64)
-        offs = np.array([p[1] for p in parts], dtype=np.int64)
-        rows = np.array([p[2] for p in parts], dtype=np.int64)
-        total = int(rows.sum())
-        ends = np.cumsum(rows)
-        if total != tbl.num_rows or not np.array_equal(offs, ends - rows):
-            tbl = _keep_parts(tbl, offs, rows)
-        elif tbl.column(0).num_chunks > 1:  # several files' leaves: one batch, not one each
-            tbl = tbl.combine_chunks()
+        """(the rows of ``parts`` of one read - a read with ``kept_only``: they are its rows,
+        one part after the other - conformed; rows per part; interval per row)."""
+        ks = np.fromiter((p[0] for p in parts), np.int64, len(parts))
+        rows = np.fromiter((p[2] for p in parts), np.int64, len(parts))
         return self._conform(tbl, snap), rows, np.repeat(ks, rows)
 
     def _chunk_bounds(self, a: int | None, b: int | None) -> list[int | None]:
@@ -378,80 +373,6 @@ class Replay:
         """The replayed events themselves, as one table."""
         parts = [pa.Table.from_batches([b]) for _, b in self.batches()]
         return pa.concat_tables(parts) if parts else self.schema.empty_table()
-
-
-SLICE_PARTS = 48
-"""Up to this many parts, :func:`_keep_parts` copies slices; beyond, one take (measured on
-65,536 rows of three columns: 2 parts 76 us vs 372 us, 32 parts 150 vs 341 us, 128 parts
-411 vs 250 us)."""
-
-
-@njit(cache=True, nogil=True)
-def _copy_parts(src: np.ndarray, offs: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
-    """``out`` := ``src[offs[i]:offs[i] + rows[i]]`` one after another."""
-    pos = 0
-    for i in range(offs.size):
-        o = offs[i]
-        for j in range(rows[i]):
-            out[pos + j] = src[o + j]
-        pos += rows[i]
-
-
-def _fixed_view(arr: pa.Array) -> np.ndarray | None:
-    """The values of a null-free array of 4- or 8-byte values as unsigned integers (a view,
-    no copy), or None for any other array."""
-    if arr.null_count:
-        return None
-    t = arr.type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)):
-        return None
-    try:
-        width = t.bit_width
-    except ValueError:
-        return None
-    if width not in (32, 64):
-        return None
-    view = np.uint64 if width == 64 else np.uint32
-    data = arr.buffers()[1]
-    return np.frombuffer(data, dtype=view, count=arr.offset + len(arr))[arr.offset:]
-
-
-def _keep_parts_fixed(tbl: pa.Table, offs: np.ndarray, rows: np.ndarray) -> pa.Table | None:
-    """:func:`_keep_parts` of a table of one chunk of null-free 4- and 8-byte columns (what
-    the store's reader gives): one compiled copy of the parts per column; None for any
-    other table."""
-    total = int(rows.sum())
-    arrays = []
-    for col in tbl.columns:
-        if col.num_chunks != 1:
-            return None
-        arr = col.chunk(0)
-        src = _fixed_view(arr)
-        if src is None:
-            return None
-        out = np.empty(total, src.dtype)
-        _copy_parts(src, offs, rows, out)
-        arrays.append(pa.Array.from_buffers(arr.type, total, [None, pa.py_buffer(out)]))
-    return pa.Table.from_arrays(arrays, schema=tbl.schema)
-
-
-def _keep_parts(tbl: pa.Table, offs: np.ndarray, rows: np.ndarray) -> pa.Table:
-    """The rows ``[offs[i], offs[i] + rows[i])`` of ``tbl`` (sorted, disjoint), as one
-    contiguous table: drops the rows of shared leaves that lie between replay intervals.
-    A table of one chunk of null-free fixed-width columns is copied part by part in compiled
-    code (:func:`_keep_parts_fixed`; against the paths below it took the execution of 15
-    m = 4 interval plans with 1-4k intervals from 89 to 76 ms); else a few parts are
-    sliced and concatenated (a copy of each column, no index array), many are gathered by
-    one take. O(rows kept + parts)."""
-    fixed = _keep_parts_fixed(tbl, offs, rows) if tbl.num_columns else None
-    if fixed is not None:
-        return fixed
-    if len(offs) <= SLICE_PARTS:
-        return pa.concat_tables([tbl.slice(o, r) for o, r in
-                                 zip(offs.tolist(), rows.tolist())]).combine_chunks()
-    ends = np.cumsum(rows)
-    start = np.repeat(offs - (ends - rows), rows)
-    return tbl.take(pa.array(start + np.arange(int(ends[-1]))))
 
 
 def _span_cuts(rows: list[int], batch_rows: int) -> list[int]:

@@ -168,6 +168,25 @@ class DirectFile:
             self._codec, width, optional, out, valid, at))
         return (n, width, optional, schema) if st == pagecodec.OK else None
 
+    def read_kept_into(self, groups: np.ndarray, columns: tuple[str, ...], lo: np.ndarray,
+                       hi: np.ndarray, state: np.ndarray, out: np.ndarray, valid: np.ndarray,
+                       part_k: np.ndarray, part_n: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, pa.Schema] | None:
+        """Decode row groups ``groups`` of ``columns`` (the first the time column) keeping
+        only the rows inside the time intervals ``[lo, hi)``
+        (:func:`.pagecodec.read_kept_into`, which advances ``state`` and fills ``out``,
+        ``valid`` and the parts): ``(column widths, optional flags, schema of the columns)``,
+        or None when this reader does not decode them (read through Arrow then). For
+        :meth:`ParquetCache.read_files_kept`. O(bytes of the chunks + rows kept)."""
+        plan = self._plan(columns)
+        if plan is None:
+            return None
+        idx, width, optional, schema = plan
+        st = self._located(groups, idx, lambda: (pagecodec.read_kept_into(
+            self._buf, groups, idx, self._rows, self._start, self._size, self._usize,
+            self._codec, width, optional, lo, hi, state, out, valid, part_k, part_n),))[0]
+        return (width, optional, schema) if st == pagecodec.OK else None
+
     def chunks(self, groups: np.ndarray, column: str
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, bool] | None:
         """Where ``column``'s chunks of row groups ``groups`` lie (located from the footer

@@ -678,6 +678,120 @@ def read_columns_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray,
                    at, big), n
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _lower_bound(t: np.ndarray, n: int, x: int) -> int:
+    """The first of ``t[:n]`` (uint64 slots of ascending int64 values) not below ``x``."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if np.int64(t[mid]) < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@nb.njit(cache=True, nogil=True)
+def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndarray,
+                   start: np.ndarray, size: np.ndarray, usize: np.ndarray, codec: np.ndarray,
+                   width: np.ndarray, optional: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   state: np.ndarray, out: np.ndarray, valid: np.ndarray,
+                   part_k: np.ndarray, part_n: np.ndarray) -> int:
+    """Decode row groups ``groups`` of columns ``cols`` (located as :func:`read_columns`
+    takes them; ``cols[0]`` the time column, required int64, ascending over the groups) and
+    write only the rows inside the half-open time intervals ``[lo[j], hi[j])`` (sorted,
+    disjoint) to ``out[k, at:]`` / ``valid[k, at:]`` (optional columns only): the rows a
+    replay of those intervals keeps, without the rest of their leaves.
+
+    Each row group is decoded into a scratch of one group's rows (in cache) and its kept
+    runs copied out, so the rows between intervals are never written to ``out`` nor copied
+    again to drop them. ``state`` = (first interval not yet passed, rows written, parts
+    written) is read and, on success only, advanced, so a read of several files calls this
+    once per file. Parts: ``part_k[p]`` the interval of part ``p``, ``part_n[p]`` its rows,
+    one after the other in ``out`` (an interval over two groups is one part); room for
+    ``len(lo) + len(groups)`` parts is enough. Answers the status (:data:`NEED`,
+    UNSUPPORTED for a time column that is not required 8-byte values, CORRUPT when ``out`` or
+    the parts have no room). O(bytes of the chunks + rows kept + intervals)."""
+    st, _, big = _extent(groups, cols, rows, start, usize, codec)
+    if st != OK:
+        return st
+    if cols.size == 0 or width[0] != 8 or optional[0]:
+        return UNSUPPORTED
+    maxr = 1
+    for g in groups:
+        maxr = max(maxr, rows[g])
+    scr = np.empty((cols.size, maxr), np.uint64)
+    vscr = np.ones((cols.size, maxr), np.uint8)
+    r0s = np.empty(maxr, np.int64)
+    r1s = np.empty(maxr, np.int64)
+    rks = np.empty(maxr, np.int64)
+    scratch = np.empty(big, np.uint8)
+    vals = np.empty(0, np.uint64)
+    n_iv = lo.size
+    iv, at, npart = state[0], state[1], state[2]
+    c0 = cols[0]
+    for g in groups:
+        n = rows[g]
+        if n == 0:
+            continue
+        st, vals = _chunk(buf, start[g, c0], start[g, c0] + size[g, c0], n, codec[g, c0], 8,
+                          False, scr[0], vscr[0], 0, scratch, vals)
+        if st != OK:
+            return st
+        t = scr[0]
+        tf, tl = np.int64(t[0]), np.int64(t[n - 1])
+        while iv < n_iv and hi[iv] <= tf:
+            iv += 1
+        nr = 0
+        kept = 0
+        j = iv
+        while j < n_iv and lo[j] <= tl:
+            r0 = _lower_bound(t, n, lo[j])
+            r1 = _lower_bound(t, n, hi[j])
+            if r1 > r0:
+                r0s[nr], r1s[nr], rks[nr] = r0, r1, j
+                nr += 1
+                kept += r1 - r0
+            if hi[j] > tl:  # it goes on in the next group
+                break
+            j += 1
+        iv = j
+        if nr == 0:
+            continue
+        if at + kept > out.shape[1] or npart + nr > part_k.size:
+            return CORRUPT
+        for k in range(cols.size):
+            if k > 0:
+                c = cols[k]
+                st, vals = _chunk(buf, start[g, c], start[g, c] + size[g, c], n, codec[g, c],
+                                  width[k], optional[k], scr[k], vscr[k], 0, scratch, vals)
+                if st != OK:
+                    return st
+            src, dst = scr[k], out[k]
+            pos = at
+            for q in range(nr):
+                for r in range(r0s[q], r1s[q]):
+                    dst[pos] = src[r]
+                    pos += 1
+            if optional[k]:
+                vsrc, vdst = vscr[k], valid[k]
+                pos = at
+                for q in range(nr):
+                    for r in range(r0s[q], r1s[q]):
+                        vdst[pos] = vsrc[r]
+                        pos += 1
+        for q in range(nr):
+            if npart > 0 and part_k[npart - 1] == rks[q]:
+                part_n[npart - 1] += r1s[q] - r0s[q]
+            else:
+                part_k[npart] = rks[q]
+                part_n[npart] = r1s[q] - r0s[q]
+                npart += 1
+        at += kept
+    state[0], state[1], state[2] = iv, at, npart
+    return OK
+
+
 @nb.njit(cache=True, nogil=True)
 def _snappy_at(src: np.ndarray, pos: int, end: int, x: int, n: int) -> int:
     """Where bytes ``[x, x + n)`` of the raw snappy block ``src[pos:end]`` once decompressed

@@ -29,6 +29,7 @@ from replaydb.errors import CorruptionError, SchemaError
 from replaydb.store.directread import DirectFile, table_of
 from replaydb.store.interval_list import as_rows
 from replaydb.store.manifest import FileInfo, Manifest
+from replaydb.store.rowparts import keep_parts
 from replaydb.store.schema import StreamSchema
 from replaydb.store.tree import AggSpec, Partial, TABTree
 from replaydb.store.treeio import load_tree
@@ -175,6 +176,45 @@ class ParquetCache:
         for k in np.flatnonzero(optional).tolist():
             nulls[k] = rows - np.count_nonzero(valid[k])
         return table_of(width, schema, out, valid, nulls)
+
+    def read_files_kept(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
+                        columns: tuple[str, ...], rows: int, lo: np.ndarray, hi: np.ndarray
+                        ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+        """:meth:`read_files` keeping only the rows inside the time intervals ``[lo, hi)``
+        (sorted, disjoint; ``columns[0]`` the time column): ``(table, interval of each part,
+        rows of each part)``, the parts one after the other in the table, an interval's rows
+        in one part (:func:`.pagecodec.read_kept_into`). ``rows``: the row groups' total row
+        count. None when the direct reader is off or declines one of them (the caller reads
+        the whole row groups then). O(bytes of the chunks + rows kept)."""
+        if not self.direct or not pieces:
+            return None
+        out = np.empty((len(columns), rows), np.uint64)  # pages past the kept rows: untouched
+        valid = np.empty((len(columns), rows), np.uint8)
+        n_groups = sum(len(g) for _, _, g in pieces)
+        part_k = np.empty(len(lo) + n_groups, np.int64)
+        part_n = np.empty(len(lo) + n_groups, np.int64)
+        state = np.zeros(3, np.int64)
+        plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
+        for path, pf, groups in pieces:
+            d = self._direct_file(path, pf)
+            got = None if d is None else d.read_kept_into(groups, columns, lo, hi, state, out,
+                                                          valid, part_k, part_n)
+            if got is None:
+                return None
+            if plan is None:
+                plan = got
+            elif got[2] is not plan[2] and (not got[2].equals(plan[2], check_metadata=False)
+                                            or not np.array_equal(got[0], plan[0])
+                                            or not np.array_equal(got[1], plan[1])):
+                return None
+        assert plan is not None
+        width, optional, schema = plan
+        kept, n_parts = int(state[1]), int(state[2])
+        out, valid = out[:, :kept], valid[:, :kept]
+        nulls = np.zeros(len(columns), np.int64)
+        for k in np.flatnonzero(optional).tolist():
+            nulls[k] = kept - np.count_nonzero(valid[k])
+        return table_of(width, schema, out, valid, nulls), part_k[:n_parts], part_n[:n_parts]
 
     def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
         """Compressed bytes per row group for ``columns`` (cached per file and column set)."""
@@ -443,6 +483,7 @@ class StreamSnapshot:
         *,
         max_leaves: int = DEFAULT_BATCH_LEAVES,
         seq: bool = True,
+        kept_only: bool = False,
     ) -> Iterator[tuple[pa.Table, list[tuple[int, int, int]]]]:
         """Events of disjoint, sorted half-open time intervals, read together: yields
         ``(table, [(interval index, row offset, rows), ...])`` where the events of the listed
@@ -456,7 +497,15 @@ class StreamSnapshot:
         An interval whose leaves span two reads is listed in both, its first events in the
         first; the table of one read holds whole leaves, so rows between intervals that a
         shared leaf holds are in it but in no part. Intervals without events are left out.
-        O(leaves read + intervals + leaf span of the intervals)."""
+
+        ``kept_only``: the table holds the listed parts' rows only, one part after the other
+        (offsets 0, then each where the one before ends). Where an interval of the read
+        starts or ends inside a leaf, the direct reader decodes each leaf into a scratch and
+        copies out only its rows inside the intervals (:meth:`ParquetCache.read_files_kept`);
+        where the intervals hold its leaves whole (full replay), or the direct reader
+        declines, the whole leaves' table is read (and cut down where needed:
+        :func:`.rowparts.keep_parts`). Events and bytes are counted as for whole leaves
+        (what was decoded). O(leaves read + intervals + leaf span of the intervals)."""
         cols = self._columns(columns, seq=seq or (columns is not None and "seq" in columns))
         lv = self.tree.leaves
         n = len(intervals)
@@ -473,14 +522,47 @@ class StreamSnapshot:
             # intervals with a leaf in [first, last]: lo and hi never decrease with k
             k0 = int(np.searchsorted(hi, first, side="right"))
             k1 = int(np.searchsorted(lo, last, side="right"))
-            tbl = self._read_leaf_pieces(ids, pieces, cols)
-            t = tbl.column("t").to_numpy()
-            r0 = np.searchsorted(t, a[k0:k1], side="left")
-            r1 = np.searchsorted(t, b[k0:k1], side="left")
-            parts = [(x, p, q - p) for x, p, q in
-                     zip(range(k0, k1), r0.tolist(), r1.tolist()) if q > p]
+            got = (self._read_kept_pieces(ids, pieces, cols, a[k0:k1], b[k0:k1])
+                   if kept_only and _cuts_a_leaf(lv, lo[k0:k1], hi[k0:k1], a[k0:k1],
+                                                 b[k0:k1]) else None)
+            if got is not None:
+                tbl, part_k, part_n = got
+                offs = np.cumsum(part_n) - part_n
+                parts = list(zip((part_k + k0).tolist(), offs.tolist(), part_n.tolist()))
+            else:
+                tbl = self._read_leaf_pieces(ids, pieces, cols)
+                t = tbl.column("t").to_numpy()
+                r0 = np.searchsorted(t, a[k0:k1], side="left")
+                r1 = np.searchsorted(t, b[k0:k1], side="left")
+                parts = [(x, p, q - p) for x, p, q in
+                         zip(range(k0, k1), r0.tolist(), r1.tolist()) if q > p]
+                if kept_only and parts:
+                    tbl, parts = keep_parts(tbl, parts)
             if parts:
                 yield tbl, parts
+
+    def _read_kept_pieces(self, ids: np.ndarray, pieces: list[tuple[int, int]],
+                          cols: list[str], a: np.ndarray, b: np.ndarray
+                          ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+        """The rows inside the intervals ``[a, b)`` of the leaves ``ids[p:q]`` of every piece,
+        decoded by the direct reader (one call per data file; :meth:`read_interval_groups`
+        with ``kept_only``), or None when it declines (the caller reads whole leaves).
+        Counted as :meth:`_read_leaf_pieces` counts a read of the whole leaves."""
+        if not self._cache.direct or not cols or cols[0] != "t":
+            return None
+        lv = self.tree.leaves
+        sel = ids[pieces[0][0]:pieces[-1][1]]
+        fids, rgs = lv.col("file_id"), lv.col("rg")
+        parts = []
+        for p, q in self._leaf_chunks(sel, len(sel)):  # one run per data file
+            path = self._path_of(int(fids[sel[p]]), int(sel[p]))
+            parts.append((path, self._cache.get(path, self.counters), rgs[sel[p:q]]))
+        rows = int(lv.col("count")[sel].sum())
+        got = self._cache.read_files_kept(parts, tuple(cols), rows, a, b)
+        if got is not None:
+            self._count_leaves(sel, cols)
+            self.counters.events += rows
+        return got
 
     def _packed_chunks(self, ids: np.ndarray, max_leaves: int
                        ) -> list[tuple[int, int, list[tuple[int, int]]]]:
@@ -676,6 +758,18 @@ def _values(col: pa.ChunkedArray | pa.Array, spec: AggSpec) -> tuple[np.ndarray,
 
 
 values_of = _values
+
+
+def _cuts_a_leaf(lv: Any, lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray
+                 ) -> bool:
+    """Whether one of the intervals ``[a, b)`` (leaves ``lo .. hi - 1`` each) starts or ends
+    inside one of its leaves, leaving rows of it out. O(intervals)."""
+    has = hi > lo
+    if not has.any():
+        return False
+    if not has.all():
+        lo, hi, a, b = lo[has], hi[has], a[has], b[has]
+    return bool((lv.col("t_min")[lo] < a).any() or (lv.col("t_max")[hi - 1] >= b).any())
 
 
 def _covered_leaves(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ rejects."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -321,3 +322,81 @@ def test_interval_reads_across_files_alike_with_and_without_direct_reads(tmp_pat
     for (ta, pa_), (tb, pb) in zip(a, b):
         assert ta.equals(tb) and pa_ == pb
     assert ca == cb
+
+
+@pytest.fixture(scope="module")
+def nullable_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six data files of 700 events (repeated timestamps) with a nullable column."""
+    path = tmp_path_factory.mktemp("kept") / "s"
+    store = Store(path, create=True)
+    rng = np.random.default_rng(11)
+    t0 = 0
+    for k in range(6):
+        n = 700
+        t = t0 + np.cumsum(rng.integers(0, 3, n))  # steps of 0: a time repeats across leaves
+        t0 = int(t[-1])
+        tbl = pa.table({"t": t, "x": rng.normal(size=n),
+                        "y": pa.array(rng.normal(size=n), mask=rng.random(n) < .1)})
+        if k == 0:
+            store.create_stream("s", StreamSchema.infer(tbl.schema, time_unit="ms",
+                                                        leaf_capacity=64, fanout=4))
+        store.append("s", tbl)
+    return path
+
+
+@settings(max_examples=60, deadline=None)
+@given(points=st.lists(st.integers(-20, 2200), min_size=2, max_size=60),
+       max_leaves=st.sampled_from([1, 4, 16, 64]), direct=st.booleans(),
+       cols=st.sampled_from([["x", "y"], ["y"], []]))
+def test_kept_rows_reads_hold_exactly_the_intervals_rows(nullable_store, points, max_leaves,
+                                                        direct, cols) -> None:
+    """``kept_only`` reads (the direct reader decoding only the rows inside the intervals,
+    or whole leaves cut down): each interval's events, nulls included, as the whole-leaves
+    read slices them, its parts one after the other from row 0 of one-chunk tables, and the
+    same counters (what was decoded)."""
+    pts = sorted(set(points))
+    ivs = [(pts[i], pts[i + 1]) for i in range(0, len(pts) - 1, 2)]
+    got: dict[bool, tuple[dict[int, list[pa.Table]], dict]] = {}
+    decoded: list[bool] = []
+    real = ParquetCache.read_files_kept
+
+    def watched(self, *args):  # the real read; whether the direct reader decoded it
+        out = real(self, *args)
+        decoded.append(out is not None)
+        return out
+
+    ParquetCache.read_files_kept = watched  # type: ignore[method-assign]
+    try:
+        _read_both(nullable_store, ivs, cols, max_leaves, direct, got)
+    finally:
+        ParquetCache.read_files_kept = real  # type: ignore[method-assign]
+    assert decoded == [direct] * len(decoded)  # the direct reader takes every kept read
+    (whole, cw), (kept_, ck) = got[False], got[True]
+    assert whole.keys() == kept_.keys()
+    for k in whole:
+        a, b = pa.concat_tables(whole[k]), pa.concat_tables(kept_[k])
+        assert a.equals(b)
+        assert a.column("t").to_numpy().min() >= ivs[k][0]
+        assert a.column("t").to_numpy().max() < ivs[k][1]
+    assert cw == ck
+
+
+def _read_both(path: Path, ivs: list[tuple[int, int]], cols: list[str], max_leaves: int,
+               direct: bool, got: dict) -> None:
+    """Whole-leaves and kept-rows interval reads of a fresh store, per interval, with the
+    counters of each."""
+    for kept in (False, True):
+        fresh = Store(path)
+        fresh.parquet_cache.direct = direct
+        snap = fresh.stream("s")
+        per: dict[int, list[pa.Table]] = {}
+        for tbl, parts in snap.read_interval_groups(ivs, cols, max_leaves=max_leaves,
+                                                     kept_only=kept):
+            if kept:
+                assert [o for _, o, _ in parts] == np.cumsum(
+                    [0] + [r for _, _, r in parts[:-1]]).tolist()
+                assert sum(r for _, _, r in parts) == tbl.num_rows
+                assert all(c.num_chunks == 1 for c in tbl.columns)
+            for k, off, rows in parts:
+                per.setdefault(k, []).append(tbl.slice(off, rows))
+        got[kept] = (per, snap.counters.as_dict())

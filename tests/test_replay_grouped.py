@@ -217,8 +217,8 @@ def test_a_plan_keeping_nearly_every_leaf_reads_like_full_replay(snap) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(data=st.data())
-def test_keep_parts_slices_or_takes_the_same_rows(data) -> None:
-    from replaydb.replay.replay import SLICE_PARTS, _keep_parts
+def test_keep_rows_slices_or_takes_the_same_rows(data) -> None:
+    from replaydb.store.rowparts import SLICE_PARTS, keep_rows
 
     n = data.draw(st.integers(1, 400))
     k = data.draw(st.sampled_from([1, 3, SLICE_PARTS, SLICE_PARTS + 1, 120]))
@@ -230,7 +230,7 @@ def test_keep_parts_slices_or_takes_the_same_rows(data) -> None:
     rows = np.array([q - p for p, q in pairs], np.int64)
     chunks = [np.arange(h, min(n, h + 97)) for h in range(0, n, 97)]  # a chunked table
     tbl = pa.concat_tables([pa.table({"t": c, "x": c * 0.5}) for c in chunks])
-    got = _keep_parts(tbl, offs, rows)
+    got = keep_rows(tbl, offs, rows)
     want = np.concatenate([np.arange(p, q) for p, q in pairs])
     assert got.column("t").to_numpy().tolist() == want.tolist()
     assert got.column("x").to_numpy().tolist() == (want * 0.5).tolist()
@@ -239,11 +239,11 @@ def test_keep_parts_slices_or_takes_the_same_rows(data) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
-def test_keep_parts_of_single_chunk_tables_of_every_width(data) -> None:
+def test_keep_rows_of_single_chunk_tables_of_every_width(data) -> None:
     """Tables of one chunk (as the store's reader gives them; also sliced): the compiled copy
     of 4- and 8-byte columns gives the rows of the parts with the same types; a column with
     nulls, a boolean or a string takes the general path, with the same rows."""
-    from replaydb.replay.replay import _keep_parts
+    from replaydb.store.rowparts import keep_rows
 
     n = data.draw(st.integers(1, 300))
     lead = data.draw(st.integers(0, 5))
@@ -266,7 +266,7 @@ def test_keep_parts_of_single_chunk_tables_of_every_width(data) -> None:
     elif extra == "str":
         cols["x"] = pa.array([str(v) for v in base])
     tbl = pa.table(cols).slice(lead)
-    got = _keep_parts(tbl, offs, rows)
+    got = keep_rows(tbl, offs, rows)
     idx = np.concatenate([np.arange(p, q) for p, q in pairs])
     want = tbl.take(pa.array(idx))
     assert got.schema == tbl.schema and got.equals(want)
