@@ -149,12 +149,17 @@ class _Parser(ParserBase):
 
     # ------------------------------------------------------------------ atoms
     def parse_primary_hook(self) -> Expr | None:
-        t = self.tok
-        if t.kind == "ident" and self.peek().is_op(".") and self.peek(2).is_op("*"):
-            self.advance()
-            self.advance()
-            self.advance()
-            return Column("*", self.var_name(t), pos=t.pos)
+        """``var.*`` (every column of a variable's rows); the tokens tested in place, as
+        every primary passes here."""
+        toks, i = self.toks, self.i
+        t = toks[i]
+        if t.kind == "ident" and i + 2 < len(toks):
+            dot, star = toks[i + 1], toks[i + 2]
+            if dot.kind == "op" and dot.text == "." and star.kind == "op" and star.text == "*":
+                self.advance()
+                self.advance()
+                self.advance()
+                return Column("*", self.var_name(t), pos=t.pos)
         return None
 
     def var_name(self, tok) -> str:  # type: ignore[no-untyped-def]

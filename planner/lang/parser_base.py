@@ -21,9 +21,10 @@ Expression grammar (lowest to highest precedence)::
               | name [. name]            -- column, optionally qualified
 
 The nesting depth is bounded (:data:`MAX_DEPTH`) so a hostile query cannot overflow the stack.
-One level of parenthesized expression costs about ten Python frames (``parse_expr`` down to
-``parse_primary``), so the bound must keep ``MAX_DEPTH * 10`` well under the interpreter's default
-recursion limit (1000) with room for the caller's frames: 50 levels, far more than any real query.
+One level of parenthesized expression costs six or seven Python frames (``parse_expr`` down to
+``parse_primary`` and its hook; levels of the grammar share functions, see below), so the bound
+must keep ``MAX_DEPTH * 10`` well under the interpreter's default recursion limit (1000) with room
+for the caller's frames: 50 levels, far more than any real query.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ _MUL = ("*", "/", "%")
 _SIGN = ("-", "+")
 _ADD_EXPECTED, _MUL_EXPECTED, _SIGN_EXPECTED = (tuple(repr(o) for o in ops)
                                                 for ops in (_ADD, _MUL, _SIGN))
+_PRIMARY_WORDS = frozenset(("TRUE", "FALSE", "NULL"))
 
 
 @lru_cache(maxsize=256)
@@ -211,30 +213,39 @@ class ParserBase:
         finally:
             self._depth -= 1
 
-    # The binary levels below test the next token inline (what accept_kw/accept_op do,
-    # recording the same expected words when it does not match): every primary passes
-    # through all of them, so a call per test was most of the parser's time.
+    # The levels below test the next token inline (what accept_kw/accept_op do, recording the
+    # same expected words when it does not match), and the grammar's levels share functions:
+    # OR with AND, NOT with the comparison, + - with * / % and the sign. Every primary passes
+    # through all levels, so a call per test or per level was most of the parser's time; the
+    # trees are those of one function per level (left-associative, the same positions).
     def _parse_or(self) -> Expr:
-        left = self._parse_and()
+        """``and (OR and)*`` with ``and := not (AND not)*``."""
+        left = self._parse_not()
+        toks = self.toks
         while True:
-            t = self.toks[self.i]
+            t = toks[self.i]
+            if t.kw != "AND":
+                break
+            self.advance()
+            left = Binary("and", left, self._parse_not(), pos=t.pos)
+        while True:
+            self._expected.append("AND")
+            t = toks[self.i]
             if t.kw != "OR":
                 self._expected.append("OR")
                 return left
             self.advance()
-            left = Binary("or", left, self._parse_and(), pos=t.pos)
-
-    def _parse_and(self) -> Expr:
-        left = self._parse_not()
-        while True:
-            t = self.toks[self.i]
-            if t.kw != "AND":
-                self._expected.append("AND")
-                return left
-            self.advance()
-            left = Binary("and", left, self._parse_not(), pos=t.pos)
+            right = self._parse_not()
+            while True:
+                u = toks[self.i]
+                if u.kw != "AND":
+                    break
+                self.advance()
+                right = Binary("and", right, self._parse_not(), pos=u.pos)
+            left = Binary("or", left, right, pos=t.pos)
 
     def _parse_not(self) -> Expr:
+        """``NOT not | cmp``, the comparison level inline."""
         t = self.toks[self.i]
         if t.kw == "NOT":
             self.advance()
@@ -246,11 +257,8 @@ class ParserBase:
             finally:
                 self._depth -= 1
         self._expected.append("NOT")
-        return self._parse_cmp()
-
-    def _parse_cmp(self) -> Expr:
         left = self._parse_add()
-        t = self.tok
+        t = self.toks[self.i]
         if t.kind == "op" and t.text in _CMP:
             self.advance()
             return Binary(_CMP[t.text], left, self._parse_add(), pos=t.pos)
@@ -259,6 +267,11 @@ class ParserBase:
         if kw is None or kw not in _AFTER_OPERAND:  # none of NOT BETWEEN/IN, BETWEEN, IN, IS
             self._expected.extend(_AFTER_OPERAND_EXPECTED)
             return left
+        return self._parse_after_operand(left, kw)
+
+    def _parse_after_operand(self, left: Expr, kw: str) -> Expr:
+        """``[NOT] BETWEEN add AND add | [NOT] IN (expr, ...) | IS [NOT] NULL`` after
+        ``left`` (the current token's keyword is ``kw``)."""
         negated = False
         if kw == "NOT" and self.peek().is_kw("BETWEEN", "IN"):
             self.advance()
@@ -285,24 +298,30 @@ class ParserBase:
         return left
 
     def _parse_add(self) -> Expr:
-        left = self._parse_mul()
+        """``mul ((+ | -) mul)*`` with ``mul := unary ((* | / | %) unary)*``."""
+        toks = self.toks
+        left = self._parse_unary()
         while True:
-            t = self.toks[self.i]
+            t = toks[self.i]
+            if t.kind != "op" or t.text not in _MUL:
+                break
+            self.advance()
+            left = Binary(t.text, left, self._parse_unary(), pos=t.pos)
+        while True:
+            self._expected.extend(_MUL_EXPECTED)
+            t = toks[self.i]
             if t.kind != "op" or t.text not in _ADD:
                 self._expected.extend(_ADD_EXPECTED)
                 return left
             self.advance()
-            left = Binary(t.text, left, self._parse_mul(), pos=t.pos)
-
-    def _parse_mul(self) -> Expr:
-        left = self._parse_unary()
-        while True:
-            t = self.toks[self.i]
-            if t.kind != "op" or t.text not in _MUL:
-                self._expected.extend(_MUL_EXPECTED)
-                return left
-            self.advance()
-            left = Binary(t.text, left, self._parse_unary(), pos=t.pos)
+            right = self._parse_unary()
+            while True:
+                u = toks[self.i]
+                if u.kind != "op" or u.text not in _MUL:
+                    break
+                self.advance()
+                right = Binary(u.text, right, self._parse_unary(), pos=u.pos)
+            left = Binary(t.text, left, right, pos=t.pos)
 
     def _parse_unary(self) -> Expr:
         t = self.toks[self.i]
@@ -328,41 +347,50 @@ class ParserBase:
         hooked = self.parse_primary_hook()
         if hooked is not None:
             return hooked
-        t = self.tok
-        if t.kind == "number":
-            self.advance()
-            if t.unit:
-                raise self.error(f"a duration ({t.text}) is not allowed here", t.pos)
-            return Literal(t.value, pos=t.pos)
-        if t.kind == "string":
-            self.advance()
-            return Literal(t.value, pos=t.pos)
-        if t.is_op("("):
-            self.advance()
-            e = self.parse_expr()
-            self.expect_op(")")
-            return e
-        if t.kind == "ident":
-            if t.is_kw("TRUE", "FALSE") and not self.peek().is_op("(", "."):
-                self.advance()
-                return Literal(t.text.upper() == "TRUE", pos=t.pos)
-            if t.is_kw("NULL") and not self.peek().is_op("(", "."):
-                self.advance()
-                return Literal(None, pos=t.pos)
+        toks = self.toks
+        t = toks[self.i]
+        kind = t.kind
+        if kind == "ident":
+            kw = t.kw
+            if kw is not None and kw in _PRIMARY_WORDS:
+                nxt = self.peek()
+                if kw in ("TRUE", "FALSE") and not nxt.is_op("(", "."):
+                    self.advance()
+                    return Literal(kw == "TRUE", pos=t.pos)
+                if kw == "NULL" and not nxt.is_op("(", "."):
+                    self.advance()
+                    return Literal(None, pos=t.pos)
             qualifier = None
-            if t.is_kw("RUNNING", "FINAL") and self.peek().kind == "ident" \
+            if kw is not None and kw in ("RUNNING", "FINAL") and self.peek().kind == "ident" \
                     and self.peek(2).is_op("("):
                 qualifier = self.advance().text.upper()
                 t = self.tok
             name_tok = self.advance()
-            if self.at_op("("):
+            nxt = toks[self.i]
+            if nxt.kind == "op" and nxt.text == "(":
                 return self.parse_call(name_tok, qualifier)
+            self._expected.append("'('")
             if qualifier is not None:
                 raise self.error("RUNNING/FINAL must precede a function call", name_tok.pos)
-            if self.accept_op("."):
+            if nxt.kind == "op" and nxt.text == ".":
+                self.advance()
                 attr = self.expect_ident("an attribute name")
                 return Column(str(attr.value), str(name_tok.value), pos=name_tok.pos)
+            self._expected.append("'.'")
             return Column(str(name_tok.value), pos=name_tok.pos)
+        if kind == "number":
+            self.advance()
+            if t.unit:
+                raise self.error(f"a duration ({t.text}) is not allowed here", t.pos)
+            return Literal(t.value, pos=t.pos)
+        if kind == "string":
+            self.advance()
+            return Literal(t.value, pos=t.pos)
+        if kind == "op" and t.text == "(":
+            self.advance()
+            e = self.parse_expr()
+            self.expect_op(")")
+            return e
         self._expected.extend(["a value", "a column", "'('"])
         raise self.error(f"unexpected {t.describe()}")
 
