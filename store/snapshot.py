@@ -160,22 +160,13 @@ class ParquetCache:
             got = None if d is None else d.read_into(groups, columns, out, valid, at)
             if got is None:
                 return None
-            n, w, opt, sch = got
+            plan = _one_layout(plan, got[1:])
             if plan is None:
-                plan = (w, opt, sch)
-            elif sch is not plan[2] and (not sch.equals(plan[2], check_metadata=False)
-                                         or not np.array_equal(w, plan[0])
-                                         or not np.array_equal(opt, plan[1])):
                 return None
-            at += n
-        if at != rows:
+            at += got[0]
+        if at != rows or plan is None:
             return None
-        assert plan is not None
-        width, optional, schema = plan
-        nulls = np.zeros(len(columns), np.int64)
-        for k in np.flatnonzero(optional).tolist():
-            nulls[k] = rows - np.count_nonzero(valid[k])
-        return table_of(width, schema, out, valid, nulls)
+        return _decoded_table(plan, out, valid, rows)
 
     def read_files_kept(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
                         columns: tuple[str, ...], rows: int, lo: np.ndarray, hi: np.ndarray
@@ -199,22 +190,13 @@ class ParquetCache:
             d = self._direct_file(path, pf)
             got = None if d is None else d.read_kept_into(groups, columns, lo, hi, state, out,
                                                           valid, part_k, part_n)
-            if got is None:
-                return None
+            plan = None if got is None else _one_layout(plan, got)
             if plan is None:
-                plan = got
-            elif got[2] is not plan[2] and (not got[2].equals(plan[2], check_metadata=False)
-                                            or not np.array_equal(got[0], plan[0])
-                                            or not np.array_equal(got[1], plan[1])):
                 return None
         assert plan is not None
-        width, optional, schema = plan
         kept, n_parts = int(state[1]), int(state[2])
-        out, valid = out[:, :kept], valid[:, :kept]
-        nulls = np.zeros(len(columns), np.int64)
-        for k in np.flatnonzero(optional).tolist():
-            nulls[k] = kept - np.count_nonzero(valid[k])
-        return table_of(width, schema, out, valid, nulls), part_k[:n_parts], part_n[:n_parts]
+        return (_decoded_table(plan, out[:, :kept], valid[:, :kept], kept), part_k[:n_parts],
+                part_n[:n_parts])
 
     def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
         """Compressed bytes per row group for ``columns`` (cached per file and column set)."""
@@ -401,14 +383,8 @@ class StreamSnapshot:
         runs of one or two leaves, and a call per piece cost about 25 us of dispatch, more
         than decoding the piece (about 5 us a leaf)."""
         if len(pieces) > 1 and self._cache.direct:
-            lv = self.tree.leaves
             sel = ids[pieces[0][0]:pieces[-1][1]]
-            fids, rgs = lv.col("file_id"), lv.col("rg")
-            parts = []
-            for a, b in self._leaf_chunks(sel, len(sel)):  # one run per data file
-                path = self._path_of(int(fids[sel[a]]), int(sel[a]))
-                parts.append((path, self._cache.get(path, self.counters), rgs[sel[a:b]]))
-            rows = int(lv.col("count")[sel].sum())
+            parts, rows = self._file_runs(sel)
             tbl = self._cache.read_files(parts, tuple(cols), rows)
             if tbl is not None:
                 self._count_leaves(sel, cols)
@@ -416,6 +392,18 @@ class StreamSnapshot:
                 return tbl
         tables = [self._read_leaf_chunk(ids[p:q], cols) for p, q in pieces]
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+    def _file_runs(self, sel: np.ndarray
+                   ) -> tuple[list[tuple[str, pq.ParquetFile, np.ndarray]], int]:
+        """Leaves ``sel`` (sorted) as the direct reader takes them: ``(path, handle, row
+        groups)`` per data file, one run each, and their total row count."""
+        lv = self.tree.leaves
+        fids, rgs = lv.col("file_id"), lv.col("rg")
+        parts = []
+        for a, b in self._leaf_chunks(sel, len(sel)):  # one run per data file
+            path = self._path_of(int(fids[sel[a]]), int(sel[a]))
+            parts.append((path, self._cache.get(path, self.counters), rgs[sel[a:b]]))
+        return parts, int(lv.col("count")[sel].sum())
 
     def _iter_leaf_ids(self, ids: np.ndarray, cols: list[str],
                        max_leaves: int) -> Iterator[pa.Table]:
@@ -550,14 +538,8 @@ class StreamSnapshot:
         Counted as :meth:`_read_leaf_pieces` counts a read of the whole leaves."""
         if not self._cache.direct or not cols or cols[0] != "t":
             return None
-        lv = self.tree.leaves
         sel = ids[pieces[0][0]:pieces[-1][1]]
-        fids, rgs = lv.col("file_id"), lv.col("rg")
-        parts = []
-        for p, q in self._leaf_chunks(sel, len(sel)):  # one run per data file
-            path = self._path_of(int(fids[sel[p]]), int(sel[p]))
-            parts.append((path, self._cache.get(path, self.counters), rgs[sel[p:q]]))
-        rows = int(lv.col("count")[sel].sum())
+        parts, rows = self._file_runs(sel)
         got = self._cache.read_files_kept(parts, tuple(cols), rows, a, b)
         if got is not None:
             self._count_leaves(sel, cols)
@@ -758,6 +740,29 @@ def _values(col: pa.ChunkedArray | pa.Array, spec: AggSpec) -> tuple[np.ndarray,
 
 
 values_of = _values
+
+
+def _one_layout(plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None,
+                got: tuple[np.ndarray, np.ndarray, pa.Schema]
+                ) -> tuple[np.ndarray, np.ndarray, pa.Schema] | None:
+    """The layout (column widths, optional flags, schema) of a read of several files: the
+    first file's, or None when ``got`` (another file's) differs from ``plan``."""
+    if plan is None or got[2] is plan[2]:
+        return plan or got
+    same = (got[2].equals(plan[2], check_metadata=False) and np.array_equal(got[0], plan[0])
+            and np.array_equal(got[1], plan[1]))
+    return plan if same else None
+
+
+def _decoded_table(plan: tuple[np.ndarray, np.ndarray, pa.Schema], out: np.ndarray,
+                   valid: np.ndarray, rows: int) -> pa.Table:
+    """The table of ``rows`` decoded rows (``out``/``valid`` as the direct reader fills them)
+    with the nulls of the optional columns counted."""
+    width, optional, schema = plan
+    nulls = np.zeros(len(width), np.int64)
+    for k in np.flatnonzero(optional).tolist():
+        nulls[k] = rows - np.count_nonzero(valid[k])
+    return table_of(width, schema, out, valid, nulls)
 
 
 def _cuts_a_leaf(lv: Any, lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray

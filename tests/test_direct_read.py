@@ -400,3 +400,36 @@ def _read_both(path: Path, ivs: list[tuple[int, int]], cols: list[str], max_leav
             for k, off, rows in parts:
                 per.setdefault(k, []).append(tbl.slice(off, rows))
         got[kept] = (per, snap.counters.as_dict())
+
+
+def test_only_intervals_that_cut_a_leaf_take_the_kept_rows_read(nullable_store) -> None:
+    """Full replay (one unbounded interval) and intervals holding whole leaves read whole
+    leaves, straight into the read's buffers; an interval that starts inside a leaf takes
+    the kept-rows read."""
+    snap = Store(nullable_store).stream("s")
+    lv = snap.tree.leaves
+    calls: list[int] = []
+    real = ParquetCache.read_files_kept
+
+    def counted(self, *args):  # the real read, counted
+        calls.append(1)
+        return real(self, *args)
+
+    t_min, t_max = lv.col("t_min"), lv.col("t_max")
+    # leaf boundaries where the time steps (no timestamp shared by the two leaves)
+    clean = [i for i in range(1, lv.n) if t_max[i - 1] < t_min[i]]
+    a, b = clean[0], clean[2]
+    whole = [(int(t_min[a]), int(t_min[b]))]  # leaves a .. b - 1, whole
+    inside = [(int(t_min[a]) + 1, int(t_min[b]))]  # starts inside leaf a
+    assert t_min[a] + 1 <= t_max[a]
+    ParquetCache.read_files_kept = counted  # type: ignore[method-assign]
+    try:
+        for ivs in ([(None, None)], whole):
+            got = list(snap.read_interval_groups(ivs, ["x"], kept_only=True))
+            assert got and calls == []
+        got = list(snap.read_interval_groups(inside, ["x"], kept_only=True))
+        assert calls == [1]
+        assert sum(r for _, parts in got for _, _, r in parts) == \
+            snap.read(inside[0][0], inside[0][1], ["x"]).num_rows
+    finally:
+        ParquetCache.read_files_kept = real  # type: ignore[method-assign]
