@@ -181,6 +181,12 @@ def join_pieces(pieces: list[Piece]) -> np.ndarray:
     return np.concatenate([as_array(p) for p in pieces])
 
 
+def _plain_of(files: Any, directory: str, meta: Any) -> PlainFile:
+    """The plain reader of run file ``meta`` of the index in ``directory`` (the open files'
+    cache ``files`` keeps it)."""
+    return files.plain(os.path.abspath(os.path.join(directory, meta.name)))
+
+
 def read_file_seq_pieces(
     directory: str,
     meta: RunFileMeta,
@@ -208,7 +214,7 @@ def read_file_seq_pieces(
         counters.row_groups_skipped += meta.num_row_groups
         return np.empty(0, np.int64), (np.empty(0, np.int64) if with_t else None)
     if meta.key_type != "string":
-        plain = files.plain(os.path.abspath(os.path.join(directory, meta.name)))
+        plain = _plain_of(files, directory, meta)
         got = _plain_range(plain, meta, a, b, lo, hi, lo_inclusive, hi_inclusive, with_t)
         if got is not None:
             seq, t, key_groups = got
@@ -283,7 +289,7 @@ def exact_rank(
         return before
     side = "left" if strict else "right"
     if meta.key_type != "string":
-        keys = files.plain(os.path.abspath(os.path.join(directory, meta.name))).column(g, "key")
+        keys = _plain_of(files, directory, meta).column(g, "key")
         if keys is not None:
             count_row_groups(meta, g, g + 1, epp, counters, ("key",))
             return before + int(np.searchsorted(keys, x, side=side))
