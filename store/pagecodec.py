@@ -678,6 +678,17 @@ def read_columns_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray,
                    at, big), n
 
 
+@nb.njit(cache=True, nogil=True)
+def copy_parts(src: np.ndarray, offs: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out`` := ``src[offs[i]:offs[i] + rows[i]]`` one after another."""
+    pos = 0
+    for i in range(offs.size):
+        o = offs[i]
+        for j in range(rows[i]):
+            out[pos + j] = src[o + j]
+        pos += rows[i]
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _lower_bound(t: np.ndarray, n: int, x: int) -> int:
     """The first of ``t[:n]`` (uint64 slots of ascending int64 values) not below ``x``."""
@@ -723,7 +734,7 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
     scr = np.empty((cols.size, maxr), np.uint64)
     vscr = np.ones((cols.size, maxr), np.uint8)
     r0s = np.empty(maxr, np.int64)
-    r1s = np.empty(maxr, np.int64)
+    lens = np.empty(maxr, np.int64)
     rks = np.empty(maxr, np.int64)
     scratch = np.empty(big, np.uint8)
     vals = np.empty(0, np.uint64)
@@ -749,7 +760,7 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
             r0 = _lower_bound(t, n, lo[j])
             r1 = _lower_bound(t, n, hi[j])
             if r1 > r0:
-                r0s[nr], r1s[nr], rks[nr] = r0, r1, j
+                r0s[nr], lens[nr], rks[nr] = r0, r1 - r0, j
                 nr += 1
                 kept += r1 - r0
             if hi[j] > tl:  # it goes on in the next group
@@ -767,25 +778,15 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
                                   width[k], optional[k], scr[k], vscr[k], 0, scratch, vals)
                 if st != OK:
                     return st
-            src, dst = scr[k], out[k]
-            pos = at
-            for q in range(nr):
-                for r in range(r0s[q], r1s[q]):
-                    dst[pos] = src[r]
-                    pos += 1
+            copy_parts(scr[k], r0s[:nr], lens[:nr], out[k, at:])
             if optional[k]:
-                vsrc, vdst = vscr[k], valid[k]
-                pos = at
-                for q in range(nr):
-                    for r in range(r0s[q], r1s[q]):
-                        vdst[pos] = vsrc[r]
-                        pos += 1
+                copy_parts(vscr[k], r0s[:nr], lens[:nr], valid[k, at:])
         for q in range(nr):
             if npart > 0 and part_k[npart - 1] == rks[q]:
-                part_n[npart - 1] += r1s[q] - r0s[q]
+                part_n[npart - 1] += lens[q]
             else:
                 part_k[npart] = rks[q]
-                part_n[npart] = r1s[q] - r0s[q]
+                part_n[npart] = lens[q]
                 npart += 1
         at += kept
     state[0], state[1], state[2] = iv, at, npart

@@ -26,12 +26,15 @@ _OPS = sorted(
 
 MAX_QUERY_CHARS = 1_000_000
 
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_\x80-\U0010ffff])"
+_NUMBER = r"[0-9]{1,300}(?:\.[0-9]+)?(?![0-9A-Za-z_.eE\x80-\U0010ffff])"
+_OP = ("|".join(re.escape(o) for o in _OPS if o not in ("-", "/", "."))
+       + r"|-(?!-)|/(?!\*)|\.(?![0-9])")
+"""The common tokens (:data:`_FAST`, :data:`_COMMON`): an identifier, a number and an
+operator, each with what must not follow it."""
+
 _FAST = re.compile(
-    r"[ \t\r\n]*(?:"
-    r"(?P<ident>[A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_\x80-\U0010ffff])"
-    r"|(?P<number>[0-9]{1,300}(?:\.[0-9]+)?)(?![0-9A-Za-z_.eE\x80-\U0010ffff])"
-    r"|(?P<op>" + "|".join(re.escape(o) for o in _OPS if o not in ("-", "/", ".")) +
-    r"|-(?!-)|/(?!\*)|\.(?![0-9])))"
+    rf"[ \t\r\n]*(?:(?P<ident>{_IDENT})|(?P<number>{_NUMBER})|(?P<op>{_OP}))"
     r"|(?P<space>[ \t\r\n]+)"
 )
 """The common tokens in one compiled match, with the ASCII whitespace before them: ASCII
@@ -70,13 +73,7 @@ class Token(NamedTuple):
         return repr(self.text)
 
 
-_COMMON = re.compile(
-    r"([ \t\r\n]*)(?:"
-    r"([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_\x80-\U0010ffff])"
-    r"|([0-9]{1,300}(?:\.[0-9]+)?)(?![0-9A-Za-z_.eE\x80-\U0010ffff])"
-    r"|(" + "|".join(re.escape(o) for o in _OPS if o not in ("-", "/", ".")) +
-    r"|-(?!-)|/(?!\*)|\.(?![0-9]))|$)"
-)
+_COMMON = re.compile(rf"([ \t\r\n]*)(?:({_IDENT})|({_NUMBER})|({_OP})|$)")
 """:data:`_FAST`'s tokens as groups (whitespace, identifier, number, operator), for
 :func:`_all_common`."""
 

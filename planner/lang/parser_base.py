@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 from replaydb.errors import ParseError
 from replaydb.operators.expr import (
@@ -220,29 +221,24 @@ class ParserBase:
     # trees are those of one function per level (left-associative, the same positions).
     def _parse_or(self) -> Expr:
         """``and (OR and)*`` with ``and := not (AND not)*``."""
-        left = self._parse_not()
         toks = self.toks
+        left: Any = None  # the first term, then the tree so far
+        op: Token | None = None  # the OR before the term being parsed
         while True:
-            t = toks[self.i]
-            if t.kw != "AND":
-                break
-            self.advance()
-            left = Binary("and", left, self._parse_not(), pos=t.pos)
-        while True:
+            term = self._parse_not()
+            while True:
+                t = toks[self.i]
+                if t.kw != "AND":
+                    break
+                self.advance()
+                term = Binary("and", term, self._parse_not(), pos=t.pos)
+            left = term if op is None else Binary("or", left, term, pos=op.pos)
             self._expected.append("AND")
-            t = toks[self.i]
-            if t.kw != "OR":
+            op = toks[self.i]
+            if op.kw != "OR":
                 self._expected.append("OR")
                 return left
             self.advance()
-            right = self._parse_not()
-            while True:
-                u = toks[self.i]
-                if u.kw != "AND":
-                    break
-                self.advance()
-                right = Binary("and", right, self._parse_not(), pos=u.pos)
-            left = Binary("or", left, right, pos=t.pos)
 
     def _parse_not(self) -> Expr:
         """``NOT not | cmp``, the comparison level inline."""
@@ -300,28 +296,23 @@ class ParserBase:
     def _parse_add(self) -> Expr:
         """``mul ((+ | -) mul)*`` with ``mul := unary ((* | / | %) unary)*``."""
         toks = self.toks
-        left = self._parse_unary()
+        left: Any = None  # the first term, then the tree so far
+        op: Token | None = None  # the + or - before the term being parsed
         while True:
-            t = toks[self.i]
-            if t.kind != "op" or t.text not in _MUL:
-                break
-            self.advance()
-            left = Binary(t.text, left, self._parse_unary(), pos=t.pos)
-        while True:
+            term = self._parse_unary()
+            while True:
+                t = toks[self.i]
+                if t.kind != "op" or t.text not in _MUL:
+                    break
+                self.advance()
+                term = Binary(t.text, term, self._parse_unary(), pos=t.pos)
+            left = term if op is None else Binary(op.text, left, term, pos=op.pos)
             self._expected.extend(_MUL_EXPECTED)
-            t = toks[self.i]
-            if t.kind != "op" or t.text not in _ADD:
+            op = toks[self.i]
+            if op.kind != "op" or op.text not in _ADD:
                 self._expected.extend(_ADD_EXPECTED)
                 return left
             self.advance()
-            right = self._parse_unary()
-            while True:
-                u = toks[self.i]
-                if u.kind != "op" or u.text not in _MUL:
-                    break
-                self.advance()
-                right = Binary(u.text, right, self._parse_unary(), pos=u.pos)
-            left = Binary(t.text, left, right, pos=t.pos)
 
     def _parse_unary(self) -> Expr:
         t = self.toks[self.i]
