@@ -795,44 +795,83 @@ PROBE_SHIFT = 3
 """:func:`members_in_pieces`' coarse bitmap keeps one bit per ``2**PROBE_SHIFT`` values (a
 10M-value stream: 156 KB, in the second-level cache)."""
 
+PASS_BUFFER = 1 << 13
+""":func:`members_in_pieces` gathers this many values that pass the coarse bitmap before it
+sorts them and looks them up among the targets (64 KB)."""
+
+
+@nb.njit(cache=True, nogil=True)
+def _settle_passes(cand: np.ndarray, k: int, targets: np.ndarray, hit: np.ndarray) -> None:
+    """Mark in ``hit`` the targets among ``cand[:k]``: the passes sorted, then one galloping
+    walk of the targets (ascending) - O(k log k + k log(targets / k))."""
+    c = np.sort(cand[:k])
+    m = targets.size
+    j = 0
+    for i in range(k):
+        x = c[i]
+        if j < m and targets[j] < x:  # gallop to the first target >= x
+            lo = j
+            step = 1
+            hi = j + 1
+            while hi < m and targets[hi] < x:
+                lo = hi
+                step <<= 1
+                hi = lo + step
+            if hi > m:
+                hi = m
+            while hi - lo > 1:
+                mid = (lo + hi) >> 1
+                if targets[mid] < x:
+                    lo = mid
+                else:
+                    hi = mid
+            j = hi
+        if j == m:
+            return
+        if targets[j] == x:
+            hit[j] = True
+
 
 @nb.njit(cache=True, nogil=True)
 def _probe_values(vals: np.ndarray, targets: np.ndarray, shift: int, coarse: np.ndarray,
-                  bound: int, hit: np.ndarray) -> int:
-    """Mark in ``hit`` the targets among ``vals``: 0, or 2 on a value outside ``[0,
-    bound)``."""
+                  bound: int, hit: np.ndarray, cand: np.ndarray, k: int) -> int:
+    """Gather into ``cand`` (from ``k``) the values of ``vals`` whose coarse bit is set,
+    settling a full buffer into ``hit`` (:func:`_settle_passes`): the new count, or -2 on a
+    value outside ``[0, bound)``."""
     one = np.uint64(1)
     sh = np.uint64(shift)
     ub = np.uint64(bound)
     six = np.uint64(6)
     low = np.uint64(63)
-    m = targets.size
+    cap = cand.size
     for j in range(vals.size):
         s = np.uint64(vals[j])
         if s >= ub:
-            return 2
+            return -2
         c = s >> sh
         if (coarse[c >> six] >> (c & low)) & one:
-            p = np.searchsorted(targets, np.int64(s))
-            if p < m and targets[p] == np.int64(s):
-                hit[p] = True
-    return 0
+            if k == cap:
+                _settle_passes(cand, k, targets, hit)
+                k = 0
+            cand[k] = np.int64(s)
+            k += 1
+    return k
 
 
 @nb.njit(cache=True, nogil=True)
 def _probe_spans(buf: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
                  targets: np.ndarray, shift: int, coarse: np.ndarray, bound: int,
-                 hit: np.ndarray) -> int:
+                 hit: np.ndarray, cand: np.ndarray, k: int) -> int:
     """:func:`_probe_values` of the int64 values lying in ``buf`` (bytes): ``counts[i]`` of
     them from byte ``offsets[i]``."""
-    for k in range(offsets.size):
-        ok, vals = _span(buf, offsets, counts, k)
+    for i in range(offsets.size):
+        ok, vals = _span(buf, offsets, counts, i)
         if not ok:
-            return 2
-        st = _probe_values(vals, targets, shift, coarse, bound, hit)
-        if st != 0:
-            return st
-    return 0
+            return -2
+        k = _probe_values(vals, targets, shift, coarse, bound, hit, cand, k)
+        if k < 0:
+            return k
+    return k
 
 
 @nb.njit(cache=True, nogil=True)
@@ -851,14 +890,16 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
     values of ``pieces`` (arrays, or where int64 values lie in a file's bytes, as
     :func:`union_bits_of` takes them): a boolean per target.
 
-    For a few targets tested against many values - the candidates a tight block has left,
-    against the biggest member's lookup - without a bitmap of the values: one pass over
-    them where they lie, each tested against a coarse bitmap of the targets (one bit per
-    ``2**PROBE_SHIFT`` values) and, where that bit is set, found or not by a binary search
-    of the targets. Measured on 695k seqs of 10M: 0.75 ms for 77-300 targets and 1.0 ms
-    for 2,000, against 1.5-1.6 ms for the values' bitmap and its tests; 1.8x slower than it
-    for 20,000 (the coarse bits pass too often). O(values + targets + passes x log
-    targets). ValueError for a value outside ``[0, bound)``."""
+    For targets tested against many values - the candidates a tight block has left, against
+    a member's lookup - without a bitmap of the values: one pass over them where they lie,
+    each tested against a coarse bitmap of the targets (one bit per ``2**PROBE_SHIFT``
+    values); those that pass are gathered (:data:`PASS_BUFFER` at a time), sorted, and
+    looked up by one galloping walk of the targets. A branch per value that passes costs a
+    cache miss's worth (the loop's loads ahead are dropped), so passes are kept apart from
+    the lookups: against a binary search per pass, 885k values and 16k-30k targets
+    (1.3%-2.4% passing) took 2.5-3.8 ms instead of 3.6-5.2 ms. When this pays over the
+    values' bitmap: :func:`scan_pays`. O(values + passes log passes + targets). ValueError
+    for a value outside ``[0, bound)``."""
     targets = np.ascontiguousarray(targets, dtype=np.int64)
     hit = np.zeros(targets.size, np.bool_)
     if targets.size == 0:
@@ -867,11 +908,58 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
         raise ValueError("members_in_pieces: targets must lie in [0, bound)")
     b = int(bound)
     coarse = _coarse_of(targets, PROBE_SHIFT, b)
+    cand = np.empty(PASS_BUFFER, np.int64)
+    got = [0]
+
+    def status(k: int) -> int:
+        if k < 0:
+            return 2
+        got[0] = k
+        return 0
+
     _each_piece(pieces, "members_in_pieces",
-                lambda v: _probe_values(v, targets, PROBE_SHIFT, coarse, b, hit),
-                lambda buf, offs, cnts: _probe_spans(buf, offs, cnts, targets, PROBE_SHIFT,
-                                                     coarse, b, hit))
+                lambda v: status(_probe_values(v, targets, PROBE_SHIFT, coarse, b, hit, cand,
+                                               got[0])),
+                lambda buf, offs, cnts: status(_probe_spans(buf, offs, cnts, targets,
+                                                            PROBE_SHIFT, coarse, b, hit, cand,
+                                                            got[0])))
+    if got[0]:
+        _settle_passes(cand, got[0], targets, hit)
     return hit
+
+
+SCAN_NS = 1.6
+""":func:`scan_pays`: ns per value of :func:`members_in_pieces`' pass (cold caches, one
+pass over values where they lie in memory-mapped index files)."""
+PASS_NS = 150.0
+""":func:`scan_pays`: ns per value passing the coarse bitmap."""
+BITS_NS = 2.3
+""":func:`scan_pays`: ns per value set in a bitmap of ``bound`` bits (a random
+read-modify-write of a bitmap larger than the second-level cache)."""
+BITS_FIXED_NS = 0.06
+""":func:`scan_pays`: ns per bit of a bitmap's bound (its zeroing and first writes)."""
+TEST_NS = 3.0
+""":func:`scan_pays`: ns per target tested against a bitmap."""
+
+
+def scan_pays(targets: int, values: int, bound: int) -> bool:
+    """Whether testing ``targets`` against a lookup's ``values`` (in ``[0, bound)``) costs
+    less by :func:`members_in_pieces` than by setting the values' bitmap and reading a bit
+    per target (:func:`union_bits_of`, :func:`member_bits`).
+
+    A model fitted on this machine with cold caches, as a query's planning finds them after
+    other work (36 member tests of the planner benchmark's 30 most selective m = 4 queries:
+    35k-980k values, 46-31k targets): the scan costs :data:`SCAN_NS` a value plus
+    :data:`PASS_NS` a value passing its coarse bitmap (a share ``targets * 2**PROBE_SHIFT /
+    bound`` of them); the bitmap :data:`BITS_FIXED_NS` a bit of its bound, :data:`BITS_NS` a
+    value and :data:`TEST_NS` a target. The scan wins with few targets whatever the values
+    (0.5-1.7 ms against 0.9-3.4 ms), and with many targets against few values (28k
+    against 65k: 0.50 against 0.76 ms); the bitmap with many targets against many values
+    (16k against 885k: 2.8 against 3.9 ms). O(1)."""
+    passing = min(1.0, targets * (1 << PROBE_SHIFT) / max(bound, 1))
+    scan = values * (SCAN_NS + PASS_NS * passing)
+    bits = BITS_FIXED_NS * bound + BITS_NS * values + TEST_NS * targets
+    return scan < bits
 
 
 @nb.njit(cache=True, nogil=True)

@@ -278,11 +278,13 @@ def _split_pieces(vals: np.ndarray, parts: int, seed: int) -> list:
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**16), n=st.integers(0, 3000), k=st.integers(0, 400),
-       parts=st.integers(1, 4))
-def test_members_in_pieces_equal_isin(seed, n, k, parts) -> None:
+       parts=st.integers(1, 4), buffer=st.sampled_from([1, 2, 5, 64, 1 << 13]))
+def test_members_in_pieces_equal_isin(seed, n, k, parts, buffer) -> None:
     """Which targets are among the values of pieces (arrays, and int64 values lying in a
-    file's bytes at any alignment, repeats allowed) - what ``np.isin`` answers; ValueError
-    for a value or a target outside ``[0, bound)``."""
+    file's bytes at any alignment, repeats allowed) - what ``np.isin`` answers, however
+    small the buffer of values passing the coarse bitmap (settled whenever it fills);
+    ValueError for a value or a target outside ``[0, bound)``."""
+    from replaydb.indexes import kernels
     from replaydb.indexes.kernels import members_in_pieces
 
     rng = np.random.default_rng(seed)
@@ -290,13 +292,32 @@ def test_members_in_pieces_equal_isin(seed, n, k, parts) -> None:
     vals = rng.integers(0, bound, n).astype(np.int64)
     targets = np.unique(np.concatenate([rng.integers(0, bound, k), vals[: k // 2]]))
     pieces = _split_pieces(vals, parts, seed)
-    got = members_in_pieces(targets, pieces, bound)
+    old, kernels.PASS_BUFFER = kernels.PASS_BUFFER, buffer
+    try:
+        got = members_in_pieces(targets, pieces, bound)
+    finally:
+        kernels.PASS_BUFFER = old
     assert np.array_equal(got, np.isin(targets, vals))
     if len(targets):
         with pytest.raises(ValueError):
             members_in_pieces(targets, [*pieces, np.array([bound], np.int64)], bound)
         with pytest.raises(ValueError):
             members_in_pieces(np.append(targets, bound), pieces, bound + 0)
+
+
+def test_scan_pays_where_measured() -> None:
+    """The scan-or-bitmap choice of a tight block's member test picks, on the cases it was
+    fitted to, the way that was faster: the scan for few targets whatever the values, and
+    for many targets against few values; the bitmap for many targets against many values.
+    The scan's cost grows with the targets, the bitmap's does not."""
+    from replaydb.indexes.kernels import scan_pays
+
+    bound = 10_000_000
+    assert scan_pays(46, 953_327, bound) and scan_pays(2_429, 173_300, bound)
+    assert scan_pays(28_527, 65_448, bound)
+    assert not scan_pays(16_096, 885_644, bound) and not scan_pays(30_750, 388_501, bound)
+    flips = [scan_pays(t, 500_000, bound) for t in (10, 1_000, 10_000, 100_000, 1_000_000)]
+    assert flips == sorted(flips, reverse=True) and flips[0] and not flips[-1]
 
 
 @settings(max_examples=60, deadline=None)

@@ -168,8 +168,8 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
     with _probe_store(seed, 1500, zeros=0.01) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
         base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
-        old = iv.PROBE_RATIO, iv.PRIMARY_PROBE_RATIO
-        iv.PROBE_RATIO = iv.PRIMARY_PROBE_RATIO = 0
+        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO
+        iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO = True, 0
         try:
             got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
             assert got.intervals == base.intervals
@@ -177,7 +177,7 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
                 assert got.pattern_state.index_reads.get("probed_events", 0) > 0
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
         finally:
-            iv.PROBE_RATIO, iv.PRIMARY_PROBE_RATIO = old
+            iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO = old
 
 
 def test_probes_from_several_threads_agree() -> None:

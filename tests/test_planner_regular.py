@@ -139,8 +139,8 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
     # anchor a bitmap not scanned yet (the first member then scanned against it), or its
     # seqs; a member's seq may repeat (overlapping ranges of its condition)
     occs = [a, b]
-    for ratio, fresh_bits, repeat in ((1, True, False), (iv.PROBE_RATIO, True, True),
-                                      (10**9, True, False), (iv.PROBE_RATIO, False, False)):
+    for scan, fresh_bits, repeat in ((True, True, False), (None, True, True),
+                                     (False, True, False), (None, False, False)):
         deferred = []
         for k, r in enumerate(plain):
             seq = rng.permutation(r.seq)
@@ -161,11 +161,11 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
                                              n=r.seq.size, times=lambda s, out=None: s * 3 + 1))
             else:
                 deferred.append(plain[k])
-        old, iv.PROBE_RATIO = iv.PROBE_RATIO, ratio
+        old, iv.SCAN_MEMBERS = iv.SCAN_MEMBERS, scan
         try:
             occs.append(block_occurrences(offsets, deferred))
         finally:
-            iv.PROBE_RATIO = old
+            iv.SCAN_MEMBERS = old
         if fresh_bits and not repeat:  # the first member met the anchor in its bitmap
             assert deferred[anchor]._seq is None
     sets = [set(r.seq.tolist()) for r in plain]
@@ -214,14 +214,14 @@ def test_deferred_members_change_no_interval(seed: int, w: int, shape: str,
     with _store(seed, 3000, 1) as store:
         base = plan_query(store, q, QueryOptions(plan="all", extra={
             "regular_times": False, "rivals": False, "weights": {"interval_events": 0.0}}))
-        old, iv.PROBE_RATIO = iv.PROBE_RATIO, 1
+        old, iv.SCAN_MEMBERS = iv.SCAN_MEMBERS, True
         try:
             got = plan_query(store, q, QueryOptions(plan="all", extra={
                 "rivals": False, "weights": {"interval_events": 0.0}}))
             assert got.intervals == base.intervals
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
         finally:
-            iv.PROBE_RATIO = old
+            iv.SCAN_MEMBERS = old
 
 
 def test_geometry_views_the_leaf_level_read_only(tmp_path) -> None:

@@ -55,6 +55,7 @@ from replaydb.indexes.kernels import (
     keys_of_bits,
     member_bits,
     members_in_pieces,
+    scan_pays,
     sorted_distinct,
     union_bits_of,
 )
@@ -154,10 +155,12 @@ class Geometry:
         return np.searchsorted(self.leaf_t_min, np.asarray(b) - 1, side="right") - 1
 
 
-PROBE_RATIO = 256
-"""A tight block tests the candidates it has left against a deferred member's seqs where
-they lie (:func:`~replaydb.indexes.kernels.members_in_pieces`) when the member has at least
-this many times as many seqs; else it sets the member's bitmap and tests against that."""
+SCAN_MEMBERS: bool | None = None
+"""How a tight block tests the candidates it has left against a deferred member: by a scan
+of the member's seqs where they lie (:func:`~replaydb.indexes.kernels.members_in_pieces`,
+True), by setting the member's bitmap and reading a bit per candidate (False), or by
+whichever :func:`~replaydb.indexes.kernels.scan_pays` finds cheaper (None, the default).
+The candidates and intervals are the same either way."""
 
 
 PRIMARY_PROBE_RATIO = 1024
@@ -183,7 +186,7 @@ class SymbolResult:
 
     A result may also be *deferred*: ``pieces``, where its ``n`` seqs lie in the index files
     (as :func:`sorted_alone` takes them), with nothing sorted or set yet. A tight block then
-    tests its few remaining candidates against the pieces (:data:`PROBE_RATIO`), or, with a
+    tests its remaining candidates against the pieces (:data:`SCAN_MEMBERS`), or, with a
     ``probe`` (events -> whether each passes the lookup's condition, read from the stream's
     data; None when it cannot tell), by reading their values (:data:`PRIMARY_PROBE_RATIO`);
     anything else reading it makes it what :func:`sorted_alone` makes first
@@ -349,9 +352,9 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
 
     The BS with the fewest events is the anchor; every other BS, smallest first, keeps the
     anchors whose event at its offset is in its result: one bitmap read per anchor left, or
-    a merge walk (both sides sorted by seq); a deferred member with :data:`PROBE_RATIO`
-    times more seqs than anchors left is scanned where its seqs lie against them instead
-    (:func:`~replaydb.indexes.kernels.members_in_pieces`), so its bitmap is never set.
+    a merge walk (both sides sorted by seq); a deferred member is scanned where its seqs
+    lie against the anchors left (:func:`~replaydb.indexes.kernels.members_in_pieces`), so
+    its bitmap is never set, where that costs less (:data:`SCAN_MEMBERS`).
     O(sum of the results' sizes).
     """
     anchor = min(range(len(results)), key=lambda j: len(results[j]))
@@ -366,7 +369,7 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
         o, r = offsets[j], results[j]
         if base.size == 0:
             break
-        if r.pieces is not None and base.size * PROBE_RATIO <= len(r):
+        if r.pieces is not None and _scans(base.size, r):
             x = base + int(o)
             inside = (x >= 0) & (x < r.bound)
             if not inside.all():
@@ -386,6 +389,14 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
     # the times of a BS that Algorithm 3.1 does not read are left out (None)
     return Occurrences(base + offsets[0], base + offsets[-1], _member_times(f, base, offsets[0]),
                        _member_times(last, base, offsets[-1]))
+
+
+def _scans(targets: int, r: SymbolResult) -> bool:
+    """Whether ``targets`` candidates are tested against deferred ``r`` by a scan of its seqs
+    (:data:`SCAN_MEMBERS`)."""
+    if SCAN_MEMBERS is not None:
+        return SCAN_MEMBERS
+    return scan_pays(targets, len(r), r.bound)
 
 
 def _met_in_anchor_bits(offsets: list[int], results: list[SymbolResult], anchor: int,
