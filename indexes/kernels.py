@@ -301,11 +301,17 @@ def _dense_enough(values: np.ndarray, bound: int, who: str) -> bool:
     outside ``[0, bound)`` (the kernels check the range of those they take)."""
     if values.dtype.kind not in "iu":
         raise ValueError(f"{who}: values must be integers in [0, bound)")
-    n = values.size
-    if n < _SMALL_SORT or bound > 256 * n:
+    if not bits_pay(values.size, bound):
         _pack_bits(values, bound, who)
         return False
     return True
+
+
+def bits_pay(n: int, bound: int) -> bool:
+    """Whether ``n`` integers in ``[0, bound)`` are sorted (made a set) by a bitmap of
+    ``bound`` bits rather than by a sort: enough of them (``_SMALL_SORT``) and dense enough
+    (``bound <= 256 n``). O(1)."""
+    return n >= _SMALL_SORT and bound <= 256 * n
 
 
 def sort_unique_with_payload(values: np.ndarray, payload: np.ndarray, bound: int,
@@ -513,7 +519,7 @@ def union_bits_of(pieces: Sequence[Any], bound: int, alloc: Any = None
         if p.dtype.kind not in "iu":
             raise ValueError("union_bits_of: values must be integers in [0, bound)")
         n += p.size
-    if n < _SMALL_SORT or bound > 256 * n:
+    if not bits_pay(n, bound):
         for p in pieces:
             v = _values_of(p)
             if v.size and (int(v.min()) < 0 or int(v.max()) >= bound):
@@ -894,11 +900,10 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
     a member's lookup - without a bitmap of the values: one pass over them where they lie,
     each tested against a coarse bitmap of the targets (one bit per ``2**PROBE_SHIFT``
     values); those that pass are gathered (:data:`PASS_BUFFER` at a time), sorted, and
-    looked up by one galloping walk of the targets. A branch per value that passes costs a
-    cache miss's worth (the loop's loads ahead are dropped), so passes are kept apart from
-    the lookups: against a binary search per pass, 885k values and 16k-30k targets
-    (1.3%-2.4% passing) took 2.5-3.8 ms instead of 3.6-5.2 ms. When this pays over the
-    values' bitmap: :func:`scan_pays`. O(values + passes log passes + targets). ValueError
+    looked up by one galloping walk of the targets. A binary search of the targets per
+    passing value cost about 200 ns a pass (885k values against 16k-30k targets, 1.3%-2.4%
+    passing: 3.6-5.2 ms); gathered, 2.5-3.6 ms. When this pays over the values'
+    bitmap: :func:`scan_pays`. O(values + passes log passes + targets). ValueError
     for a value outside ``[0, bound)``."""
     targets = np.ascontiguousarray(targets, dtype=np.int64)
     hit = np.zeros(targets.size, np.bool_)
@@ -947,15 +952,15 @@ def scan_pays(targets: int, values: int, bound: int) -> bool:
     less by :func:`members_in_pieces` than by setting the values' bitmap and reading a bit
     per target (:func:`union_bits_of`, :func:`member_bits`).
 
-    A model fitted on this machine with cold caches, as a query's planning finds them after
-    other work (36 member tests of the planner benchmark's 30 most selective m = 4 queries:
-    35k-980k values, 46-31k targets): the scan costs :data:`SCAN_NS` a value plus
-    :data:`PASS_NS` a value passing its coarse bitmap (a share ``targets * 2**PROBE_SHIFT /
-    bound`` of them); the bitmap :data:`BITS_FIXED_NS` a bit of its bound, :data:`BITS_NS` a
-    value and :data:`TEST_NS` a target. The scan wins with few targets whatever the values
-    (0.5-1.7 ms against 0.9-3.4 ms), and with many targets against few values (28k
-    against 65k: 0.50 against 0.76 ms); the bitmap with many targets against many values
-    (16k against 885k: 2.8 against 3.9 ms). O(1)."""
+    A model fitted with cold caches, as a query's planning finds them after other work (36
+    member tests of the planner benchmark's 30 most selective m = 4 queries: 35k-980k values,
+    46-31k targets): the scan costs :data:`SCAN_NS` a value plus :data:`PASS_NS` a value
+    passing its coarse bitmap (a share ``targets * 2**PROBE_SHIFT / bound`` of them); the
+    bitmap :data:`BITS_FIXED_NS` a bit of its bound, :data:`BITS_NS` a value and
+    :data:`TEST_NS` a target. The scan wins with few targets whatever the values (up to 9.4k
+    targets against 173k-980k values: 0.6-2.4 ms against 0.9-3.8 ms), and with many targets
+    against few values (28k against 65k: 0.50 against 0.76 ms); the bitmap with many targets
+    against many values (16k against 885k: 2.8 against 3.9 ms). O(1)."""
     passing = min(1.0, targets * (1 << PROBE_SHIFT) / max(bound, 1))
     scan = values * (SCAN_NS + PASS_NS * passing)
     bits = BITS_FIXED_NS * bound + BITS_NS * values + TEST_NS * targets
@@ -1031,13 +1036,18 @@ def hits_in_bits(pieces: Sequence[Any], shift: int, bits: np.ndarray, bound: int
         _each_piece(pieces, "hits_in_bits", on_values, on_spans)
     except _Full:
         return None
-    return sorted_distinct(out[:got[0]])
+    return sorted_distinct(out[:got[0]], owned=True)
 
 
-def sorted_distinct(values: np.ndarray) -> np.ndarray:
+def sorted_distinct(values: np.ndarray, *, owned: bool = False) -> np.ndarray:
     """``values`` sorted, each once: a sort and one comparison pass dropping repeats
-    (``np.unique``'s sort cost twice this). O(n log n)."""
-    out = np.sort(values)
+    (``np.unique``'s sort cost twice this); ``owned``: ``values`` is the caller's scratch,
+    sorted in place instead of copied. O(n log n)."""
+    if owned:
+        values.sort()
+        out = values
+    else:
+        out = np.sort(values)
     if out.size > 1:
         step = out[1:] != out[:-1]
         if not step.all():

@@ -192,13 +192,17 @@ def test_a_lookups_seqs_alone_are_its_set_sorted(n: int, repeats: int, pieces: i
         vals = np.concatenate([vals, rng.choice(vals, repeats)])
         rng.shuffle(vals)
     parts = np.array_split(vals, pieces)
+    before = vals.copy()
     got = sorted_alone(list(parts), bound, None, None)
+    assert np.array_equal(vals, before)  # the caller's arrays are not sorted in place
     want = np.unique(vals)
     assert len(got) >= len(want)
     assert np.array_equal(got.seq, want)
     assert len(got) == len(want)
     if n >= 40_000:
         assert got.bits is not None  # dense enough for the bitmap
+    with pytest.raises(ValueError):
+        sorted_alone([*parts, np.array([bound], np.int64)], bound, None, None)
 
 
 @settings(max_examples=15, deadline=None)

@@ -51,6 +51,7 @@ import numpy as np
 from numba import njit
 
 from replaydb.indexes.kernels import (
+    bits_pay,
     hits_in_bits,
     keys_of_bits,
     member_bits,
@@ -254,13 +255,21 @@ def sorted_alone(pieces: list[Any], bound: int, take: Any,
     block tests its members against it, and only the seqs read are scanned out of it;
     ``times``: a regular stream's times of seqs. The bitmap is the set of the seqs: a seq
     that two overlapping ranges of the condition both return is one event, as in a sort
-    that drops repeats. A sort when the bitmap does not take them (too sparse)."""
+    that drops repeats. A sort when the bitmap does not take them (too sparse): of one copy
+    of the seqs out of the index files, sorted in place. ValueError for a seq outside
+    ``[0, bound)``."""
     n = sum(p.size for p in pieces)
-    bits = union_bits_of(pieces, bound, take) if n > 1 else None
-    if bits is not None:
+    if n > 1 and bits_pay(n, bound):
+        bits = union_bits_of(pieces, bound, take)
+        assert bits is not None
         return SymbolResult(None, None, bits, bound, n=n, times=times, alloc=take)
+    seq = join_pieces(pieces)
+    owned = not (len(pieces) == 1 and isinstance(pieces[0], np.ndarray))  # a fresh array
+    if seq.dtype.kind not in "iu" or (seq.size and (int(seq.min()) < 0
+                                                    or int(seq.max()) >= bound)):
+        raise ValueError("sorted_alone: seqs must be integers in [0, bound)")
     # a seq returned twice (overlapping ranges of the condition) is one event
-    return SymbolResult(sorted_distinct(join_pieces(pieces)), None, times=times)
+    return SymbolResult(sorted_distinct(seq, owned=owned), None, times=times)
 
 
 def intersect_results(parts: list[SymbolResult]) -> SymbolResult:
