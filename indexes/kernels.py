@@ -806,6 +806,34 @@ PASS_BUFFER = 1 << 13
 sorts them and looks them up among the targets (64 KB)."""
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def gallop(seq: np.ndarray, j: int, x: int) -> int:
+    """First position ``>= j`` of ascending ``seq`` holding a value ``>= x``: steps of 1, 2,
+    4, ... from ``j``, then a binary search inside the last step. O(log d) for a distance
+    ``d``: a merge walk's cost when the next value is near, a binary search's when it is far
+    (the other side is much smaller)."""
+    m = seq.size
+    if j >= m or seq[j] >= x:
+        return j
+    step = 1
+    lo = j  # seq[lo] < x
+    hi = j + 1
+    while hi < m and seq[hi] < x:
+        lo = hi
+        step <<= 1
+        hi = lo + step
+    if hi > m:
+        hi = m
+    # seq[lo] < x, and seq[hi] >= x or hi == m
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if seq[mid] < x:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 @nb.njit(cache=True, nogil=True)
 def _settle_passes(cand: np.ndarray, k: int, targets: np.ndarray, hit: np.ndarray) -> None:
     """Mark in ``hit`` the targets among ``cand[:k]``: the passes sorted, then one galloping
@@ -815,23 +843,7 @@ def _settle_passes(cand: np.ndarray, k: int, targets: np.ndarray, hit: np.ndarra
     j = 0
     for i in range(k):
         x = c[i]
-        if j < m and targets[j] < x:  # gallop to the first target >= x
-            lo = j
-            step = 1
-            hi = j + 1
-            while hi < m and targets[hi] < x:
-                lo = hi
-                step <<= 1
-                hi = lo + step
-            if hi > m:
-                hi = m
-            while hi - lo > 1:
-                mid = (lo + hi) >> 1
-                if targets[mid] < x:
-                    lo = mid
-                else:
-                    hi = mid
-            j = hi
+        j = gallop(targets, j, x)
         if j == m:
             return
         if targets[j] == x:

@@ -52,6 +52,7 @@ from numba import njit
 
 from replaydb.indexes.kernels import (
     bits_pay,
+    gallop,
     hits_in_bits,
     keys_of_bits,
     member_bits,
@@ -295,34 +296,6 @@ class Occurrences:
         return int(self.first_seq.size)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _gallop(seq: np.ndarray, j: int, x: int) -> int:
-    """First position ``>= j`` of ascending ``seq`` holding a value ``>= x``: steps of 1, 2,
-    4, ... from ``j``, then a binary search inside the last step. O(log d) for a distance
-    ``d``: a merge walk's cost when the next value is near, a binary search's when it is far
-    (the other side is much smaller)."""
-    m = seq.size
-    if j >= m or seq[j] >= x:
-        return j
-    step = 1
-    lo = j  # seq[lo] < x
-    hi = j + 1
-    while hi < m and seq[hi] < x:
-        lo = hi
-        step <<= 1
-        hi = lo + step
-    if hi > m:
-        hi = m
-    # seq[lo] < x, and seq[hi] >= x or hi == m
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if seq[mid] < x:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
 @njit(cache=True, nogil=True)
 def _keep_members(base: np.ndarray, off: int, seq: np.ndarray) -> np.ndarray:
     """The ``b`` of ``base`` (ascending) with ``b + off`` in ``seq`` (ascending, distinct): a
@@ -335,7 +308,7 @@ def _keep_members(base: np.ndarray, off: int, seq: np.ndarray) -> np.ndarray:
     m = seq.size
     for i in range(base.size):
         x = base[i] + off
-        j = _gallop(seq, j, x)
+        j = gallop(seq, j, x)
         if j == m:
             break
         if seq[j] == x:
@@ -351,7 +324,7 @@ def _times_of(base: np.ndarray, off: int, seq: np.ndarray, t: np.ndarray) -> np.
     out = np.empty(base.size, np.int64)
     j = 0
     for i in range(base.size):
-        j = _gallop(seq, j, base[i] + off)
+        j = gallop(seq, j, base[i] + off)
         out[i] = t[j]
     return out
 
