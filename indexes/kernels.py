@@ -927,19 +927,12 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
     coarse = _coarse_of(targets, PROBE_SHIFT, b)
     cand = np.empty(PASS_BUFFER, np.int64)
     got = [0]
-
-    def status(k: int) -> int:
-        if k < 0:
-            return 2
-        got[0] = k
-        return 0
-
     _each_piece(pieces, "members_in_pieces",
-                lambda v: status(_probe_values(v, targets, PROBE_SHIFT, coarse, b, hit, cand,
-                                               got[0])),
-                lambda buf, offs, cnts: status(_probe_spans(buf, offs, cnts, targets,
-                                                            PROBE_SHIFT, coarse, b, hit, cand,
-                                                            got[0])))
+                lambda v: _count_status(_probe_values(v, targets, PROBE_SHIFT, coarse, b, hit,
+                                                      cand, got[0]), got),
+                lambda buf, offs, cnts: _count_status(
+                    _probe_spans(buf, offs, cnts, targets, PROBE_SHIFT, coarse, b, hit, cand,
+                                 got[0]), got))
     if got[0]:
         _settle_passes(cand, got[0], targets, hit)
     return hit
@@ -1038,11 +1031,11 @@ def hits_in_bits(pieces: Sequence[Any], shift: int, bits: np.ndarray, bound: int
 
     def on_values(v: np.ndarray) -> int:
         k = _hits_values(v, d, bits, b, out, got[0])
-        return _hits_status(k, got)
+        return _count_status(k, got)
 
     def on_spans(buf: np.ndarray, offs: np.ndarray, cnts: np.ndarray) -> int:
         k = _hits_spans(buf, offs, cnts, d, bits, b, out, got[0])
-        return _hits_status(k, got)
+        return _count_status(k, got)
 
     try:
         _each_piece(pieces, "hits_in_bits", on_values, on_spans)
@@ -1071,7 +1064,10 @@ class _Full(Exception):
     """:func:`hits_in_bits`: more hits than the bitmap's members."""
 
 
-def _hits_status(k: int, got: list[int]) -> int:
+def _count_status(k: int, got: list[int]) -> int:
+    """:func:`_each_piece`'s status of a kernel answering a count: the count (>= 0) kept in
+    ``got[0]`` and 0; 2 for -2 (a value outside ``[0, bound)``); :class:`_Full` raised for
+    -3 (no room left)."""
     if k == -3:
         raise _Full
     if k < 0:
