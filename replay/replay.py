@@ -335,10 +335,13 @@ class Replay:
             (k, k, b, _NO_BREAKS) for k, b in self.batches())
         for k, k_last, batch, breaks in source:
             if k != current:
-                t0 = time.perf_counter()
-                for _ in range(k - current):
-                    op.end_interval()
-                self.stats.operator_seconds += time.perf_counter() - t0
+                if breaks is _NO_BREAKS:
+                    t0 = time.perf_counter()
+                    for _ in range(k - current):
+                        op.end_interval()
+                    self.stats.operator_seconds += time.perf_counter() - t0
+                else:  # the intervals ending before the batch are breaks at its row 0
+                    breaks = np.concatenate((np.zeros(k - current, np.int64), breaks))
                 since += k - current
                 current = k
             t0 = time.perf_counter()

@@ -100,6 +100,10 @@ class BreakRecorder(Recorder):
                                    schema=self.output_schema))
         self.interval += len(breaks)
 
+    def end_interval(self) -> None:
+        self.ends = getattr(self, "ends", 0) + 1
+        super().end_interval()
+
 
 @settings(max_examples=40, deadline=None)
 @given(points=st.lists(st.integers(0, T_MAX), min_size=2, max_size=40),
@@ -107,12 +111,14 @@ class BreakRecorder(Recorder):
 def test_spans_carry_many_intervals_per_batch(snap, points, batch_rows) -> None:
     """Replay hands an operator with ``push_intervals`` batches of many intervals; the breaks
     (one per ended interval, repeated for empty ones) put every event in its own interval, as
-    one batch per interval with end_interval between does."""
+    one batch per interval with end_interval between does. The intervals that end before a
+    batch are breaks at its row 0: such an operator is never asked for ``end_interval``."""
     ivs = _intervals(points, False, False)
     rec = BreakRecorder()
     many = Replay([snap], ivs, batch_rows=batch_rows).run(rec)
     one = Replay([snap], ivs, batch_rows=batch_rows).run(Recorder())
     assert many.equals(one)
+    assert getattr(rec, "ends", 0) == 0
     nonempty = len({int(k) for k in one.column("interval").to_numpy()})
     if batch_rows == 1000 and nonempty > 1:
         assert getattr(rec, "pushes", 0) < nonempty

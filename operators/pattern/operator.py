@@ -346,25 +346,23 @@ class PatternOperator(Operator):
         predicates, partitions and the event buffer are computed once, and the matcher ends
         every run at each break as at end of input, with no per-interval Python work. Otherwise
         (PREV or NEXT, or an engine without breaks) the slices are pushed one by one. Both give
-        the same rows (a test holds them to it). Cost: O(rows + breaks x partitions)."""
+        the same rows (a test holds them to it). A break at row 0 (the batch starts a new
+        interval, as every batch but the first of an interval plan does) is one more break
+        for the matcher: the runs carried from the batch before end there, in the same call,
+        instead of in an :meth:`end_interval` of their own (a matcher call and a reset per
+        batch). Cost: O(rows + breaks x partitions)."""
         n = batch.num_rows
         breaks = self._checked_breaks(breaks, n)
         if breaks.size == 0 or not self._breaks_in_kernel:
             super().push_intervals(batch, breaks)
             return
-        for _ in range(int(np.count_nonzero(breaks == 0))):
-            self.end_interval()
-        inner = breaks[breaks > 0]
-        if inner.size == 0:
-            self.push(batch)
-            return
         self._check_open()
         self._admit(batch)
         brk = np.zeros(n, dtype=np.bool_)
-        brk[inner] = True
+        brk[breaks] = True
         self._push_batch(batch, brk)
         self._span_after_gc = 0
-        self.counters.intervals += int(inner.size)
+        self.counters.intervals += int(breaks.size)
 
     def _push_batch(self, batch: pa.RecordBatch, brk: np.ndarray | None = None) -> None:
         """Match one batch; ``brk`` (only when :attr:`_breaks_in_kernel`) flags rows that start
