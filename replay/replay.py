@@ -333,10 +333,7 @@ class Replay:
         ask_rows = max(1, self.batch_rows // 4)
         source = self.spans() if self._takes_spans(op) else (
             (k, k, b, _NO_BREAKS) for k, b in self.batches())
-        ahead = next(source, None)
-        while ahead is not None:
-            k, k_last, batch, breaks = ahead
-            ahead = next(source, None)  # one batch ahead: the last one is pushed as final
+        for k, k_last, batch, breaks in source:
             if k != current:
                 if breaks is _NO_BREAKS:
                     t0 = time.perf_counter()
@@ -348,8 +345,8 @@ class Replay:
                 since += k - current
                 current = k
             t0 = time.perf_counter()
-            if breaks.size or (ahead is None and breaks is not _NO_BREAKS):
-                op.push_intervals(batch, breaks, final=ahead is None)
+            if breaks.size:
+                op.push_intervals(batch, breaks)
             else:
                 op.push(batch)
             self.stats.operator_seconds += time.perf_counter() - t0
