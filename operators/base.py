@@ -12,6 +12,7 @@ Lifecycle::
     out = op.results()    # drain the results produced so far (an Arrow table)
     op.end_interval()     # the next batch is not contiguous with the last (replay intervals)
     op.push_intervals(batch, breaks)  # many intervals at once: one ends before each row offset
+                                      # (final=True: the last batch, the call ends with flush)
     op.flush()            # end of input: emit what end-of-input semantics allows
     state = op.snapshot() # a deep copy of the runtime state; op.restore(state) returns to it
 
@@ -128,10 +129,13 @@ class Operator(ABC):
         self.counters.events_in += batch.num_rows
         self.counters.batches_in += 1
 
-    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray) -> None:
+    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray, *,
+                       final: bool = False) -> None:
         """Feed one batch that spans several replay intervals: before row ``b`` of every
         ``b`` in ``breaks`` (sorted, each in ``[0, num_rows)``; a repeated offset ends empty
-        intervals too) an interval ends.
+        intervals too) an interval ends. ``final``: no input follows, the call ends with
+        :meth:`flush` (an operator may then resolve what waits for more input in the same
+        pass).
 
         The same as pushing the slices between the breaks with :meth:`end_interval` between
         them (this default does exactly that); operators override it to handle many short
@@ -145,6 +149,8 @@ class Operator(ABC):
             prev = b
         if prev < n:
             self.push(batch.slice(prev))
+        if final:
+            self.flush()
 
     def _checked_breaks(self, breaks: np.ndarray, n: int) -> np.ndarray:
         """``breaks`` as int64, or an error unless sorted and each in ``[0, n)``."""

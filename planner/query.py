@@ -365,9 +365,9 @@ class _Limits:
 
 def _within_limits(limits: _Limits, feed: Any) -> Any:
     """``feed`` (an operator's push method) checking ``limits`` before every call."""
-    def feed_within_limits(*args: Any) -> None:
+    def feed_within_limits(*args: Any, **kwargs: Any) -> None:
         limits.check()
-        feed(*args)
+        feed(*args, **kwargs)
 
     return feed_within_limits
 

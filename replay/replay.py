@@ -201,16 +201,18 @@ class Replay:
             self.stats.bytes += d.bytes
             self.stats.per_stream[snap.name] = d.as_dict()
 
-    def _read_groups(self, snap: Any, shape: Any, *, kept_only: bool = False
-                     ) -> Iterator[Any]:
+    def _read_groups(self, snap: Any, shape: Any, *, kept_only: bool = False,
+                     with_last: bool = False) -> Iterator[Any]:
         """``shape(table, parts)`` for every read of
         :meth:`StreamSnapshot.read_interval_groups` (the intervals' leaves, up to
         ``batch_rows`` events' worth per read; with ``kept_only``, their rows inside the
-        intervals only); reading and shaping count as read time."""
+        intervals only; with ``with_last``, ``shape(table, parts, last)``, ``last`` True for
+        the last read); reading and shaping count as read time."""
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         groups = snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
-                                           seq=self.seq, kept_only=kept_only)
+                                           seq=self.seq, kept_only=kept_only,
+                                           with_last=with_last)
         while True:
             t0 = time.perf_counter()
             group = next(groups, None)
@@ -238,26 +240,37 @@ class Replay:
         gathered into batches of up to ``batch_rows`` rows (rows between intervals that a
         shared leaf holds are left out: the reads keep the intervals' rows only). Several
         streams: one interval per batch, as :meth:`batches`."""
+        for k, k_last, batch, breaks, _ in self._marked_spans():
+            yield k, k_last, batch, breaks
+
+    def _marked_spans(self) -> Iterator[tuple[int, int, pa.RecordBatch, np.ndarray, bool]]:
+        """:meth:`spans`, each with whether it is the last batch of the replay: the last one
+        of the last read (the snapshot knows its last read before making it; nothing is read
+        ahead). Several streams: never marked."""
         if len(self.snapshots) != 1:
             for k, batch in self.batches():
-                yield k, k, batch, _NO_BREAKS
+                yield k, k, batch, _NO_BREAKS, False
             return
         snap = self.snapshots[0]
         before = [snap.counters.copy()]
         self.stats.intervals += len(self.intervals)
         try:
-            for sub, rows, row_k in self._read_groups(
-                    snap, lambda t, p: self._gather(t, p, snap), kept_only=True):
+            for sub, rows, row_k, last_read in self._read_groups(
+                    snap, lambda t, p, last: (*self._gather(t, p, snap), last),
+                    kept_only=True, with_last=True):
                 cuts = _span_cuts(rows.tolist(), self.batch_rows)
                 for c0, c1 in zip(cuts[:-1], cuts[1:]):
                     pos = c0
-                    for batch in sub.slice(c0, c1 - c0).to_batches():
+                    batches = sub.slice(c0, c1 - c0).to_batches()
+                    for i, batch in enumerate(batches):
                         kk = row_k[pos: pos + batch.num_rows]
                         pos += batch.num_rows
                         step = np.diff(kk)
                         at = np.flatnonzero(step) + 1
                         self.stats.batches += 1
-                        yield int(kk[0]), int(kk[-1]), batch, np.repeat(at, step[at - 1])
+                        last = last_read and c1 == cuts[-1] and i == len(batches) - 1
+                        yield (int(kk[0]), int(kk[-1]), batch, np.repeat(at, step[at - 1]),
+                               last)
         finally:
             self._count_reads(before)
 
@@ -331,9 +344,9 @@ class Replay:
         current = 0
         since = 0
         ask_rows = max(1, self.batch_rows // 4)
-        source = self.spans() if self._takes_spans(op) else (
-            (k, k, b, _NO_BREAKS) for k, b in self.batches())
-        for k, k_last, batch, breaks in source:
+        source = self._marked_spans() if self._takes_spans(op) else (
+            (k, k, b, _NO_BREAKS, False) for k, b in self.batches())
+        for k, k_last, batch, breaks, last in source:
             if k != current:
                 if breaks is _NO_BREAKS:
                     t0 = time.perf_counter()
@@ -345,8 +358,8 @@ class Replay:
                 since += k - current
                 current = k
             t0 = time.perf_counter()
-            if breaks.size:
-                op.push_intervals(batch, breaks)
+            if breaks.size or last:
+                op.push_intervals(batch, breaks, final=last)
             else:
                 op.push(batch)
             self.stats.operator_seconds += time.perf_counter() - t0

@@ -472,7 +472,8 @@ class StreamSnapshot:
         max_leaves: int = DEFAULT_BATCH_LEAVES,
         seq: bool = True,
         kept_only: bool = False,
-    ) -> Iterator[tuple[pa.Table, list[tuple[int, int, int]]]]:
+        with_last: bool = False,
+    ) -> Iterator[Any]:
         """Events of disjoint, sorted half-open time intervals, read together: yields
         ``(table, [(interval index, row offset, rows), ...])`` where the events of the listed
         intervals that the table holds are ``table.slice(offset, rows)``, in interval order.
@@ -493,7 +494,13 @@ class StreamSnapshot:
         where the intervals hold its leaves whole (full replay), or the direct reader
         declines, the whole leaves' table is read (and cut down where needed:
         :func:`.rowparts.keep_parts`). Events and bytes are counted as for whole leaves
-        (what was decoded). O(leaves read + intervals + leaf span of the intervals)."""
+        (what was decoded).
+
+        ``with_last``: ``(table, parts, last)``, ``last`` True for the read of the last
+        covered leaves (no read follows; known before the read is made, so a caller can
+        push its last rows as the end of input without reading ahead). A last read whose
+        intervals hold no event is not yielded, and then no read is marked.
+        O(leaves read + intervals + leaf span of the intervals)."""
         cols = self._columns(columns, seq=seq or (columns is not None and "seq" in columns))
         lv = self.tree.leaves
         n = len(intervals)
@@ -527,7 +534,7 @@ class StreamSnapshot:
                 if kept_only and parts:
                     tbl, parts = keep_parts(tbl, parts)
             if parts:
-                yield tbl, parts
+                yield (tbl, parts, e == len(ids)) if with_last else (tbl, parts)
 
     def _read_kept_pieces(self, ids: np.ndarray, pieces: list[tuple[int, int]],
                           cols: list[str], a: np.ndarray, b: np.ndarray

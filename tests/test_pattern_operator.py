@@ -645,7 +645,8 @@ def _per_interval(spec: PatternSpec, tab: pa.Table, breaks: list[int]) -> tuple[
 def test_push_intervals_equals_pushing_each_interval(name: str) -> None:
     """One batch with interval breaks gives the rows, match numbers and interval count of
     pushing each interval with end_interval between (property test over random streams and
-    breaks, repeated breaks for empty intervals and a break before the first row included)."""
+    breaks, repeated breaks for empty intervals and a break before the first row included),
+    the last batch pushed as ``final`` (ending with the flush) or followed by a flush."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -655,8 +656,8 @@ def test_push_intervals_equals_pushing_each_interval(name: str) -> None:
 
     @settings(max_examples=40, deadline=None)
     @given(st.integers(1, 150), st.integers(0, 10_000),
-           st.lists(st.integers(0, 149), max_size=12), st.integers(1, 200))
-    def check(n: int, seed: int, raw: list[int], chunk: int) -> None:
+           st.lists(st.integers(0, 149), max_size=12), st.integers(1, 200), st.booleans())
+    def check(n: int, seed: int, raw: list[int], chunk: int, final: bool) -> None:
         tab = random_stream(n, seed)
         breaks = sorted(b for b in raw if b < n)
         ref, ref_iv = _per_interval(spec, tab, breaks)
@@ -665,7 +666,8 @@ def test_push_intervals_equals_pushing_each_interval(name: str) -> None:
         for start in range(0, n, chunk):  # batches cut anywhere, breaks split among them
             rows = min(chunk, n - start)
             mine = [b - start for b in breaks if start <= b < start + rows]
-            op.push_intervals(tab.slice(start, rows).to_batches()[0], np.array(mine))
+            op.push_intervals(tab.slice(start, rows).to_batches()[0], np.array(mine),
+                              final=final and start + rows == n)
             done += len(mine)
             op._check()
         for _ in range(len(breaks) - done):  # breaks past the last row

@@ -92,13 +92,17 @@ def test_replay_of_many_intervals_resets_between_each(snap, points, batch_rows) 
 class BreakRecorder(Recorder):
     """Tags rows with their interval from the breaks alone (no slicing, no end_interval)."""
 
-    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray) -> None:
+    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray, *,
+                       final: bool = False) -> None:
         n = batch.num_rows
         k = self.interval + np.searchsorted(breaks, np.arange(n), side="right")
-        self.pushes = getattr(self, "pushes", 0) + 1
+        self.pushes = getattr(self, "pushes", 0) + int(len(breaks) > 0)  # many in one
         self._emit(pa.record_batch([batch.column("t"), batch.column("seq"), pa.array(k)],
                                    schema=self.output_schema))
         self.interval += len(breaks)
+        self.finals = getattr(self, "finals", 0) + int(final)
+        if final:
+            self.flush()
 
     def end_interval(self) -> None:
         self.ends = getattr(self, "ends", 0) + 1
@@ -119,6 +123,11 @@ def test_spans_carry_many_intervals_per_batch(snap, points, batch_rows) -> None:
     one = Replay([snap], ivs, batch_rows=batch_rows).run(Recorder())
     assert many.equals(one)
     assert getattr(rec, "ends", 0) == 0
+    # at most the last batch is final (a push after it would raise: the final push flushes)
+    assert getattr(rec, "finals", 0) <= 1
+    whole = BreakRecorder()
+    Replay([snap], None, batch_rows=batch_rows).run(whole)
+    assert whole.finals == 1 and getattr(whole, "ends", 0) == 0
     nonempty = len({int(k) for k in one.column("interval").to_numpy()})
     if batch_rows == 1000 and nonempty > 1:
         assert getattr(rec, "pushes", 0) < nonempty

@@ -150,6 +150,7 @@ class GapSeqEngine:
 
     columnar = True  # one boolean array per variable
     takes_breaks = True  # process() takes interval breaks (a new interval at a flagged row)
+    takes_final = True  # process(final=True) resolves every attempt (end of input)
 
     def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
         layout = gap_layout(cp)
@@ -189,9 +190,12 @@ class GapSeqEngine:
 
     def process(self, g0: int, pid: np.ndarray, t: np.ndarray, vmask: list[np.ndarray],
                 startable: np.ndarray | None, buf: np.ndarray, base: int,
-                enumerate_cap: int | None, brk: np.ndarray | None = None) -> list[MatchSet]:
-        """Match events ``g0 .. g0 + len(t) - 1`` (``brk``: rows that start a new interval)."""
-        return self._run(g0, t, vmask, brk, final=False)
+                enumerate_cap: int | None, brk: np.ndarray | None = None, *,
+                final: bool = False) -> list[MatchSet]:
+        """Match events ``g0 .. g0 + len(t) - 1`` (``brk``: rows that start a new interval);
+        ``final``: no rows follow, every attempt is resolved now (what :meth:`finish` after
+        the batch would resolve; nothing is carried)."""
+        return self._run(g0, t, vmask, brk, final=final)
 
     def finish(self) -> list[MatchSet]:
         """End of input: every waiting attempt is resolved with the rows there are."""

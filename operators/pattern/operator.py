@@ -339,7 +339,8 @@ class PatternOperator(Operator):
         return (getattr(self._engine, "takes_breaks", False) and not self.cp.navs
                 and not self._uses_next)
 
-    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray) -> None:
+    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray, *,
+                       final: bool = False) -> None:
         """Many short replay intervals in one batch (see :meth:`Operator.push_intervals`).
 
         When the matcher takes breaks, the batch is handled by one :meth:`_push_batch`:
@@ -350,23 +351,28 @@ class PatternOperator(Operator):
         interval, as every batch but the first of an interval plan does) is one more break
         for the matcher: the runs carried from the batch before end there, in the same call,
         instead of in an :meth:`end_interval` of their own (a matcher call and a reset per
-        batch). Cost: O(rows + breaks x partitions)."""
+        batch). ``final`` (no input follows, the call ends with :meth:`flush`): a matcher that
+        can (``takes_final``) resolves the runs still waiting for rows in this same call, not in
+        a call of its own at the flush. Cost: O(rows + breaks x partitions)."""
         n = batch.num_rows
         breaks = self._checked_breaks(breaks, n)
-        if breaks.size == 0 or not self._breaks_in_kernel:
-            super().push_intervals(batch, breaks)
+        if (breaks.size == 0 and not final) or not self._breaks_in_kernel:
+            super().push_intervals(batch, breaks, final=final)
             return
         self._check_open()
         self._admit(batch)
         brk = np.zeros(n, dtype=np.bool_)
         brk[breaks] = True
-        self._push_batch(batch, brk)
+        self._push_batch(batch, brk, final=final)
         self._span_after_gc = 0
         self.counters.intervals += int(breaks.size)
+        if final:
+            self.flush()
 
-    def _push_batch(self, batch: pa.RecordBatch, brk: np.ndarray | None = None) -> None:
+    def _push_batch(self, batch: pa.RecordBatch, brk: np.ndarray | None = None, *,
+                    final: bool = False) -> None:
         """Match one batch; ``brk`` (only when :attr:`_breaks_in_kernel`) flags rows that start
-        a new replay interval."""
+        a new replay interval; ``final``: the input ends with this batch (a flush follows)."""
         cp = self.cp
         have = set(batch.schema.names)
         missing = [n for n in self._read if n not in have]
@@ -425,6 +431,9 @@ class PatternOperator(Operator):
         if brk is None:
             parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
                                          self.state_cap)
+        elif final and getattr(self._engine, "takes_final", False):
+            parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
+                                         self.state_cap, brk, final=True)
         else:
             parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
                                          self.state_cap, brk)
