@@ -431,12 +431,11 @@ class PatternOperator(Operator):
         if brk is None:
             parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
                                          self.state_cap)
-        elif final and getattr(self._engine, "takes_final", False):
+        else:  # an engine without takes_final resolves the last runs at the flush
+            ends = {"final": True} if final and getattr(self._engine, "takes_final", False) \
+                else {}
             parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
-                                         self.state_cap, brk, final=True)
-        else:
-            parts = self._engine.process(g0, pid, t, vmask, startable, buf.vm, buf.base,
-                                         self.state_cap, brk)
+                                         self.state_cap, brk, **ends)
         for ms in parts:
             self._emit_matches(ms)
         self._maybe_build()
