@@ -227,8 +227,29 @@ class Runner:
                 "examined": sel.examined if sel is not None else 0,
                 "index_entries": st.index_reads.get("entries_returned", 0),
                 "plan": _plan_id(key),
+                "phases": _phases(plan.timings, r.stats["replay"]),
             }
         return out
+
+
+PLAN_PHASES = {"parse": ("parse",), "bind": ("bind",),
+               "cost model": ("rewrite", "cpm", "statistics", "select"),
+               "index lookups": ("index_lookups", "semi_join", "sort"),
+               "intervals": ("merge",)}
+"""The planning phases the time table groups (:func:`_phases`), from a plan's timings:
+parsing (and pinning the stream), binding the operator, the cost model (rewrite, coarse
+pattern map, index statistics, selection), the index lookups (read, semi-join, sort) and
+Algorithm 3.1 with the tight blocks' member tests (``merge``)."""
+
+
+def _phases(timings: dict[str, float], replay: dict[str, Any]) -> dict[str, float]:
+    """Seconds per planning phase (:data:`PLAN_PHASES`, wall clock of the fastest planning)
+    and of the execution's reads and operator (wall clock of the fastest execution)."""
+    out = {name: sum(float(timings.get(k, 0.0)) for k in keys)
+           for name, keys in PLAN_PHASES.items()}
+    out["read"] = float(replay.get("read_seconds", 0.0))
+    out["operator"] = float(replay.get("operator_seconds", 0.0))
+    return out
 
 
 def _whole_stream(plan: Any) -> bool:
@@ -488,11 +509,48 @@ def summarize(res: Results, uni: dict[int, list[dict[str, Any]]],
                   [[len(pr), rho, chosen_rank, float(cpu.min()),
                     chosen[0]["cpu"] if chosen else None,
                     float(np.median(le)) if le else None]])
+    time_rows = phase_rows(uni, speed["optimal"])
+    if time_rows:
+        res.table("Where Optimal's time goes: the fewest queries carrying half of the mean "
+                  "speedup, mean ms per query (planning and execution CPU; phases wall clock)",
+                  ["m", "queries", "share of the sum", "speedup, mean", "replay ms",
+                   "total ms", "planning ms", *PLAN_PHASES, "execution ms", "read",
+                   "operator"], time_rows)
     big = [m for m in uni if m >= 4]
     opt_speed = {m: _mean(speed["optimal"][m]) for m in big}
     return {"speed": speed, "og": og, "errs_uniform": errs_uniform, "floors": floors,
             "within": within, "within_plan": within_plan,
             "ratios": ratios, "opt_speed": opt_speed, "skew_err": skew_err, "rho": rho}
+
+
+def phase_rows(uni: dict[int, list[dict[str, Any]]], speed: dict[int, list[float]]
+               ) -> list[list[Any]]:
+    """Per m: the fewest queries (fastest relative to replay first) whose speedups add up to
+    half of the sum of Optimal's speedups - the queries a mean speedup rests on -, and their
+    mean times: total, planning and its phases (:data:`PLAN_PHASES`), execution and its
+    reads and operator. Runs without phase timings are left out."""
+    rows = []
+    for m, qs in uni.items():
+        sp = speed.get(m)
+        if not sp or any("phases" not in q["optimal"] for q in qs):
+            continue
+        order = sorted(range(len(qs)), key=lambda i: -sp[i])
+        total, acc, top = sum(sp), 0.0, []
+        for i in order:
+            top.append(i)
+            acc += sp[i]
+            if acc >= total / 2:
+                break
+        opt = [qs[i]["optimal"] for i in top]
+        ms = [1000 * _mean([o["phases"][k] for o in opt]) for k in (*PLAN_PHASES, "read",
+                                                                     "operator")]
+        plan_ms = 1000 * _mean([o["plan_cpu"] for o in opt])
+        cpu_ms = 1000 * _mean([o["cpu"] for o in opt])
+        rows.append([m, len(top), acc / total if total else float("nan"),
+                     _mean([sp[i] for i in top]),
+                     1000 * _mean([qs[i]["replay"]["cpu"] for i in top]), cpu_ms, plan_ms,
+                     *ms[:len(PLAN_PHASES)], cpu_ms - plan_ms, *ms[len(PLAN_PHASES):]])
+    return rows
 
 
 def flink_net(gross: float, warm: float) -> float:

@@ -182,3 +182,36 @@ def test_a_repeated_execution_is_timed_as_the_first() -> None:
         _as_first_execution(full)
         assert full.make_operator is mk
         assert execute(full).table.equals(first)
+
+
+def test_the_time_table_takes_the_queries_carrying_half_of_the_mean() -> None:
+    """The fewest queries (fastest relative to replay first) whose speedups reach half of the
+    sum; their mean total, planning, phases and execution; a run without phases is left
+    out."""
+    from replaydb.bench.bench_planner import PLAN_PHASES, phase_rows
+
+    def query(replay: float, cpu: float, plan: float, parse: float) -> dict:
+        phases = dict.fromkeys((*PLAN_PHASES, "read", "operator"), 0.0)
+        phases.update(parse=parse, read=0.001)
+        return {"replay": {"cpu": replay},
+                "optimal": {"cpu": cpu, "plan_cpu": plan, "phases": phases}}
+
+    qs = [query(1.0, 0.01, 0.006, 0.002),   # 100x
+          query(1.0, 0.02, 0.008, 0.004),   # 50x
+          query(1.0, 0.5, 0.01, 0.001),     # 2x
+          query(1.0, 1.0, 0.01, 0.001)]     # 1x
+    speed = {4: [q["replay"]["cpu"] / q["optimal"]["cpu"] for q in qs]}
+    (row,) = phase_rows({4: qs}, speed)
+    assert row[0] == 4 and row[1] == 1  # 100 of 153 is already half
+    assert abs(row[2] - 100 / 153) < 1e-9 and abs(row[3] - 100) < 1e-9
+    assert abs(row[5] - 10) < 1e-9 and abs(row[6] - 6) < 1e-9  # total and planning ms
+    names = ["m", "queries", "share", "speedup", "replay", "total", "planning",
+             *PLAN_PHASES, "execution", "read", "operator"]
+    got = dict(zip(names, row))
+    assert abs(got["parse"] - 2) < 1e-9 and abs(got["execution"] - 4) < 1e-9
+    assert abs(got["read"] - 1) < 1e-9
+    speed[4] = [50.0, 50.0, 1.0, 1.0]
+    (row,) = phase_rows({4: qs}, speed)
+    assert row[1] == 2  # 50 of 102 is short of half: the second is needed
+    del qs[0]["optimal"]["phases"]
+    assert phase_rows({4: qs}, speed) == []
