@@ -601,3 +601,29 @@ def test_arena_hands_out_aligned_views_that_survive_growth() -> None:
     a.reset(keep_bytes=1024)
     assert a.nbytes == 0
     assert thread_arena() is thread_arena()
+
+
+def test_range_stats_are_the_count_and_the_read_plans_pages(tmp_path):
+    """One pass gives what count() and read_plan() give for a range - over several runs, a
+    tombstone, ``max_seq`` cuts, open and empty ranges, both inclusivities."""
+    opts = LSMOptions(l0_max_runs=4, auto_compact=False, row_group_entries=8, sample_every=4)
+    idx = make(tmp_path, options=opts)
+    rng = np.random.default_rng(11)
+    add_range(idx, rng.normal(0, 1, 300), 0)
+    idx.flush()
+    add_range(idx, rng.normal(1, 2, 200), 300)
+    idx.flush()
+    idx.delete_from_seq(450)
+    add_range(idx, rng.normal(-1, 1, 80), 450)
+    idx.flush()
+    bounds = [None, *rng.normal(0, 2, 12).tolist()]
+    for _ in range(200):
+        lo, hi = (bounds[int(rng.integers(len(bounds)))] for _ in range(2))
+        lo_inc, hi_inc = bool(rng.integers(2)), bool(rng.integers(2))
+        max_seq = [None, 100, 400, 460, 10_000][int(rng.integers(5))]
+        est, pages = idx.range_stats(lo, hi, lo_inclusive=lo_inc, hi_inclusive=hi_inc,
+                                     max_seq=max_seq)
+        want = idx.count(lo, hi, lo_inclusive=lo_inc, hi_inclusive=hi_inc, max_seq=max_seq)
+        plan = idx.read_plan(lo, hi, lo_inclusive=lo_inc, hi_inclusive=hi_inc)
+        assert (est.estimate, est.low, est.high) == (want.estimate, want.low, want.high)
+        assert pages == plan["pages_read"]

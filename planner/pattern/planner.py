@@ -137,10 +137,16 @@ class PatternPlanState:
     index_reads: dict[str, int] = field(default_factory=dict)
     lookup_sizes: dict[int, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    spec_text: str = ""
+    spec: Any = None
+    """The bound pattern (its text is :attr:`spec_text`, made only when EXPLAIN asks)."""
     matcher: str = ""
     """Which matcher the operator runs the pattern on (vectorized for its shape, or the
     automaton); shown by EXPLAIN."""
+
+    @property
+    def spec_text(self) -> str:
+        """The bound pattern as text (EXPLAIN); empty before binding."""
+        return "" if self.spec is None else self.spec.to_text()
 
 
 def _kinds(snap: Any) -> dict[str, str]:
@@ -176,7 +182,9 @@ def _levels_cols(snap: Any, max_buckets: int, level: int | None) -> tuple[int, d
 
 def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: int
                       ) -> tuple[list[CondInfo], dict[int, Lookup]]:
-    """Index-supported conditions with their statistics (one count/read plan per lookup)."""
+    """Index-supported conditions with their statistics: per lookup's range, the estimated
+    entries and the pages a range query reads (:meth:`LSMIndex.range_stats`, one pass), an
+    exact count where the estimate's bounds are loose."""
     lookups: dict[Condition, Lookup] = {}
     conds: list[CondInfo] = []
     for s in rp.symbols:
@@ -188,8 +196,8 @@ def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: i
             if lk is None:
                 lk = Lookup(len(lookups), c, idx)
                 for r in c.ranges:
-                    est = idx.count(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
-                                    hi_inclusive=r.hi_inclusive, max_seq=n_events)
+                    est, pages = idx.range_stats(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
+                                                 hi_inclusive=r.hi_inclusive, max_seq=n_events)
                     if est.high - est.low > max(0.1 * est.estimate, EXACT_SLACK):
                         # sample-based bounds are loose (typically an equality on a key with
                         # many duplicates): count exactly from the boundary row groups
@@ -197,8 +205,7 @@ def gather_conditions(rp: RewrittenPattern, indexes: dict[str, Any], n_events: i
                                         hi_inclusive=r.hi_inclusive, max_seq=n_events,
                                         exact=True)
                     lk.entries += est.estimate
-                    lk.pages += idx.read_plan(r.lo, r.hi, lo_inclusive=r.lo_inclusive,
-                                              hi_inclusive=r.hi_inclusive)["pages_read"]
+                    lk.pages += pages
                 lookups[c] = lk
             sel = min(1.0, lk.entries / n_events) if n_events else 0.0
             conds.append(CondInfo(len(conds), s.index, c, lk.id, sel, lk.entries, lk.pages))
@@ -531,7 +538,7 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     timings: dict[str, float] = {}
     st = PatternPlanState()
     spec = op.config.spec
-    st.spec_text = spec.to_text()
+    st.spec = spec
     st.matcher = getattr(op, "matcher", "")
     timings["bind"] = time.perf_counter() - t_bind
     if len(ctx.snapshots) != 1:
