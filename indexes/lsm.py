@@ -651,19 +651,7 @@ class LSMIndex:
         kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
         if kr.empty:
             return CountEstimate(0.0, 0, 0)
-        limit = NO_CUTOFF if max_seq is None else int(max_seq)
-        est, low, high = 0.0, 0, 0
-        epp = self.entries_per_page
-        for run in self._runs:
-            cut = min(run.cutoff, limit)
-            for f in run.files:
-                if exact:
-                    c = exact_in_file(self.path, f, kr, cut, self._files, self.counters, epp)
-                    est, low, high = est + c, low + c, high + c
-                else:
-                    e, lo_c, hi_c = estimate_in_file(f, kr, cut)
-                    est, low, high = est + e, low + lo_c, high + hi_c
-        return CountEstimate(est, low, high)
+        return self._file_stats(kr, max_seq, exact=exact, pages=False)[0]
 
     def range_stats(
         self,
@@ -681,19 +669,30 @@ class LSMIndex:
         kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
         if kr.empty:
             return CountEstimate(0.0, 0, 0), 0
+        return self._file_stats(kr, max_seq, exact=False, pages=True)
+
+    def _file_stats(self, kr: Any, max_seq: int | None, *, exact: bool, pages: bool
+                    ) -> tuple[CountEstimate, int]:
+        """The one pass over the runs' files of :meth:`count` (estimated, or ``exact``) and,
+        with ``pages``, of :meth:`range_stats`: the live entries of the non-empty key range
+        ``kr`` below ``max_seq``, and the pages a range query reads (0 without ``pages``)."""
         limit = NO_CUTOFF if max_seq is None else int(max_seq)
-        est, low, high, pages = 0.0, 0, 0, 0
+        est, low, high, n_pages = 0.0, 0, 0, 0
         epp = self.entries_per_page
         for run in self._runs:
             cut = min(run.cutoff, limit)
-            read = bool(run.n) and kr.overlaps(run.key_min, run.key_max)
+            read = pages and bool(run.n) and kr.overlaps(run.key_min, run.key_max)
             for f in run.files:
-                e, lo_c, hi_c = estimate_in_file(f, kr, cut)
-                est, low, high = est + e, low + lo_c, high + hi_c
+                if exact:
+                    c = exact_in_file(self.path, f, kr, cut, self._files, self.counters, epp)
+                    est, low, high = est + c, low + c, high + c
+                else:
+                    e, lo_c, hi_c = estimate_in_file(f, kr, cut)
+                    est, low, high = est + e, low + lo_c, high + hi_c
                 if read and kr.overlaps(f.key_min, f.key_max):
                     a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
-                    pages += f.pages_of(a, b, epp)
-        return CountEstimate(est, low, high), pages
+                    n_pages += f.pages_of(a, b, epp)
+        return CountEstimate(est, low, high), n_pages
 
     def selectivity(
         self,
