@@ -601,7 +601,8 @@ class Arena:
 
     def _block(self, size: int) -> None:
         self._buf = np.empty(size + self.ALIGN, np.uint8)
-        self._base = (-self._buf.ctypes.data) % self.ALIGN
+        # the address without ``.ctypes`` (which makes ctypes types: reference cycles)
+        self._base = (-self._buf.__array_interface__["data"][0]) % self.ALIGN
         self._off = self._base
 
     def take(self, n: int, dtype: Any) -> np.ndarray:

@@ -390,10 +390,15 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
             if feed is not None:
                 setattr(op, name, _within_limits(limits, feed))
     parts = []
-    for tbl in rep.results(op):
-        parts.append(tbl)
-        if limits is not None:
-            limits.check()
+    try:
+        for tbl in rep.results(op):
+            parts.append(tbl)
+            if limits is not None:
+                limits.check()
+    finally:
+        if limits is not None:  # the wrappers hold the operator's methods: no cycle left
+            for name in ("push", "push_intervals"):
+                op.__dict__.pop(name, None)
     if limits is not None:
         limits.check()
     table = pa.concat_tables(parts) if parts else op.output_schema.empty_table()

@@ -176,7 +176,11 @@ def _check_unique(p: Pattern) -> None:
     seen_types: dict[str, PType] = {}
     seen_alias: dict[str, PType] = {}
 
-    def walk(q: Pattern) -> None:
+    # pre-order with an explicit stack (a recursive closure is a reference cycle that only a
+    # garbage collection frees)
+    stack: list[Pattern] = [p]
+    while stack:
+        q = stack.pop()
         if isinstance(q, PType):
             if q.type in seen_types:
                 raise ExprError(
@@ -187,12 +191,9 @@ def _check_unique(p: Pattern) -> None:
             seen_types[q.type] = q
             seen_alias[q.alias] = q
         elif isinstance(q, PPlus | PNot):
-            walk(q.inner)
+            stack.append(q.inner)
         else:
-            for it in q.items:
-                walk(it)
-
-    walk(p)
+            stack.extend(reversed(q.items))
     for a, q in seen_alias.items():
         if a in seen_types and seen_types[a] is not q:
             raise ExprError(f"variable {a!r} is also the name of another event type", q.pos)

@@ -190,17 +190,18 @@ def check_spec(spec: PatternSpec, schema: pa.Schema) -> None:
 
 
 def _positive_vars(spec: PatternSpec) -> list[Var]:
+    """The pattern's variables outside a negation, in pattern order (a walk with an explicit
+    stack: a recursive closure is a reference cycle that only a garbage collection frees)."""
     out: list[Var] = []
-
-    def rec(n: PatternNode, neg: bool) -> None:
+    stack: list[tuple[PatternNode, bool]] = [(spec.pattern, False)]
+    while stack:
+        n, neg = stack.pop()
         if isinstance(n, Var):
             if not neg:
                 out.append(n)
-            return
-        for c in n.children():
-            rec(c, neg or isinstance(n, Neg))
-
-    rec(spec.pattern, False)
+            continue
+        inner = neg or isinstance(n, Neg)
+        stack.extend((c, inner) for c in reversed(tuple(n.children())))
     return out
 
 

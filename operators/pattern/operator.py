@@ -63,6 +63,8 @@ microseconds per measure). The buffer keeps the events of waiting matches across
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +134,21 @@ class PatternConfig:
             if c not in self.schema.names:
                 raise QueryError(f"the input schema has no {c!r} column",
                                  hint="pattern operators read streams with t and seq columns")
+
+
+def _weak_grow_check(op: PatternOperator) -> Callable[[int, str], None]:
+    """``op._grow_check`` for its engine, through a weak reference: the engine holding the
+    operator's bound method would make a reference cycle (operator - engine - method -
+    operator), so a finished query's operator, its event buffer and matches would wait for a
+    garbage collection instead of going with the query's last reference."""
+    ref = weakref.ref(op)
+
+    def grow_check(size: int, what: str) -> None:
+        o = ref()
+        if o is not None:
+            o._grow_check(size, what)
+
+    return grow_check
 
 
 class PatternOperator(Operator):
@@ -250,14 +267,15 @@ class PatternOperator(Operator):
         self._pending: list[MatchSet] = []
         self._pending_n = 0
         self._pending_lo = _NO_EVENT
+        check = _weak_grow_check(self)
         if FixedSeqEngine.eligible(cp) and self._fast:
-            self._engine = FixedSeqEngine(cp, self._grow_check)
+            self._engine = FixedSeqEngine(cp, check)
         elif GapSeqEngine.eligible(cp) and self._fast:
-            self._engine = GapSeqEngine(cp, self._grow_check)
+            self._engine = GapSeqEngine(cp, check)
         elif cp.sql:
-            self._engine = SqlEngine(cp, self._grow_check)
+            self._engine = SqlEngine(cp, check)
         else:
-            self._engine = AllRunsEngine(cp, self._grow_check)
+            self._engine = AllRunsEngine(cp, check)
         self._last: tuple[int, int] | None = None
         self._span_after_gc = 0
         self._next_match_id = 1

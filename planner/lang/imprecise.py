@@ -300,32 +300,35 @@ def _resolve_vars(query: ImpreciseQuery) -> dict[str, str]:
 def _canonical_expr(query: ImpreciseQuery, expr: Expr, schema: pa.Schema,
                     variables: dict[str, str]) -> Expr:
     """Check the columns of ``expr`` and rewrite qualifiers to the declared variable spelling."""
-    names = set(schema.names)
+    return _fix_qualifiers(expr, query, schema, set(schema.names), variables)
 
-    def fix(node: Expr) -> Expr:
-        if isinstance(node, Column):
-            if node.qualifier is None:
-                raise _err(query, f"attribute {node.name!r} must be qualified by a pattern "
-                           f"variable", node.pos,
-                           hint=f"write e.g. {query.components[0].var}.{node.name}")
-            var = variables.get(node.qualifier.upper())
-            if var is None:
-                raise _err(query, f"unknown pattern variable {node.qualifier!r}", node.pos,
-                           hint=f"variables are: {', '.join(query.variables)}")
-            if node.name not in names:
-                raise _err(query, f"unknown attribute {node.name!r}", node.pos,
-                           hint=f"columns are: {', '.join(schema.names)}")
-            return dataclasses.replace(node, qualifier=var)
-        changes = {}
-        for f in dataclasses.fields(node):
-            v = getattr(node, f.name)
-            if isinstance(v, Expr):
-                changes[f.name] = fix(v)
-            elif isinstance(v, tuple) and v and all(isinstance(x, Expr) for x in v):
-                changes[f.name] = tuple(fix(x) for x in v)
-        return dataclasses.replace(node, **changes) if changes else node
 
-    return fix(expr)
+def _fix_qualifiers(node: Expr, query: ImpreciseQuery, schema: pa.Schema, names: set[str],
+                    variables: dict[str, str]) -> Expr:
+    """:func:`_canonical_expr` of one node, its children first (a module-level recursion: a
+    recursive closure would be a reference cycle that only a garbage collection frees)."""
+    if isinstance(node, Column):
+        if node.qualifier is None:
+            raise _err(query, f"attribute {node.name!r} must be qualified by a pattern "
+                       f"variable", node.pos,
+                       hint=f"write e.g. {query.components[0].var}.{node.name}")
+        var = variables.get(node.qualifier.upper())
+        if var is None:
+            raise _err(query, f"unknown pattern variable {node.qualifier!r}", node.pos,
+                       hint=f"variables are: {', '.join(query.variables)}")
+        if node.name not in names:
+            raise _err(query, f"unknown attribute {node.name!r}", node.pos,
+                       hint=f"columns are: {', '.join(schema.names)}")
+        return dataclasses.replace(node, qualifier=var)
+    changes = {}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, Expr):
+            changes[f.name] = _fix_qualifiers(v, query, schema, names, variables)
+        elif isinstance(v, tuple) and v and all(isinstance(x, Expr) for x in v):
+            changes[f.name] = tuple(_fix_qualifiers(x, query, schema, names, variables)
+                                    for x in v)
+    return dataclasses.replace(node, **changes) if changes else node
 
 
 def bind(

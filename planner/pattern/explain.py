@@ -35,7 +35,8 @@ def _est(st: Any, e: Any, strategy: str) -> dict[str, Any]:
     return d
 
 
-def describe(st: Any, plan: Any) -> dict[str, Any]:
+def describe(st: Any) -> dict[str, Any]:
+    """The pattern plan ``st`` (a :class:`PatternPlanState`) as EXPLAIN shows it."""
     out: dict[str, Any] = {"spec": st.spec_text}
     if st.matcher:
         out["matcher"] = st.matcher
@@ -108,14 +109,19 @@ def describe(st: Any, plan: Any) -> dict[str, Any]:
     return out
 
 
-def make_annotate(st: Any, plan: Any) -> Any:
+def make_annotate(st: Any, timings: dict[str, float]) -> Any:
+    """The plan's ``annotate`` hook; ``timings`` is the plan's own dict (filled further by
+    the hub until the execution ends). It holds no reference to the plan: a plan and its
+    hooks would otherwise make a reference cycle, freed only by a garbage collection
+    instead of when the query's last reference goes."""
+
     def annotate(analyze: dict[str, Any]) -> None:
         rep = analyze.get("replay") or {}
         op = analyze.get("operator") or {}
         n = st.geo.n_events if st.geo is not None else 0
         events = int(rep.get("events", 0))
         leaves = int(rep.get("leaves", 0))
-        t = plan.timings
+        t = timings
         d: dict[str, Any] = {
             "actual_covered_fraction": events / n if n else 0.0,
             "events_replayed": events,

@@ -488,11 +488,12 @@ def _replay_plan(ctx: Any, st: PatternPlanState, note: str) -> Any:
 def _attach(plan: Any, st: PatternPlanState) -> None:
     from replaydb.planner.pattern.explain import describe, make_annotate
 
-    plan.details.defer("pattern", lambda: describe(st, plan))  # built when EXPLAIN reads it
+    # built when EXPLAIN reads it; neither hook refers to the plan (no reference cycle)
+    plan.details.defer("pattern", lambda: describe(st))
     plan.details["note"] = "; ".join(st.notes) if st.notes else plan.details.get("note", "")
     if not plan.details["note"]:
         del plan.details["note"]
-    plan.annotate = make_annotate(st, plan)
+    plan.annotate = make_annotate(st, plan.timings)
     plan.pattern_state = st  # type: ignore[attr-defined]
 
 
