@@ -77,10 +77,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> replaydb.Store:
 
 
 def _garbage_of(run: object) -> Counter[str]:
-    """The objects ``run()`` leaves in reference cycles, by type (empty: none)."""
+    """The objects ``run()`` leaves in reference cycles, by type (empty: none). Every object
+    the collector tracks before the run is held until it ends: what an earlier test left
+    behind (figures, say) cannot become garbage during the run and be counted as its own."""
     gc.collect()
     was = gc.isenabled()
     gc.disable()
+    before = gc.get_objects()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         run()  # type: ignore[operator]
@@ -89,6 +92,7 @@ def _garbage_of(run: object) -> Counter[str]:
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
+        del before
         if was:
             gc.enable()
 
