@@ -363,15 +363,6 @@ class _Limits:
                     hint="raise --max-memory, or lower the operator's state cap")
 
 
-def _within_limits(limits: _Limits, feed: Any) -> Any:
-    """``feed`` (an operator's push method) checking ``limits`` before every call."""
-    def feed_within_limits(*args: Any, **kwargs: Any) -> None:
-        limits.check()
-        feed(*args, **kwargs)
-
-    return feed_within_limits
-
-
 def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Replay, Any]:
     """Replay the plan's intervals into a fresh operator; returns (table, replay, operator)."""
     ctx = plan.ctx
@@ -382,23 +373,12 @@ def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Re
     seq = columns is None or "seq" in columns or getattr(op, "requires_seq", True)
     rep = Replay(ctx.snapshots, plan.intervals, columns=columns, type_column=ctx.type_column,
                  aliases=ctx.aliases, seq=seq, **extra)
-    if limits is not None:
-        # check before every batch: an operator that emits nothing until the end of its input
-        # would otherwise run to completion whatever its limits
-        for name in ("push", "push_intervals"):
-            feed = getattr(op, name, None)
-            if feed is not None:
-                setattr(op, name, _within_limits(limits, feed))
     parts = []
-    try:
-        for tbl in rep.results(op):
-            parts.append(tbl)
-            if limits is not None:
-                limits.check()
-    finally:
-        if limits is not None:  # the wrappers hold the operator's methods: no cycle left
-            for name in ("push", "push_intervals"):
-                op.__dict__.pop(name, None)
+    # checked before every batch too (Replay.results), not only between result tables
+    for tbl in rep.results(op, None if limits is None else limits.check):
+        parts.append(tbl)
+        if limits is not None:
+            limits.check()
     if limits is not None:
         limits.check()
     table = pa.concat_tables(parts) if parts else op.output_schema.empty_table()

@@ -42,7 +42,7 @@ per chunk of about ``batch_rows`` events).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -334,13 +334,16 @@ class Replay:
         own = getattr(type(op), "push_intervals", None)
         return own is not None and own is not Operator.push_intervals
 
-    def results(self, op: Operator) -> Iterator[pa.Table]:
+    def results(self, op: Operator, check: Callable[[], None] | None = None
+                ) -> Iterator[pa.Table]:
         """Pull iterator over result tables (the generic replay operator of 3.2.2).
 
         Results are asked for after every batch of at least ``batch_rows / 4`` events and
         otherwise every ``RESULTS_EVERY`` intervals: an operator may build its output rows
         only when asked (the pattern operator does), and building them once for many short
-        intervals is cheaper than once per interval."""
+        intervals is cheaper than once per interval. ``check`` (a query's limits) is called
+        before every batch is pushed: an operator that emits nothing until the end of its
+        input would otherwise run to completion whatever its limits."""
         current = 0
         since = 0
         ask_rows = max(1, self.batch_rows // 4)
@@ -357,6 +360,8 @@ class Replay:
                     breaks = np.concatenate((np.zeros(k - current, np.int64), breaks))
                 since += k - current
                 current = k
+            if check is not None:
+                check()
             t0 = time.perf_counter()
             if breaks.size or last:
                 op.push_intervals(batch, breaks, final=last)
