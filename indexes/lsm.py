@@ -63,7 +63,7 @@ from replaydb.indexes.runfile import (
     write_run_file,
 )
 from replaydb.indexes.sorting import merge_entries, order_by_seq, sort_entries
-from replaydb.indexes.stats import estimate_in_file, exact_in_file
+from replaydb.indexes.stats import estimate_and_pages, exact_in_file
 
 
 class LSMIndex:
@@ -686,12 +686,15 @@ class LSMIndex:
                 if exact:
                     c = exact_in_file(self.path, f, kr, cut, self._files, self.counters, epp)
                     est, low, high = est + c, low + c, high + c
+                    if read and kr.overlaps(f.key_min, f.key_max):
+                        a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive,
+                                              kr.hi_inclusive)
+                        n_pages += f.pages_of(a, b, epp)
                 else:
-                    e, lo_c, hi_c = estimate_in_file(f, kr, cut)
-                    est, low, high = est + e, low + lo_c, high + hi_c
-                if read and kr.overlaps(f.key_min, f.key_max):
-                    a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
-                    n_pages += f.pages_of(a, b, epp)
+                    e, lo_c, hi_c, pg = estimate_and_pages(
+                        f, kr, cut, epp, estimate=True,
+                        pages=read and kr.overlaps(f.key_min, f.key_max))
+                    est, low, high, n_pages = est + e, low + lo_c, high + hi_c, n_pages + pg
         return CountEstimate(est, low, high), n_pages
 
     def selectivity(

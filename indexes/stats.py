@@ -13,10 +13,13 @@ it; a file touched by a cut-off is read in the range (key and seq) instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numba import njit
 
 from replaydb.indexes.bounds import KeyRange
-from replaydb.indexes.reader import FileCache, exact_rank, read_file_range
+from replaydb.indexes.reader import FileCache, exact_rank, read_file_range, row_group_span
 from replaydb.indexes.results import CostCounters
 from replaydb.indexes.runfile import RunFileMeta
 from replaydb.indexes.sketch import Rank, rank
@@ -41,6 +44,12 @@ def estimate_in_file(f: RunFileMeta, kr: KeyRange, cut: int) -> tuple[float, int
     if not f.n or cut <= f.seq_min or not kr.overlaps(f.key_min, f.key_max):
         return 0.0, 0, 0
     below, upto = _side_ranks(f, kr)
+    return _combine(f, below, upto, cut)
+
+
+def _combine(f: RunFileMeta, below: Rank, upto: Rank, cut: int) -> tuple[float, int, int]:
+    """(estimate, low, high) of the entries between two side ranks of ``f`` with seq below
+    ``cut``."""
     low = max(0, upto.low - below.high)
     high = max(0, upto.high - below.low)
     est = min(max(upto.estimate - below.estimate, float(low)), float(high))
@@ -51,6 +60,95 @@ def estimate_in_file(f: RunFileMeta, kr: KeyRange, cut: int) -> tuple[float, int
         high = min(high, f.n - dead.low)
         est = min(max(est, float(low)), float(high))
     return est, low, high
+
+
+def estimate_and_pages(f: RunFileMeta, kr: KeyRange, cut: int, epp: int, *, estimate: bool,
+                       pages: bool) -> tuple[float, int, int, int]:
+    """``estimate_in_file(f, kr, cut)`` (with ``estimate``, else zeros) and, with ``pages``,
+    the pages a range query reads of ``f`` (``f.pages_of`` of its :func:`row_group_span`,
+    else 0): what a planner's statistics ask of every file for every range. A file of
+    numeric keys answers both in one compiled call (:func:`_numeric_stats`): through the
+    Python functions, they took about 30 us a range, 4 ranges per m = 4 query. The same
+    numbers either way (a seeded test holds them to it)."""
+    if not (estimate or pages):
+        return 0.0, 0, 0, 0
+    samples = f.samples
+    if not (isinstance(samples, np.ndarray) and samples.dtype.kind in "iuf"
+            and isinstance(f.rg_min, np.ndarray) and isinstance(f.rg_max, np.ndarray)):
+        est, low, high = estimate_in_file(f, kr, cut) if estimate else (0.0, 0, 0)
+        n_pages = 0
+        if pages:
+            a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
+            n_pages = f.pages_of(a, b, epp)
+        return est, low, high, n_pages
+    estimate = estimate and bool(f.n) and cut > f.seq_min and kr.overlaps(f.key_min, f.key_max)
+    has_lo, has_hi = kr.lo is not None, kr.hi is not None
+    bl, bh, be, ul, uh, ue, n_pages = _numeric_stats(
+        samples, f.sample_pos, int(f.n), kr.lo if has_lo else 0, has_lo, bool(kr.lo_inclusive),
+        kr.hi if has_hi else 0, has_hi, bool(kr.hi_inclusive), f.rg_min, f.rg_max, f.rg_rows,
+        int(epp), estimate, pages)
+    if not estimate:
+        return 0.0, 0, 0, int(n_pages)
+    est, low, high = _combine(f, Rank(int(bl), int(bh), float(be)),
+                              Rank(int(ul), int(uh), float(ue)), cut)
+    return est, low, high, int(n_pages)
+
+
+@njit(cache=True, nogil=True)
+def _numeric_rank(samples: np.ndarray, pos: np.ndarray, n: int, x: Any, strict: bool
+                  ) -> tuple[int, int, float]:
+    """:func:`~replaydb.indexes.sketch.rank` of a numeric sample: ``(low, high, estimate)``."""
+    if n == 0:
+        return 0, 0, 0.0
+    if strict:
+        j = np.searchsorted(samples, x, side="left")
+    else:
+        j = np.searchsorted(samples, x, side="right")
+    if j == 0:
+        return 0, 0, 0.0
+    if j >= pos.size:
+        return n, n, float(n)
+    lo = pos[j - 1] + 1
+    hi = pos[j]
+    if hi == lo:
+        return lo, lo, float(lo)
+    av, bv, xv = float(samples[j - 1]), float(samples[j]), float(x)
+    f = 0.5 if bv <= av else min(1.0, max(0.0, (xv - av) / (bv - av)))
+    return lo, hi, lo + f * (hi - lo)
+
+
+@njit(cache=True, nogil=True)
+def _numeric_stats(samples: np.ndarray, pos: np.ndarray, n: int, lo: Any, has_lo: bool,
+                   lo_inclusive: bool, hi: Any, has_hi: bool, hi_inclusive: bool,
+                   rg_min: np.ndarray, rg_max: np.ndarray, rg_rows: np.ndarray, epp: int,
+                   estimate: bool, pages: bool) -> tuple[int, int, float, int, int, float, int]:
+    """The two side ranks of :func:`_side_ranks` (when ``estimate``) and the pages of
+    :func:`row_group_span` (when ``pages``) of one numeric file."""
+    bl, bh, be = 0, 0, 0.0
+    ul, uh, ue = n, n, float(n)
+    if estimate:
+        if has_lo:
+            bl, bh, be = _numeric_rank(samples, pos, n, lo, lo_inclusive)
+        if has_hi:
+            ul, uh, ue = _numeric_rank(samples, pos, n, hi, not hi_inclusive)
+    n_pages = 0
+    if pages:
+        g = rg_rows.size
+        a = 0
+        if has_lo:
+            if lo_inclusive:
+                a = np.searchsorted(rg_max, lo, side="left")
+            else:
+                a = np.searchsorted(rg_max, lo, side="right")
+        b = g
+        if has_hi:
+            if hi_inclusive:
+                b = np.searchsorted(rg_min, hi, side="right")
+            else:
+                b = np.searchsorted(rg_min, hi, side="left")
+        for i in range(a, max(a, b)):
+            n_pages += (rg_rows[i] + epp - 1) // epp
+    return bl, bh, be, ul, uh, ue, n_pages
 
 
 def exact_in_file(

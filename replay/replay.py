@@ -117,7 +117,7 @@ class Replay:
         self.seq = seq or (columns is not None and "seq" in columns)
         self.batch_rows = batch_rows
         self.stats = ReplayStats()
-        self.schema = self._output_schema()
+        self.schema = self._memo_schema()
 
     # ------------------------------------------------------------------ schema
     def _stream_columns(self, snap: Any, *, seq: bool | None = None) -> list[str]:
@@ -130,6 +130,26 @@ class Replay:
         wanted = [self.aliases.get(c, c) for c in self.columns]
         head = ["t", "seq"] if seq else ["t"]
         return [*head, *[c for c in dict.fromkeys(wanted) if c in names and c not in ("t", "seq")]]
+
+    def _memo_schema(self) -> pa.Schema:
+        """:meth:`_output_schema`, kept on a single pinned stream (its ``replay_schemas``
+        dict; a pinned stream's schema never changes) per columns, aliases, type column and
+        ``seq``: a planned query built it twice, about 30 us each, a fixed cost of every
+        selective query. Several streams build it each time; a schema that raises is not
+        kept."""
+        memo = getattr(self.snapshots[0], "replay_schemas", None) \
+            if len(self.snapshots) == 1 else None
+        if memo is None:
+            return self._output_schema()
+        key = (None if self.columns is None else tuple(self.columns),
+               tuple(sorted(self.aliases.items())), self.type_column, self.seq)
+        got = memo.get(key)
+        if got is None:
+            got = self._output_schema()
+            if len(memo) >= 64:  # queries of many shapes: start again rather than grow
+                memo.clear()
+            memo[key] = got
+        return got
 
     def _output_schema(self) -> pa.Schema:
         fields: dict[str, pa.Field] = {}

@@ -58,8 +58,7 @@ def latest_version(table: Path) -> int:
     version it last saw in that directory is still there (Delta log clean-up removes commit
     files oldest first, so the versions from it on are consecutive: the latest is the last
     of them)."""
-    d = log_dir(table)
-    key = str(d)
+    key = os.path.join(table, "_delta_log")  # str: a planned query asks every time
     known = _LATEST.get(key)
     if known is not None:
         # commit files are consecutive and clean-up removes the oldest first, so while the
@@ -72,6 +71,7 @@ def latest_version(table: Path) -> int:
             _LATEST[key] = v
             return v
         del _LATEST[key]
+    d = Path(key)
     if not d.is_dir():
         return -1
     best = -1

@@ -255,6 +255,8 @@ class StreamSnapshot:
         self._paths: dict[int, str] = {}  # data file id -> path, as built on first read
         self._leaf_bytes: dict[tuple[str, ...], np.ndarray] = {}  # see _count_leaves
         self._probes: dict[str, ColumnProbe] = {}  # see values_at
+        # replay output schemas of this stream, kept by Replay (its _memo_schema)
+        self.replay_schemas: dict[tuple, pa.Schema] = {}
 
     # ------------------------------------------------------------------ basics
     @property

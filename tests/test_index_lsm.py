@@ -603,6 +603,50 @@ def test_arena_hands_out_aligned_views_that_survive_growth() -> None:
     assert thread_arena() is thread_arena()
 
 
+@pytest.mark.parametrize("key_type", ["float64", "int64"])
+def test_compiled_file_stats_equal_the_python_ones(tmp_path, key_type):
+    """A numeric file's estimate and pages from one compiled call (``estimate_and_pages``)
+    equal the Python functions' (``estimate_in_file``, ``row_group_span``, ``pages_of``):
+    seeded ranges with open ends, both inclusivities, bounds between, on and outside the
+    sampled keys (duplicates among them), seq cut-offs before, inside and after the file."""
+    from replaydb.indexes.bounds import key_range
+    from replaydb.indexes.reader import row_group_span
+    from replaydb.indexes.stats import estimate_and_pages, estimate_in_file
+
+    opts = LSMOptions(l0_max_runs=4, auto_compact=False, row_group_entries=8, sample_every=4)
+    idx = make(tmp_path, key_type=key_type, options=opts)
+    rng = np.random.default_rng(23)
+    for start, n in ((0, 300), (300, 41), (341, 1)):
+        keys = rng.normal(0, 3, n)
+        keys = np.round(keys) if key_type == "int64" else np.round(keys, 1)  # duplicates
+        add_range(idx, keys.astype(key_type), start)
+        idx.flush()
+    files = [f for run in idx._runs for f in run.files]
+    assert len(files) == 3
+    pool = [None, *np.round(rng.normal(0, 4, 16), 1).tolist(), -100.0, 100.0, 0.0]
+    if key_type == "int64":
+        pool = [None if b is None else int(round(b)) for b in pool]
+    epp = idx.entries_per_page
+    checked = 0
+    for _ in range(600):
+        lo, hi = (pool[int(rng.integers(len(pool)))] for _ in range(2))
+        kr = key_range(key_type, lo, hi, bool(rng.integers(2)), bool(rng.integers(2)))
+        if kr.empty:
+            continue
+        f = files[int(rng.integers(len(files)))]
+        cut = int(rng.choice([0, f.seq_min, f.seq_min + 1, (f.seq_min + f.seq_max) // 2,
+                              f.seq_max, f.seq_max + 1, 10_000]))
+        a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
+        for est, pages in ((True, True), (True, False), (False, True)):
+            got = estimate_and_pages(f, kr, cut, epp, estimate=est, pages=pages)
+            want = (estimate_in_file(f, kr, cut) if est else (0.0, 0, 0)) + (
+                f.pages_of(a, b, epp) if pages else 0,)
+            assert got == pytest.approx(want, rel=1e-12, abs=1e-9), (lo, hi, kr, cut)
+            assert [type(x) for x in got] == [float, int, int, int]
+        checked += 1
+    assert checked > 250
+
+
 def test_range_stats_are_the_count_and_the_read_plans_pages(tmp_path):
     """One pass gives what count() and read_plan() give for a range - over several runs, a
     tombstone, ``max_seq`` cuts, open and empty ranges, both inclusivities."""

