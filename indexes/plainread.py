@@ -22,7 +22,9 @@ from __future__ import annotations
 import mmap
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 
+import numba as nb
 import numpy as np
 import pyarrow.parquet as pq
 
@@ -139,8 +141,9 @@ class Spans:
     counts: np.ndarray
     dtype: np.dtype
 
-    @property
+    @cached_property
     def size(self) -> int:
+        """The number of values (summed once: the spans never change)."""
         return int(self.counts.sum())
 
     def array(self) -> np.ndarray:
@@ -154,14 +157,32 @@ class Spans:
         return out
 
     def cut(self, i0: int, i1: int) -> Spans:
-        """The values ``[i0, i1)`` (positions over all spans; clipped to them). O(spans)."""
-        ends = np.cumsum(self.counts)
-        starts = ends - self.counts
-        lo = np.maximum(starts, i0)
-        hi = np.minimum(ends, i1)
-        keep = hi > lo
-        return Spans(self.buf, self.offsets[keep] + (lo - starts)[keep] * self.dtype.itemsize,
-                     (hi - lo)[keep], self.dtype)
+        """The values ``[i0, i1)`` (positions over all spans; clipped to them). O(spans), one
+        compiled pass (a range read cuts its spans once; six NumPy calls cost 13 us)."""
+        off, cnt = _cut_spans(self.offsets, self.counts, int(i0), int(i1),
+                              int(self.dtype.itemsize))
+        return Spans(self.buf, off, cnt, self.dtype)
+
+
+@nb.njit(cache=True, nogil=True)
+def _cut_spans(offsets: np.ndarray, counts: np.ndarray, i0: int, i1: int, itemsize: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and counts of the values ``[i0, i1)`` of spans ``(offsets, counts)``: the
+    spans that keep values, each cut to them (:meth:`Spans.cut`)."""
+    off = np.empty(offsets.size, np.int64)
+    cnt = np.empty(offsets.size, np.int64)
+    k = 0
+    start = 0
+    for j in range(offsets.size):
+        end = start + counts[j]
+        lo = max(start, i0)
+        hi = min(end, i1)
+        if hi > lo:
+            off[k] = offsets[j] + (lo - start) * itemsize
+            cnt[k] = hi - lo
+            k += 1
+        start = end
+    return off[:k].copy(), cnt[:k].copy()
 
 
 @dataclass(frozen=True)
@@ -196,6 +217,10 @@ class PlainFile:
         # per column: the byte offset of every row group's values (-1 not located yet, -2 not
         # plain) and their count
         self._where: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # per column: row groups not located yet, and located as not plain (while both are
+        # 0 - a file read a few times - a read tests neither in its row groups)
+        self._unlocated: dict[int, int] = {}
+        self._not_plain: dict[int, int] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -243,33 +268,41 @@ class PlainFile:
         if got is None:
             n = self._md.num_row_groups
             with self._lock:
+                if col not in self._where:
+                    self._unlocated[col] = n
+                    self._not_plain[col] = 0
                 got = self._where.setdefault(col, (np.full(n, -1, np.int64),
                                                    np.zeros(n, np.int64)))
         off, cnt = got
-        if (off[a:b] == -1).any():
+        if self._unlocated[col] and (off[a:b] == -1).any():
             for g in np.flatnonzero(off[a:b] == -1).tolist():
                 chunk = self._locate(a + g, col)
                 with self._lock:  # the count before the offset that says it is there
+                    if off[a + g] != -1:
+                        continue  # another thread located it
                     cnt[a + g] = chunk.count if chunk is not None else 0
                     off[a + g] = chunk.offset if chunk is not None else -2
+                    self._unlocated[col] -= 1
+                    self._not_plain[col] += chunk is None
         return off[a:b], cnt[a:b]
 
-    def _chunk(self, rg: int, col: int) -> Chunk | None:
-        """Chunk ``(rg, col)`` (None: not plain)."""
-        off, cnt = self._located(col, rg, rg + 1)
-        dtype = self._dtypes[col]
-        if off[0] < 0 or dtype is None:
-            return None
-        return Chunk(int(off[0]), int(cnt[0]), dtype)
+    def check(self) -> None:
+        """Raise AssertionError unless every column's counts of row groups not located and
+        not plain are those of its offsets."""
+        for col, (off, _) in self._where.items():
+            assert self._unlocated[col] == int(np.count_nonzero(off == -1)), col
+            assert self._not_plain[col] == int(np.count_nonzero(off == -2)), col
 
     def column(self, rg: int, name: str) -> np.ndarray | None:
         """The values of column ``name`` in row group ``rg`` (a read-only view of the file),
         or None when that chunk is not plain (read it through Arrow)."""
-        chunk = self._chunk(rg, self._names.index(name))
-        if chunk is None:
+        col = self._names.index(name)
+        dtype = self._dtypes[col]
+        off, cnt = self._located(col, rg, rg + 1)
+        start = int(off[0])
+        if start < 0 or dtype is None:
             return None
-        nbytes = chunk.count * chunk.dtype.itemsize
-        return self._buf[chunk.offset:chunk.offset + nbytes].view(chunk.dtype)
+        return self._buf[start:start + int(cnt[0]) * dtype.itemsize].view(dtype)
 
     def columns(self, a: int, b: int, name: str) -> np.ndarray | None:
         """Column ``name`` of row groups ``[a, b)`` in one new array, or None when one of the
@@ -288,6 +321,6 @@ class PlainFile:
         if dtype is None:
             return None
         off, cnt = self._located(col, a, b)
-        if (off < 0).any():
+        if (self._unlocated[col] or self._not_plain[col]) and (off < 0).any():
             return None
         return Spans(self._buf, off.copy(), cnt.copy(), dtype)

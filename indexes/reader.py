@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -129,11 +130,34 @@ def count_row_groups(meta: RunFileMeta, a: int, b: int, epp: int, counters: Cost
                      columns: tuple[str, ...]) -> None:
     """Count row groups ``[a, b)`` of ``columns`` as read: row groups, entries, pages and
     the compressed bytes of those columns."""
+    entries, pages, nbytes = _rg_counts(meta.rg_rows, meta.rg_bytes, a, b, epp,
+                                        "key" in columns, "seq" in columns, "t" in columns)
     counters.row_groups_read += b - a
-    counters.entries_read += int(meta.rg_rows[a:b].sum())
-    counters.pages_read += meta.pages_of(a, b, epp)
-    cols = [("key", "seq", "t").index(c) for c in columns]
-    counters.bytes_read += int(meta.rg_bytes[a:b][:, cols].sum())
+    counters.entries_read += int(entries)
+    counters.pages_read += int(pages)
+    counters.bytes_read += int(nbytes)
+
+
+@nb.njit(cache=True, nogil=True)
+def _rg_counts(rg_rows: np.ndarray, rg_bytes: np.ndarray, a: int, b: int, epp: int,
+               key: bool, seq: bool, t: bool) -> tuple[int, int, int]:
+    """Entries, pages (:meth:`RunFileMeta.pages_of`) and the compressed bytes of the columns
+    flagged of row groups ``[a, b)``: one pass instead of four NumPy reductions (12 us a
+    range read, most of it their fixed costs)."""
+    entries = 0
+    pages = 0
+    nbytes = 0
+    for g in range(a, b):
+        r = rg_rows[g]
+        entries += r
+        pages += (r + epp - 1) // epp
+        if key:
+            nbytes += rg_bytes[g, 0]
+        if seq:
+            nbytes += rg_bytes[g, 1]
+        if t:
+            nbytes += rg_bytes[g, 2]
+    return entries, pages, nbytes
 
 
 def read_file_range(
@@ -221,7 +245,7 @@ def read_file_seq_pieces(
             counters.row_groups_skipped += meta.num_row_groups - (b - a)
             counters.files_read += 1
             count_row_groups(meta, a, b, epp, counters, ("seq", "t") if with_t else ("seq",))
-            counters.bytes_read += int(meta.rg_bytes[key_groups, 0].sum())
+            counters.bytes_read += sum(int(meta.rg_bytes[g, 0]) for g in key_groups)
             return seq, t
     ent = read_file_range(directory, meta, lo, hi, lo_inclusive, hi_inclusive, files,
                           counters, epp)
@@ -246,7 +270,7 @@ def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, h
         if keys is None:
             return None
         key_groups.append(a)
-        i0 = int(np.searchsorted(keys, lo, side="left" if lo_inclusive else "right"))
+        i0 = int(keys.searchsorted(lo, side="left" if lo_inclusive else "right"))
     n = seq.size
     i1 = n
     if hi is not None:
@@ -256,7 +280,7 @@ def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, h
         if b - 1 not in key_groups:
             key_groups.append(b - 1)
         first = n - int(meta.rg_rows[b - 1])
-        i1 = first + int(np.searchsorted(keys, hi, side="right" if hi_inclusive else "left"))
+        i1 = first + int(keys.searchsorted(hi, side="right" if hi_inclusive else "left"))
     i1 = max(i0, i1)
     if i0 == 0 and i1 == n:
         return seq, t, key_groups

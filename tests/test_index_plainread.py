@@ -182,6 +182,7 @@ def test_columns_of_row_group_ranges(tmp_path) -> None:
         cut = sp.cut(i0, i1)
         assert np.array_equal(cut.array(), want[i0:i1]) and cut.size == len(want[i0:i1])
         assert (cut.counts > 0).all()
+        plain.check()
     md = pf.metadata
     off = md.row_group(2).column(1).data_page_offset
     raw = bytearray(open(path, "rb").read())
@@ -193,6 +194,12 @@ def test_columns_of_row_group_ranges(tmp_path) -> None:
     assert damaged.columns(1, 4, "seq") is None
     assert damaged.columns(0, ng, "t") is not None
     assert damaged.spans(1, 4, "seq") is None and damaged.spans(0, 2, "seq") is not None
+    damaged.check()
+    # located in full (one chunk not plain): a range without it is still read in place
+    assert damaged.columns(0, ng, "seq") is None
+    assert damaged._unlocated[1] == 0 and damaged._not_plain[1] == 1
+    assert damaged.spans(3, ng, "seq") is not None and damaged.spans(2, 3, "seq") is None
+    damaged.check()
 
 
 @settings(max_examples=60, deadline=None)
