@@ -683,18 +683,14 @@ class LSMIndex:
             cut = min(run.cutoff, limit)
             read = pages and bool(run.n) and kr.overlaps(run.key_min, run.key_max)
             for f in run.files:
+                # the estimate (unless exact) and the pages in one call (compiled for numbers)
+                e, lo_c, hi_c, pg = estimate_and_pages(
+                    f, kr, cut, epp, estimate=not exact,
+                    pages=read and kr.overlaps(f.key_min, f.key_max))
                 if exact:
-                    c = exact_in_file(self.path, f, kr, cut, self._files, self.counters, epp)
-                    est, low, high = est + c, low + c, high + c
-                    if read and kr.overlaps(f.key_min, f.key_max):
-                        a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive,
-                                              kr.hi_inclusive)
-                        n_pages += f.pages_of(a, b, epp)
-                else:
-                    e, lo_c, hi_c, pg = estimate_and_pages(
-                        f, kr, cut, epp, estimate=True,
-                        pages=read and kr.overlaps(f.key_min, f.key_max))
-                    est, low, high, n_pages = est + e, low + lo_c, high + hi_c, n_pages + pg
+                    e = lo_c = hi_c = exact_in_file(self.path, f, kr, cut, self._files,
+                                                    self.counters, epp)
+                est, low, high, n_pages = est + e, low + lo_c, high + hi_c, n_pages + pg
         return CountEstimate(est, low, high), n_pages
 
     def selectivity(

@@ -39,9 +39,15 @@ def _side_ranks(f: RunFileMeta, kr: KeyRange) -> tuple[Rank, Rank]:
     return below, upto
 
 
+def _may_hold(f: RunFileMeta, kr: KeyRange, cut: int) -> bool:
+    """Whether ``f`` can hold live entries of ``kr`` with seq < ``cut`` (entries, seqs from
+    before the cut, keys overlapping the range): the files every count skips otherwise."""
+    return bool(f.n) and cut > f.seq_min and kr.overlaps(f.key_min, f.key_max)
+
+
 def estimate_in_file(f: RunFileMeta, kr: KeyRange, cut: int) -> tuple[float, int, int]:
     """(estimate, low, high) of live entries of ``f`` in ``kr`` with seq < ``cut``. No I/O."""
-    if not f.n or cut <= f.seq_min or not kr.overlaps(f.key_min, f.key_max):
+    if not _may_hold(f, kr, cut):
         return 0.0, 0, 0
     below, upto = _side_ranks(f, kr)
     return _combine(f, below, upto, cut)
@@ -81,7 +87,7 @@ def estimate_and_pages(f: RunFileMeta, kr: KeyRange, cut: int, epp: int, *, esti
             a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
             n_pages = f.pages_of(a, b, epp)
         return est, low, high, n_pages
-    estimate = estimate and bool(f.n) and cut > f.seq_min and kr.overlaps(f.key_min, f.key_max)
+    estimate = estimate and _may_hold(f, kr, cut)
     has_lo, has_hi = kr.lo is not None, kr.hi is not None
     bl, bh, be, ul, uh, ue, n_pages = _numeric_stats(
         samples, f.sample_pos, int(f.n), kr.lo if has_lo else 0, has_lo, bool(kr.lo_inclusive),
@@ -161,7 +167,7 @@ def exact_in_file(
     epp: int,
 ) -> int:
     """Exact live entries of ``f`` in ``kr`` with seq < ``cut`` (reads boundary row groups)."""
-    if not f.n or cut <= f.seq_min or not kr.overlaps(f.key_min, f.key_max):
+    if not _may_hold(f, kr, cut):
         return 0
     if cut <= f.seq_max:
         e = read_file_range(

@@ -34,8 +34,12 @@ APP_PREFIX = "replaydb:"
 DEFAULT_COMPRESSION = "snappy"
 
 
+LOG_DIR = "_delta_log"
+"""The name of a Delta table's log directory."""
+
+
 def log_dir(table: Path) -> Path:
-    return table / "_delta_log"
+    return table / LOG_DIR
 
 
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -58,7 +62,7 @@ def latest_version(table: Path) -> int:
     version it last saw in that directory is still there (Delta log clean-up removes commit
     files oldest first, so the versions from it on are consecutive: the latest is the last
     of them)."""
-    key = os.path.join(table, "_delta_log")  # str: a planned query asks every time
+    key = os.path.join(table, LOG_DIR)  # a str, not log_dir's Path: every planned query asks
     known = _LATEST.get(key)
     if known is not None:
         # commit files are consecutive and clean-up removes the oldest first, so while the

@@ -118,7 +118,7 @@ class Store:
         got = self._stream_paths.get(name)
         if got is None:
             events = self.stream_dir(name) / "events"
-            got = (events, str(events / "_delta_log"))
+            got = (events, str(deltaio.log_dir(events)))
             if len(self._stream_paths) >= 1024:
                 self._stream_paths.clear()
             self._stream_paths[name] = got
