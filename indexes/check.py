@@ -19,6 +19,7 @@ O(total entries) time and memory.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from replaydb.errors import CorruptionError, ReplayDBError
 from replaydb.indexes.entries import Entries, normalize_entries
 from replaydb.indexes.kernels import is_sorted_by_key_seq, seq_histogram
 from replaydb.indexes.levels import NO_CUTOFF, group_runs
+from replaydb.indexes.rankcodes import check_codes
 from replaydb.indexes.runfile import (
     RunFileMeta,
     load_run_meta,
@@ -113,6 +115,11 @@ def _check_file(idx: LSMIndex, meta: RunFileMeta, ent: Entries) -> list[str]:
         again = seq_histogram(seq, h.lo, h.shift, h.counts.size)
         if not np.array_equal(again, h.counts):
             p.append(f"{name}: seq histogram does not match the entries")
+    if meta.key_type != "string":
+        codes = idx._files.rank_codes(idx.path, meta, idx._files.plain(
+            os.path.join(idx.path, name)))
+        if codes is not None:
+            p += [f"{name}: {msg}" for msg in check_codes(codes, np.asarray(seq))]
     return p
 
 

@@ -45,6 +45,7 @@ from replaydb.indexes.entries import Entries, check_key_type, normalize_entries
 from replaydb.indexes.levels import NO_CUTOFF, Run, group_runs, plan_compaction
 from replaydb.indexes.options import LSMOptions, entries_per_page
 from replaydb.indexes.parallel import effective_threads, run_threads, sort_partitioned, split_sorted
+from replaydb.indexes.rankcodes import run_of_codes
 from replaydb.indexes.reader import (
     FileCache,
     Piece,
@@ -407,7 +408,8 @@ class LSMIndex:
         return self.version
 
     def vacuum(self, keep_from_version: int, *, dry_run: bool = False) -> list[str]:
-        """Delete run files no version >= ``keep_from_version`` references; returns their names.
+        """Delete run files no version >= ``keep_from_version`` references (and their rank
+        codes); returns their names.
 
         Removes the inputs of past compactions and files left by crashed writers. Readers pinned
         to versions before ``keep_from_version`` can no longer read afterwards: the store passes
@@ -424,7 +426,9 @@ class LSMIndex:
         doomed = sorted(
             name
             for name in os.listdir(self.path)
-            if parse_run_file_name(name) is not None and name not in needed
+            if (parse_run_file_name(name) is not None and name not in needed)
+            or ((run := run_of_codes(name)) is not None
+                and parse_run_file_name(run) is not None and run not in needed)
         )
         if not dry_run:
             self._files.close()

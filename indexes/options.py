@@ -60,6 +60,9 @@ class LSMOptions:
     entries (0 = the CPUs available, at most 8; default 1 = no threads: on a machine whose cores
     are busy - Spark tasks, other queries - extra threads only add contention). Such runs are
     written as several files (parts) with disjoint (key, seq) ranges.
+    ``rank_codes``: write beside each numeric, uncompressed run file its rank codes
+    (:mod:`replaydb.indexes.rankcodes`: two bytes per seq the file spans), with which the
+    planner tests a few events against a lookup without a pass over its seqs.
     """
 
     size_ratio: int = 10
@@ -75,6 +78,7 @@ class LSMOptions:
     fsync: bool = False
     threads: int = 1
     parallel_min_entries: int = 1 << 21
+    rank_codes: bool = True
 
     def __post_init__(self) -> None:
         if self.size_ratio < 2:

@@ -23,6 +23,7 @@ import mmap
 import threading
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -140,6 +141,11 @@ class Spans:
     offsets: np.ndarray
     counts: np.ndarray
     dtype: np.dtype
+    rank0: int = -1
+    """The position in its file of the first value, when the values are consecutive
+    positions of one file (a run file's range read); -1 when not known."""
+    codes: Any = None
+    """The file's :class:`.rankcodes.RankCodes` where it has them (with :attr:`rank0`)."""
 
     @cached_property
     def size(self) -> int:
@@ -161,7 +167,12 @@ class Spans:
         compiled pass (a range read cuts its spans once; six NumPy calls cost 13 us)."""
         off, cnt = _cut_spans(self.offsets, self.counts, int(i0), int(i1),
                               int(self.dtype.itemsize))
-        return Spans(self.buf, off, cnt, self.dtype)
+        r0 = -1 if self.rank0 < 0 else self.rank0 + min(max(int(i0), 0), self.size)
+        return Spans(self.buf, off, cnt, self.dtype, r0, self.codes)
+
+    def placed(self, rank0: int, codes: Any) -> Spans:
+        """These values as positions ``rank0 ..`` of their file, with its ``codes``."""
+        return Spans(self.buf, self.offsets, self.counts, self.dtype, int(rank0), codes)
 
 
 @nb.njit(cache=True, nogil=True)

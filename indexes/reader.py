@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from replaydb.indexes.entries import Entries
 from replaydb.indexes.plainread import PlainFile, Spans
+from replaydb.indexes.rankcodes import RankCodes, open_codes
 from replaydb.indexes.results import CostCounters
 from replaydb.indexes.runfile import RunFileMeta
 from replaydb.indexes.sketch import search
@@ -40,6 +41,7 @@ class FileCache:
         self.capacity = capacity
         self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
         self._plain: dict[str, PlainFile] = {}
+        self._codes: dict[str, RankCodes | None] = {}
         self._lock = threading.Lock()
 
     def plain(self, path: str) -> PlainFile:
@@ -57,6 +59,23 @@ class FileCache:
                 got.close()
                 return old
             self._plain[path] = got
+        return got
+
+    def rank_codes(self, directory: str, meta: RunFileMeta, plain: PlainFile
+                   ) -> RankCodes | None:
+        """The :mod:`.rankcodes` of run file ``meta`` (its :class:`PlainFile` ``plain``),
+        opened once and kept with the file (None: it has none usable)."""
+        path = os.path.join(directory, meta.name)
+        with self._lock:
+            if path in self._codes:
+                return self._codes[path]
+        got = open_codes(directory, meta, plain.spans(0, meta.num_row_groups, "seq"))
+        with self._lock:
+            if path in self._codes or path not in self._plain:  # raced, or evicted meanwhile
+                if got is not None:
+                    got.close()
+                return self._codes.get(path)
+            self._codes[path] = got
         return got
 
     def get(self, path: str) -> pq.ParquetFile:
@@ -78,6 +97,9 @@ class FileCache:
                 dropped = self._plain.pop(name, None)
                 if dropped is not None:
                     dropped.close()
+                codes = self._codes.pop(name, None)
+                if codes is not None:
+                    codes.close()
         return pf
 
     def close(self) -> None:
@@ -88,6 +110,10 @@ class FileCache:
             for plain in self._plain.values():
                 plain.close()
             self._plain.clear()
+            for codes in self._codes.values():
+                if codes is not None:
+                    codes.close()
+            self._codes.clear()
 
 
 def row_group_span(
@@ -239,7 +265,8 @@ def read_file_seq_pieces(
         return np.empty(0, np.int64), (np.empty(0, np.int64) if with_t else None)
     if meta.key_type != "string":
         plain = _plain_of(files, directory, meta)
-        got = _plain_range(plain, meta, a, b, lo, hi, lo_inclusive, hi_inclusive, with_t)
+        got = _plain_range(plain, meta, a, b, lo, hi, lo_inclusive, hi_inclusive, with_t,
+                           files.rank_codes(directory, meta, plain))
         if got is not None:
             seq, t, key_groups = got
             counters.row_groups_skipped += meta.num_row_groups - (b - a)
@@ -253,16 +280,19 @@ def read_file_seq_pieces(
 
 
 def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, hi: Any,
-                 lo_inclusive: bool, hi_inclusive: bool, with_t: bool
+                 lo_inclusive: bool, hi_inclusive: bool, with_t: bool,
+                 codes: RankCodes | None = None
                  ) -> tuple[Spans, Spans | None, list[int]] | None:
     """Where the seqs (times) of row groups ``[a, b)`` cut to the key range lie (None: not
-    plain). Every key of row groups after ``a`` is >= ``lo`` and every key before ``b - 1`` is
-    <= ``hi`` (keys are sorted across row groups), so only those two row groups' keys are
-    read."""
+    plain); the seqs' spans know their positions in the file and its rank ``codes``
+    (:meth:`.plainread.Spans.placed`). Every key of row groups after ``a`` is >= ``lo`` and
+    every key before ``b - 1`` is <= ``hi`` (keys are sorted across row groups), so only
+    those two row groups' keys are read."""
     seq = plain.spans(a, b, "seq")
     t = plain.spans(a, b, "t") if with_t else None
     if seq is None or (with_t and t is None):
         return None
+    seq = seq.placed(int(meta.rg_start[a]), codes)
     key_groups: list[int] = []
     i0 = 0
     if lo is not None:

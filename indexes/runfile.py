@@ -38,6 +38,7 @@ from replaydb.errors import CorruptionError
 from replaydb.indexes.entries import Entries, arrow_schema
 from replaydb.indexes.kernels import seq_histogram
 from replaydb.indexes.options import LSMOptions
+from replaydb.indexes.rankcodes import write_codes
 from replaydb.indexes.sketch import SeqHistogram, byte_ranges, sample_positions, seq_hist_shift
 
 FORMAT_VERSION = 1
@@ -175,7 +176,8 @@ def write_run_file(
     tomb: int | None = None,
     options: LSMOptions,
 ) -> tuple[RunFileMeta, dict[str, Any]]:
-    """Write sorted ``entries`` as one run file; returns its metadata and AddAction fields.
+    """Write sorted ``entries`` as one run file (and its rank codes beside it, see
+    :mod:`.rankcodes`); returns its metadata and AddAction fields.
 
     The AddAction fields are a dict with ``path`` (relative to the table), ``size``,
     ``partition_values`` ({}), ``modification_time`` (ms), ``data_change`` (True) and ``stats``
@@ -262,6 +264,8 @@ def write_run_file(
             os.fsync(fd)
         finally:
             os.close(fd)
+    if options.rank_codes and key_type != "string" and compression is None and n:
+        write_codes(directory, name, seq, seq_min, seq_max, fsync=options.fsync)
     size = os.path.getsize(path)
     meta = load_run_meta(directory, name, size)
     add = {

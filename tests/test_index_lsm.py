@@ -473,7 +473,14 @@ def test_vacuum_keeps_files_of_kept_versions(tmp_path):
     open(orphan, "wb").close()  # left by a crashed writer
     assert idx.vacuum(v_before, dry_run=True) == [os.path.basename(orphan)]
     doomed = idx.vacuum(idx.version)
-    assert len(doomed) == 4 and not os.path.exists(orphan)
+    # the three compacted runs and the orphan, and the rank codes of the three runs
+    assert len([d for d in doomed if d.endswith(".parquet")]) == 4
+    assert sorted(d for d in doomed if d.endswith(".codes")) == sorted(
+        d + ".codes" for d in doomed if d.endswith(".parquet") and d != os.path.basename(orphan))
+    assert not os.path.exists(orphan)
+    left = sorted(os.listdir(idx.path))
+    assert [n + ".codes" for n in left if n.endswith(".parquet")] == [
+        n for n in left if n.endswith(".codes")]  # the live run keeps its codes
     assert idx.check((np.arange(30), np.arange(30), np.arange(30) * 10)) == []
     assert idx.vacuum(idx.version) == []
 

@@ -169,8 +169,8 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
     with _probe_store(seed, 1500, zeros=0.01) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
         base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
-        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO
-        iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO = True, 0
+        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS
+        iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS = True, 0, False
         try:
             got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
             assert got.intervals == base.intervals
@@ -182,7 +182,7 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
                 assert st.index_reads.get("probed_events", 0) > 0
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
         finally:
-            iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO = old
+            iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS = old
 
 
 def test_probes_from_several_threads_agree() -> None:
@@ -210,3 +210,45 @@ def test_probes_from_several_threads_agree() -> None:
             th.join()
         assert errors == []
         snap._probes["u"].check()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=hs.integers(0, 10_000), w=hs.integers(1, 30),
+       lo=hs.lists(hs.sampled_from(_BOUNDS), min_size=3, max_size=3),
+       width=hs.lists(hs.sampled_from([0.0, 0.1, 0.5, 2.0]), min_size=3, max_size=3),
+       k_lo=hs.integers(-50, 49), strict=hs.booleans())
+def test_members_by_rank_codes_change_no_interval(seed, w, lo, width, k_lo, strict) -> None:
+    """A tight block's members tested by their run files' rank codes (forced here for any
+    count) give the intervals of the scans of their lookups, with bounds at -0.0 and 0.0,
+    an int64 member and strict bounds; the matches are full replay's."""
+    op = ">" if strict else ">="
+    conds = [f"A AS A.u {op} {lo[0]} AND A.u <= {lo[0] + width[0]}",
+             f"B AS B.k >= {k_lo * 2**48} AND B.k < {(k_lo + 30) * 2**48}",
+             f"C AS C.u >= {lo[2]} AND C.u {'<' if strict else '<='} {lo[2] + width[2]}",
+             f"D AS D.u >= {lo[1]} AND D.u <= {lo[1] + width[1]}"]
+    q = (f"SELECT * FROM p MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t, LAST(D.t) AS d_t "
+         f"PATTERN (A B C D) WITHIN {w} DEFINE {', '.join(conds)})")
+    with _probe_store(seed, 1500, zeros=0.01) as store:
+        opts = {"rivals": False, "weights": {"interval_events": 0.0}}
+        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.members_by_codes
+        calls: list[int] = []
+
+        def spy(targets: np.ndarray, pieces: list[Any]) -> np.ndarray:
+            calls.append(targets.size)
+            return old[3](targets, pieces)
+
+        try:
+            iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS = True, 0, False
+            base = plan_query(store, q, QueryOptions(plan="all", extra={**opts,
+                                                                       "probes": False}))
+            iv.CODE_MEMBERS, iv.members_by_codes = True, spy
+            got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
+            assert got.intervals == base.intervals
+            st = got.pattern_state
+            if (base.pattern_state.interval_counts.get("first_events", 0)
+                    and _deferrable(st, st.chosen.config)):
+                assert calls  # a member waited where its seqs lie: tested by its codes
+            same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
+        finally:
+            (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
+             iv.members_by_codes) = old

@@ -56,11 +56,13 @@ from replaydb.indexes.kernels import (
     hits_in_bits,
     keys_of_bits,
     member_bits,
+    member_test_ns,
     members_in_pieces,
     scan_pays,
     sorted_distinct,
     union_bits_of,
 )
+from replaydb.indexes.rankcodes import CODE_NS, coded, members_by_codes
 from replaydb.indexes.reader import join_pieces
 from replaydb.planner.pattern.rewrite import RewrittenPattern
 from replaydb.store.interval_list import merge_halfopen
@@ -163,6 +165,15 @@ of the member's seqs where they lie (:func:`~replaydb.indexes.kernels.members_in
 True), by setting the member's bitmap and reading a bit per candidate (False), or by
 whichever :func:`~replaydb.indexes.kernels.scan_pays` finds cheaper (None, the default).
 The candidates and intervals are the same either way."""
+
+
+CODE_MEMBERS: bool | None = None
+"""Whether a tight block tests the candidates it has left against a deferred member by the
+rank codes of the member's run files (:func:`~replaydb.indexes.rankcodes.members_by_codes`,
+where every file of the lookup has them): always (True), never (False), or where the cost
+model finds it cheaper than the cheaper of a scan of the member's seqs and their bitmap
+(None, the default): ``CODE_NS`` per candidate and file. The candidates and intervals are the
+same either way."""
 
 
 PRIMARY_PROBE_RATIO = 1024
@@ -336,8 +347,9 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
     anchors whose event at its offset is in its result: one bitmap read per anchor left, or
     a merge walk (both sides sorted by seq); a deferred member is scanned where its seqs
     lie against the anchors left (:func:`~replaydb.indexes.kernels.members_in_pieces`), so
-    its bitmap is never set, where that costs less (:data:`SCAN_MEMBERS`).
-    O(sum of the results' sizes).
+    its bitmap is never set, where that costs less (:data:`SCAN_MEMBERS`), or tested by its
+    files' rank codes, a read per anchor left, where they have them and that costs less
+    still (:data:`CODE_MEMBERS`). O(sum of the results' sizes).
     """
     anchor = min(range(len(results)), key=lambda j: len(results[j]))
     members = [j for j in sorted(range(len(results)), key=lambda j: len(results[j]))
@@ -351,6 +363,13 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
         o, r = offsets[j], results[j]
         if base.size == 0:
             break
+        if r.pieces is not None and _by_codes(base.size, r):
+            x = base + int(o)
+            inside = (x >= 0) & (x < r.bound)
+            if not inside.all():
+                base, x = base[inside], x[inside]
+            base = base[members_by_codes(x, r.pieces)]
+            continue
         if r.pieces is not None and _scans(base.size, r):
             x = base + int(o)
             inside = (x >= 0) & (x < r.bound)
@@ -371,6 +390,16 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
     # the times of a BS that Algorithm 3.1 does not read are left out (None)
     return Occurrences(base + offsets[0], base + offsets[-1], _member_times(f, base, offsets[0]),
                        _member_times(last, base, offsets[-1]))
+
+
+def _by_codes(targets: int, r: SymbolResult) -> bool:
+    """Whether ``targets`` candidates are tested against deferred ``r`` by its files' rank
+    codes (:data:`CODE_MEMBERS`)."""
+    if CODE_MEMBERS is False or r.pieces is None or not coded(r.pieces):
+        return False
+    if CODE_MEMBERS:
+        return True
+    return targets * len(r.pieces) * CODE_NS < member_test_ns(targets, len(r), r.bound)
 
 
 def _scans(targets: int, r: SymbolResult) -> bool:
