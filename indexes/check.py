@@ -116,8 +116,8 @@ def _check_file(idx: LSMIndex, meta: RunFileMeta, ent: Entries) -> list[str]:
         if not np.array_equal(again, h.counts):
             p.append(f"{name}: seq histogram does not match the entries")
     if meta.key_type != "string":
-        codes = idx._files.rank_codes(idx.path, meta, idx._files.plain(
-            os.path.join(idx.path, name)))
+        idx._files.get(os.path.join(idx.path, name))
+        codes = idx._files.rank_codes(idx.path, meta)
         if codes is not None:
             p += [f"{name}: {msg}" for msg in check_codes(codes, np.asarray(seq))]
     return p

@@ -24,8 +24,9 @@ Decisions:
   visible) and never changed: it lives and dies with its run file (vacuum removes both), so
   a snapshot pinned at any version reads codes that match its files. It is not in the Delta
   log (it is not Parquet): a reader that does not know it ignores it.
-* Only numeric keys in the plain layout (the planner's exact checks read seqs where they lie
-  in the file), and only when the file's seqs are dense enough: a span of at most
+* Only numeric keys in the plain layout (the planner's exact checks read the lookup's own
+  seqs where they lie in the file: the ranks of a cut bucket that the range keeps are the
+  lookup's first or last), and only when the file's seqs are dense enough: a span of at most
   :data:`MAX_SPAN_PER_ENTRY` seqs per entry (a run split by key into parts has entries for a
   share of the seqs it spans; the codes of many parts would outweigh the index).
 * A missing, short or mismatched codes file (another version, another file's header) is not
@@ -120,15 +121,13 @@ def write_codes(directory: str, run_file: str, seq: np.ndarray, seq_min: int, se
 @dataclass
 class RankCodes:
     """The codes of one run file, memory-mapped: ``codes[s - seq_min]`` for seqs
-    ``[seq_min, seq_min + codes.size)``, of a file of ``n`` entries in row groups of
-    ``rg_entries`` (all but the last full) whose seqs lie at ``seqs`` (a
-    :class:`.plainread.Spans` of every row group). ``close`` releases the map."""
+    ``[seq_min, seq_min + span)``, of a file of ``n`` entries. ``close`` releases the map
+    (then :attr:`codes` is empty, and :func:`members_by_codes` answers None)."""
 
     codes: np.ndarray
     n: int
     seq_min: int
-    rg_entries: int
-    seqs: Any
+    span: int
     _mm: Any = None
 
     def close(self) -> None:
@@ -141,21 +140,17 @@ class RankCodes:
             self._mm = None
 
 
-def open_codes(directory: str, meta: Any, seqs: Any) -> RankCodes | None:
-    """The codes of run file ``meta`` (a :class:`.runfile.RunFileMeta`) whose seqs lie at
-    ``seqs`` (a :class:`.plainread.Spans` of all its row groups; None: not plain), or None
-    when it has none usable: no codes file, a header that does not match the file (entries,
-    seqs, buckets), a short file, or row groups of uneven size. O(1) (a map)."""
-    path = os.path.join(directory, codes_name(meta.name))
-    rows = np.asarray(meta.rg_rows)
-    if (seqs is None or meta.n == 0 or seqs.size != meta.n
-            or (rows.size > 1 and bool((rows[:-1] != meta.rg_entries).any()))):
+def open_codes(directory: str, meta: Any) -> RankCodes | None:
+    """The codes of run file ``meta`` (a :class:`.runfile.RunFileMeta`), or None when it has
+    none usable: no codes file, a header that does not match the file (entries, seqs,
+    buckets) or a file of another size. O(1) (a map of the file)."""
+    if meta.n == 0:
         return None
+    path = os.path.join(directory, codes_name(meta.name))
+    span = int(meta.seq_max) - int(meta.seq_min) + 1
     try:
         with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            span = int(meta.seq_max) - int(meta.seq_min) + 1
-            if size != HEADER_BYTES + 2 * span:
+            if f.seek(0, 2) != HEADER_BYTES + 2 * span:
                 return None
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError:
@@ -166,7 +161,7 @@ def open_codes(directory: str, meta: Any, seqs: Any) -> RankCodes | None:
         mm.close()
         return None
     codes = np.frombuffer(mm, np.uint16, count=span, offset=HEADER_BYTES)
-    return RankCodes(codes, int(n), int(seq_min), int(meta.rg_entries), seqs, mm)
+    return RankCodes(codes, int(n), int(seq_min), span, mm)
 
 
 def check_codes(rc: RankCodes, seq: np.ndarray) -> list[str]:
@@ -185,13 +180,30 @@ def check_codes(rc: RankCodes, seq: np.ndarray) -> list[str]:
 
 
 @nb.njit(cache=True, nogil=True)
+def _seq_at(buf: np.ndarray, offsets: np.ndarray, counts: np.ndarray, p: int) -> int:
+    """The int64 at position ``p`` of spans ``(offsets, counts)`` of ``buf``; -1 when ``p``
+    or its span lies outside them."""
+    for k in range(offsets.size):
+        c = counts[k]
+        if p < c:
+            o = offsets[k]
+            if o < 0 or o + 8 * (p + 1) > buf.size:
+                return -1
+            return buf[o + 8 * p:o + 8 * (p + 1)].view(np.int64)[0]
+        p -= c
+    return -1
+
+
+@nb.njit(cache=True, nogil=True)
 def _mark(targets: np.ndarray, codes: np.ndarray, seq_min: int, n: int, buckets: int,
-          r0: int, r1: int, buf: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
-          rge: int, hit: np.ndarray) -> int:
-    """Set ``hit[i]`` for every target whose entry's rank lies in ``[r0, r1)`` (see the
-    module docstring); the seqs at rank ``r`` lie at ``offsets[r // rge]`` of ``buf`` (int64,
-    row group ``r // rge`` of ``counts`` values). Returns 0, or 2 when a rank's row group
-    lies outside ``buf`` (a file not as its metadata says)."""
+          r0: int, buf: np.ndarray, offsets: np.ndarray, counts: np.ndarray, size: int,
+          hit: np.ndarray) -> int:
+    """Set ``hit[i]`` for every target whose entry's rank lies in ``[r0, r0 + size)``, the
+    ranks of the piece whose seqs lie in spans ``(offsets, counts)`` of ``buf`` (see the
+    module docstring): a target in a bucket the piece's ends cut is looked up among the
+    piece's own seqs of that bucket. Returns 0, or 2 when a position lies outside the
+    spans."""
+    r1 = r0 + size
     span = codes.size
     for i in range(targets.size):
         x = targets[i]
@@ -205,35 +217,32 @@ def _mark(targets: np.ndarray, codes: np.ndarray, seq_min: int, n: int, buckets:
         b = ((c + 1) * n + buckets - 1) // buckets
         if a >= r0 and b <= r1:
             hit[i] = True
-        elif b > r0 and a < r1:  # a bucket the range's end cuts: look for x among its seqs
-            lo = max(a, r0)
-            hi = min(b, r1)
-            for r in range(lo, hi):
-                g = r // rge
-                if g >= offsets.size:
+        elif b > r0 and a < r1:
+            for r in range(max(a, r0), min(b, r1)):
+                v = _seq_at(buf, offsets, counts, r - r0)
+                if v < 0:
                     return 2
-                o = offsets[g]
-                k = r - g * rge
-                if o < 0 or k >= counts[g] or o + 8 * (k + 1) > buf.size:
-                    return 2
-                if buf[o + 8 * k:o + 8 * (k + 1)].view(np.int64)[0] == x:
+                if v == x:
                     hit[i] = True
                     break
     return 0
 
 
-def mark_members(targets: np.ndarray, rc: RankCodes, r0: int, r1: int,
-                 hit: np.ndarray) -> None:
-    """Set ``hit[i]`` where ``targets[i]`` has its entry at a rank of ``[r0, r1)`` of the
-    file of codes ``rc``. O(targets + targets in the two cut buckets x n / BUCKETS).
-    ValueError when the file is not as its codes say."""
-    seqs = rc.seqs
-    st = _mark(np.ascontiguousarray(targets, dtype=np.int64), rc.codes, rc.seq_min, rc.n,
-               BUCKETS, int(r0), int(r1), seqs.buf, seqs.offsets, seqs.counts,
-               rc.rg_entries, hit)
+def mark_members(targets: np.ndarray, rc: RankCodes, piece: Any, hit: np.ndarray) -> bool:
+    """Set ``hit[i]`` where ``targets[i]`` is among the seqs of ``piece`` (a
+    :class:`.plainread.Spans` of consecutive positions from ``piece.rank0`` of the file of
+    codes ``rc``). False (nothing set) when ``rc`` was closed meanwhile. O(targets + targets
+    in the two cut buckets x n / BUCKETS). ValueError when the piece is not as its file's
+    codes say."""
+    codes = rc.codes
+    if codes.size != rc.span:
+        return False
+    st = _mark(np.ascontiguousarray(targets, dtype=np.int64), codes, rc.seq_min, rc.n,
+               BUCKETS, int(piece.rank0), piece.buf, piece.offsets, piece.counts,
+               int(piece.size), hit)
     if st:
-        raise ValueError("rank codes: a rank lies outside its file's seqs")
-
+        raise ValueError("rank codes: a rank lies outside the lookup's seqs")
+    return True
 
 CODE_NS = 150.0
 """ns per target and piece of :func:`members_by_codes` (a code read in a map of two bytes per
@@ -251,13 +260,15 @@ def coded(pieces: list[Any]) -> bool:
                                 and getattr(p, "rank0", -1) >= 0 for p in pieces)
 
 
-def members_by_codes(targets: np.ndarray, pieces: list[Any]) -> np.ndarray:
+def members_by_codes(targets: np.ndarray, pieces: list[Any]) -> np.ndarray | None:
     """Which of ``targets`` (distinct integers) are among the seqs of ``pieces`` (all
     :func:`coded`): a boolean per target, as :func:`.kernels.members_in_pieces` answers,
-    from each piece's file's rank codes instead of a pass over its seqs. O(targets x pieces
-    + targets in cut buckets x n / BUCKETS)."""
+    from each piece's file's rank codes instead of a pass over its seqs; None when a file's
+    codes were closed meanwhile (its file left the cache: test another way). O(targets x
+    pieces + targets in cut buckets x n / BUCKETS)."""
     x = np.ascontiguousarray(targets, dtype=np.int64)
     hit = np.zeros(x.size, np.bool_)
     for p in pieces:
-        mark_members(x, p.codes, p.rank0, p.rank0 + p.size, hit)
+        if not mark_members(x, p.codes, p, hit):
+            return None
     return hit

@@ -61,17 +61,16 @@ class FileCache:
             self._plain[path] = got
         return got
 
-    def rank_codes(self, directory: str, meta: RunFileMeta, plain: PlainFile
-                   ) -> RankCodes | None:
-        """The :mod:`.rankcodes` of run file ``meta`` (its :class:`PlainFile` ``plain``),
-        opened once and kept with the file (None: it has none usable)."""
+    def rank_codes(self, directory: str, meta: RunFileMeta) -> RankCodes | None:
+        """The :mod:`.rankcodes` of run file ``meta``, opened once and kept while the file
+        is (None: it has none usable). O(1)."""
         path = os.path.join(directory, meta.name)
         with self._lock:
             if path in self._codes:
                 return self._codes[path]
-        got = open_codes(directory, meta, plain.spans(0, meta.num_row_groups, "seq"))
+        got = open_codes(directory, meta)
         with self._lock:
-            if path in self._codes or path not in self._plain:  # raced, or evicted meanwhile
+            if path in self._codes or path not in self._files:  # raced, or evicted meanwhile
                 if got is not None:
                     got.close()
                 return self._codes.get(path)
@@ -266,7 +265,7 @@ def read_file_seq_pieces(
     if meta.key_type != "string":
         plain = _plain_of(files, directory, meta)
         got = _plain_range(plain, meta, a, b, lo, hi, lo_inclusive, hi_inclusive, with_t,
-                           files.rank_codes(directory, meta, plain))
+                           files.rank_codes(directory, meta))
         if got is not None:
             seq, t, key_groups = got
             counters.row_groups_skipped += meta.num_row_groups - (b - a)

@@ -145,9 +145,16 @@ def test_a_codes_file_that_does_not_match_is_ignored_and_checked(tmp_path) -> No
     path = os.path.join(idx.path, codes_name(meta.name))
     plain = idx._files.plain(os.path.join(idx.path, meta.name))
     seqs = plain.spans(0, meta.num_row_groups, "seq")
-    rc = open_codes(idx.path, meta, seqs)
+    rc = open_codes(idx.path, meta)
     assert rc is not None and check_codes(rc, seqs.array()) == []
     rc.close()
+    # codes closed under a lookup (its file left the cache): the test answers None
+    pieces, _, _ = idx.seq_pieces(-0.5, 0.5, max_seq=keys.size)
+    assert coded(pieces)
+    targets = np.arange(0, keys.size, 7)
+    assert members_by_codes(targets, pieces) is not None
+    idx._files.close()
+    assert members_by_codes(targets, pieces) is None
     raw = bytearray(open(path, "rb").read())
     # a changed code: still opened (the header matches), found by the invariant check
     j = HEADER_BYTES + 2 * 10
@@ -163,7 +170,7 @@ def test_a_codes_file_that_does_not_match_is_ignored_and_checked(tmp_path) -> No
             os.remove(path)
         else:
             open(path, "wb").write(bad)
-        assert open_codes(idx.path, meta, seqs) is None
+        assert open_codes(idx.path, meta) is None
         pieces, _, _ = idx.seq_pieces(-0.5, 0.5, max_seq=keys.size)
         assert not coded(pieces)
     assert idx.check((keys, np.arange(keys.size), np.arange(keys.size) * 10)) == []

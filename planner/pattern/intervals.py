@@ -368,7 +368,10 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
             inside = (x >= 0) & (x < r.bound)
             if not inside.all():
                 base, x = base[inside], x[inside]
-            base = base[members_by_codes(x, r.pieces)]
+            passed = members_by_codes(x, r.pieces)
+            if passed is None:  # the codes' file left the cache meanwhile: scan
+                passed = members_in_pieces(x, r.pieces, r.bound)
+            base = base[passed]
             continue
         if r.pieces is not None and _scans(base.size, r):
             x = base + int(o)
