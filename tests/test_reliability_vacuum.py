@@ -47,3 +47,50 @@ def test_vacuum_after_log_cleanup_keeps_every_live_file(tmp_path):
     for v, digest in readable.items():
         assert table_digest(after.stream("s", v).read()) == digest
     assert vacuum_stream(after, "s")["files"] == []
+
+
+def test_vacuum_removes_uncommitted_index_files_and_keeps_every_version(tmp_path):
+    """A run file an index writer wrote but never committed (and its rank codes) is removed;
+    the files of every index version - also those a compaction replaced, which older stream
+    versions still read - stay, and every version reads the same afterwards."""
+    import os
+
+    from replaydb.indexes.lsm import LSMIndex
+    from replaydb.indexes.maintenance import compact_stream_indexes
+    from replaydb.indexes.manage import create_index
+
+    store = replaydb.open(tmp_path / "store", create=True)
+    store.create_stream("s", pa.schema([("t", pa.int64()), ("x", pa.float64())]),
+                        leaf_capacity=4, fanout=4)
+    rng = np.random.default_rng(0)
+    store.append("s", pa.table({"t": np.arange(0, 50), "x": rng.random(50)}))
+    create_index(store, "s", "x")
+    for i in range(1, 4):
+        store.append("s", pa.table({"t": np.arange(i * 50, i * 50 + 50), "x": rng.random(50)}))
+    compact_stream_indexes(store.path, "s", full=True)
+    ix = store.stream_dir("s") / "indexes" / "x"
+    before = sorted(os.listdir(ix))
+    # what an index writer that died before its commit leaves: a run file and its codes
+    live = [n for n in before if n.endswith(".parquet")][0]
+    orphan = "run-0000000099-0000000099-L00-p00000-0123456789abcdef.parquet"
+    (ix / orphan).write_bytes((ix / live).read_bytes())
+    (ix / (orphan + ".codes")).write_bytes((ix / (live + ".codes")).read_bytes())
+    fresh = replaydb.open(store.path)
+    versions = [v for v in range(1, fresh.stream("s").version + 1)
+                if "x" in fresh.stream("s", v).indexes()]
+    assert len(versions) >= 4  # the index's creation, three appends, the compaction
+    answers = {v: sorted(fresh.stream("s", v).indexes()["x"].range(0.2, 0.7).seq.tolist())
+               for v in versions}
+    dry = vacuum_stream(fresh, "s", dry_run=True)
+    want = sorted(f"indexes/x/{n}" for n in (orphan, orphan + ".codes"))
+    assert sorted(f for f in dry["files"] if f.startswith("indexes/")) == want
+    assert (ix / orphan).exists()
+    done = vacuum_stream(fresh, "s")
+    assert sorted(f for f in done["files"] if f.startswith("indexes/")) == want
+    assert sorted(os.listdir(ix)) == before
+    after = replaydb.open(store.path)
+    assert after.check("s") == {"s": []}
+    for v, got in answers.items():
+        assert sorted(after.stream("s", v).indexes()["x"].range(0.2, 0.7).seq.tolist()) == got
+    assert LSMIndex.open(ix).check() == []
+    assert vacuum_stream(after, "s")["files"] == []
