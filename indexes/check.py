@@ -19,7 +19,6 @@ O(total entries) time and memory.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -116,7 +115,6 @@ def _check_file(idx: LSMIndex, meta: RunFileMeta, ent: Entries) -> list[str]:
         if not np.array_equal(again, h.counts):
             p.append(f"{name}: seq histogram does not match the entries")
     if meta.key_type != "string":
-        idx._files.get(os.path.join(idx.path, name))
         codes = idx._files.rank_codes(idx.path, meta)
         if codes is not None:
             p += [f"{name}: {msg}" for msg in check_codes(codes, np.asarray(seq))]

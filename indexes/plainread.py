@@ -196,6 +196,17 @@ def _cut_spans(offsets: np.ndarray, counts: np.ndarray, i0: int, i1: int, itemsi
     return off[:k].copy(), cnt[:k].copy()
 
 
+def release_map(mm: mmap.mmap | None) -> None:
+    """Close memory map ``mm`` (None: nothing), unless a view of it handed out is still
+    alive: then the map goes with the last view."""
+    if mm is None:
+        return
+    try:
+        mm.close()
+    except BufferError:
+        pass
+
+
 @dataclass(frozen=True)
 class Chunk:
     """Where a column chunk's values lie: ``count`` values of ``dtype`` from ``offset``."""
@@ -237,12 +248,8 @@ class PlainFile:
     def close(self) -> None:
         self._buf = np.empty(0, np.uint8)
         self._where.clear()
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # a view handed out is still alive; the map goes with it
-                pass
-            self._mm = None
+        release_map(self._mm)
+        self._mm = None
 
     def _locate(self, rg: int, col: int) -> Chunk | None:
         meta = self._md.row_group(rg).column(col)

@@ -46,6 +46,8 @@ from typing import Any
 import numba as nb
 import numpy as np
 
+from replaydb.indexes.plainread import release_map
+
 BUCKETS = 65535
 """Rank buckets of a file (codes ``0 .. BUCKETS - 1``)."""
 ABSENT = 65535
@@ -132,12 +134,8 @@ class RankCodes:
 
     def close(self) -> None:
         self.codes = np.empty(0, np.uint16)
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # a view handed out is still alive; the map goes with it
-                pass
-            self._mm = None
+        release_map(self._mm)
+        self._mm = None
 
 
 def open_codes(directory: str, meta: Any) -> RankCodes | None:
@@ -243,6 +241,7 @@ def mark_members(targets: np.ndarray, rc: RankCodes, piece: Any, hit: np.ndarray
     if st:
         raise ValueError("rank codes: a rank lies outside the lookup's seqs")
     return True
+
 
 CODE_NS = 150.0
 """ns per target and piece of :func:`members_by_codes` (a code read in a map of two bytes per

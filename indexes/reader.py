@@ -62,12 +62,13 @@ class FileCache:
         return got
 
     def rank_codes(self, directory: str, meta: RunFileMeta) -> RankCodes | None:
-        """The :mod:`.rankcodes` of run file ``meta``, opened once and kept while the file
-        is (None: it has none usable). O(1)."""
+        """The :mod:`.rankcodes` of run file ``meta``, opened once (with the file, if it is
+        not open) and kept while the file is (None: it has none usable). O(1)."""
         path = os.path.join(directory, meta.name)
         with self._lock:
             if path in self._codes:
                 return self._codes[path]
+        self.get(path)
         got = open_codes(directory, meta)
         with self._lock:
             if path in self._codes or path not in self._files:  # raced, or evicted meanwhile

@@ -363,23 +363,17 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
         o, r = offsets[j], results[j]
         if base.size == 0:
             break
-        if r.pieces is not None and _by_codes(base.size, r):
+        by_codes = r.pieces is not None and _by_codes(base.size, r)
+        if by_codes or (r.pieces is not None and _scans(base.size, r)):
             x = base + int(o)
             inside = (x >= 0) & (x < r.bound)
             if not inside.all():
                 base, x = base[inside], x[inside]
-            passed = members_by_codes(x, r.pieces)
-            if passed is None:  # the codes' file left the cache meanwhile: scan
-                passed = members_in_pieces(x, r.pieces, r.bound)
-            base = base[passed]
-            continue
-        if r.pieces is not None and _scans(base.size, r):
-            x = base + int(o)
-            inside = (x >= 0) & (x < r.bound)
-            if not inside.all():
-                base, x = base[inside], x[inside]
-            passed = (r.probe(x) if r.probe is not None
-                      and base.size * PRIMARY_PROBE_RATIO <= len(r) else None)
+            if by_codes:  # None: the codes' file left the cache meanwhile
+                passed = members_by_codes(x, r.pieces)
+            else:
+                passed = (r.probe(x) if r.probe is not None
+                          and base.size * PRIMARY_PROBE_RATIO <= len(r) else None)
             if passed is None:
                 passed = members_in_pieces(x, r.pieces, r.bound)
             base = base[passed]
