@@ -37,10 +37,23 @@ MEASURES = (Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
             Measure("n", Call("COUNT", (Column("*"),))),
             Measure("cls", Call("CLASSIFIER")),
             Measure("gap", Call("COUNT", (Column("*", "T1"),))))
+MORE_MEASURES = (Measure("second_seq", Call("FIRST", (Column("seq"), Literal(1)))),
+                 Measure("b_temp", Call("LAST", (Column("temp", "B"), Literal(1)))),
+                 Measure("a_sum", Call("SUM", (Column("temp", "A"),))),
+                 Measure("avg_temp", Call("AVG", (Column("temp"),))),
+                 Measure("gap_temp", Call("LAST", (Column("temp", "T1"),))),
+                 Measure("no", Call("MATCH_NUMBER")),
+                 Measure("a_count", Call("COUNT", (Column("*", "A"),))))
+"""More measures, with :data:`MEASURES` the pool :func:`_gap_specs` draws from: some read
+only the blocks' rows (FIRST/LAST of a block variable, with an offset too, SUM over one,
+CLASSIFIER, MATCH_NUMBER, FIRST/LAST of the match without an offset), the others a gap row
+(COUNT(*), AVG over the match, COUNT and LAST of a gap variable, FIRST of the match with an
+offset)."""
+GAP_ROW_READERS = {"n", "gap", "second_seq", "avg_temp", "gap_temp"}
 
 
 def gap_spec(blocks: list[list[int]], conds: list[int], window: int, skip: SkipKind,
-             all_rows: bool = False) -> PatternSpec:
+             all_rows: bool = False, measures: tuple[Measure, ...] = MEASURES) -> PatternSpec:
     """``B1 T1* B2 T2* ...``: block variables A, B, C, ... with conditions ``CONDS[conds[i]]``;
     gap ``j`` is the always-true variable ``Tj``."""
     items: list = []
@@ -56,7 +69,7 @@ def gap_spec(blocks: list[list[int]], conds: list[int], window: int, skip: SkipK
             items.append(Var(v))
             defines.append(VarDef(v, CONDS[next(ci)]))
     return PatternSpec(Seq(tuple(items)), tuple(defines), window, semantics=Semantics.SQL,
-                       after_match_skip=AfterMatchSkip(skip), measures=MEASURES,
+                       after_match_skip=AfterMatchSkip(skip), measures=measures,
                        rows_per_match=RowsPerMatch.ALL if all_rows else RowsPerMatch.ONE)
 
 
@@ -70,7 +83,11 @@ def _gap_specs():  # type: ignore[no-untyped-def]
         conds = [draw(st.integers(0, len(CONDS) - 1)) for _ in range(sum(map(len, blocks)))]
         window = draw(st.integers(0, 14))
         skip = draw(st.sampled_from([SkipKind.PAST_LAST_ROW, SkipKind.TO_NEXT_ROW]))
-        return gap_spec(blocks, conds, window, skip, all_rows=draw(st.booleans()))
+        pool = MEASURES + MORE_MEASURES
+        measures = tuple(pool[i] for i in draw(st.lists(st.integers(0, len(pool) - 1),
+                                                        max_size=4, unique=True)))
+        return gap_spec(blocks, conds, window, skip, all_rows=draw(st.booleans()),
+                        measures=measures)
 
     return build()
 
@@ -101,9 +118,11 @@ def _run(op: PatternOperator, tab: pa.Table, chunk: int, breaks: list[int]) -> p
 
 def test_blocks_and_gaps_equal_the_general_matcher() -> None:
     """Random gap patterns (blocks of 1-3 variables, conditions with PREV, windows 0-14, both
-    skips, ONE and ALL ROWS PER MATCH) over random streams with ties in time, cut into random
-    batches with random interval breaks: rows, order and match numbers equal the general
-    matcher's, and the invariant checker holds after every batch."""
+    skips, ONE and ALL ROWS PER MATCH, up to four measures, some reading gap rows, some not)
+    over random streams with ties in time, cut into random batches with random interval
+    breaks: rows, order and match numbers equal the general matcher's, and the invariant
+    checker holds after every batch. Matches leave their gap rows out exactly when no measure
+    reads one (ONE ROW PER MATCH)."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -117,6 +136,9 @@ def test_blocks_and_gaps_equal_the_general_matcher() -> None:
         fast, slow = _ops(spec), _ops(spec, vectorized=False)
         assert type(fast._engine).__name__ == "GapSeqEngine"
         assert type(slow._engine).__name__ == "SqlEngine"
+        readers = {m.name for m in spec.measures} & GAP_ROW_READERS
+        one_row = spec.rows_per_match == RowsPerMatch.ONE
+        assert fast._engine.block_rows_only == (one_row and not readers)
         a = _run(fast, tab, chunk, breaks)
         b = _run(slow, tab, chunk, breaks)
         assert a.equals(b)
@@ -162,6 +184,38 @@ def test_a_dense_stream_matches_like_the_general_matcher() -> None:
     assert a.equals(b)
     assert "matcher: vectorized blocks and gaps" in fast.explain()
     assert "matcher: automaton" in slow.explain()
+
+
+def test_matches_without_gap_rows_when_no_measure_reads_them() -> None:
+    """The benchmark's measures (FIRST of the first block, LAST of the last) read no gap row:
+    each match carries its blocks' rows only, and the rows equal those of matches with every
+    row (the same engine made to keep them) and the general matcher's; with COUNT(*) or a gap
+    variable's value every row stays."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": ["a"] * n,
+                    "temp": rng.random(n) * 10}, schema=SCH)
+    bench = (Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
+             Measure("last_seq", Call("LAST", (Column("seq", "D"),))))
+    spec = gap_spec([[0], [0, 0], [0]], [3, 4, 3, 4], 200, SkipKind.TO_NEXT_ROW,
+                    measures=bench)
+    fast = _ops(spec)
+    assert fast._engine.block_rows_only
+    sizes: list[int] = []
+    emit = fast._emit_matches
+
+    def spy(ms):  # type: ignore[no-untyped-def]
+        sizes.extend(np.diff(ms.off).tolist())
+        emit(ms)
+
+    fast._emit_matches = spy  # type: ignore[method-assign]
+    full = _ops(spec)
+    full._engine.block_rows_only = False
+    got, every, want = (op.process(tab) for op in (fast, full, _ops(spec, vectorized=False)))
+    assert got.num_rows > 500 and set(sizes) == {4}
+    assert got.equals(every) and got.equals(want)
+    for extra in (MEASURES[2], MORE_MEASURES[4]):
+        assert not _ops(replace(spec, measures=bench + (extra,)))._engine.block_rows_only
 
 
 @pytest.mark.parametrize("change", ["reluctant", "gap condition", "partition", "no window",

@@ -21,6 +21,16 @@ after ``B1`` ends. Each step is one ``searchsorted`` over the block's occurrence
 attempts of the batch at once. The match's rows are ``i .. end of Bk`` (gap rows bound to their
 gap variable), as the general matcher reports them.
 
+A match is reported with every row it binds, gap rows included, as the general matcher reports
+it; unless the operator says its measures never read a gap row (``block_rows_only``: ONE ROW
+PER MATCH, no aggregate over all rows or over a gap variable, no reference to a gap variable, no
+FIRST/LAST of the match's rows with an offset - see
+:func:`~replaydb.operators.pattern.measures.rows_of_vars_unread`). Then a match carries its
+blocks' rows only: the first and the last row of the match are among them, and so is every row
+of a block variable, so the measures come out the same, while a match across a window of
+hundreds of rows costs a few rows instead of hundreds (on the planner benchmark's m = 4
+queries with thousands of matches, writing the gap rows was about a third of the matching).
+
 AFTER MATCH SKIP TO NEXT ROW keeps every match; PAST LAST ROW keeps matches in row order whose
 first row is after the previous kept match (a compiled loop over the matches only). Attempts
 whose window reaches past the batch wait, with the rows from the first of them on, for the next
@@ -34,7 +44,8 @@ the match (``S2.x > S1.x``, aggregates, FIRST/LAST), reluctant or bounded gaps, 
 condition, a pattern starting or ending with a gap, no WITHIN, AFTER MATCH SKIP TO a variable.
 
 Complexity per batch of ``n`` rows with ``a`` attempts, ``k`` blocks and ``r`` matched rows:
-O(n x block length) for the occurrences, O(a x k x log n) for the chains, O(r) for the rows.
+O(n x block length) for the occurrences, O(a x k x log n) for the chains, O(r) for the rows (O(matches x block rows) with
+``block_rows_only``).
 State: the rows from the first unresolved attempt on (at most one window of rows).
 """
 
@@ -120,6 +131,20 @@ def _rows(chain: np.ndarray, ends: np.ndarray, blen: np.ndarray, boff: np.ndarra
     return ev, var, off
 
 
+def _block_rows(chain: np.ndarray, col: np.ndarray, step: np.ndarray, bvars: np.ndarray,
+                g0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of matches given their block starts ``chain`` (matches x blocks, batch rows), the
+    blocks' rows only: row ``i`` of every match is ``chain[:, col[i]] + step[i]``, bound to
+    ``bvars[i]`` (``col``, ``step``: each block row's block and offset in it). O(matches x
+    block rows), vectorized."""
+    nm = chain.shape[0]
+    width = len(bvars)
+    ev = (chain[:, col] + (step + g0)).ravel()
+    var = np.tile(bvars, nm)
+    off = np.arange(0, (nm + 1) * width, width, dtype=_I64)
+    return ev, var, off
+
+
 def _breaks(brk: np.ndarray | None, m: int) -> np.ndarray | None:
     """Rows (of the ``m`` carried ones, then the batch) that start a new interval, ascending,
     or None without breaks. The carried rows lie in the open (last) segment of before, so a
@@ -152,7 +177,10 @@ class GapSeqEngine:
     takes_breaks = True  # process() takes interval breaks (a new interval at a flagged row)
     takes_final = True  # process(final=True) resolves every attempt (end of input)
 
-    def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
+    def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None], *,
+                 block_rows_only: bool = False) -> None:
+        """``block_rows_only``: matches carry their blocks' rows only (module docstring); the
+        caller makes sure its measures do not read the gap rows."""
         layout = gap_layout(cp)
         if layout is None:
             raise ValueError("GapSeqEngine: the pattern does not have the blocks-and-gaps shape")
@@ -164,6 +192,9 @@ class GapSeqEngine:
         self.boff = np.concatenate(([0], np.cumsum(self.blen)[:-1])).astype(_I64)
         self.bvars = np.concatenate(self.blocks).astype(_I64)
         self.gapv = np.asarray(gaps, dtype=_I64)
+        self.block_rows_only = block_rows_only
+        self._row_block = np.repeat(np.arange(len(blocks), dtype=_I64), self.blen)
+        self._row_step = np.arange(len(self.bvars), dtype=_I64) - np.repeat(self.boff, self.blen)
         self.block_vars = sorted(set(self.bvars.tolist()))  # the variables whose masks count
         self.reset()
 
@@ -233,7 +264,12 @@ class GapSeqEngine:
         parts: list[MatchSet] = []
         nm = len(chain)
         if nm:
-            ev, var, off = _rows(chain, ends, self.blen, self.boff, self.bvars, self.gapv, G0)
+            if self.block_rows_only:
+                ev, var, off = _block_rows(chain, self._row_block, self._row_step, self.bvars,
+                                           G0)
+            else:
+                ev, var, off = _rows(chain, ends, self.blen, self.boff, self.bvars, self.gapv,
+                                     G0)
             number = np.arange(s["matchno"] + 1, s["matchno"] + nm + 1, dtype=_I64)
             s["matchno"] += nm
             parts.append(MatchSet(ev, var, off, np.zeros(nm, dtype=_I64), number))

@@ -24,6 +24,7 @@ matched rows x measure size), plus an O(output) Numba loop for running MIN/MAX.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,6 +241,28 @@ class MeasureLowerer:
         if name == "MATCH_NUMBER":
             return _Special("match_number", fin)
         return Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
+
+
+def rows_of_vars_unread(lowered: Iterable[Expr], vars: Collection[int], all_rows: bool
+                        ) -> bool:
+    """Whether lowered measures give the same values on a match that leaves out its rows bound
+    to ``vars``, provided the match's first and last rows stay: ONE ROW PER MATCH (ALL ROWS
+    outputs every row), and no measure reads such a row - no row reference or aggregate on one
+    of ``vars``, no aggregate over all the match's rows (``COUNT(*)``, ``SUM(x)``), and no
+    FIRST/LAST of the match's rows with an offset (the k-th row counts every row). A FIRST/LAST
+    of a variable counts that variable's rows only, CLASSIFIER reads the last row, PREV/NEXT
+    navigate the stream from the chosen row. O(measure nodes)."""
+    if all_rows:
+        return False
+    for low in lowered:
+        for node in low.walk():
+            if isinstance(node, _Sel):
+                if (node.k != 0 if node.var is None else node.var in vars):
+                    return False
+            elif isinstance(node, _AggLeaf):
+                if node.var is None or node.var in vars:
+                    return False
+    return True
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -104,6 +104,7 @@ from replaydb.operators.pattern.measures import (
     MatchSet,
     MeasureLowerer,
     infer_type,
+    rows_of_vars_unread,
 )
 from replaydb.operators.pattern.model import PatternSpec, RowsPerMatch, Semantics
 
@@ -272,6 +273,10 @@ class PatternOperator(Operator):
             self._engine = FixedSeqEngine(cp, check)
         elif GapSeqEngine.eligible(cp) and self._fast:
             self._engine = GapSeqEngine(cp, check)
+            # matches without their gap rows when no measure reads one (ONE ROW PER MATCH)
+            self._engine.block_rows_only = rows_of_vars_unread(
+                (low for _, low in self._measures), set(self._engine.gapv.tolist()),
+                self.all_rows)
         elif cp.sql:
             self._engine = SqlEngine(cp, check)
         else:
