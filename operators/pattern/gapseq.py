@@ -44,8 +44,8 @@ the match (``S2.x > S1.x``, aggregates, FIRST/LAST), reluctant or bounded gaps, 
 condition, a pattern starting or ending with a gap, no WITHIN, AFTER MATCH SKIP TO a variable.
 
 Complexity per batch of ``n`` rows with ``a`` attempts, ``k`` blocks and ``r`` matched rows:
-O(n x block length) for the occurrences, O(a x k x log n) for the chains, O(r) for the rows (O(matches x block rows) with
-``block_rows_only``).
+O(n x block length) for the occurrences, O(a x k x log n) for the chains, O(r) for the rows
+(O(matches x block rows) with ``block_rows_only``).
 State: the rows from the first unresolved attempt on (at most one window of rows).
 """
 
