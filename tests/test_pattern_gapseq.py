@@ -182,7 +182,7 @@ def test_a_dense_stream_matches_like_the_general_matcher() -> None:
     a, b = fast.results(), slow.results()
     assert a.num_rows > 1000
     assert a.equals(b)
-    assert "matcher: vectorized blocks and gaps" in fast.explain()
+    assert "matcher: vectorized blocks and gaps, match rows: every row" in fast.explain()
     assert "matcher: automaton" in slow.explain()
 
 
@@ -200,7 +200,8 @@ def test_matches_without_gap_rows_when_no_measure_reads_them() -> None:
     spec = gap_spec([[0], [0, 0], [0]], [3, 4, 3, 4], 200, SkipKind.TO_NEXT_ROW,
                     measures=bench)
     fast = _ops(spec)
-    assert fast._engine.block_rows_only
+    assert fast._engine.block_rows_only and fast.match_rows == "block rows"
+    assert "match rows: block rows" in fast.explain()
     sizes: list[int] = []
     emit = fast._emit_matches
 

@@ -142,6 +142,7 @@ def test_explain_and_analyze(synthetic, capsys) -> None:
     sym = pat["symbols"][0]["conditions"][0]
     assert sym["indexed"] and 0 <= sym["selectivity"] <= 1
     assert pat["matcher"] == "vectorized blocks and gaps"  # the generator's shape
+    assert pat["match_rows"] == "block rows"  # FIRST(S1.seq), LAST(Sk.seq) read no gap row
     names = {r["strategy"] for r in pat["rivals"]}
     assert names == {"no index", "all", "greedy", "budget", "optimal"}
     assert all("cost" in r for r in pat["rivals"])

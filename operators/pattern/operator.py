@@ -646,11 +646,18 @@ class PatternOperator(Operator):
                 "GapSeqEngine": "vectorized blocks and gaps"}.get(
                     type(self._engine).__name__, "automaton")
 
+    @property
+    def match_rows(self) -> str:
+        """What a match keeps of its rows for its measures: ``block rows`` when the
+        blocks-and-gaps matcher leaves out the gap rows no measure reads, else ``every row``."""
+        return "block rows" if getattr(self._engine, "block_rows_only", False) else "every row"
+
     def explain(self) -> str:
         """One line per compiled part (for EXPLAIN)."""
         cp = self.cp
         lines = [cp.spec.to_text(),
                  f"engine: {'sql' if cp.sql else 'all-runs'}, matcher: {self.matcher}, "
+                 f"match rows: {self.match_rows}, "
                  f"positions: {len(cp.pos_var)}, "
                  f"state slots: {len(cp.ci_kind)} int + {len(cp.cf_kind)} float"]
         for v, e in zip(cp.var_names, cp.local_exprs):

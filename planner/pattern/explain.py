@@ -40,6 +40,8 @@ def describe(st: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"spec": st.spec_text}
     if st.matcher:
         out["matcher"] = st.matcher
+    if st.match_rows:
+        out["match_rows"] = st.match_rows
     rp = st.rp
     if rp is not None:
         out["rewritten"] = rp.text()

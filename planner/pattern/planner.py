@@ -142,6 +142,9 @@ class PatternPlanState:
     matcher: str = ""
     """Which matcher the operator runs the pattern on (vectorized for its shape, or the
     automaton); shown by EXPLAIN."""
+    match_rows: str = ""
+    """What a match keeps of its rows for its measures (``block rows`` or ``every row``, see
+    :attr:`PatternOperator.match_rows`); shown by EXPLAIN."""
 
     @property
     def spec_text(self) -> str:
@@ -541,6 +544,7 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     spec = op.config.spec
     st.spec = spec
     st.matcher = getattr(op, "matcher", "")
+    st.match_rows = getattr(op, "match_rows", "")
     timings["bind"] = time.perf_counter() - t_bind
     if len(ctx.snapshots) != 1:
         return _replay_plan(ctx, st, "several streams merged by event type: full replay")
