@@ -169,20 +169,50 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
     with _probe_store(seed, 1500, zeros=0.01) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
         base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
-        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS
-        iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS = True, 0, False
+        # every deferred member tested by a probe: the first one too, not met in the anchor's
+        # bitmap
+        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.MEET_IN_ANCHOR_BITS
+        (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
+         iv.MEET_IN_ANCHOR_BITS) = True, 0, False, False
         try:
             got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
             assert got.intervals == base.intervals
             st = got.pattern_state
             # a member waits to be probed only when its lookup is its own (A, C and D with
-            # one condition share one lookup, read in full)
+            # one condition share one lookup, read in full); the probe declines (and the
+            # member is scanned) when one of the events lies in a page not read that way
             if (not z and base.pattern_state.interval_counts.get("first_events", 0)
                     and _deferrable(st, st.chosen.config)):
-                assert st.index_reads.get("probed_events", 0) > 0
+                assert st.index_reads.get("probe_calls", 0) > 0
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
         finally:
-            iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS = old
+            (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
+             iv.MEET_IN_ANCHOR_BITS) = old
+
+
+def test_a_probe_reads_the_members_values() -> None:
+    """Without pages that read otherwise (no zeros), the deferred member (C, a lookup of its
+    own, larger than B's) is tested by one probe that reads its candidates' values; the
+    intervals are those of the scan."""
+    conds = ["A AS A.u >= -1.0 AND A.u <= 1.0", "B AS B.k >= 0 AND B.k < 30 * 281474976710656",
+             "C AS C.u >= -0.5 AND C.u <= 1.5", "D AS D.u >= -1.0 AND D.u <= 1.0"]
+    q = ("SELECT * FROM p MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t, LAST(D.t) AS d_t "
+         f"PATTERN (A B C D) WITHIN 1 DEFINE {', '.join(conds)})")
+    with _probe_store(0, 1500, zeros=0.0) as store:
+        opts = {"rivals": False, "weights": {"interval_events": 0.0}}
+        base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
+        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.MEET_IN_ANCHOR_BITS
+        (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
+         iv.MEET_IN_ANCHOR_BITS) = True, 0, False, False
+        try:
+            got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
+        finally:
+            (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
+             iv.MEET_IN_ANCHOR_BITS) = old
+        st = got.pattern_state
+        assert _deferrable(st, st.chosen.config)
+        assert st.index_reads["probe_calls"] == 1 and st.index_reads["probed_events"] > 100
+        assert got.intervals == base.intervals
 
 
 def test_probes_from_several_threads_agree() -> None:
@@ -230,7 +260,8 @@ def test_members_by_rank_codes_change_no_interval(seed, w, lo, width, k_lo, stri
          f"PATTERN (A B C D) WITHIN {w} DEFINE {', '.join(conds)})")
     with _probe_store(seed, 1500, zeros=0.01) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
-        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.members_by_codes
+        old = (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.members_by_codes,
+               iv.MEET_IN_ANCHOR_BITS)
         calls: list[int] = []
 
         def spy(targets: np.ndarray, pieces: list[Any]) -> np.ndarray:
@@ -239,6 +270,7 @@ def test_members_by_rank_codes_change_no_interval(seed, w, lo, width, k_lo, stri
 
         try:
             iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS = True, 0, False
+            iv.MEET_IN_ANCHOR_BITS = False  # the first deferred member by its codes too
             base = plan_query(store, q, QueryOptions(plan="all", extra={**opts,
                                                                        "probes": False}))
             iv.CODE_MEMBERS, iv.members_by_codes = True, spy
@@ -251,4 +283,4 @@ def test_members_by_rank_codes_change_no_interval(seed, w, lo, width, k_lo, stri
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
         finally:
             (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
-             iv.members_by_codes) = old
+             iv.members_by_codes, iv.MEET_IN_ANCHOR_BITS) = old

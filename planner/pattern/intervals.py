@@ -185,6 +185,14 @@ event (its page header and value, mostly cache misses), a pass over the member's
 plannings 1-1.6 ms slower (1,000-1,600 candidates against 500k-900k seqs) and others
 0.5-1.6 ms faster (50-300 candidates); at 1024 their mean planning went 7.75 -> 7.33 ms."""
 
+MEET_IN_ANCHOR_BITS = True
+"""Whether a tight block whose anchor is held as a bitmap tests its first member, when that
+member is deferred, by one pass over the member's seqs against the anchor's bitmap
+(:func:`_met_in_anchor_bits`). False: that member is tested as any other (scan, bitmap, probe
+or rank codes, as :data:`SCAN_MEMBERS`, :data:`PRIMARY_PROBE_RATIO` and :data:`CODE_MEMBERS`
+choose), which tests of those ways use. The candidates and intervals are the same either
+way."""
+
 
 class SymbolResult:
     """The events of one BS that pass its selected conditions, sorted by seq; ``t`` is None
@@ -354,7 +362,8 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
     anchor = min(range(len(results)), key=lambda j: len(results[j]))
     members = [j for j in sorted(range(len(results)), key=lambda j: len(results[j]))
                if j != anchor]
-    base = _met_in_anchor_bits(offsets, results, anchor, members[0]) if members else None
+    base = (_met_in_anchor_bits(offsets, results, anchor, members[0])
+            if members and MEET_IN_ANCHOR_BITS else None)
     if base is not None:
         members = members[1:]
     else:

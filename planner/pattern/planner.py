@@ -311,8 +311,10 @@ def condition_probe(snap: Any, lk: Lookup, reads: dict[str, int]
     (:meth:`StreamSnapshot.values_at`), with the lookup's own semantics: its ranges
     normalized as the index normalizes them (:func:`~replaydb.indexes.bounds.key_range`),
     a null or NaN key never passing (the index holds none). The probe answers None where
-    the values cannot be read so; None (no probe) for an index of other keys than int64 or
-    float64, or a stream without such reads."""
+    the values cannot be read so (one of the events in a page that is not read that way);
+    None (no probe) for an index of other keys than int64 or float64, or a stream without
+    such reads. ``reads`` counts the calls (``probe_calls``) and the events the answered
+    ones read (``probed_events``)."""
     key_type = getattr(lk.index, "key_type", None)
     if key_type not in ("int64", "float64") or not hasattr(snap, "values_at"):
         return None
@@ -321,6 +323,7 @@ def condition_probe(snap: Any, lk: Lookup, reads: dict[str, int]
     column = lk.condition.column
 
     def probe(seqs: np.ndarray) -> np.ndarray | None:
+        reads["probe_calls"] = reads.get("probe_calls", 0) + 1
         v = snap.values_at(column, seqs)
         if v is None or (key_type == "int64" and v.dtype != np.int64):
             return None
