@@ -147,6 +147,26 @@ def test_values_at_are_the_streams_values() -> None:
 
 _BOUNDS = [-1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 1.0]
 
+EVERY_MEMBER_TESTED = {"SCAN_MEMBERS": True, "PRIMARY_PROBE_RATIO": 0, "CODE_MEMBERS": False,
+                       "MEET_IN_ANCHOR_BITS": False}
+"""Switches of :mod:`~replaydb.planner.pattern.intervals` that send every deferred member down
+the scan, where a probe goes first for any count of candidates: the first member too, not met
+in the anchor's bitmap."""
+
+
+@contextmanager
+def _member_tests(**switches: Any) -> Iterator[None]:
+    """Set these attributes of :mod:`~replaydb.planner.pattern.intervals` (its member-test
+    switches, or a function it calls) for the block, and put the old ones back after it."""
+    old = {k: getattr(iv, k) for k in switches}
+    for k, v in switches.items():
+        setattr(iv, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(iv, k, v)
+
 
 @settings(max_examples=25, deadline=None)
 @given(seed=hs.integers(0, 10_000), w=hs.integers(1, 30),
@@ -169,12 +189,7 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
     with _probe_store(seed, 1500, zeros=0.01) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
         base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
-        # every deferred member tested by a probe: the first one too, not met in the anchor's
-        # bitmap
-        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.MEET_IN_ANCHOR_BITS
-        (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
-         iv.MEET_IN_ANCHOR_BITS) = True, 0, False, False
-        try:
+        with _member_tests(**EVERY_MEMBER_TESTED):
             got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
             assert got.intervals == base.intervals
             st = got.pattern_state
@@ -185,9 +200,6 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
                     and _deferrable(st, st.chosen.config)):
                 assert st.index_reads.get("probe_calls", 0) > 0
             same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
-        finally:
-            (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
-             iv.MEET_IN_ANCHOR_BITS) = old
 
 
 def test_a_probe_reads_the_members_values() -> None:
@@ -201,14 +213,8 @@ def test_a_probe_reads_the_members_values() -> None:
     with _probe_store(0, 1500, zeros=0.0) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
         base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
-        old = iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.MEET_IN_ANCHOR_BITS
-        (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
-         iv.MEET_IN_ANCHOR_BITS) = True, 0, False, False
-        try:
+        with _member_tests(**EVERY_MEMBER_TESTED):
             got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
-        finally:
-            (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
-             iv.MEET_IN_ANCHOR_BITS) = old
         st = got.pattern_state
         assert _deferrable(st, st.chosen.config)
         assert st.index_reads["probe_calls"] == 1 and st.index_reads["probed_events"] > 100
@@ -260,27 +266,22 @@ def test_members_by_rank_codes_change_no_interval(seed, w, lo, width, k_lo, stri
          f"PATTERN (A B C D) WITHIN {w} DEFINE {', '.join(conds)})")
     with _probe_store(seed, 1500, zeros=0.01) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
-        old = (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS, iv.members_by_codes,
-               iv.MEET_IN_ANCHOR_BITS)
+        real = iv.members_by_codes
         calls: list[int] = []
 
         def spy(targets: np.ndarray, pieces: list[Any]) -> np.ndarray:
             calls.append(targets.size)
-            return old[3](targets, pieces)
+            return real(targets, pieces)
 
-        try:
-            iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS = True, 0, False
-            iv.MEET_IN_ANCHOR_BITS = False  # the first deferred member by its codes too
+        # the first deferred member by its codes too
+        with _member_tests(**EVERY_MEMBER_TESTED):
             base = plan_query(store, q, QueryOptions(plan="all", extra={**opts,
                                                                        "probes": False}))
-            iv.CODE_MEMBERS, iv.members_by_codes = True, spy
-            got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
-            assert got.intervals == base.intervals
-            st = got.pattern_state
-            if (base.pattern_state.interval_counts.get("first_events", 0)
-                    and _deferrable(st, st.chosen.config)):
-                assert calls  # a member waited where its seqs lie: tested by its codes
-            same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
-        finally:
-            (iv.SCAN_MEMBERS, iv.PRIMARY_PROBE_RATIO, iv.CODE_MEMBERS,
-             iv.members_by_codes, iv.MEET_IN_ANCHOR_BITS) = old
+            with _member_tests(CODE_MEMBERS=True, members_by_codes=spy):
+                got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
+                assert got.intervals == base.intervals
+                st = got.pattern_state
+                if (base.pattern_state.interval_counts.get("first_events", 0)
+                        and _deferrable(st, st.chosen.config)):
+                    assert calls  # a member waited where its seqs lie: tested by its codes
+                same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
