@@ -56,6 +56,9 @@ from replaydb.store.interval_list import IntervalList
 DEFAULT_BATCH_ROWS = 65_536
 RESULTS_EVERY = 256
 """Intervals between asking the operator for results when batches are small."""
+RESULTS_BATCHES = 4
+"""Batches' worth of events (``batch_rows`` each) between asking the operator for results
+(:meth:`Replay.results`)."""
 _NO_BREAKS = np.zeros(0, dtype=np.int64)
 
 
@@ -358,15 +361,19 @@ class Replay:
                 ) -> Iterator[pa.Table]:
         """Pull iterator over result tables (the generic replay operator of 3.2.2).
 
-        Results are asked for after every batch of at least ``batch_rows / 4`` events and
-        otherwise every ``RESULTS_EVERY`` intervals: an operator may build its output rows
-        only when asked (the pattern operator does), and building them once for many short
-        intervals is cheaper than once per interval. ``check`` (a query's limits) is called
+        Results are asked for once ``RESULTS_BATCHES`` batches' worth of events or
+        ``RESULTS_EVERY`` intervals have been pushed since the last time, and at the end: an
+        operator may build its output rows only when asked (the pattern operator does), and
+        building them once for many short intervals, or for several batches, is cheaper than
+        once per interval or per batch (each build has a fixed cost of some hundred
+        microseconds; an operator that must not hold matches that long builds them itself -
+        the pattern operator after 4,096 matches or 128K pinned events). ``check`` (a query's limits) is called
         before every batch is pushed: an operator that emits nothing until the end of its
         input would otherwise run to completion whatever its limits."""
         current = 0
         since = 0
-        ask_rows = max(1, self.batch_rows // 4)
+        rows = 0
+        ask_rows = max(1, self.batch_rows * RESULTS_BATCHES)
         source = self._marked_spans() if self._takes_spans(op) else (
             (k, k, b, _NO_BREAKS, False) for k, b in self.batches())
         for k, k_last, batch, breaks, last in source:
@@ -390,8 +397,10 @@ class Replay:
             self.stats.operator_seconds += time.perf_counter() - t0
             since += k_last - current
             current = k_last
-            if (since >= RESULTS_EVERY or batch.num_rows >= ask_rows) and op.has_results():
+            rows += batch.num_rows
+            if (since >= RESULTS_EVERY or rows >= ask_rows) and op.has_results():
                 since = 0
+                rows = 0
                 t0 = time.perf_counter()
                 out = op.results()
                 self.stats.operator_seconds += time.perf_counter() - t0

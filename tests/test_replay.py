@@ -90,10 +90,15 @@ def test_two_streams_merge_by_time_then_stream_then_seq(tmp_path):
 
 
 def test_pull_iterator_yields_incrementally(tmp_path):
+    """Results come every RESULTS_BATCHES batches' worth of events, not only at the end."""
+    from replaydb.replay.replay import RESULTS_BATCHES
+
     store = _store(tmp_path)
     rep = Replay([store.stream("a")], batch_rows=64)
-    first = next(iter(rep.results(Recorder())))
-    assert 0 < first.num_rows <= 64 * 2
+    parts = [p.num_rows for p in rep.results(Recorder())]
+    assert sum(parts) == 2000
+    assert 64 * RESULTS_BATCHES <= parts[0] <= 64 * (RESULTS_BATCHES + 1)
+    assert len(parts) >= 2000 // (64 * (RESULTS_BATCHES + 1))
 
 
 def test_seq_false_does_not_read_seq_of_a_single_stream(tmp_path):
