@@ -276,3 +276,63 @@ def test_pareto_keeps_non_dominated() -> None:
     front = pareto(pts)
     assert [(x.pio_leaves, x.sio_pages, x.sort) for x in front] == [
         (1, 5, 0), (2, 3, 0), (4, 1, 0), (5, 0.5, 0)]
+
+
+# --------------------------------------------------------------------------- deferred members
+def _nlogn(n: float) -> float:
+    return n * math.log2(n) if n > 1 else 0.0
+
+
+def test_deferred_members_are_not_sorted() -> None:
+    """A tight block's selected members other than its smallest lookup (the anchor) are
+    deferred on a regular stream: only tested against the block's candidates, never sorted,
+    so the sort term counts the anchor and the lookups of other blocks; without deferral
+    (``defer_members=False``, as on an irregular stream) every lookup counts."""
+    n = 1_000_000
+    rp = pattern([3, 1], 100)
+    m, conds = model(rp, [0.05, 0.001, 0.02, 0.03], n)
+    assert m.geo.regular and m.defer_members
+    assert m.deferred(frozenset({0, 1, 2})) == {0, 2}
+    assert m.estimate(frozenset({0, 1, 2})).sort == pytest.approx(_nlogn(0.001 * n))
+    assert m.estimate(frozenset({0, 1, 2, 3})).sort == pytest.approx(
+        _nlogn(0.001 * n) + _nlogn(0.03 * n))
+    assert m.deferred(frozenset({0, 3})) == set()  # one member per block: read in full
+    geo = uniform_geometry(n)
+    eager = CostModel(rp, conds, geo, whole_stream(geo), Weights(), 64, 128,
+                      defer_members=False)
+    assert eager.deferred(frozenset({0, 1, 2})) == set()
+    assert eager.estimate(frozenset({0, 1, 2})).sort == pytest.approx(
+        sum(_nlogn(p * n) for p in (0.05, 0.001, 0.02)))
+    # the deferred members cost only their pages: the block with all three costs little more
+    # than its anchor alone
+    w = Weights(1e-9, 1e-12, 1e-9)
+    mw, _ = model(rp, [0.05, 0.001, 0.02, 0.03], n, weights=w)
+    c1, c3 = mw.estimate(frozenset({1})), mw.estimate(frozenset({0, 1, 2}))
+    assert mw.index_cost(c3) - mw.index_cost(c1) < 0.01 * mw.index_cost(c1) + \
+        w.w_sio * (c3.sio_pages - c1.sio_pages) * 8192 + 1e-12
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=3),
+       st.lists(st.floats(1e-4, 0.2), min_size=9, max_size=9),
+       st.lists(st.floats(1e-4, 0.2), min_size=9, max_size=9))
+def test_index_cost_bounds_every_larger_configuration(sizes, phis, entries) -> None:
+    """Algorithm 3.2's branch and bound needs ``index_cost(C) <= cost(D)`` for every ``D``
+    containing ``C``; with deferred members a larger configuration can sort less (a smaller
+    lookup becomes the anchor), so the bound leaves out what could be deferred. Checked over
+    every pair of configurations, with expected entries in another order than the
+    selectivities."""
+    n = 1_000_000
+    rp = pattern(sizes, 60)
+    k = rp.n
+    geo = uniform_geometry(n)
+    conds = [CondInfo(i, i, rp.symbols[i].conditions[0], i, phis[i], entries[i] * n,
+                      max(1.0, entries[i] * n / 341)) for i in range(k)]
+    m = CostModel(rp, conds, geo, whole_stream(geo), Weights(1e-9, 1e-11, 1e-9), 64, 128)
+    configs = [frozenset(c) for r in range(1, k + 1) for c in itertools.combinations(range(k), r)]
+    for c in configs:
+        low = m.index_cost(m.estimate(c))
+        assert low <= m.estimate(c).cost * (1 + 1e-9)
+        for d in configs:
+            if c < d:
+                assert low <= m.estimate(d).cost * (1 + 1e-9), (sorted(c), sorted(d))

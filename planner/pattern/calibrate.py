@@ -15,7 +15,8 @@ physical layout, so they are fitted from measured plans:
    the planner would (index lookups, sort, Algorithm 3.1, replay into the operator), timed
    (best of ``repeat`` runs), and their actual costs counted: bytes of primary leaves replayed
    (the store's counters), bytes of index pages read and ``n log2 n`` of the results sorted
-   (the index's counters);
+   (the index's counters; a deferred member of a tight block, only tested against the
+   block's candidates, is not sorted, as the cost model prices it);
 3. non-negative least squares (``scipy.optimize.nnls``) fits seconds against the counted costs
    - leaf bytes replayed (and, for plans that replay index-based intervals, the same bytes
    again: the premium of reading leaves through many short intervals, see :func:`fit`),
@@ -179,7 +180,8 @@ def measure_config(store: Any, text: str, config: frozenset[int] | None, *,
             best = sec
             snap = plan.ctx.snapshots[0]
             leaf_bytes = snap.schema.leaf_capacity * snap.schema.event_width
-            sort = sum(n * math.log2(n) for lk in lookups
+            # the lookups read in full: a deferred member is only tested against candidates
+            sort = sum(n * math.log2(n) for lk in lookups - st.deferred
                        if (n := float(st.lookup_sizes.get(lk, 0))) > 1)
             counted = {"pio_bytes": res.stats["replay"]["leaves"] * leaf_bytes,
                        "intervals": res.stats["replay"]["intervals"],

@@ -17,8 +17,15 @@ implementation counts bytes and ``n log2 n`` per index result, which its weights
   estimate models it by lengthening every interval by the join distance;
 * ``C_SIO``: bytes of secondary-index pages read (8 KiB logical pages of the LSM page model),
   summed over the distinct range lookups of the selected conditions;
-* ``sort``: ``n log2 n`` summed over the lookups' result sizes ``n`` (each result is sorted by
-  seq on its own).
+* ``sort``: ``n log2 n`` summed over the result sizes ``n`` of the lookups read in full (each
+  result is sorted by seq on its own, then merged by Algorithm 3.1). A member of a tight block
+  that the planner defers (:func:`deferred_lookups`: on a regular stream, every selected
+  member of a block but its smallest) is not counted: it is only tested against the block's
+  last candidates, which costs next to nothing beside the anchor's sort. Counting it, as every
+  lookup was once counted, made the calibrated weight of a sort about 35 times too small (the
+  cheap plans with several deferred members carried large sorts), so Optimal added the
+  lookup of a further block that pruned nothing: on the planner benchmark's top m = 4 queries,
+  one more lookup of 155k-372k entries costing 3-5 ms where the model saw 0.1 ms.
 
 Weights come from the store's calibration (``replaydb calibrate``) or the defaults.
 
@@ -59,6 +66,7 @@ evaluation (memoized).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +186,38 @@ class Estimate:
                 "intervals": round(self.intervals, 1), "extend": round(self.extend, 1)}
 
 
+def deferred_lookups(items: Iterable[tuple[int, int, int]], entries: dict[int, float]
+                     ) -> set[int]:
+    """The lookups the planner leaves where their seqs lie in the index files until their
+    tight block is merged (``run_lookup``'s ``defer``), given the selected conditions as
+    ``(basic symbol, block, lookup)`` and each lookup's expected ``entries``: the only
+    selected condition of its basic symbol, used by no other condition, in a block of
+    several selected basic symbols, and not that block's smallest expected lookup (the
+    anchor, read in full). A deferred member is only tested against the block's last
+    candidates (its bitmap is never set, nothing of it sorted). On a regular stream without
+    a semi-join mask (the planner's default there); elsewhere nothing is deferred. O(items)."""
+    per_bs: dict[int, list[int]] = {}
+    block_of: dict[int, int] = {}
+    uses: dict[int, int] = {}
+    for bs, block, lk in items:
+        per_bs.setdefault(bs, []).append(lk)
+        block_of[bs] = block
+        uses[lk] = uses.get(lk, 0) + 1
+    per_block: dict[int, list[int]] = {}
+    for bs, block in block_of.items():
+        per_block.setdefault(block, []).append(bs)
+    out: set[int] = set()
+    for bss in per_block.values():
+        if len(bss) < 2:
+            continue
+        smallest = min(entries[lk] for bs in bss for lk in per_bs[bs])
+        for bs in bss:
+            lks = per_bs[bs]
+            if len(lks) == 1 and uses[lks[0]] == 1 and entries[lks[0]] > smallest:
+                out.add(lks[0])
+    return out
+
+
 class CostModel:
     """Estimates ``C_query`` for index configurations (sets of :class:`CondInfo` ids)."""
 
@@ -185,7 +225,10 @@ class CostModel:
                  scope: Scope, weights: Weights, leaf_capacity: int, event_width: int, *,
                  before: int = 0,
                  after: int = 0, lookup_pages: dict[int, float] | None = None,
-                 lookup_entries: dict[int, float] | None = None) -> None:
+                 lookup_entries: dict[int, float] | None = None,
+                 defer_members: bool | None = None) -> None:
+        """``defer_members``: whether the planner defers tight blocks' members
+        (:func:`deferred_lookups`); default: on a regular stream (``geo.regular``)."""
         self.rp = rp
         self.conds = {c.id: c for c in conds}
         self.geo = geo
@@ -218,6 +261,13 @@ class CostModel:
                       for c in conds}
         self._nlogn = {lk: (n * math.log2(n) if n > 1 else 0.0)
                        for lk, n in self.lookup_entries.items()}
+        self.defer_members = bool(geo.regular) if defer_members is None else defer_members
+        self._block_min: dict[int, float] = {}  # block -> fewest expected entries of a lookup
+        for c in conds:
+            b = rp.symbols[c.bs].block
+            e = self.lookup_entries[c.lookup]
+            self._block_min[b] = min(self._block_min.get(b, math.inf), e)
+        self._floor_cache: dict[frozenset[int], float] = {}
 
     def pio_bytes(self, leaves: float, intervals: float) -> float:
         return leaves * self.leaf_bytes + intervals * self.interval_bytes
@@ -299,12 +349,53 @@ class CostModel:
         self._cache[config] = est
         return est
 
+    def deferred(self, config: frozenset[int]) -> set[int]:
+        """The lookups of ``config`` the planner defers (:func:`deferred_lookups`); none
+        unless :attr:`defer_members`. O(|config|)."""
+        if not self.defer_members:
+            return set()
+        info = self._info
+        return deferred_lookups(((info[i][0], info[i][1], info[i][3]) for i in config),
+                                self.lookup_entries)
+
     def index_cost(self, est: Estimate) -> float:
-        """The part of ``est.cost`` spent on the index lookups (``g(C_SIO)``): a lower bound of
-        the cost of ``est.config`` and of every configuration containing it, since a larger
-        configuration reads a superset of the lookups and C_PIO is never negative."""
+        """A lower bound of the cost of ``est.config`` and of every configuration containing
+        it, from its index lookups (``g(C_SIO)``, for Algorithm 3.2's branch and bound): a
+        larger configuration reads a superset of the lookups, and C_PIO is never negative. Its
+        sort term counts only the lookups read in full that stay so in every larger
+        configuration (:meth:`_sort_floor`): adding a smaller lookup to a tight block makes it
+        the anchor and defers the one read in full before. O(|config|) the first time."""
         w = self.weights
-        return w.w_sio * est.sio_pages * PAGE_BYTES + w.w_sort * est.sort
+        return w.w_sio * est.sio_pages * PAGE_BYTES + w.w_sort * self._sort_floor(est)
+
+    def _sort_floor(self, est: Estimate) -> float:
+        """``est.sort`` without the lookups a larger configuration could defer: those of a
+        basic symbol with one selected condition, used by no other, whose block has a
+        condition with fewer expected entries (it could become the anchor). Memoized."""
+        if not self.defer_members:
+            return est.sort
+        got = self._floor_cache.get(est.config)
+        if got is not None:
+            return got
+        info = self._info
+        per_bs: dict[int, int] = {}
+        uses: dict[int, int] = {}
+        for i in est.config:
+            bs, _, _, lk = info[i]
+            per_bs[bs] = per_bs.get(bs, 0) + 1
+            uses[lk] = uses.get(lk, 0) + 1
+        deferred = self.deferred(est.config)
+        floor = 0.0
+        for i in est.config:
+            bs, block, _, lk = info[i]
+            if lk in deferred or lk not in uses:
+                continue
+            if per_bs[bs] > 1 or uses[lk] > 1 \
+                    or self.lookup_entries[lk] <= self._block_min[block]:
+                floor += self._nlogn[lk]
+            del uses[lk]  # each lookup once
+        self._floor_cache[est.config] = floor
+        return floor
 
     def _from_summary(self, config: frozenset[int], blocks: tuple[Block, ...],
                       lookups: frozenset[int], sio: float | None = None,
@@ -313,9 +404,11 @@ class CostModel:
         syms = rp.symbols
         if sio is None or sort is None:
             sio = sort = 0.0
+            deferred = self.deferred(config)
             for lk in lookups:
                 sio += self.lookup_pages[lk]
-                sort += self._nlogn[lk]
+                if lk not in deferred:
+                    sort += self._nlogn[lk]
         dt = self.dt
         block_phi = [e[1] for e in blocks]
         span = 0

@@ -82,7 +82,14 @@ from replaydb.indexes.kernels import (
 )
 from replaydb.indexes.reader import Piece, join_pieces
 from replaydb.planner.pattern.conditions import Condition
-from replaydb.planner.pattern.cost import CondInfo, CostModel, Estimate, Weights, load_weights
+from replaydb.planner.pattern.cost import (
+    CondInfo,
+    CostModel,
+    Estimate,
+    Weights,
+    deferred_lookups,
+    load_weights,
+)
 from replaydb.planner.pattern.cpm import DEFAULT_MAX_BUCKETS, Scope, build_cpm, whole_stream
 from replaydb.planner.pattern.intervals import (
     I64,
@@ -136,6 +143,9 @@ class PatternPlanState:
     interval_counts: dict[str, int] = field(default_factory=dict)
     index_reads: dict[str, int] = field(default_factory=dict)
     lookup_sizes: dict[int, int] = field(default_factory=dict)
+    deferred: set[int] = field(default_factory=set)
+    """Lookups the last :func:`compute_intervals` left where their seqs lie and only tested
+    candidates against (deferred members never sorted or set as a bitmap)."""
     notes: list[str] = field(default_factory=list)
     spec: Any = None
     """The bound pattern (its text is :attr:`spec_text`, made only when EXPLAIN asks)."""
@@ -367,30 +377,12 @@ def lookup_order(st: PatternPlanState, config: frozenset[int]) -> tuple[list[int
 
 def _deferrable(st: PatternPlanState, config: frozenset[int]) -> set[int]:
     """Lookups of ``config`` that can wait where their seqs lie (:func:`run_lookup`'s
-    ``defer``) until their tight block is merged: the only selected condition of their BS,
-    used by no other BS, in a block of several selected BSs, and not the block's smallest
-    expected lookup (the anchor is read in full anyway)."""
+    ``defer``) until their tight block is merged: the rule the cost model prices
+    (:func:`~replaydb.planner.pattern.cost.deferred_lookups`)."""
     assert st.rp is not None
     by_id = {c.id: c for c in st.conds}
-    per_bs: dict[int, list[int]] = {}
-    uses: dict[int, int] = {}
-    for i in config:
-        c = by_id[i]
-        per_bs.setdefault(c.bs, []).append(c.lookup)
-        uses[c.lookup] = uses.get(c.lookup, 0) + 1
-    per_block: dict[int, list[int]] = {}
-    for bs in per_bs:
-        per_block.setdefault(st.rp.symbols[bs].block, []).append(bs)
-    out: set[int] = set()
-    for bss in per_block.values():
-        if len(bss) < 2:
-            continue
-        smallest = min(st.lookups[lk].entries for bs in bss for lk in per_bs[bs])
-        for bs in bss:
-            lks = per_bs[bs]
-            if len(lks) == 1 and uses[lks[0]] == 1 and st.lookups[lks[0]].entries > smallest:
-                out.add(lks[0])
-    return out
+    items = [(by_id[i].bs, st.rp.symbols[by_id[i].bs].block, by_id[i].lookup) for i in config]
+    return deferred_lookups(items, {k: lk.entries for k, lk in st.lookups.items()})
 
 
 def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: int,
@@ -445,6 +437,8 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     selected = {bs: (parts[0] if len(parts) == 1 else intersect_results(parts))
                 for bs, parts in per_bs.items()}
     iv, ist = replay_intervals(rp, selected, geo)
+    # a deferred member whose test set its bitmap after all (many candidates) was read in full
+    st.deferred = {lk for lk in deferred if results[lk].pieces is not None}
     st.interval_counts.update({"first_events": ist.first_events,
                                "candidates": ist.candidates_with_interval,
                                "merged": int(iv.shape[0])})

@@ -122,9 +122,9 @@ class _Search:
         return est
 
     def hopeless(self, est: Estimate) -> bool:
-        """Whether no configuration containing ``est.config`` can beat the incumbent: its index
-        cost alone (:meth:`CostModel.index_cost`, which only grows as conditions are added)
-        already exceeds it."""
+        """Whether no configuration containing ``est.config`` can beat the incumbent: the part
+        of its index cost that every larger configuration pays too
+        (:meth:`CostModel.index_cost`) already exceeds it."""
         return self.model.index_cost(est) > self.best
 
 
