@@ -16,7 +16,7 @@ physical layout, so they are fitted from measured plans:
    (best of ``repeat`` runs), and their actual costs counted: bytes of primary leaves replayed
    (the store's counters), bytes of index pages read and ``n log2 n`` of the results sorted
    (the index's counters; a deferred member of a tight block, only tested against the
-   block's candidates, is not sorted, as the cost model prices it);
+   block's candidates, counts one pass, ``n``, as the cost model prices it);
 3. non-negative least squares (``scipy.optimize.nnls``) fits seconds against the counted costs
    - leaf bytes replayed (and, for plans that replay index-based intervals, the same bytes
    again: the premium of reading leaves through many short intervals, see :func:`fit`),
@@ -180,9 +180,12 @@ def measure_config(store: Any, text: str, config: frozenset[int] | None, *,
             best = sec
             snap = plan.ctx.snapshots[0]
             leaf_bytes = snap.schema.leaf_capacity * snap.schema.event_width
-            # the lookups read in full: a deferred member is only tested against candidates
-            sort = sum(n * math.log2(n) for lk in lookups - st.deferred
-                       if (n := float(st.lookup_sizes.get(lk, 0))) > 1)
+            # the lookups read in full, and a pass over each deferred member (only tested
+            # against the block's candidates), as the cost model counts them
+            sizes = {lk: float(st.lookup_sizes.get(lk, 0)) for lk in lookups}
+            sort = sum(n * math.log2(n) for lk, n in sizes.items()
+                       if lk not in st.deferred and n > 1) \
+                + sum(n for lk, n in sizes.items() if lk in st.deferred)
             counted = {"pio_bytes": res.stats["replay"]["leaves"] * leaf_bytes,
                        "intervals": res.stats["replay"]["intervals"],
                        "sio_bytes": st.index_reads.get("pages_read", 0) * PAGE_BYTES,

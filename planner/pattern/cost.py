@@ -18,14 +18,16 @@ implementation counts bytes and ``n log2 n`` per index result, which its weights
 * ``C_SIO``: bytes of secondary-index pages read (8 KiB logical pages of the LSM page model),
   summed over the distinct range lookups of the selected conditions;
 * ``sort``: ``n log2 n`` summed over the result sizes ``n`` of the lookups read in full (each
-  result is sorted by seq on its own, then merged by Algorithm 3.1). A member of a tight block
-  that the planner defers (:func:`deferred_lookups`: on a regular stream, every selected
-  member of a block but its smallest) is not counted: it is only tested against the block's
-  last candidates, which costs next to nothing beside the anchor's sort. Counting it, as every
-  lookup was once counted, made the calibrated weight of a sort about 35 times too small (the
-  cheap plans with several deferred members carried large sorts), so Optimal added the
-  lookup of a further block that pruned nothing: on the planner benchmark's top m = 4 queries,
-  one more lookup of 155k-372k entries costing 3-5 ms where the model saw 0.1 ms.
+  result is sorted by seq on its own, then merged by Algorithm 3.1), plus ``n`` for each member
+  of a tight block that the planner defers (:func:`deferred_lookups`: on a regular stream,
+  every selected member of a block but its smallest): it is only tested against the block's
+  last candidates, at most one pass over its seqs. Counting it as a sort, as every lookup was
+  once counted, made the calibrated weight of a sort about 35 times too small (the cheap plans
+  with several deferred members carried large sorts), so Optimal added the lookup of a further
+  block that pruned nothing: on the planner benchmark's top m = 4 queries, one more lookup of
+  155k-372k entries costing 3-5 ms where the model saw 0.1 ms. Counting it as nothing made
+  Optimal take every member of long blocks at m = 16 and 32 (8.9 and 12.9 indexes per plan
+  instead of 4.7 and 4.2), each a lookup and a test that pruned nothing more.
 
 Weights come from the store's calibration (``replaydb calibrate``) or the defaults.
 
@@ -262,6 +264,9 @@ class CostModel:
         self._nlogn = {lk: (n * math.log2(n) if n > 1 else 0.0)
                        for lk, n in self.lookup_entries.items()}
         self.defer_members = bool(geo.regular) if defer_members is None else defer_members
+        self._pass = {lk: max(n, 0.0) for lk, n in self.lookup_entries.items()}
+        """A deferred member's term: one pass over its ``n`` seqs at most (``n``, against the
+        ``n log2 n`` of a lookup read in full)."""
         self._block_min: dict[int, float] = {}  # block -> fewest expected entries of a lookup
         for c in conds:
             b = rp.symbols[c.bs].block
@@ -388,11 +393,13 @@ class CostModel:
         floor = 0.0
         for i in est.config:
             bs, block, _, lk = info[i]
-            if lk in deferred or lk not in uses:
+            if lk not in uses:
                 continue
-            if per_bs[bs] > 1 or uses[lk] > 1 \
-                    or self.lookup_entries[lk] <= self._block_min[block]:
+            if lk not in deferred and (per_bs[bs] > 1 or uses[lk] > 1
+                                       or self.lookup_entries[lk] <= self._block_min[block]):
                 floor += self._nlogn[lk]
+            else:  # deferred here or in some larger configuration: its pass at the least
+                floor += min(self._pass[lk], self._nlogn[lk])
             del uses[lk]  # each lookup once
         self._floor_cache[est.config] = floor
         return floor
@@ -407,8 +414,7 @@ class CostModel:
             deferred = self.deferred(config)
             for lk in lookups:
                 sio += self.lookup_pages[lk]
-                if lk not in deferred:
-                    sort += self._nlogn[lk]
+                sort += self._pass[lk] if lk in deferred else self._nlogn[lk]
         dt = self.dt
         block_phi = [e[1] for e in blocks]
         span = 0
