@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from replaydb.errors import UsageError
-from replaydb.planner.pattern.cost import PAGE_BYTES, Weights
+from replaydb.planner.pattern.cost import PAGE_BYTES, Weights, sort_term
 
 DEFAULT_QUERIES = 24
 
@@ -182,10 +182,8 @@ def measure_config(store: Any, text: str, config: frozenset[int] | None, *,
             leaf_bytes = snap.schema.leaf_capacity * snap.schema.event_width
             # the lookups read in full, and a pass over each deferred member (only tested
             # against the block's candidates), as the cost model counts them
-            sizes = {lk: float(st.lookup_sizes.get(lk, 0)) for lk in lookups}
-            sort = sum(n * math.log2(n) for lk, n in sizes.items()
-                       if lk not in st.deferred and n > 1) \
-                + sum(n for lk, n in sizes.items() if lk in st.deferred)
+            sort = sum(sort_term(float(st.lookup_sizes.get(lk, 0)), lk in st.deferred)
+                       for lk in lookups)
             counted = {"pio_bytes": res.stats["replay"]["leaves"] * leaf_bytes,
                        "intervals": res.stats["replay"]["intervals"],
                        "sio_bytes": st.index_reads.get("pages_read", 0) * PAGE_BYTES,

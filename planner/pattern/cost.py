@@ -188,6 +188,15 @@ class Estimate:
                 "intervals": round(self.intervals, 1), "extend": round(self.extend, 1)}
 
 
+def sort_term(n: float, deferred: bool) -> float:
+    """A lookup's share of the model's ``sort`` term: ``n log2 n`` for a result of ``n`` seqs
+    read in full and sorted, ``n`` (one pass at most) for a deferred member of a tight block
+    (:func:`deferred_lookups`). The cost model and calibration's counts both use it."""
+    if deferred:
+        return max(n, 0.0)
+    return n * math.log2(n) if n > 1 else 0.0
+
+
 def deferred_lookups(items: Iterable[tuple[int, int, int]], entries: dict[int, float]
                      ) -> set[int]:
     """The lookups the planner leaves where their seqs lie in the index files until their
@@ -261,12 +270,10 @@ class CostModel:
         self._cache: dict[frozenset[int], Estimate] = {}
         self._info = {c.id: (c.bs, rp.symbols[c.bs].block, self.phi[c.id], c.lookup)
                       for c in conds}
-        self._nlogn = {lk: (n * math.log2(n) if n > 1 else 0.0)
-                       for lk, n in self.lookup_entries.items()}
+        self._nlogn = {lk: sort_term(n, False) for lk, n in self.lookup_entries.items()}
         self.defer_members = bool(geo.regular) if defer_members is None else defer_members
-        self._pass = {lk: max(n, 0.0) for lk, n in self.lookup_entries.items()}
-        """A deferred member's term: one pass over its ``n`` seqs at most (``n``, against the
-        ``n log2 n`` of a lookup read in full)."""
+        self._pass = {lk: sort_term(n, True) for lk, n in self.lookup_entries.items()}
+        """A deferred member's term (:func:`sort_term`)."""
         self._block_min: dict[int, float] = {}  # block -> fewest expected entries of a lookup
         for c in conds:
             b = rp.symbols[c.bs].block
