@@ -109,12 +109,10 @@ def build_store(path: Path, n: int, seed: int = 1) -> Any:
 def _as_first_execution(plan: Any) -> None:
     """Make the plan's next execution what its first is, outside the timer: planning binds
     the query (its time counts it) and the first execution runs that operator; a repeated
-    execution binds the query again (``rebinds``), a cost a query pays once. A plan whose
-    execution binds (full replay's) is left as it is: its execution counts the one bind."""
-    mk = plan.make_operator
-    rebinds = getattr(mk, "rebinds", None)
-    if rebinds is not None:
-        plan.make_operator = type(mk)(rebinds(), rebinds)
+    execution would build the operator again from the plan's spec, a cost a query pays
+    once."""
+    if plan.operator is None:
+        plan.operator = plan.physical.operator.build()
 
 
 class Runner:

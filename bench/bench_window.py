@@ -51,6 +51,7 @@ from replaydb.operators.window import AggSpec, WindowAggregate, WindowConfig
 from replaydb.planner import window_path
 from replaydb.planner.window_calibrate import calibrate_window
 from replaydb.planner.window_cost import TreeStats, break_even_slide, c_index, c_replay
+from replaydb.replay import tree_aggregates
 from replaydb.store.schema import StreamSchema
 from replaydb.timeunits import format_duration
 
@@ -236,10 +237,10 @@ def measure_stream(res: Results, store: replaydb.Store, name: str, size: int, sl
     for slide in sorted(slides, reverse=True):
         cfg = WindowConfig(size=size, slide=slide, aggregates=AGGS, schema=snap.arrow_schema)
         choice = window_path.plan(snap, cfg, weights=weights)
-        t_rep, ref = timed("replay", slide, lambda cfg=cfg: _run(window_path.run_replay, snap, cfg))
+        t_rep, ref = timed("replay", slide, lambda cfg=cfg: _run(tree_aggregates.run_replay, snap, cfg))
         cells: dict[str, Any] = {"replay": t_rep}
         ok = True
-        for kind, runner in (("optimized", window_path.run_index), ("naive", window_path.run_naive)):
+        for kind, runner in (("optimized", tree_aggregates.run_index), ("naive", tree_aggregates.run_naive)):
             t, out = timed(kind, slide, lambda runner=runner, cfg=cfg: _run(runner, snap, cfg))
             cells[kind] = t if t is not None else out
             if t is not None:

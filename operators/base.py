@@ -95,6 +95,9 @@ class Operator(ABC):
     """
 
     name: ClassVar[str] = "operator"
+    family: ClassVar[str | None] = None
+    """The :data:`~replaydb.operators.spec.FAMILIES` key this operator is built from."""
+    device: ClassVar[str] = "cpu"
     requires_seq: ClassVar[bool] = True
 
     def __init__(self, config: Any, *, state_cap: int | None = DEFAULT_STATE_CAP) -> None:
@@ -103,6 +106,51 @@ class Operator(ABC):
         self.counters = Counters()
         self._out: list[pa.RecordBatch] = []
         self._flushed = False
+
+    # ------------------------------------------------------------------ what it declares
+    def spec_options(self) -> dict[str, Any]:
+        """The constructor keywords besides ``config`` and ``state_cap`` this operator was
+        built with (families with further options override this)."""
+        return {}
+
+    def spec(self) -> Any:
+        """The :class:`~replaydb.operators.spec.OperatorSpec` this operator was built from."""
+        from replaydb.operators.spec import OperatorSpec
+
+        if self.family is None:
+            raise OperatorError(f"{type(self).__name__} has no operator family")
+        return OperatorSpec(self.family, self.config, self.state_cap,
+                            tuple(sorted(self.spec_options().items())), self.device,
+                            getattr(self, "backend", None) if self.device == "gpu" else None)
+
+    def traits(self) -> Any:
+        """What this operator declares to whoever runs it
+        (:class:`~replaydb.operators.traits.Traits`); this default: one group, interval-safe
+        when :meth:`end_interval` is the base class's."""
+        from replaydb.operators.traits import Traits
+
+        safe = type(self).end_interval is Operator.end_interval
+        return Traits(self.name, interval_safe=safe, devices=self.devices())
+
+    def devices(self) -> tuple[str, ...]:
+        """The devices that have a variant of this operator."""
+        from replaydb.operators.spec import FAMILIES
+
+        gpu = self.family is not None and FAMILIES[self.family][1] is not None
+        return ("cpu", "gpu") if gpu else ("cpu",)
+
+    def task_spec(self, *, strip_select: bool = False, time_carrier: str | None = None) -> Any:
+        """The spec a parallel task runs: without the select list (``strip_select``, when
+        :attr:`~replaydb.operators.traits.Traits.strip_select`), or rejecting the rows whose
+        ``time_carrier`` column is 1 (when
+        :attr:`~replaydb.operators.traits.Traits.time_carrier`). Operators declaring neither
+        run their own spec."""
+        return self.spec()
+
+    def apply_select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The operator's select list applied to a batch of its full output (the output of
+        :meth:`task_spec` with ``strip_select``); identity for operators without one."""
+        return batch
 
     # ------------------------------------------------------------------ public lifecycle
     @property

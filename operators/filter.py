@@ -57,6 +57,7 @@ class FilterOperator(Operator):
     """sigma_phi (see module docstring)."""
 
     name = "filter"
+    family = "filter"
     requires_seq = False
 
     def __init__(self, config: FilterConfig, *, state_cap: int | None = DEFAULT_STATE_CAP) -> None:

@@ -138,6 +138,7 @@ class JoinOperator(Operator):
     """Windowed join of two merged streams (see module docstring)."""
 
     name = "join"
+    family = "join"
 
     def __init__(self, config: JoinConfig, *, state_cap: int | None = DEFAULT_STATE_CAP) -> None:
         super().__init__(config, state_cap=state_cap)

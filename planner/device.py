@@ -2,8 +2,9 @@
 
 :func:`apply_device` runs after the language planner built the plan. It records the decision in
 ``plan.details["device"]`` (EXPLAIN shows it: requested, chosen device, backend, reason) and,
-when the GPU is chosen, wraps ``plan.make_operator`` so replay feeds the GPU variant of the bound
-operator (:func:`replaydb.operators.gpu.swap.swap_in`; same configuration, same results) in large
+when the GPU is chosen, places the plan's operator on the GPU
+(:class:`~replaydb.replay.plan.Placement`, the operator spec's device) so the executor feeds the
+GPU variant of the bound operator (:func:`replaydb.operators.gpu.swap.swap_in`; same configuration, same results) in large
 batches (one host-to-device transfer per batch).
 
 * ``cpu`` - always the CPU operator; nothing GPU-related is imported.
@@ -25,9 +26,11 @@ stream when it chose index-assisted intervals, else all events of the queried st
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from replaydb.errors import UsageError
+from replaydb.replay.plan import Placement, TreeAggregates
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -54,13 +57,29 @@ def replayed_events(plan: Any) -> int:
     return total
 
 
+def _place(plan: Any, info: dict[str, Any], **kw: Any) -> None:
+    """Record the decision in the plan value (and in EXPLAIN's details)."""
+    est = info.get("estimate")
+    plan.physical = replace(plan.physical, placement=Placement(
+        requested=info["requested"], device=info["device"], reason=info["reason"],
+        backend=info.get("backend"),
+        estimate=tuple(sorted(est.items())) if isinstance(est, dict) else (), **kw))
+
+
 def apply_device(plan: Any) -> None:
-    """Decide the device for ``plan`` (see the module docstring); may wrap ``make_operator``."""
+    """Decide the device for ``plan`` (see the module docstring); places the operator on the
+    GPU in the plan value when chosen."""
     requested = plan.ctx.options.device or "auto"
     if requested not in DEVICES:
         raise UsageError(f"--device must be one of {', '.join(DEVICES)}, got {requested!r}")
     info: dict[str, Any] = {"requested": requested}
     plan.details["device"] = info
+    _decide(plan, requested, info)
+    if plan.physical.operator.device != "gpu":
+        _place(plan, info)
+
+
+def _decide(plan: Any, requested: str, info: dict[str, Any]) -> None:
     if requested == "cpu":
         info.update(device="cpu", reason="requested")
         return
@@ -76,15 +95,14 @@ def apply_device(plan: Any) -> None:
         info.update(device="cpu", reason="no CUDA GPU available (only the CUDA simulator); "
                                           "running on the CPU")
         return
-    if plan.execute is not None:
+    if isinstance(plan.physical.source, TreeAggregates):
         info.update(device="cpu", reason=f"plan {plan.strategy!r} computes without replaying "
                                          "into an operator (CPU); --plan replay runs the "
                                          "operator on the GPU")
         return
     from replaydb.operators.gpu.swap import estimate_for, swap_in
 
-    make = plan.make_operator
-    probe = make()
+    probe = plan.operator if plan.operator is not None else plan.physical.operator.build()
     events = replayed_events(plan)
     rows = recommended_batch_rows("gpu")
     est = estimate_for(probe, events, batches=max(1, -(-events // rows)))
@@ -97,12 +115,7 @@ def apply_device(plan: Any) -> None:
         info["reason"] = f"GPU requested, but the query runs on the CPU: {choice.reason}"
     if choice.device != "gpu" or chosen is probe:
         return
-    gpu_cls = type(chosen)
-    backend = choice.backend
-
-    def make_gpu() -> Any:
-        op = make()
-        return gpu_cls(op.config, state_cap=op.state_cap, backend=backend)
-
-    plan.make_operator = make_gpu
-    plan.batch_rows = rows
+    plan.operator = chosen
+    plan.physical = replace(plan.physical,
+                            operator=plan.physical.operator.on("gpu", choice.backend))
+    _place(plan, info, batch_rows=rows)

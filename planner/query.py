@@ -28,14 +28,18 @@ import functools
 import importlib
 import inspect
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 
 from replaydb.errors import QueryError, ResourceLimitExceeded, StreamNotFound, UsageError
+from replaydb.operators.spec import OperatorSpec
 from replaydb.replay import Replay
+from replaydb.replay.executor import execute as run_physical
+from replaydb.replay.plan import FullScan, IntervalScan, PhysicalPlan, StreamRef
+from replaydb.store.interval_list import IntervalList
 
 LANGUAGES: list[tuple[str, str]] = [
     ("window_sql", "replaydb.planner.lang.window_sql"),
@@ -171,20 +175,68 @@ class Details(dict):  # type: ignore[type-arg]
 
 @dataclass
 class Plan:
-    """A physical plan: which intervals of which streams to replay into which operator."""
+    """A planned query: the :class:`~replaydb.replay.plan.PhysicalPlan` value that runs, plus
+    what surrounds it on the planning side - the query context, EXPLAIN's details and timings,
+    the planner's state for EXPLAIN ANALYZE, and the fresh operator bound while planning (the
+    first execution uses it instead of building the same operator again)."""
 
     ctx: QueryContext
-    strategy: str = "replay"
-    intervals: Sequence[tuple[int, int]] | None = None
-    make_operator: Callable[[], Any] | None = None
-    execute: Callable[[Plan], pa.Table] | None = None
-    estimates: dict[str, Any] = field(default_factory=dict)
+    physical: PhysicalPlan
     details: Details = field(default_factory=Details)
     timings: dict[str, float] = field(default_factory=dict)
+    operator: Any = None
+    """A fresh operator built from ``physical.operator`` (never fed), taken by the first
+    execution (:meth:`take_operator`)."""
     annotate: Callable[[dict[str, Any]], None] | None = None
     """Called by :func:`explain` with the ``analyze`` dict after executing (planner extras)."""
-    batch_rows: int | None = None
-    """Replay batch size for the operator (None: replay's default; large for a GPU operator)."""
+
+    @classmethod
+    def of(cls, ctx: QueryContext, strategy: str, intervals: Any = None, *, operator: Any = None,
+           spec: OperatorSpec | None = None, reason: str = "index", source: Any = None,
+           estimates: dict[str, Any] | None = None) -> Plan:
+        """A plan of ``ctx``: replay ``intervals`` (None: everything; a guard or another
+        source through ``source``) into ``operator`` (a fresh bound operator) or ``spec``
+        (default: the query bound by its language)."""
+        if spec is None:
+            if operator is None:
+                operator = ctx.bind()
+            spec = operator.spec()
+        if source is None:
+            source = FullScan() if intervals is None else IntervalScan(
+                IntervalList.of(intervals), reason)
+        physical = PhysicalPlan(
+            language=ctx.language, query=ctx.text.strip(),
+            streams=tuple(StreamRef(s.name, s.version, int(s.n_events)) for s in ctx.snapshots),
+            source=source, operator=spec, strategy=strategy, type_column=ctx.type_column,
+            aliases=tuple(sorted(ctx.aliases.items())), estimates=dict(estimates or {}))
+        return cls(ctx, physical, operator=operator)
+
+    @property
+    def strategy(self) -> str:
+        return self.physical.strategy
+
+    @property
+    def intervals(self) -> IntervalList | None:
+        return self.physical.intervals
+
+    @property
+    def estimates(self) -> dict[str, Any]:
+        return self.physical.estimates
+
+    @property
+    def batch_rows(self) -> int | None:
+        return self.physical.placement.batch_rows
+
+    def with_intervals(self, intervals: Any, reason: str = "index") -> None:
+        """Replace the source by an interval scan of ``intervals`` (None: a full scan)."""
+        source = FullScan() if intervals is None else IntervalScan(
+            IntervalList.of(intervals), reason)
+        self.physical = replace(self.physical, source=source)
+
+    def take_operator(self) -> Any:
+        """The operator bound while planning, once (None afterwards)."""
+        op, self.operator = self.operator, None
+        return op
 
     def describe(self) -> dict[str, Any]:
         c = self.ctx
@@ -197,6 +249,7 @@ class Plan:
             "strategy": self.strategy,
             "replay_intervals": None if self.intervals is None else len(self.intervals),
             "estimates": self.estimates,
+            "plan": self.physical.describe(),
             **self.details.resolved(),
         }
 
@@ -320,10 +373,8 @@ def plan_query(store: Any, text: str, options: QueryOptions | None = None) -> Pl
         if options.plan not in PLAN_CHOICES and not planner:
             raise UsageError(f"--plan {options.plan} does not apply to {ctx.language} queries",
                              hint="use auto or replay")
-        plan = Plan(ctx, strategy="replay")
+        plan = Plan.of(ctx, "replay")
         plan.details["note"] = "full replay of the streams"
-    if plan.make_operator is None:
-        plan.make_operator = ctx.bind
     from replaydb.planner.device import apply_device
 
     apply_device(plan)  # --device: may swap in the GPU variant of the operator
@@ -363,46 +414,22 @@ class _Limits:
                     hint="raise --max-memory, or lower the operator's state cap")
 
 
-def replay_plan(plan: Plan, limits: _Limits | None = None) -> tuple[pa.Table, Replay, Any]:
-    """Replay the plan's intervals into a fresh operator; returns (table, replay, operator)."""
-    ctx = plan.ctx
-    op = plan.make_operator()
-    columns = getattr(op, "input_columns", None)
-    extra = {} if plan.batch_rows is None else {"batch_rows": plan.batch_rows}
-    # an operator that names its input columns without seq and does not order by it gets no seq
-    seq = columns is None or "seq" in columns or getattr(op, "requires_seq", True)
-    rep = Replay(ctx.snapshots, plan.intervals, columns=columns, type_column=ctx.type_column,
-                 aliases=ctx.aliases, seq=seq, **extra)
-    parts = []
-    # checked before every batch too (Replay.results), not only between result tables
-    for tbl in rep.results(op, None if limits is None else limits.check):
-        parts.append(tbl)
-        if limits is not None:
-            limits.check()
-    if limits is not None:
-        limits.check()
-    table = pa.concat_tables(parts) if parts else op.output_schema.empty_table()
-    return table, rep, op
-
-
 def execute(plan: Plan) -> QueryResult:
-    limits = _Limits(plan.ctx.options)
+    """Run the plan's value through the one executor (locally or on Spark, as the options
+    say), within the query's time and memory limits."""
+    opts = plan.ctx.options
+    limits = _Limits(opts)
     t0 = time.perf_counter()
-    stats: dict[str, Any] = {}
-    if plan.ctx.options.engine == "spark":
-        from replaydb.replay.spark import run_plan
-
-        table, stats = run_plan(plan, limits)
-    elif plan.execute is not None:
-        table = plan.execute(plan)
-    else:
-        table, rep, op = replay_plan(plan, limits)
-        stats["replay"] = rep.stats.as_dict()
-        stats["operator"] = op.counters.as_dict()
+    spark = {"master": opts.master} if opts.engine == "spark" else None
+    out = run_physical(plan.physical, plan.ctx.snapshots, engine=opts.engine,
+                       operator=plan.take_operator(), limits=limits, spark=spark)
+    stats = out.stats
+    if "index_path" in stats:
+        plan.details["index_path"] = stats["index_path"]
     plan.timings["execute"] = time.perf_counter() - t0
     stats["timings"] = dict(plan.timings)
-    stats["rows"] = table.num_rows
-    return QueryResult(table, plan, stats)
+    stats["rows"] = out.table.num_rows
+    return QueryResult(out.table, plan, stats)
 
 
 def run_query(store: Any, text: str, **options: Any) -> QueryResult:

@@ -119,7 +119,7 @@ def calibrate_window(store: Any, stream: str | None = None, *, sample_events: in
     docstring); stores them unless ``save`` is False."""
     from replaydb.operators.expr import Column
     from replaydb.operators.window import AggSpec, WindowConfig
-    from replaydb.planner import window_path
+    from replaydb.replay import tree_aggregates
 
     t_start = time.perf_counter()
     if stream is None:
@@ -147,7 +147,7 @@ def calibrate_window(store: Any, stream: str | None = None, *, sample_events: in
 
     events = int(round(n * frac))
     whole = cfg(width)
-    rep_s = _best(lambda: window_path.run_replay(snap, whole, t0=t0, t1=t1), repeat)
+    rep_s = _best(lambda: tree_aggregates.run_replay(snap, whole, t0=t0, t1=t1), repeat)
     c_r = rep_s / max(1, events)
     probes = []
     unit = st.B / max(st.r, 1e-300)  # stream units per leaf
@@ -158,7 +158,7 @@ def calibrate_window(store: Any, stream: str | None = None, *, sample_events: in
         slices = width // slide
         if slices < MIN_SLICES:
             continue
-        sec = _best(lambda slide=slide: window_path.run_index(snap, cfg(slide), t0=t0, t1=t1),
+        sec = _best(lambda slide=slide: tree_aggregates.run_index(snap, cfg(slide), t0=t0, t1=t1),
                     repeat)
         probes.append({"slide": float(slide), "leaves_per_slice": float(leaves),
                        "slices": float(slices), "merges_per_slice": index_merges(slide, st),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -14,6 +15,14 @@ settings.register_profile(
     "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+EXECUTOR_GUARD = {
+    "spark.executorEnv.PYTHONPATH": str(Path(__file__).parent / "spark_guard"),
+    "spark.executorEnv.REPLAYDB_FORBID_IMPORTS": "replaydb.planner",
+}
+"""Spark settings under which an executor that imports the planner fails its task
+(``tests/spark_guard/sitecustomize.py``): executors run plan values only."""
 
 
 @pytest.fixture
@@ -30,6 +39,6 @@ def spark():
     session = get_spark("local[2]", app_name="replaydb-tests", quiet=True,
                         config={"spark.sql.shuffle.partitions": "4",
                                 "spark.default.parallelism": "2",
-                                "spark.driver.memory": "2g"})
+                                "spark.driver.memory": "2g", **EXECUTOR_GUARD})
     yield session
     stop_spark()

@@ -301,7 +301,7 @@ def same_as_full_replay(store: Any, text: str, strategies=STRATEGIES, *,
                     exc2, type(exc)), (text, exc, exc2)
                 assume(False)
             raise AssertionError(f"full replay failed ({exc}) but the plan did not: {text}") from exc
-    spec = full_plan.make_operator().config.spec
+    spec = full_plan.physical.operator.config.spec
     sql_partitioned = spec.semantics.value == "sql" and bool(spec.partition_by)
     drop = ("match_id",) if sql_partitioned else ()
     want = rows(full, drop)

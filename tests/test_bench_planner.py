@@ -40,11 +40,11 @@ def test_a_plan_over_the_whole_stream_runs_as_full_replay() -> None:
         part = plan_query(store, q, QueryOptions(plan="all", extra={"weights": {"interval_events": 0.0}}))
         assert part.intervals is not None and len(part.intervals) > 1
         assert not _whole_stream(part)
-        part.intervals = [(10, 10 + n)]
+        part.with_intervals([(10, 10 + n)])
         assert _whole_stream(part)
-        part.intervals = [(11, 10 + n)]
+        part.with_intervals([(11, 10 + n)])
         assert not _whole_stream(part)
-        part.intervals = [(10, 9 + n)]
+        part.with_intervals([(10, 9 + n)])
         assert not _whole_stream(part)
 
 
@@ -173,14 +173,14 @@ def test_a_repeated_execution_is_timed_as_the_first() -> None:
         text = xy_range_query("A B* C", [3, 2, 10], 40)
         plan = plan_query(store, text, QueryOptions(plan="optimal"))
         first = execute(plan).table
-        assert plan.make_operator._op is None  # the planning's operator is used up
+        assert plan.operator is None  # the planning's operator is used up
         _as_first_execution(plan)
-        assert plan.make_operator._op is not None  # bound before the timer starts
+        assert plan.operator is not None  # bound before the timer starts
         assert execute(plan).table.equals(first)
         full = plan_query(store, text, QueryOptions(plan="replay"))
-        mk = full.make_operator
+        bound = full.operator
         _as_first_execution(full)
-        assert full.make_operator is mk
+        assert full.operator is bound  # not executed yet: the planning's operator is kept
         assert execute(full).table.equals(first)
 
 

@@ -68,7 +68,9 @@ def test_gpu_operator_is_the_one_replayed(store) -> None:  # type: ignore[no-unt
     from replaydb.planner.query import QueryOptions, plan_query
 
     plan = plan_query(store, SASE, QueryOptions(device="gpu", plan="replay"))
-    assert isinstance(plan.make_operator(), GpuPatternOperator)
+    assert plan.physical.operator.device == "gpu"
+    assert isinstance(plan.operator, GpuPatternOperator)
+    assert isinstance(plan.physical.operator.build(), GpuPatternOperator)
     assert plan.batch_rows is not None and plan.batch_rows >= 1 << 16
 
 

@@ -136,7 +136,8 @@ def test_spans_carry_many_intervals_per_batch(snap, points, batch_rows) -> None:
 def test_a_pattern_query_replays_only_the_columns_it_reads() -> None:
     """Full replay and an indexed plan read t, seq and the query's columns, not the others
     (fewer bytes), and give the rows of a replay of every column."""
-    from replaydb.planner.query import QueryOptions, execute, plan_query, replay_plan
+    from replaydb.planner.query import QueryOptions, execute, plan_query
+    from replaydb.replay.executor import replay_into
     from tests.planner_cases import stream_store
 
     n = 4000
@@ -150,13 +151,14 @@ def test_a_pattern_query_replays_only_the_columns_it_reads() -> None:
     with stream_store(s) as store:
         for strategy in ("replay", "all"):
             plan = plan_query(store, q, QueryOptions(plan=strategy))
-            table, rep, op = replay_plan(plan)
+            op = plan.physical.operator.build()
+            table, rep = replay_into(plan.physical, plan.ctx.snapshots, op)
             assert op.input_columns == ["t", "seq", "x"]
             assert rep.schema.names == ["t", "seq", "x"]
             assert table.num_rows > 0
             # the same operator fed every column answers alike
             every = Replay(plan.ctx.snapshots, plan.intervals)
-            wide = every.run(plan.make_operator())
+            wide = every.run(plan.physical.operator.build())
             assert wide.equals(table)
             assert every.stats.leaves == rep.stats.leaves
             assert 0 < rep.stats.bytes < every.stats.bytes

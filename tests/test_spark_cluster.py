@@ -63,7 +63,7 @@ def plan_for(store: replaydb.Store, name: str, engine: str, with_intervals: bool
              master: str | None = None):  # noqa: ANN201
     opts = QueryOptions(plan="replay", stream=STREAM.get(name), engine=engine, master=master)
     plan = plan_query(store, QUERIES[name], opts)
-    plan.intervals = intervals_for(name, with_intervals)
+    plan.with_intervals(intervals_for(name, with_intervals))
     return plan
 
 
@@ -79,7 +79,7 @@ def driver_main(store_path: str, master: str, out_dir: str) -> None:
     for name, mode, with_iv in CASES:
         plan = plan_for(store, name, "spark", with_iv, master)
         shared = str(out / "results") if name in SHARED_RESULTS else None
-        table, stats = run_plan(plan, mode=mode, tasks=4, read_tasks=4,
+        table, stats = run_plan(plan.physical, plan.ctx.snapshots, mode=mode, tasks=4, read_tasks=4,
                                 partition_read=READ.get(name), result_dir=shared)
         with pa.OSFile(str(out / f"{name}.arrow"), "wb") as f, \
                 pa.ipc.new_file(f, table.schema) as w:

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 import replaydb
 from replaydb.errors import StateCapExceeded, UsageError
+from replaydb.operators.traits import Traits
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.replay.replay import Replay
 from replaydb.replay.spark import run_plan
-from replaydb.replay.spark.adapters import Traits, traits
 from replaydb.replay.spark.buckets import balanced_owner, sample_weights, scan_owner
 from replaydb.replay.spark.drive import (
     Collector,
@@ -149,13 +149,13 @@ def local_and_spark(store: replaydb.Store, text: str, intervals: list | None, mo
     stream = next((STREAM[k] for k, v in QUERIES.items() if v == text and k in STREAM), None)
     p1 = plan_query(store, text, QueryOptions(plan=plan, stream=stream))
     if plan == "replay":
-        p1.intervals = intervals
+        p1.with_intervals(intervals)
     local = execute(p1).table
     plan2 = plan_query(store, text, QueryOptions(plan=plan, engine="spark", stream=stream))
     assert plan2.intervals == p1.intervals or plan == "replay"
     if plan == "replay":
-        plan2.intervals = intervals
-    got, stats = run_plan(plan2, mode=mode, executor=InlineExecutor(2), tasks=tasks,
+        plan2.with_intervals(intervals)
+    got, stats = run_plan(plan2.physical, plan2.ctx.snapshots, mode=mode, executor=InlineExecutor(2), tasks=tasks,
                           read_tasks=3, partition_read=read)
     if stats["spark"]["mode"] == "partition" and read != "auto":
         assert stats["spark"]["partition_read"] == read
@@ -238,13 +238,13 @@ def test_multi_stream_merge_by_types(store: replaydb.Store) -> None:
     plan = plan_query(store, QUERIES["sase_types"], QueryOptions(plan="replay"))
     assert len(plan.ctx.snapshots) == 3
     with pytest.raises(UsageError, match="merged streams"):
-        run_plan(plan, mode="partition", executor=InlineExecutor(2))
+        run_plan(plan.physical, plan.ctx.snapshots, mode="partition", executor=InlineExecutor(2))
 
 
 def test_stats_report_what_tasks_read(store: replaydb.Store) -> None:
     ivs = [(100, 300), (500, 900)]
     local_plan = plan_query(store, QUERIES["mr_part_one"], QueryOptions(plan="replay"))
-    local_plan.intervals = ivs
+    local_plan.with_intervals(ivs)
     res = execute(local_plan)
     _, _, stats = local_and_spark(store, QUERIES["mr_part_one"], ivs, "interval", tasks=2)
     assert stats["engine"] == "spark"
@@ -266,11 +266,11 @@ def test_empty_plan_and_empty_results(store: replaydb.Store) -> None:
 def test_task_errors_come_back_with_their_type(store: replaydb.Store) -> None:
     plan = plan_query(store, QUERIES["sase_equiv"], QueryOptions(plan="replay", state_cap=5))
     with pytest.raises(StateCapExceeded) as ei:
-        run_plan(plan, mode="interval", executor=InlineExecutor(2))
+        run_plan(plan.physical, plan.ctx.snapshots, mode="interval", executor=InlineExecutor(2))
     assert ei.value.cap == 5 and ei.value.cap_name == "state_cap"
     for read in ("scan", "shuffle"):
         with pytest.raises(StateCapExceeded):
-            run_plan(plan, mode="partition", executor=InlineExecutor(2), partition_read=read)
+            run_plan(plan.physical, plan.ctx.snapshots, mode="partition", executor=InlineExecutor(2), partition_read=read)
 
 
 def test_scan_tasks_split_the_events_by_key(store: replaydb.Store) -> None:
@@ -283,7 +283,7 @@ def test_scan_tasks_split_the_events_by_key(store: replaydb.Store) -> None:
     assert sp["partition_read"] == "scan" and len(per) <= 3
     # every task reads the whole replay; together they push each event exactly once
     plan = plan_query(store, QUERIES["tps_part"], QueryOptions(plan="replay"))
-    plan.intervals = ivs
+    plan.with_intervals(ivs)
     assert stats["replay"]["events"] == len(per) * execute(plan).stats["replay"]["events"]
     assert sum(t["events"] for t in per) == sum(
         store.stream("ev").read(a, b).num_rows for a, b in ivs)
@@ -304,7 +304,7 @@ def test_partition_results_do_not_depend_on_the_task_count(store: replaydb.Store
 
 
 def traits_of(store: replaydb.Store, name: str) -> Traits:
-    return traits(plan_query(store, QUERIES[name], QueryOptions(plan="replay")).make_operator())
+    return plan_query(store, QUERIES[name], QueryOptions(plan="replay")).physical.operator.build().traits()
 
 
 @pytest.mark.parametrize("name, mode", [("tps_part", "partition"), ("sase_equiv", "partition"),
@@ -314,13 +314,13 @@ def test_results_through_files_or_through_spark(store: replaydb.Store, tmp_path:
     """Result files in a shared directory and results sent through Spark give one table; the
     query's own file directory is removed afterwards."""
     plan = plan_query(store, QUERIES[name], QueryOptions(plan="replay"))
-    plan.intervals = [(0, 800), (900, 1500)]
+    plan.with_intervals([(0, 800), (900, 1500)])
     local = execute(plan).table
     got = {}
     for where in ("none", str(tmp_path / "results")):
         p = plan_query(store, QUERIES[name], QueryOptions(plan="replay", engine="spark"))
-        p.intervals = plan.intervals
-        got[where], stats = run_plan(p, mode=mode, executor=InlineExecutor(2), tasks=3,
+        p.with_intervals(plan.intervals)
+        got[where], stats = run_plan(p.physical, p.ctx.snapshots, mode=mode, executor=InlineExecutor(2), tasks=3,
                                      result_dir=where)
         assert stats["spark"]["results_via"] == ("spark" if where == "none" else "files")
         check_equal(local, got[where], stats)
@@ -354,7 +354,7 @@ def test_tpstream_float_sums_do_not_depend_on_the_batch_end(tmp_path: Path) -> N
                Replay([s.stream("ev")], None).batches()]
     parts = []
     for key in sorted(set(local.column("k").to_pylist())):
-        op = plan.make_operator()
+        op = plan.physical.operator.build()
         for b in batches:
             piece = b.filter(pa.compute.equal(b.column("k"), key))
             if piece.num_rows:
@@ -411,19 +411,19 @@ def test_sampled_owner_balances_equal_keys(tmp_path: Path) -> None:
 def test_forced_modes_that_cannot_apply(store: replaydb.Store) -> None:
     plan = plan_query(store, QUERIES["mr_compound"], QueryOptions(plan="replay"))
     with pytest.raises(UsageError, match="MATCH_NUMBER"):
-        run_plan(plan, mode="interval", executor=InlineExecutor(2))
+        run_plan(plan.physical, plan.ctx.snapshots, mode="interval", executor=InlineExecutor(2))
     plan = plan_query(store, QUERIES["mr_plain"], QueryOptions(plan="replay"))
     with pytest.raises(UsageError, match="no partition keys"):
-        run_plan(plan, mode="partition", executor=InlineExecutor(2))
+        run_plan(plan.physical, plan.ctx.snapshots, mode="partition", executor=InlineExecutor(2))
     with pytest.raises(UsageError, match="unknown Spark mode"):
-        run_plan(plan, mode="fast", executor=InlineExecutor(2))
+        run_plan(plan.physical, plan.ctx.snapshots, mode="fast", executor=InlineExecutor(2))
 
 
 # --------------------------------------------------------------------------- traits
 def test_traits_of_each_operator(store: replaydb.Store) -> None:
     def tr(name: str):  # noqa: ANN202
         opts = QueryOptions(plan="replay", stream=STREAM.get(name))
-        return traits(plan_query(store, QUERIES[name], opts).make_operator())
+        return plan_query(store, QUERIES[name], opts).physical.operator.build().traits()
 
     t = tr("mr_part_one")
     assert t.partition_keys == ("k",) and t.interval_safe and t.partition_blocker
@@ -440,16 +440,15 @@ def test_traits_of_each_operator(store: replaydb.Store) -> None:
 
 
 def test_window_plans_ship_their_own_operator(store: replaydb.Store) -> None:
-    """The window planner builds its operator itself (time bounds out of WHERE): tasks rebuild
-    it from a recipe; a variance aggregate keeps its key groups in one task."""
-    from replaydb.replay.spark.tasks import recipe_of
-
+    """The window planner builds its operator's spec itself (time bounds out of WHERE): tasks
+    build that operator from the shipped spec; a variance aggregate keeps its key groups in one
+    task."""
     plan = plan_query(store, QUERIES["win_plain"], QueryOptions(plan="auto"))
     assert plan.strategy == "window-replay" and plan.intervals == [(100, 1200)]
-    op = plan.make_operator()
-    assert op.config.where != plan.ctx.bind().config.where  # t bounds became the interval
-    rec = pickle.loads(pickle.dumps(recipe_of(op)))
-    assert rec.build().config == op.config
+    spec = plan.physical.operator
+    assert spec.config.where != plan.ctx.bind().config.where  # t bounds became the interval
+    again = pickle.loads(pickle.dumps(spec))
+    assert again == spec and again.build().config == spec.config
     local, got, stats = local_and_spark(store, QUERIES["win_plain"], None, "auto", plan="auto")
     assert stats["spark"]["mode"] == "single" and local.num_rows > 0
     check_equal(local, got, stats)
@@ -458,7 +457,7 @@ def test_window_plans_ship_their_own_operator(store: replaydb.Store) -> None:
     check_equal(local, got, stats)
     q = QUERIES["win_group"].replace("MIN(x) AS mn", "STDDEV_POP(x) AS sd")
     plan = plan_query(store, q, QueryOptions(plan="replay"))
-    assert "variance" in traits(plan.make_operator()).partition_blocker
+    assert "variance" in plan.physical.operator.build().traits().partition_blocker
     local, got, stats = local_and_spark(store, q, None, "auto")
     assert stats["spark"]["mode"] == "single"
     check_equal(local, got, stats)
@@ -559,7 +558,7 @@ def test_bijective_slots_land_one_per_partition() -> None:
 
 
 def test_renumber_follows_the_final_order() -> None:
-    from replaydb.replay.spark.adapters import PatternNumbering
+    from replaydb.operators.traits import PatternNumbering
 
     nb = PatternNumbering("match_id", ("match_number",), ("k",), False, True)
     # two tasks; task-local ids/numbers restart; rows already in final order

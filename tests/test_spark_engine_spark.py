@@ -29,11 +29,11 @@ def both(store: replaydb.Store, name: str, intervals: list | None, mode: str,
     text = QUERIES[name]
     opts = {"plan": "replay", "stream": STREAM.get(name)}
     plan = plan_query(store, text, QueryOptions(**opts))
-    plan.intervals = intervals
+    plan.with_intervals(intervals)
     local = execute(plan).table
     plan = plan_query(store, text, QueryOptions(**opts, engine="spark"))
-    plan.intervals = intervals
-    got, stats = run_plan(plan, mode=mode, tasks=3, read_tasks=3, progress=False,
+    plan.with_intervals(intervals)
+    got, stats = run_plan(plan.physical, plan.ctx.snapshots, mode=mode, tasks=3, read_tasks=3, progress=False,
                           partition_read=read)
     return local, got, stats
 

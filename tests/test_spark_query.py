@@ -37,7 +37,7 @@ def compare(store, text: str, plan: str, tasks: int, **extra) -> set[str]:  # no
         p = plan_query(store, text, QueryOptions(**opts, engine="spark"))
         assert p.intervals == local_plan.intervals and p.strategy == local_plan.strategy
         try:
-            got, stats = run_plan(p, mode=mode, executor=InlineExecutor(2), tasks=tasks,
+            got, stats = run_plan(p.physical, p.ctx.snapshots, mode=mode, executor=InlineExecutor(2), tasks=tasks,
                                   read_tasks=tasks)
         except UsageError as exc:
             assert mode in ("interval", "partition") and "cannot run" in str(exc)
@@ -88,6 +88,6 @@ def test_planner_intervals_run_interval_parallel() -> None:
         ran = compare(store, q, "all", 3, **free)
         assert "interval" in ran and "single" in ran
         p = plan_query(store, q, QueryOptions(plan="all", engine="spark", extra=free))
-        _, stats = run_plan(p, executor=InlineExecutor(2))
+        _, stats = run_plan(p.physical, p.ctx.snapshots, executor=InlineExecutor(2))
         assert stats["spark"]["mode"] == "interval"
         assert stats["spark"]["intervals"] == len(p.intervals)

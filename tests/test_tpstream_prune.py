@@ -21,6 +21,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -31,12 +32,11 @@ from hypothesis import strategies as st
 
 import replaydb
 from replaydb.indexes.manage import create_index
-from replaydb.planner.query import QueryOptions, execute, explain, plan_query, replay_plan
-from replaydb.planner.tpstream_plan import (
-    IntervalGuard,
-    feasible_starts,
-    prev_event_bound,
-)
+from replaydb.planner.query import Plan, QueryOptions, execute, explain, plan_query
+from replaydb.planner.tpstream_plan import feasible_starts, prev_event_bound
+from replaydb.replay.executor import execute_local
+from replaydb.replay.guard import IntervalGuard
+from replaydb.replay.plan import IntervalScan
 from replaydb.store.schema import Attribute, StreamSchema
 from tests.planner_cases import check_intervals, rows, stream_store, streams
 
@@ -55,7 +55,14 @@ RELATIONS = ["before", "after", "meets", "met-by", "overlaps", "overlapped-by", 
 def run(store: Any, text: str, plan: str = "auto", **extra: Any) -> Any:
     opts = QueryOptions(plan=plan, extra=dict(extra), state_cap=200_000)
     p = plan_query(store, text, opts)
-    return p, execute(p).table
+    res = execute(p)
+    p.stats = res.stats  # what the guard did, if the plan has one
+    return p, res.table
+
+
+def guard_of(p: Any) -> dict[str, int] | None:
+    """What the interval guard of an executed plan did (None: the plan has no guard)."""
+    return p.stats.get("guard")
 
 
 def assert_same(store: Any, text: str, plans: list[tuple[str, dict]] | None = None,
@@ -70,12 +77,14 @@ def assert_same(store: Any, text: str, plans: list[tuple[str, dict]] | None = No
         st_ = getattr(p, "tpstream_state", None)
         if st_ is not None:
             st_._check()
-        if st_ is not None and st_.guard is not None:
+        g = guard_of(p)
+        if st_ is not None and g is not None:
             STATS["pruned"] += 1
             STATS["pruned_rows"] += len(got)
-            if not st_.guard.pcols:  # the padding makes the cut-start check a no-op
-                assert st_.guard.dropped_start == 0, (text, p.intervals)
-            STATS["guard_drops"] += st_.guard.dropped_start + st_.guard.dropped_end
+            if not p.physical.operator.config.partition_by:
+                # the padding makes the cut-start check a no-op
+                assert g["rows_dropped_cut_start"] == 0, (text, p.intervals)
+            STATS["guard_drops"] += g["rows_dropped_cut_start"] + g["rows_dropped_cut_end"]
         assert got == want, (text, name, extra, op_opts, p.strategy, p.intervals, got, want)
     return len(want)
 
@@ -100,10 +109,8 @@ def make_store(t: list[int], cols: dict[str, list], *, leaf: int = 2, fanout: in
 
 def bare_rows(plan: Any) -> list[tuple]:
     """The plan's intervals replayed into the operator without the guard."""
-    bare = type(plan)(plan.ctx, plan.strategy, plan.intervals)
-    bare.make_operator = plan.ctx.bind
-    table, _, _ = replay_plan(bare)
-    return rows(table)
+    bare = replace(plan.physical, source=IntervalScan(plan.intervals, "situations"))
+    return rows(execute_local(bare, plan.ctx.snapshots).table)
 
 
 # --------------------------------------------------------------------------- random queries
@@ -243,8 +250,8 @@ def test_padding_to_the_previous_event_is_needed() -> None:
         st_ = p.tpstream_state
         assert [26, 27] in st_.feasible.tolist()
         assert any(a <= 24 < 26 < b for a, b in p.intervals)
-        assert st_.guard.dropped_start == 0
-        unpadded = type(p)(p.ctx, "unpadded", [(int(a), int(min(b + 1, 32)))
+        assert guard_of(p)["rows_dropped_cut_start"] == 0
+        unpadded = Plan.of(p.ctx, "unpadded", [(int(a), int(min(b + 1, 32)))
                                                for a, b in st_.feasible])
         assert len(bare_rows(unpadded)) == 1  # the false match [26, 27) equals [26, 27)
 
@@ -264,7 +271,7 @@ def test_close_policy_guard_drops_runs_closed_at_an_interval_end() -> None:
         p, _ = run(store, q, **PRUNE, end_policy="close")
         assert p.strategy == "pruned" and p.intervals[-1][1] <= 30
         assert len(bare_rows(p)) == 1
-        assert p.tpstream_state.guard.dropped_end == 1
+        assert guard_of(p)["rows_dropped_cut_end"] == 1
 
 
 def test_runs_at_stream_start_and_end_with_both_end_policies() -> None:
@@ -384,8 +391,10 @@ def test_guard_lifecycle_snapshot_restore() -> None:
     with make_store(t, {"x": x}) as store:
         q = "FROM s DEFINE A AS x > 8, B AS x < 1 PATTERN A before B WITHIN 4 RETURN count(B) AS n"
         p, want = run(store, q, **PRUNE)
-        g = p.make_operator()
-        assert isinstance(g, IntervalGuard)
+        src = p.physical.source
+        assert isinstance(src, IntervalScan) and src.guard is not None
+        g = IntervalGuard(p.physical.operator.build(), store.stream("s"), src.guard.t_min,
+                          src.guard.t_max)
         tbl = store.stream("s").read()
         g.push(tbl.slice(0, 10))
         s = g.snapshot()
@@ -499,4 +508,4 @@ def test_condition_on_the_time_column_alias_in_a_partitioned_guard_lookup() -> N
              "PATTERN B equals A WITHIN 5")
         assert assert_same(store, q) == 0
         pl, _ = run(store, q, **PRUNE)
-        assert pl.strategy == "pruned" and pl.tpstream_state.guard.dropped_start == 1
+        assert pl.strategy == "pruned" and guard_of(pl)["rows_dropped_cut_start"] == 1

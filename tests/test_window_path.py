@@ -16,9 +16,9 @@ from replaydb.operators.expr import Binary, Column, Literal
 from replaydb.operators.window import AggSpec, WindowConfig
 from replaydb.operators.window.oracle import INDEX_AGGS, assert_same_rows, make_stream, oracle
 from replaydb.planner import window_path
-from replaydb.planner.window_path import (
+from replaydb.planner.window_path import run
+from replaydb.replay.tree_aggregates import (
     index_applicable,
-    run,
     run_index,
     run_index_grouped,
     run_naive,
@@ -247,7 +247,7 @@ def test_replay_reads_seq_only_when_the_query_needs_it(tmp_path) -> None:
 
 
 def test_slices_per_step_bounds_boundary_leaf_events() -> None:
-    from replaydb.planner.window_path import CHUNK, MIN_CHUNK, STEP_EVENTS, slices_per_step
+    from replaydb.replay.tree_aggregates import CHUNK, MIN_CHUNK, STEP_EVENTS, slices_per_step
 
     # one event per slice: whole steps
     assert slices_per_step(60_000_000, 60_000_000, 458) == CHUNK

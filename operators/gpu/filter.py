@@ -109,6 +109,8 @@ class GpuFilterOperator(FilterOperator):
     ``cuda``, ``simulator`` or ``cpu``.
     """
 
+    device = "gpu"
+
     def __init__(self, config: FilterConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
                  backend: str = "auto") -> None:
         check_expr(config.predicate, "filter")

@@ -189,6 +189,8 @@ class GpuJoinOperator(JoinOperator):
     ``device_pairs`` bounds the candidate pairs of one device launch.
     """
 
+    device = "gpu"
+
     def __init__(self, config: JoinConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
                  backend: str = "auto", device_pairs: int = 1 << 28) -> None:
         check_expr(config.predicate, "join")

@@ -558,6 +558,8 @@ class GpuPatternOperator(PatternOperator):
     building one tells whether the GPU could run the query).
     """
 
+    device = "gpu"
+
     def __init__(self, config: PatternConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
                  backend: str = "auto") -> None:
         self.backend = resolve_backend(backend)

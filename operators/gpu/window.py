@@ -221,6 +221,8 @@ class GpuWindowAggregate(WindowAggregate):
     queries use :class:`DeviceSlideState`; GROUP BY queries keep the CPU slide tree.
     """
 
+    device = "gpu"
+
     def __init__(self, config: WindowConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
                  backend: str = "auto") -> None:
         self.backend = resolve_backend(backend)

@@ -88,13 +88,26 @@ class GretaOperator(Operator):
     the output schema and an example."""
 
     name = "greta"
+    family = "greta"
 
     def __init__(self, config: GretaConfig, *, schema: pa.Schema | None = None,
                  state_cap: int | None = DEFAULT_STATE_CAP) -> None:
         super().__init__(config, state_cap=state_cap)
+        self.in_schema = schema
         self._plan: CompiledPlan | None = compile_plan(config, schema) if schema is not None \
             else None
         self._reset_state()
+
+    # ------------------------------------------------------------------ declared
+    def spec_options(self) -> dict[str, Any]:
+        return {} if self.in_schema is None else {"schema": self.in_schema}
+
+    def traits(self) -> Any:
+        from replaydb.operators.traits import Traits
+
+        cfg = self.config
+        return Traits("greta", partition_keys=tuple(cfg.group_by),
+                      sort_columns=("window_start", "window_end", *cfg.group_by, "last_seq"))
 
     # ------------------------------------------------------------------ info
     @property

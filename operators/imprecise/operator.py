@@ -70,6 +70,14 @@ class ImprecisePatternOperator(Operator):
     """
 
     name = "imprecise_pattern"
+    family = "imprecise"
+
+    def traits(self) -> Any:
+        """Equivalence tests are predicates here, not partitions: no key group is independent;
+        results are ordered by ``t``."""
+        from replaydb.operators.traits import Traits
+
+        return Traits("imprecise", sort_columns=("t",))
 
     def __init__(self, config: ImpreciseConfig, *, state_cap: int | None = DEFAULT_STATE_CAP
                  ) -> None:

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -156,6 +156,7 @@ class PatternOperator(Operator):
     """Sequential pattern matching (see the module docstring)."""
 
     name = "pattern"
+    family = "pattern"
 
     def __init__(self, config: PatternConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
                  vectorized: bool = True) -> None:
@@ -253,6 +254,25 @@ class PatternOperator(Operator):
                 fields.append(pa.field(name, _select_type(e, base)))
                 plan.append(("expr", compile_expr(e)))
         return pa.schema(fields), plan
+
+    # ------------------------------------------------------------------ declared
+    def spec_options(self) -> dict[str, Any]:
+        return {} if self._fast else {"vectorized": False}
+
+    def traits(self) -> Any:
+        from replaydb.operators.pattern.traits import pattern_traits
+
+        return pattern_traits(self)
+
+    def apply_select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return self._apply_select(batch) if self._select else batch
+
+    def task_spec(self, *, strip_select: bool = False, time_carrier: str | None = None) -> Any:
+        spec = self.spec()
+        if strip_select and self.config.spec.select is not None:
+            cfg = replace(self.config, spec=replace(self.config.spec, select=None))
+            spec = spec.with_config(cfg)
+        return spec
 
     @property
     def output_schema(self) -> pa.Schema:

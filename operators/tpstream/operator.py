@@ -71,6 +71,7 @@ class TPStream(Operator):
     """Temporal pattern matching over situations (see module docstring)."""
 
     name = "tpstream"
+    family = "tpstream"
 
     def __init__(self, config: TPStreamConfig, schema: pa.Schema | None = None, *,
                  state_cap: int | None = DEFAULT_STATE_CAP) -> None:
@@ -110,6 +111,19 @@ class TPStream(Operator):
             self._validate_schema(schema)
         self.kcounters = np.zeros(kernel.N_COUNTERS, np.int64)
         self._reset_state()
+
+    # ------------------------------------------------------------------ declared
+    def spec_options(self) -> dict[str, Any]:
+        return {} if self.in_schema is None else {"schema": self.in_schema}
+
+    def traits(self) -> Any:
+        from replaydb.operators.traits import Traits
+
+        cfg = self.config
+        sort = ["detection_time", "detection_seq", *[f"{n}_ts" for n in cfg.names],
+                *[f"{n}_te" for n in cfg.names]]
+        return Traits("tpstream", partition_keys=tuple(cfg.partition_by),
+                      sort_columns=tuple(sort), sort_complete=True)
 
     # ------------------------------------------------------------------ schema
     def _needed_columns(self) -> list[str]:

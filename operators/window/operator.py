@@ -68,7 +68,7 @@ or from SQL: ``bind(parse(text), schema, "ms")`` in :mod:`replaydb.planner.lang.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -169,6 +169,7 @@ class WindowAggregate(Operator):
     """Windowed aggregation over time or count windows (see the module docstring)."""
 
     name = "window_aggregate"
+    family = "window"
 
     def __init__(self, config: WindowConfig, *, state_cap: int | None = DEFAULT_STATE_CAP) -> None:
         super().__init__(config, state_cap=state_cap)
@@ -197,6 +198,41 @@ class WindowAggregate(Operator):
         aggs = self.cfg.aggregates
         dtypes = {a.arg: _slot_dtype(a.arg, schema) for a in aggs if a.arg is not None}
         return make_layout(aggs, dtypes, with_time=self.cfg.kind == "count")
+
+    # ------------------------------------------------------------------ declared
+    def traits(self) -> Any:
+        """Group keys split the work unless windows are anchored at the stream's first event
+        or a variance aggregate shifts by the first value seen; windows continue across
+        replay gaps (not interval-safe); partition tasks need time carriers."""
+        from replaydb.operators.traits import Traits
+
+        cfg = self.config
+        keys: tuple[str, ...] = tuple(cfg.group_by)
+        notes = []
+        if cfg.kind == "time" and cfg.align == "first":
+            keys = ()
+            notes.append("windows anchored at the first event: one task")
+        blocker = None
+        if keys and any(a.func.startswith(("VAR", "STDDEV")) for a in cfg.aggregates):
+            blocker = "variance aggregates shift by the stream's first value: one task"
+        cols = self.input_columns
+        return Traits("window", partition_keys=keys, interval_safe=False, time_carrier=True,
+                      partition_blocker=blocker, input_columns=tuple(cols) if cols else None,
+                      sort_columns=("window_end", "window_start", *cfg.group_by),
+                      devices=self.devices(), notes=tuple(notes))
+
+    def task_spec(self, *, strip_select: bool = False, time_carrier: str | None = None) -> Any:
+        """With ``time_carrier``: the same aggregation whose WHERE also rejects rows whose
+        ``time_carrier`` column is 1 (rejected rows still advance time)."""
+        spec = self.spec()
+        if time_carrier is None:
+            return spec
+        from replaydb.operators.expr import Binary, Column, Literal
+
+        cfg = self.config
+        test = Binary("=", Column(time_carrier), Literal(0))
+        where = test if cfg.where is None else Binary("and", test, cfg.where)
+        return spec.with_config(replace(cfg, where=where))
 
     @property
     def output_schema(self) -> pa.Schema:

@@ -173,7 +173,7 @@ def measure_config(store: Any, text: str, config: frozenset[int] | None, *,
         else:
             iv, lookups = None, set()
         iv = finish_intervals(st, iv, timings, use_cpm=cpm)
-        plan.intervals = None if iv is None else [(int(a), int(b)) for a, b in iv]
+        plan.with_intervals(None if iv is None else [(int(a), int(b)) for a, b in iv])
         res = execute(plan)
         sec = time.perf_counter() - t0
         if sec < best:

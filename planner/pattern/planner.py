@@ -475,12 +475,12 @@ def _covers_all(scope: Scope, geo: Geometry) -> bool:
     return r.shape[0] == 1 and int(r[0, 0]) <= geo.t_min and int(r[0, 1]) > geo.t_max
 
 
-def _replay_plan(ctx: Any, st: PatternPlanState, note: str) -> Any:
+def _replay_plan(ctx: Any, op: Any, st: PatternPlanState, note: str) -> Any:
     from replaydb.planner.query import Plan
 
     st.notes.append(note)
     st.strategy = "replay"
-    plan = Plan(ctx, strategy="replay", intervals=None)
+    plan = Plan.of(ctx, "replay", None, operator=op)
     _attach(plan, st)
     return plan
 
@@ -504,22 +504,6 @@ def _partitioned(spec: Any) -> bool:
                                        and spec.strategy != Strategy.CONTIGUOUS)
 
 
-class _BoundOnce:
-    """A plan's ``make_operator``: the operator bound while planning (fresh, never fed) the
-    first time, a newly bound one every later time - the first execution does not bind the
-    query a second time (about 2 ms for a MATCH_RECOGNIZE query, a tenth of a selective
-    query's planning and execution). ``rebinds``: the binding it stands for (Spark rebuilds
-    operators on executors from it)."""
-
-    def __init__(self, op: Any, bind: Callable[[], Any]) -> None:
-        self._op = op
-        self.rebinds = bind
-
-    def __call__(self) -> Any:
-        op, self._op = self._op, None
-        return op if op is not None else self.rebinds()
-
-
 def plan(ctx: Any) -> Any:
     """The planner entry point (``PLANNERS`` calls it with a QueryContext)."""
     choice = ctx.options.plan or "auto"
@@ -528,9 +512,7 @@ def plan(ctx: Any) -> Any:
                          hint=f"choose one of {', '.join(PLAN_CHOICES)}")
     t_bind = time.perf_counter()
     op = ctx.bind()
-    out = _plan(ctx, op, choice, t_bind)
-    out.make_operator = _BoundOnce(op, ctx.bind)
-    return out
+    return _plan(ctx, op, choice, t_bind)
 
 
 def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
@@ -544,16 +526,16 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     st.match_rows = getattr(op, "match_rows", "")
     timings["bind"] = time.perf_counter() - t_bind
     if len(ctx.snapshots) != 1:
-        return _replay_plan(ctx, st, "several streams merged by event type: full replay")
+        return _replay_plan(ctx, op, st, "several streams merged by event type: full replay")
     snap = ctx.snapshots[0]
     geo = Geometry.of(snap)
     st.geo = geo
     nav = navigation_extent(spec)
     if nav is None:
-        return _replay_plan(ctx, st, "PREV/NEXT with a non-literal offset: full replay")
+        return _replay_plan(ctx, op, st, "PREV/NEXT with a non-literal offset: full replay")
     st.nav = nav
     if (nav[0] or nav[1]) and _partitioned(spec):
-        return _replay_plan(ctx, st, "PREV/NEXT in a partitioned pattern can reach any earlier "
+        return _replay_plan(ctx, op, st, "PREV/NEXT in a partitioned pattern can reach any earlier "
                                      "event of the partition: full replay")
     kinds = _kinds(snap)
     type_col = spec.type_column if spec.type_column in kinds else None
@@ -564,13 +546,13 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     if geo.n_events == 0 or not rp.satisfiable:
         st.strategy = "empty"
         st.notes.append("no event can match (empty stream or an unsatisfiable range condition)")
-        plan_ = Plan(ctx, strategy="empty", intervals=[])
+        plan_ = Plan.of(ctx, "empty", [], operator=op, reason="nothing")
         plan_.timings.update(timings)
         st.intervals = np.empty((0, 2), I64)
         _attach(plan_, st)
         return plan_
     if rp.n == 0:
-        return _replay_plan(ctx, st, "the pattern has no basic symbol: full replay")
+        return _replay_plan(ctx, op, st, "the pattern has no basic symbol: full replay")
     use_cpm = bool(_extra(ctx, "cpm", True)) or choice == "cpm"
     t0 = time.perf_counter()
     if use_cpm and snap.tree.height > 0:
@@ -625,7 +607,7 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     st.chosen = chosen if chosen is not None else base
     st.strategy = strategy
     if not _extra(ctx, "lookups", True):  # estimates only (calibration)
-        plan_ = Plan(ctx, strategy=strategy, intervals=None)
+        plan_ = Plan.of(ctx, strategy, None, operator=op)
         plan_.timings.update(timings)
         _attach(plan_, st)
         return plan_
@@ -639,7 +621,8 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     iv = finish_intervals(st, iv, timings, use_cpm=use_cpm)
     st.intervals = iv
     intervals = None if iv is None else IntervalList.of(iv)
-    plan_ = Plan(ctx, strategy=strategy, intervals=intervals)
+    reason = "index" if chosen is not None and chosen.config else "coarse_map"
+    plan_ = Plan.of(ctx, strategy, intervals, operator=op, reason=reason)
     plan_.timings.update(timings)
     _attach(plan_, st)
     return plan_

@@ -1,7 +1,8 @@
 """Run a planned query on Spark executors: choose the mode, ship the work, gather the results.
 
-:func:`run_plan` takes the planner's :class:`~replaydb.planner.query.Plan` (the driver plans as
-usual) and returns ``(table, stats)`` equal to local execution. The mode (``stats["spark"]``):
+:func:`run_plan` takes the :class:`~replaydb.replay.plan.PhysicalPlan` (the driver plans as
+usual) and returns ``(table, stats)`` equal to local execution. Tasks receive the plan's operator
+spec (plain data) and build their operator from it; they never see query text. The mode (``stats["spark"]``):
 
 * ``interval`` - **interval-parallel**: the planned replay intervals are independent (no result
   spans two: the operator's ``end_interval`` forgets everything between them), so consecutive
@@ -40,13 +41,11 @@ usual) and returns ``(table, stats)`` equal to local execution. The mode (``stat
 Several streams (SASE+ event types stored one stream per type) are merged inside the tasks by
 the same :class:`~replaydb.replay.Replay` as locally: ``(t, stream position, seq)``.
 
-Operators a planner builds itself (the window planner's ``WindowAggregate``, whose WHERE lost the
-conjuncts that became its time range) travel as a recipe - class and frozen config - and tasks
-rebuild them (:class:`~replaydb.replay.spark.tasks.OperatorRecipe`). Not shipped: plans that
-execute themselves on the driver (``plan.execute``: the windowed aggregation's index paths read
-only tree aggregates, no events, so there is nothing to distribute) run there, and so do plans
-whose operator comes from a factory no recipe rebuilds (``stats["spark"]["mode"] ==
-"driver"``).
+Not shipped (``stats["spark"]["mode"] == "driver"``): plans whose source is
+:class:`~replaydb.replay.plan.TreeAggregates` (the windowed aggregation's index paths read only
+tree aggregates, no events, so there is nothing to distribute) and interval scans with a
+TPStream situation guard (its backward searches read the stream around each interval) run on the
+driver through the local executor.
 
 Limits: ``timeout`` cancels the query's Spark job group and raises
 :class:`~replaydb.errors.ResourceLimitExceeded`; ``max_memory`` is checked on the driver after the
@@ -74,6 +73,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -81,10 +81,13 @@ import numpy as np
 import pyarrow as pa
 
 from replaydb.errors import ReplayDBError, ResourceLimitExceeded, UsageError
-from replaydb.replay.replay import Replay, normalize_intervals
+from replaydb.operators.traits import Traits
+from replaydb.replay.executor import execute_local
+from replaydb.replay.plan import IntervalScan, PhysicalPlan, TreeAggregates
+from replaydb.replay.replay import normalize_intervals
 from replaydb.replay.spark import order as O
 from replaydb.replay.spark import tasks as T
-from replaydb.replay.spark.adapters import Traits, strip_select, traits
+from replaydb.replay.spark.adapters import CARRIER
 from replaydb.replay.spark.buckets import scan_owner
 from replaydb.replay.spark.drive import from_ipc, read_result_file
 from replaydb.replay.spark.keys import bijective_slots
@@ -110,25 +113,6 @@ per core while ``S`` is below 2.8 (task CPU) to 4.7 (whole job); 3 sits between.
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""
-
-
-def bind_options(ctx: Any) -> dict[str, Any]:
-    """The keyword options :meth:`QueryContext.bind` passes to the language's ``bind``
-    (mirrored here so that tasks bind exactly the driver's operator)."""
-    opts: dict[str, Any] = {}
-    if ctx.options.state_cap is not None:
-        opts["state_cap"] = ctx.options.state_cap
-    if ctx.type_column:
-        opts["type_column"] = ctx.type_column
-    opts.update(ctx.bind_options)
-    opts.update(ctx.options.extra)
-    return opts
-
-
-def _rebuildable(plan: Any) -> bool:
-    f = plan.make_operator
-    f = getattr(f, "rebinds", f)  # the planner's bound-once wrapper of ctx.bind
-    return getattr(f, "__self__", None) is plan.ctx and getattr(f, "__name__", "") == "bind"
 
 
 def choose_mode(mode: str, tr: Traits, counts: np.ndarray, slots: int) -> str:
@@ -179,58 +163,54 @@ def _executor(master: str | None, executor: Any) -> Any:
     return SparkExecutor(get_spark(master))
 
 
-def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: str | None = None,
+def run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None, *,
+             operator: Any = None, master: str | None = None, mode: str | None = None,
              tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
              progress: bool | None = None, partition_read: str | None = None,
              result_dir: str | None = None) -> tuple[pa.Table, dict[str, Any]]:
-    """Execute ``plan`` on Spark; returns ``(result table, stats)`` (see the module docstring)."""
-    ctx = plan.ctx
+    """Execute ``plan`` over the pinned ``snapshots`` on Spark; returns ``(result table,
+    stats)`` (see the module docstring). ``operator``: a fresh operator built from
+    ``plan.operator`` (None: built here)."""
     t_start = time.perf_counter()
-    if plan.execute is not None:
-        table = plan.execute(plan)
-        return table, {"engine": "spark", "spark": {
-            "mode": "driver", "note": f"the {plan.strategy} plan executes on the driver"}}
-    op = plan.make_operator()
-    recipe = None
-    if not _rebuildable(plan):
-        recipe = T.recipe_of(op)
-        if recipe is None:
-            return _driver_replay(plan)
-    tr = traits(op)
-    if tr.exact_partition_order and len(ctx.snapshots) > 1:
+    driver = _driver_reason(plan)
+    if driver is not None:
+        out = execute_local(plan, snapshots, operator=operator,
+                            check=None if limits is None else limits.check)
+        out.stats["engine"] = "spark"
+        out.stats["spark"] = {"mode": "driver", "note": driver}
+        return out.table, out.stats
+    op = operator if operator is not None else plan.operator.build()
+    tr = op.traits()
+    if tr.exact_partition_order and len(snapshots) > 1:
         tr = replace(tr, exact_partition_order=False, partition_blocker=(
             "match_id of merged streams: a match's last event is not named by its seq alone"))
-    if tr.sort_complete and len(ctx.snapshots) > 1:
+    if tr.sort_complete and len(snapshots) > 1:
         tr = replace(tr, sort_complete=False)  # seq names no single event across streams
     mode = mode or os.environ.get("REPLAYDB_SPARK_MODE") or "auto"
     intervals = normalize_intervals(plan.intervals)
     if plan.intervals is not None and not intervals:
         return op.output_schema.empty_table(), {"engine": "spark", "spark": {
             "mode": "none", "note": "the plan replays nothing"}}
-    counts = interval_events(ctx.snapshots, intervals)
-    ex = _executor(master or ctx.options.master, executor)
+    counts = interval_events(snapshots, intervals)
+    ex = _executor(master, executor)
     slots = ex.parallelism
     chosen = choose_mode(mode, tr, counts, slots)
-    opts = bind_options(ctx)
-    task_schema_op = op
-    if tr.strip_select and recipe is None:
-        task_schema_op = T.accepting(ctx.module.bind, strip_select(ctx.query), ctx.schema,
-                                     ctx.time_unit, **opts)
+    carrier = chosen == "partition" and tr.time_carrier
+    task_spec = op.task_spec(strip_select=tr.strip_select,
+                             time_carrier=CARRIER if carrier else None)
+    task_schema_op = task_spec.build() if tr.strip_select else op
     columns = getattr(op, "input_columns", None)
     out_schema = task_schema_op.output_schema
     if tr.sort_complete and not all(c in out_schema.names and pa.types.is_integer(
             out_schema.field(c).type) for c in tr.sort_columns):
         tr = replace(tr, sort_complete=False)
     q = T.QueryShipment(
-        text=ctx.text, module=ctx.module.__name__, schema=ctx.schema, time_unit=ctx.time_unit,
-        bind_options=opts, strip_select=tr.strip_select and recipe is None,
-        type_column=ctx.type_column,
-        aliases=dict(ctx.aliases), columns=tuple(columns) if columns is not None else None,
+        operator=task_spec, type_column=plan.type_column,
+        aliases=dict(plan.aliases), columns=tuple(columns) if columns is not None else None,
         partition_keys=tuple(tr.partition_keys),
         exact_order=chosen == "partition" and tr.exact_partition_order,
         key_report=chosen != "partition" and tr.numbering is not None
-        and bool(tr.numbering.keys), time_carrier=chosen == "partition" and tr.time_carrier,
-        recipe=recipe,
+        and bool(tr.numbering.keys), time_carrier=carrier,
         sorted_runs=tuple(tr.sort_columns) if chosen == "partition" and tr.sort_complete
         else ())
     n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS")
@@ -249,7 +229,7 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
     notes = list(tr.notes) + ([tr.partition_blocker] if tr.partition_blocker else [])
     if notes:
         info["notes"] = notes
-    group, desc = job_group(ctx.language, ctx.text)
+    group, desc = job_group(plan.language, plan.query)
     sc = getattr(ex, "sc", None)
     prog = Progress(sc, group, progress) if sc is not None else None
     if sc is not None:
@@ -266,17 +246,17 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
             rows = []
             for i, (a, b) in enumerate(groups):
                 ivs = tuple((k, intervals[k][0], intervals[k][1]) for k in range(a, b))
-                shipped = tuple(ship(s, [(x, y) for _, x, y in ivs]) for s in ctx.snapshots)
+                shipped = tuple(ship(s, [(x, y) for _, x, y in ivs]) for s in snapshots)
                 rows.append((i, pickle.dumps(T.IntervalTask(i, ivs, shipped))))
             info["tasks"] = len(rows)
             label = (f"interval replay: {len(intervals):,} intervals in {len(rows)} tasks"
                      if chosen == "interval" else "full replay in one task")
-            _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
+            _describe(sc, f"replaydb {plan.language} [{label}], ~{int(counts.sum()):,} events")
             result = _run(ex.interval, prog, label, q, rows)
         elif read == "scan":
-            owner = scan_owner(ctx.snapshots, intervals, tr.partition_keys, n_tasks)
+            owner = scan_owner(snapshots, intervals, tr.partition_keys, n_tasks)
             ivs = tuple((k, a, b) for k, (a, b) in enumerate(intervals))
-            shipped = tuple(ship(s, list(intervals)) for s in ctx.snapshots)
+            shipped = tuple(ship(s, list(intervals)) for s in snapshots)
             rows = [(i, pickle.dumps(T.ScanTask(i, ivs, shipped, owner)))
                     for i in range(n_tasks)]
             info["partition_read"] = "scan"
@@ -285,15 +265,15 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
             info["result_order"] = _result_order(tr)
             label = (f"partition replay by {', '.join(tr.partition_keys)}: {n_tasks} scan "
                      "tasks")
-            _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
+            _describe(sc, f"replaydb {plan.language} [{label}], ~{int(counts.sum()):,} events")
             result = _run(ex.scan, prog, label, q, rows)
         else:
             n_read = read_tasks or TASKS_PER_CORE * slots
-            ranges = read_ranges(ctx.snapshots, intervals, n_read)
+            ranges = read_ranges(snapshots, intervals, n_read)
             slots_ = bijective_slots(n_tasks)
             rows = []
             for i, rg in enumerate(ranges):
-                shipped = tuple(ship(s, [(a, b) for _, a, b in rg]) for s in ctx.snapshots)
+                shipped = tuple(ship(s, [(a, b) for _, a, b in rg]) for s in snapshots)
                 rows.append((i, pickle.dumps(T.ReadTask(i, tuple(rg), shipped, tuple(slots_)))))
             info["partition_read"] = "shuffle"
             info["read_tasks"] = len(rows)
@@ -302,7 +282,7 @@ def run_plan(plan: Any, limits: Any = None, *, master: str | None = None, mode: 
             info["result_order"] = _result_order(tr)
             label = (f"partition replay by {', '.join(tr.partition_keys)}: {len(rows)} read "
                      f"tasks, {n_tasks} key groups")
-            _describe(sc, f"replaydb {ctx.language} [{label}], ~{int(counts.sum()):,} events")
+            _describe(sc, f"replaydb {plan.language} [{label}], ~{int(counts.sum()):,} events")
             result = _run(ex.partition, prog, label, q, rows, n_tasks)
     except ReplayDBError:
         raise
@@ -420,7 +400,7 @@ def _gather(result: pa.Table, tr: Traits, mode: str, op: Any, task_op: Any,
     if tr.strip_select:
         def select(t: pa.Table) -> pa.Table:
             # the operator's own select list, applied to its full-schema output
-            out = [op._apply_select(b) for b in t.to_batches()]
+            out = [op.apply_select(b) for b in t.to_batches()]
             return pa.Table.from_batches(out, schema=op.output_schema)
     renumbered = mode != "partition" or tr.exact_partition_order
     table = O.finish(rows, order, tr, select, renumbered)
@@ -448,14 +428,11 @@ def _sum_stats(per_task: list[dict[str, Any]]) -> dict[str, Any]:
     return {"replay": replay, "operator": operator, "spark": {"per_task": tasks}}
 
 
-def _driver_replay(plan: Any) -> tuple[pa.Table, dict[str, Any]]:
-    """Replay on the driver (a plan whose operator factory tasks cannot rebuild)."""
-    ctx = plan.ctx
-    op = plan.make_operator()
-    rep = Replay(ctx.snapshots, plan.intervals, columns=getattr(op, "input_columns", None),
-                 type_column=ctx.type_column, aliases=ctx.aliases)
-    table = rep.run(op)
-    return table, {"engine": "spark", "replay": rep.stats.as_dict(),
-                   "operator": op.counters.as_dict(),
-                   "spark": {"mode": "driver",
-                             "note": "the plan's operator factory cannot be rebuilt in tasks"}}
+def _driver_reason(plan: PhysicalPlan) -> str | None:
+    """Why ``plan`` runs on the driver, or None when tasks run it."""
+    src = plan.source
+    if isinstance(src, TreeAggregates):
+        return f"the {plan.strategy} plan computes from tree aggregates on the driver"
+    if isinstance(src, IntervalScan) and src.guard is not None:
+        return "the TPStream interval guard reads the stream around each interval: driver"
+    return None

@@ -12,9 +12,9 @@ The final order, per execution mode (the tags are described in :mod:`.drive`):
   (interval, phase, global position of the resolving event or of the key's first appearance,
   task, emission) - the order in which the local replay emits them.
 * **partition-parallel** (everything else): sorted by the operator's documented order
-  (:attr:`~replaydb.replay.spark.adapters.Traits.sort_columns`, then every other sortable
+  (:attr:`~replaydb.operators.traits.Traits.sort_columns`, then every other sortable
   column; only the integer sort columns when they order the results totally,
-  :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete`, with nulls last) - equal to
+  :attr:`~replaydb.operators.traits.Traits.sort_complete`, with nulls last) - equal to
   the local result after sorting both the same way. Pattern queries run this way only when
   ``match_id`` is not shown; their ``match_number`` is already final (all matches of a key come
   from one task, numbered in the local order).
@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.replay.spark.adapters import PatternNumbering, Traits, sortable
+from replaydb.operators.traits import PatternNumbering, Traits
+from replaydb.replay.spark.adapters import sortable
 from replaydb.replay.spark.drive import TAGS, integer_sort_order
 from replaydb.replay.spark.keys import key_codes
 
@@ -91,7 +92,7 @@ def _task_of(rows: pa.Table) -> np.ndarray:
 def sorted_order(rows: pa.Table, tr: Traits, runs: bool = False) -> np.ndarray:
     """Row order by the operator's documented columns, then every other sortable column.
 
-    With :attr:`~replaydb.replay.spark.adapters.Traits.sort_complete` only the (integer) sort
+    With :attr:`~replaydb.operators.traits.Traits.sort_complete` only the (integer) sort
     columns count; ``runs``: the rows are sorted runs by them, one per task, in task order, so a
     stable sort by the first two (the emitting event: results tied on it come from one task)
     merges them."""

@@ -4,9 +4,10 @@ They are module-level so executors can import them; the driver binds their param
 :func:`functools.partial` (a :class:`QueryShipment`) and sends each task its own work as a row
 ``(index, payload)`` where the payload is a pickled :class:`IntervalTask` or :class:`ReadTask`.
 
-Every task **binds the query itself**: it parses the query text with the language module the
-driver named and binds it to the pinned replay schema (no operator object, compiled code or Numba
-state crosses the wire). Results travel back as Arrow IPC payloads in rows of
+Every task **builds its operator from the plan's operator spec**
+(:class:`~replaydb.operators.spec.OperatorSpec`: the family, its frozen configuration, the state
+cap - plain data; no query text, no operator object, compiled code or Numba state crosses the
+wire, and nothing of the planner is imported on executors). Results travel back as Arrow IPC payloads in rows of
 :data:`RESULT_SCHEMA` - Arrow types survive untouched (decimals, lists, dictionaries), so the
 gathered tables are byte for byte what the operator produced.
 
@@ -33,7 +34,6 @@ failing (and retrying) the Spark task.
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import os
 import pickle
@@ -48,8 +48,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from replaydb.errors import ReplayDBError
+from replaydb.operators.spec import OperatorSpec
 from replaydb.replay.replay import Replay
-from replaydb.replay.spark.adapters import CARRIER, strip_select, with_time_carrier
+from replaydb.replay.spark.adapters import CARRIER
 from replaydb.replay.spark.drive import (
     Collector,
     ExactOrder,
@@ -80,14 +81,11 @@ I64_MAX = int(np.iinfo(np.int64).max)
 
 @dataclass(frozen=True)
 class QueryShipment:
-    """The query as every task rebuilds it (picklable; see the module docstring)."""
+    """What every task of one query shares (picklable; see the module docstring)."""
 
-    text: str
-    module: str
-    schema: pa.Schema
-    time_unit: str | None
-    bind_options: dict[str, Any]
-    strip_select: bool
+    operator: OperatorSpec
+    """The operator every task builds: the plan's, without its select list when the driver
+    applies it, rejecting time carriers in partition tasks of an operator that needs them."""
     type_column: str | None
     aliases: dict[str, str]
     columns: tuple[str, ...] | None
@@ -96,59 +94,13 @@ class QueryShipment:
     key_report: bool = False
     time_carrier: bool = False
     """Partition mode: send every target each local batch's last event as a time carrier
-    (:attr:`~replaydb.replay.spark.adapters.Traits.time_carrier`)."""
-    recipe: OperatorRecipe | None = None
-    """Set when the planner built the operator itself (not the language's ``bind``)."""
+    (:attr:`~replaydb.operators.traits.Traits.time_carrier`)."""
     sorted_runs: tuple[str, ...] = ()
     """Partition tasks sort their results by these integer columns (the operator's complete
     sort columns), so that the driver merges sorted runs instead of sorting."""
     result_dir: str | None = None
     """A directory the driver and every executor share: results travel as IPC files written
     there instead of through the JVM (:class:`~replaydb.replay.spark.drive.Collector`)."""
-
-
-@dataclass(frozen=True)
-class OperatorRecipe:
-    """An operator the planner built itself (e.g. the window planner's ``WindowAggregate`` with
-    its time bounds taken out of WHERE), rebuilt in tasks as ``cls(config, state_cap=...)``.
-
-    Only operators whose constructor is exactly the base lifecycle's ``(config, *, state_cap)``
-    and whose frozen config pickles qualify (:func:`recipe_of`); the config is plain data
-    (expression ASTs, Arrow schemas), never compiled code."""
-
-    cls: str
-    config: Any
-    state_cap: int | None
-
-    def build(self) -> Any:
-        mod, _, name = self.cls.partition(":")
-        return getattr(importlib.import_module(mod), name)(self.config,
-                                                           state_cap=self.state_cap)
-
-
-def recipe_of(op: Any) -> OperatorRecipe | None:
-    """The :class:`OperatorRecipe` of a fresh operator, or None when tasks cannot rebuild it
-    (checked by rebuilding it from the pickled recipe: same class and output schema)."""
-    import dataclasses
-
-    cfg = getattr(op, "config", None)
-    if cfg is None or not dataclasses.is_dataclass(cfg):
-        return None
-    cls = type(op)
-    params = [p for n, p in inspect.signature(cls.__init__).parameters.items() if n != "self"]
-    if [(p.name, p.kind) for p in params] != [
-            ("config", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-            ("state_cap", inspect.Parameter.KEYWORD_ONLY)]:
-        return None
-    recipe = OperatorRecipe(f"{cls.__module__}:{cls.__qualname__}", cfg,
-                            getattr(op, "state_cap", None))
-    try:
-        again = pickle.loads(pickle.dumps(recipe)).build()
-    except Exception:  # noqa: BLE001 - anything unpicklable or unbuildable: not shippable
-        return None
-    if type(again) is not cls or again.output_schema != op.output_schema:
-        return None
-    return recipe
 
 
 @dataclass(frozen=True)
@@ -215,25 +167,10 @@ class TaskStats:
                 "operator": self.operator}
 
 
-# --------------------------------------------------------------------------- binding
-def accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn`` with only the keyword arguments it accepts (as the query hub does)."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return fn(*args, **kwargs)
-    return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
-
-
-def bind_query(q: QueryShipment) -> Any:
-    """Parse and bind the query as the driver did (select list left out when asked), or
-    rebuild the planner's own operator from its recipe."""
-    if q.recipe is not None:
-        return q.recipe.build()
-    mod = importlib.import_module(q.module)
-    query = mod.parse(q.text)
-    if q.strip_select:
-        query = strip_select(query)
-    return accepting(mod.bind, query, q.schema, q.time_unit, **dict(q.bind_options))
+# --------------------------------------------------------------------------- operator
+def build_operator(q: QueryShipment) -> Any:
+    """A fresh operator of the query, built from its spec."""
+    return q.operator.build()
 
 
 def _replay(streams: list[ShippedStream], q: QueryShipment,
@@ -358,7 +295,7 @@ def result_table(rows: list[tuple[int, int, str, bytes]]) -> pa.Table:
 # --------------------------------------------------------------------------- interval stage
 def run_interval_task(q: QueryShipment, task: IntervalTask) -> Iterator[pa.RecordBatch]:
     t0, c0 = time.perf_counter(), time.process_time()
-    op = bind_query(q)
+    op = build_operator(q)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
     cache = FILES
     streams = [ShippedStream(s, cache) for s in task.streams]
@@ -479,9 +416,7 @@ def run_scan_task(q: QueryShipment, task: ScanTask) -> Iterator[pa.RecordBatch]:
     event leaving the task. Cost: the whole planned read (the key column hashed, O(n)) plus the
     operator work of the owned events only."""
     t0, c0 = time.perf_counter(), time.process_time()
-    op = bind_query(q)
-    if q.time_carrier:
-        op = with_time_carrier(op)
+    op = build_operator(q)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
     cache = FILES
     streams = [ShippedStream(s, cache) for s in task.streams]
@@ -549,9 +484,7 @@ def run_partition_task(q: QueryShipment, index: int, rows: Iterator[tuple[int, i
                        ) -> Iterator[pa.RecordBatch]:
     """Replay one target partition's events (rows sorted by read task and chunk)."""
     t0, c0 = time.perf_counter(), time.process_time()
-    op = bind_query(q)
-    if q.time_carrier:
-        op = with_time_carrier(op)
+    op = build_operator(q)
     st = TaskStats(bind_seconds=time.perf_counter() - t0)
     out = Collector(result_dir=q.result_dir, task_index=index, sort_columns=q.sorted_runs)
     passthrough: list[tuple[str, bytes]] = []
