@@ -10,16 +10,20 @@ Every language module in :mod:`replaydb.planner.lang` exposes ``detect``, ``pars
    event types and the store has one stream per type, those streams are merged by (t, seq) and
    the type column is synthesized from the stream names;
 3. **plan** - a language-specific planner (index-assisted pattern planning, the window-aggregate
-   path choice, ...) registered in ``PLANNERS`` decides which intervals to replay and how; the
-   default plan replays everything (full replay, the baseline every index path must match);
-   ``--device`` then picks the CPU operator or its GPU variant (:mod:`replaydb.planner.device`);
-4. **execute** - replay feeds the planned intervals into the bound operator; results are one
-   Arrow table. Limits: ``timeout`` (seconds) and ``max_memory`` (bytes of resident memory) are
-   checked between batches and raise :class:`~replaydb.errors.ResourceLimitExceeded`; operators'
-   state caps raise :class:`~replaydb.errors.StateCapExceeded`.
+   path choice, TPStream situation pruning) registered in ``PLANNERS`` turns the query into one
+   :class:`~replaydb.replay.plan.PhysicalPlan` value - what to read, which operator (its
+   :class:`~replaydb.operators.spec.OperatorSpec`), where; the default plan replays everything
+   (full replay, the baseline every index path must match); ``--device`` then places the
+   operator on the CPU or the GPU (:mod:`replaydb.planner.device`), in the plan value;
+4. **execute** - the one executor (:mod:`replaydb.replay.executor`) runs the plan value, locally
+   or on Spark; results are one Arrow table. Limits: ``timeout`` (seconds) and ``max_memory``
+   (bytes of resident memory) are checked between batches and raise
+   :class:`~replaydb.errors.ResourceLimitExceeded`; operators' state caps raise
+   :class:`~replaydb.errors.StateCapExceeded`.
 
-EXPLAIN (:func:`explain`) returns the plan as a dict; with ``analyze`` it also executes and adds
-what was actually read and the time per phase.
+EXPLAIN (:func:`explain`) returns the plan as a dict - the plan value node by node under
+``plan``, with the planner's estimates and reasons beside it; with ``analyze`` it also executes
+and adds what each node actually read and the time per phase.
 """
 
 from __future__ import annotations
@@ -461,6 +465,29 @@ def explain(store: Any, text: str, *, analyze: bool = False, plot: str | None = 
         if plan.annotate is not None:
             plan.annotate(out["analyze"])
         out["result_rows"] = res.table.num_rows
+        record_actuals(out["plan"], res.stats)
     else:
         out["timings"] = dict(plan.timings)
     return out
+
+
+SOURCE_ACTUALS = ("intervals", "leaves", "row_groups", "events", "bytes", "read_seconds")
+"""What a scan node records of its replay (EXPLAIN ANALYZE)."""
+
+
+def record_actuals(tree: dict[str, Any], stats: dict[str, Any]) -> None:
+    """Put what each node of the executed plan recorded beside its estimates: the source's
+    reads (the replay's, or the tree aggregates'), the operator's counters, the guard's
+    drops."""
+    src = tree["source"]
+    if "index_path" in stats:
+        src["actual"] = dict(stats["index_path"])
+    elif "replay" in stats:
+        rep = stats["replay"]
+        src["actual"] = {k: rep[k] for k in SOURCE_ACTUALS if k in rep}
+    if "guard" in stats:
+        src.setdefault("actual", {})["guard"] = dict(stats["guard"])
+    if stats.get("operator"):
+        tree["operator"]["actual"] = dict(stats["operator"])
+    if "spark" in stats:
+        tree["engine"] = {"name": "spark", "mode": stats["spark"].get("mode")}

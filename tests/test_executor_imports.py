@@ -10,7 +10,6 @@ and ask every worker which replaydb modules it holds.
 from __future__ import annotations
 
 import pickle
-import sys
 
 import pytest
 
@@ -22,20 +21,28 @@ from tests.test_spark_engine import QUERIES, STREAM, check_equal, make_store
 pytestmark = pytest.mark.spark
 
 
-def _import_the_planner(_: int) -> int:
-    import importlib
+def _task_functions() -> tuple:
+    """Functions for Spark tasks, defined here so that they travel by value (the test module
+    is not importable on executors)."""
 
-    importlib.import_module("replaydb.planner.query")
-    return 1
+    def import_the_planner(_: int) -> int:
+        import importlib
 
+        importlib.import_module("replaydb.planner.query")
+        return 1
 
-def _planner_modules(_: int) -> list[str]:
-    return sorted(m for m in sys.modules if m.startswith("replaydb.planner"))
+    def planner_modules(_: int) -> list[str]:
+        import sys as sys_
+
+        return sorted(m for m in sys_.modules if m.startswith("replaydb.planner"))
+
+    return import_the_planner, planner_modules
 
 
 def test_the_guard_refuses_planner_imports_on_executors(spark) -> None:  # noqa: ANN001
+    import_the_planner, _ = _task_functions()
     with pytest.raises(Exception, match="imported on a Spark executor"):
-        spark.sparkContext.parallelize([0], 1).map(_import_the_planner).collect()
+        spark.sparkContext.parallelize([0], 1).map(import_the_planner).collect()
 
 
 @pytest.fixture(scope="module")
@@ -62,5 +69,6 @@ def test_queries_on_spark_import_no_planner(spark, store, name: str, mode: str) 
                           progress=False)
     assert stats["spark"]["mode"] == mode
     check_equal(local, got, stats)
-    held = spark.sparkContext.parallelize(range(8), 8).map(_planner_modules).collect()
+    _, planner_modules = _task_functions()
+    held = spark.sparkContext.parallelize(range(8), 8).map(planner_modules).collect()
     assert not any(held), held
