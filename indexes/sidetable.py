@@ -1,13 +1,15 @@
 """LSM indexes as side tables of a stream (see :mod:`replaydb.store.sides`).
 
 The stream's manifest pins each index at a Delta version (``SideTableRef`` of kind ``lsm``, name
-``index/<column>``, path ``indexes/<column>``). This module registers the two factories:
+``index/<column>``, path ``indexes/<column>``). This module registers the kind with the store:
 
 * the *reader* opens the index at the pinned version (snapshot isolation) and adds ``check``
   against the stream's data: every event with a non-null key is in the index exactly once;
 * the *writer* applies a stream commit to the index before the events commit: a tombstone for
   ``rewrite_from`` (late events rewrote the tail) plus the new entries, flushed as one run in one
-  Delta commit; ``restore`` rolls back an index a crashed writer left ahead of its pin.
+  Delta commit; ``restore`` rolls back an index a crashed writer left ahead of its pin;
+* the *garbage finder* lists, for ``replaydb vacuum``, the run files (and rank codes) an index
+  writer wrote and never committed (:func:`index_garbage`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from replaydb.errors import StoreError
+from replaydb.indexes import deltalog
 from replaydb.indexes.lsm import LSMIndex
 from replaydb.store import sides
 from replaydb.store.manifest import SideTableRef
@@ -111,4 +115,29 @@ def build_local(snapshot: Any, column: str, path: Path) -> SideTableRef:
     return index_ref(column, kt, version)
 
 
-sides.register(KIND, reader=PinnedIndex, writer=IndexWriter)
+def index_garbage(stream_dir: Path) -> list[Path]:
+    """Files of the index tables under ``stream_dir/indexes`` that no readable version of their
+    table references: run files (and their rank codes) an index writer wrote and never committed.
+    Versions whose log entries Delta's log cleanup removed cannot be read, so the oldest
+    readable version is where the references start (:meth:`LSMIndex.vacuum`). O(versions x
+    files) per index; the caller holds the stream's writer lock."""
+    out: list[Path] = []
+    root = stream_dir / "indexes"
+    if not root.is_dir():
+        return out
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        if not deltalog.is_index_table(sub):
+            continue
+        idx = LSMIndex.open(sub)
+        first = 0
+        while first < idx.version:
+            try:
+                deltalog.load(sub, first)
+                break
+            except StoreError:
+                first += 1
+        out += [sub / n for n in idx.vacuum(first, dry_run=True)]
+    return out
+
+
+sides.register(KIND, reader=PinnedIndex, writer=IndexWriter, garbage=index_garbage)

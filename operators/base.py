@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from replaydb.batches import as_batches
 from replaydb.errors import OperatorError, StateCapExceeded
 
 DEFAULT_STATE_CAP = 10_000_000
@@ -66,24 +67,6 @@ class Counters:
         }
         d.update(self.extra)
         return d
-
-
-def as_batches(data: pa.RecordBatch | pa.Table | Any) -> list[pa.RecordBatch]:
-    """Normalize an Arrow table / record batch / pandas frame into a list of record batches."""
-    if isinstance(data, pa.RecordBatch):
-        return [data]
-    if isinstance(data, pa.Table):
-        return data.to_batches()
-    if hasattr(data, "to_arrow") and not isinstance(data, pa.Table):  # polars and friends
-        return as_batches(data.to_arrow())
-    try:
-        import pandas as pd
-
-        if isinstance(data, pd.DataFrame):
-            return pa.Table.from_pandas(data, preserve_index=False).to_batches()
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        pass
-    raise OperatorError(f"cannot push {type(data).__name__}: expected an Arrow batch or table")
 
 
 class Operator(ABC):

@@ -9,18 +9,39 @@ Quick start::
     snap.aggregate(t0, t1)              # from the TAB+-tree's inner nodes
     replaydb.query(store, "SELECT ... MATCH_RECOGNIZE (...)").table   # planned, index-assisted
 
-Imports are lazy: ``import replaydb`` is cheap, and the shared base modules
-(:mod:`replaydb.errors`, :mod:`replaydb.timeunits`) import nothing else of the project.
+Imports are lazy: ``import replaydb`` is cheap, and the ground floor every layer may use
+(:mod:`replaydb.errors`, :mod:`replaydb.timeunits`, :mod:`replaydb.spark`,
+:mod:`replaydb.batches`) imports nothing else of the project.
+
+This package is also where the layers are composed: the store names no module of a higher layer,
+so the side-table kind of the secondary indexes is wired into it here (:func:`_wire_layers`);
+every import of a ``replaydb`` module runs this first.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from replaydb.store import sides as _sides
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from replaydb.store.store import Store
+
+
+def _load_index_side_tables() -> None:
+    """Import the indexes' side-table module; it registers the ``lsm`` kind with the store."""
+    import replaydb.indexes.sidetable  # noqa: F401
+
+
+def _wire_layers() -> None:
+    """Provide the store with the loaders of the side-table kinds implemented above it; each
+    loader runs on first use of its kind (an append to an indexed stream, a check, a vacuum)."""
+    _sides.provide("lsm", _load_index_side_tables)
+
+
+_wire_layers()
 
 
 def open(path: Any, *, create: bool = False, read_only: bool = False) -> Store:  # noqa: A001

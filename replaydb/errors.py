@@ -1,9 +1,10 @@
 """Error types shared by every layer.
 
-This module (with :mod:`replaydb.timeunits`) is the one part of the ``replaydb`` package that every
-layer may import: it depends on nothing else of the project. Every error a user can cause derives
-from :class:`ReplayDBError`; the CLI prints such errors as one line plus a hint and exits non-zero,
-and shows a traceback only with ``--debug``.
+This module belongs to the ground floor of the ``replaydb`` package, which every layer may import
+(with :mod:`replaydb.timeunits`, :mod:`replaydb.spark` and :mod:`replaydb.batches`; the rule is
+tested by ``tests/test_layering.py``): it depends on nothing else of the project. Every error a
+user can cause derives from :class:`ReplayDBError`; the CLI prints such errors as one line plus a
+hint and exits non-zero, and shows a traceback only with ``--debug``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ behind; they are invisible (no manifest names them) but take space. Vacuum remov
 * data files in ``events/`` that no Delta version of the table adds (the JSON commits still in
   the log, every checkpoint and the latest version are consulted);
 * tree segments that no version's manifest chain reaches;
-* run files of the stream's indexes, and their rank codes, that no version of their index table
-  still readable references (left by an index writer that died before its commit);
+* files of the stream's side tables that no committed version of theirs references, as each
+  side-table kind lists them (:func:`replaydb.store.sides.garbage`): for the secondary indexes,
+  run files and their rank codes left by an index writer that died before its commit;
 * ``*.tmp`` files;
 * the staging folders of ingests that did not finish (``_staging/*``).
 
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
+from replaydb.store import sides
 from replaydb.store.manifest import MANIFEST_KEY, Manifest
 
 if TYPE_CHECKING:
@@ -75,35 +77,6 @@ def _reachable_segments(stream_dir: Path, heads: list[str]) -> set[str]:
     return seen
 
 
-def _index_garbage(d: Path) -> list[Path]:
-    """Files of the index tables under ``d/indexes`` that no readable version of their table
-    references: run files (and their rank codes) an index writer wrote and never committed.
-    Versions whose log entries Delta's log cleanup removed cannot be read, so the oldest
-    readable version is where the references start (:meth:`LSMIndex.vacuum`). O(versions x
-    files) per index."""
-    from replaydb.errors import StoreError
-    from replaydb.indexes import deltalog
-    from replaydb.indexes.lsm import LSMIndex
-
-    out: list[Path] = []
-    root = d / "indexes"
-    if not root.is_dir():
-        return out
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not deltalog.is_index_table(sub):
-            continue
-        idx = LSMIndex.open(sub)
-        first = 0
-        while first < idx.version:
-            try:
-                deltalog.load(sub, first)
-                break
-            except StoreError:
-                first += 1
-        out += [sub / n for n in idx.vacuum(first, dry_run=True)]
-    return out
-
-
 def vacuum_stream(store: Store, name: str, *, dry_run: bool = False) -> dict[str, Any]:
     """Remove unreferenced files of one stream; returns what was (or would be) removed."""
     d = store.stream_dir(name)
@@ -123,7 +96,7 @@ def vacuum_stream(store: Store, name: str, *, dry_run: bool = False) -> dict[str
         for f in (d / "tree").glob("seg-*.parquet"):
             if f"tree/{f.name}" not in live_segments:
                 candidates.append(f)
-        candidates += _index_garbage(d)
+        candidates += sides.garbage(d)
         candidates += list(d.rglob("*.tmp"))
         candidates += [f for f in (d / "_staging").rglob("*") if f.is_file()]
         for f in candidates:

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from replaydb.batches import as_batches
 from replaydb.errors import LateEventError, ReadOnlyError, UsageError
-from replaydb.operators.base import as_batches
 from replaydb.store import deltaio
 from replaydb.store.failpoints import failpoint
 from replaydb.store.lock import WriterLock

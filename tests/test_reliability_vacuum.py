@@ -94,3 +94,30 @@ def test_vacuum_removes_uncommitted_index_files_and_keeps_every_version(tmp_path
         assert sorted(after.stream("s", v).indexes()["x"].range(0.2, 0.7).seq.tolist()) == got
     assert LSMIndex.open(ix).check() == []
     assert vacuum_stream(after, "s")["files"] == []
+
+
+def test_cli_vacuum_in_a_fresh_process_removes_uncommitted_index_files(tmp_path):
+    """``replaydb vacuum`` in a new process (nothing of the index layer imported yet) still finds
+    the index tables' garbage: the store reaches the indexes only through the side-table kind
+    ``replaydb`` wires in, never by naming them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from replaydb.indexes.manage import create_index
+
+    store = replaydb.open(tmp_path / "store", create=True)
+    store.create_stream("s", pa.schema([("t", pa.int64()), ("x", pa.float64())]))
+    store.append("s", pa.table({"t": np.arange(0, 50), "x": np.linspace(0, 1, 50)}))
+    create_index(store, "s", "x")
+    ix = store.stream_dir("s") / "indexes" / "x"
+    before = sorted(os.listdir(ix))
+    live = [n for n in before if n.endswith(".parquet")][0]
+    orphan = "run-0000000099-0000000099-L00-p00000-0123456789abcdef.parquet"
+    (ix / orphan).write_bytes((ix / live).read_bytes())
+    r = subprocess.run([sys.executable, "-m", "replaydb", "vacuum", str(store.path), "s",
+                        "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)[0]["files"] == [f"indexes/x/{orphan}"]
+    assert sorted(os.listdir(ix)) == before

@@ -26,18 +26,18 @@ from __future__ import annotations
 
 from typing import Any
 
-_EXPORTS = {
-    "GpuFilterOperator": "replaydb.operators.gpu.filter",
-    "GpuJoinOperator": "replaydb.operators.gpu.join",
-    "GpuWindowAggregate": "replaydb.operators.gpu.window",
-    "GpuPatternOperator": "replaydb.operators.gpu.pattern",
-    "GpuUnsupported": "replaydb.operators.gpu.exprvm",
-    "gpu_available": "replaydb.operators.gpu.device",
-    "select_device": "replaydb.operators.gpu.device",
-    "WorkEstimate": "replaydb.operators.gpu.device",
-    "DeviceChoice": "replaydb.operators.gpu.device",
-    "swap_in": "replaydb.operators.gpu.swap",
-    "estimate_for": "replaydb.operators.gpu.swap",
+_EXPORTS = {  # name -> the submodule that defines it
+    "GpuFilterOperator": "filter",
+    "GpuJoinOperator": "join",
+    "GpuWindowAggregate": "window",
+    "GpuPatternOperator": "pattern",
+    "GpuUnsupported": "exprvm",
+    "gpu_available": "device",
+    "select_device": "device",
+    "WorkEstimate": "device",
+    "DeviceChoice": "device",
+    "swap_in": "swap",
+    "estimate_for": "swap",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -49,4 +49,4 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'replaydb.operators.gpu' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(mod), name)
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)

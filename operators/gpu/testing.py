@@ -119,6 +119,13 @@ def _numba_type(d: tuple[Any, ...]) -> Any:
     return {"bool": types.boolean, "int64": types.int64, "float64": types.float64}[d[1]]
 
 
+def _kernel_module(mod: str) -> Any:
+    """The module of this package a recorded kernel was defined in (imported if not yet)."""
+    if not mod.startswith(f"{__package__}."):
+        raise ValueError(f"{mod!r} is not a module of {__package__}")
+    return importlib.import_module(f"{__package__}.{mod[len(__package__) + 1:]}")
+
+
 def compile_records(records: set[tuple[str, str, tuple[Any, ...]]],
                     cc: tuple[int, int] = (9, 0)) -> dict[str, int]:
     """Compile every recorded kernel to PTX (real CUDA target; needs NVVM). Returns the PTX
@@ -135,7 +142,7 @@ def compile_records(records: set[tuple[str, str, tuple[Any, ...]]],
     try:
         out: dict[str, int] = {}
         for i, (mod, name, sig) in enumerate(sorted(records)):
-            module = importlib.import_module(mod)
+            module = _kernel_module(mod)
             kernel = getattr(module, name, None)
             if kernel is None:  # kernels built by a factory (one per dtype combination)
                 kernel = module.kernel_by_name(name, sig)

@@ -14,18 +14,10 @@ from collections.abc import Callable, Sequence
 
 from replaydb.errors import ReplayDBError
 
-_COMMANDS: list[tuple[str, str]] = [
-    ("replaydb.cli.store_cmds", "register"),
-    ("replaydb.cli.ingest_cmd", "register"),
-    ("replaydb.cli.query_cmds", "register"),
-    ("replaydb.cli.datasets_cmd", "register"),
-    ("replaydb.cli.calibrate_cmd", "register"),
-]
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every command module registers its subcommands)."""
-    import importlib
+    from replaydb.cli import calibrate_cmd, datasets_cmd, ingest_cmd, query_cmds, store_cmds
 
     parser = argparse.ArgumentParser(
         prog="replaydb",
@@ -34,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module, fn in _COMMANDS:
-        getattr(importlib.import_module(module), fn)(sub)
+    for module in (store_cmds, ingest_cmd, query_cmds, datasets_cmd, calibrate_cmd):
+        module.register(sub)
     return parser
 
 
