@@ -11,34 +11,103 @@ so ``op.spec().build()`` is an equal, fresh operator.
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from replaydb.errors import UsageError
 
-FAMILIES: dict[str, tuple[str, str | None]] = {
-    "pattern": ("replaydb.operators.pattern.operator:PatternOperator",
-                "replaydb.operators.gpu.pattern:GpuPatternOperator"),
-    "window": ("replaydb.operators.window.operator:WindowAggregate",
-               "replaydb.operators.gpu.window:GpuWindowAggregate"),
-    "filter": ("replaydb.operators.filter:FilterOperator",
-               "replaydb.operators.gpu.filter:GpuFilterOperator"),
-    "join": ("replaydb.operators.join:JoinOperator",
-             "replaydb.operators.gpu.join:GpuJoinOperator"),
-    "tpstream": ("replaydb.operators.tpstream.operator:TPStream", None),
-    "greta": ("replaydb.operators.greta.operator:GretaOperator", None),
-    "imprecise": ("replaydb.operators.imprecise.operator:ImprecisePatternOperator", None),
+Loader = Callable[[], type]
+
+
+def _pattern() -> type:
+    from replaydb.operators.pattern.operator import PatternOperator
+
+    return PatternOperator
+
+
+def _gpu_pattern() -> type:
+    from replaydb.operators.gpu.pattern import GpuPatternOperator
+
+    return GpuPatternOperator
+
+
+def _window() -> type:
+    from replaydb.operators.window.operator import WindowAggregate
+
+    return WindowAggregate
+
+
+def _gpu_window() -> type:
+    from replaydb.operators.gpu.window import GpuWindowAggregate
+
+    return GpuWindowAggregate
+
+
+def _filter() -> type:
+    from replaydb.operators.filter import FilterOperator
+
+    return FilterOperator
+
+
+def _gpu_filter() -> type:
+    from replaydb.operators.gpu.filter import GpuFilterOperator
+
+    return GpuFilterOperator
+
+
+def _join() -> type:
+    from replaydb.operators.join import JoinOperator
+
+    return JoinOperator
+
+
+def _gpu_join() -> type:
+    from replaydb.operators.gpu.join import GpuJoinOperator
+
+    return GpuJoinOperator
+
+
+def _tpstream() -> type:
+    from replaydb.operators.tpstream.operator import TPStream
+
+    return TPStream
+
+
+def _greta() -> type:
+    from replaydb.operators.greta.operator import GretaOperator
+
+    return GretaOperator
+
+
+def _imprecise() -> type:
+    from replaydb.operators.imprecise.operator import ImprecisePatternOperator
+
+    return ImprecisePatternOperator
+
+
+FAMILIES: dict[str, tuple[Loader, Loader | None]] = {
+    "pattern": (_pattern, _gpu_pattern),
+    "window": (_window, _gpu_window),
+    "filter": (_filter, _gpu_filter),
+    "join": (_join, _gpu_join),
+    "tpstream": (_tpstream, None),
+    "greta": (_greta, None),
+    "imprecise": (_imprecise, None),
 }
-"""family -> (``module:class`` of the CPU operator, of its GPU variant or None)."""
+"""family -> (loader of the CPU operator class, of its GPU variant or None)."""
 
 DEVICES = ("cpu", "gpu")
 
 
-def _load(path: str) -> type:
-    mod, _, name = path.partition(":")
-    cls: type = getattr(importlib.import_module(mod), name)
-    return cls
+def register_family(name: str, cpu: type, gpu: type | None = None) -> None:
+    """Make operators of class ``cpu`` (and its GPU variant ``gpu``) buildable from specs of
+    family ``name`` in this process (an operator of one's own, whose class sets ``family =
+    name``; Spark executors know only the built-in families). A family cannot be taken by
+    another class."""
+    if name in FAMILIES and FAMILIES[name][0]() is not cpu:
+        raise UsageError(f"operator family {name!r} is taken")
+    FAMILIES[name] = ((lambda: cpu), None if gpu is None else (lambda: gpu))
 
 
 @dataclass(frozen=True)
@@ -71,8 +140,8 @@ class OperatorSpec:
         cpu, gpu = FAMILIES[self.family]
         if self.device == "gpu":
             assert gpu is not None
-            return _load(gpu)(self.config, state_cap=self.state_cap, backend=self.backend)
-        return _load(cpu)(self.config, state_cap=self.state_cap, **dict(self.options))
+            return gpu()(self.config, state_cap=self.state_cap, backend=self.backend)
+        return cpu()(self.config, state_cap=self.state_cap, **dict(self.options))
 
     def on(self, device: str, backend: str | None = None) -> OperatorSpec:
         """The same operator on ``device``."""

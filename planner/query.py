@@ -1,7 +1,7 @@
 """Query entry point: detect the language, resolve streams, plan, execute, explain.
 
 Every language module in :mod:`replaydb.planner.lang` exposes ``detect``, ``parse`` and ``bind``
-(see ``LANGUAGES``). A query runs in four steps:
+(see :mod:`replaydb.planner.languages`). A query runs in four steps:
 
 1. **parse** - the first language whose ``detect`` accepts the text parses it into its logical
    query (``sources``: the streams it names; ``event_types``: the types it refers to);
@@ -10,7 +10,7 @@ Every language module in :mod:`replaydb.planner.lang` exposes ``detect``, ``pars
    event types and the store has one stream per type, those streams are merged by (t, seq) and
    the type column is synthesized from the stream names;
 3. **plan** - a language-specific planner (index-assisted pattern planning, the window-aggregate
-   path choice, TPStream situation pruning) registered in ``PLANNERS`` turns the query into one
+   path choice, TPStream situation pruning) registered in :data:`~replaydb.planner.languages.PLANNERS` turns the query into one
    :class:`~replaydb.replay.plan.PhysicalPlan` value - what to read, which operator (its
    :class:`~replaydb.operators.spec.OperatorSpec`), where; the default plan replays everything
    (full replay, the baseline every index path must match); ``--device`` then places the
@@ -29,7 +29,6 @@ and adds what each node actually read and the time per phase.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import time
 from collections.abc import Callable
@@ -40,29 +39,11 @@ import pyarrow as pa
 
 from replaydb.errors import QueryError, ResourceLimitExceeded, StreamNotFound, UsageError
 from replaydb.operators.spec import OperatorSpec
+from replaydb.planner import languages
 from replaydb.replay import Replay
 from replaydb.replay.executor import execute as run_physical
 from replaydb.replay.plan import FullScan, IntervalScan, PhysicalPlan, StreamRef
 from replaydb.store.interval_list import IntervalList
-
-LANGUAGES: list[tuple[str, str]] = [
-    ("window_sql", "replaydb.planner.lang.window_sql"),
-    ("match_recognize", "replaydb.planner.lang.match_recognize"),
-    ("tpstream", "replaydb.planner.lang.tpstream"),
-    ("greta", "replaydb.planner.lang.greta"),
-    ("sase", "replaydb.planner.lang.sase"),
-]
-"""Languages in detection order (the first whose ``detect`` accepts the text wins)."""
-
-IMPRECISE = "replaydb.planner.lang.imprecise"
-
-PLANNERS: dict[str, str] = {
-    "window_sql": "replaydb.planner.window_path:plan_query",
-    "match_recognize": "replaydb.planner.pattern.planner:plan",
-    "sase": "replaydb.planner.pattern.planner:plan",
-    "tpstream": "replaydb.planner.tpstream_plan:plan",
-}
-"""language -> ``module:function`` of its planner (``plan(ctx) -> Plan``); absent = full replay."""
 
 PLAN_CHOICES = ("auto", "replay")
 
@@ -286,21 +267,10 @@ def call_accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- parse + resolve
-def _modules() -> list[tuple[str, Any]]:
-    out = []
-    for name, path in LANGUAGES:
-        try:
-            out.append((name, importlib.import_module(path)))
-        except ImportError as exc:
-            if exc.name != path:
-                raise
-    return out
-
-
 def detect_language(text: str) -> tuple[str, Any]:
     if not isinstance(text, str) or not text.strip():
         raise UsageError("empty query")
-    for name, mod in _modules():
+    for name, mod in languages.modules():
         if mod.detect(text):
             return name, mod
     head = text.strip().split(None, 1)[0][:20]
@@ -353,7 +323,7 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
     if sch.upper_column and language == "sase":
         # a stream with uncertainty intervals: SASE+ queries run with imprecise-timestamp
         # semantics (signatures, tightest time ranges, confidences)
-        mod = importlib.import_module(IMPRECISE)
+        mod = languages.imprecise()
         language = "imprecise"
         query = mod.parse(text)
         lower = "t" if sch.lower_column in (None, sch.time_column) else sch.lower_column
@@ -369,10 +339,9 @@ def plan_query(store: Any, text: str, options: QueryOptions | None = None) -> Pl
     t0 = time.perf_counter()
     ctx = resolve(store, text, options)
     parse_s = time.perf_counter() - t0
-    planner = PLANNERS.get(ctx.language)
+    planner = languages.planner_for(ctx.language)
     if planner and options.plan != "replay":
-        mod_name, fn = planner.split(":")
-        plan = getattr(importlib.import_module(mod_name), fn)(ctx)
+        plan = planner(ctx)
     else:
         if options.plan not in PLAN_CHOICES and not planner:
             raise UsageError(f"--plan {options.plan} does not apply to {ctx.language} queries",

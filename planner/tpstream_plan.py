@@ -1,6 +1,6 @@
 """TPStream planner: replay only where every situation stream can occur (issue 9).
 
-Registered in :data:`replaydb.planner.query.PLANNERS` for the ``tpstream`` language.
+Registered in :data:`replaydb.planner.languages.PLANNERS` for the ``tpstream`` language.
 
 **Why pruning is possible.** A match takes one situation of *every* defined situation stream
 (Def. 5.6; pairs without a constraint are free) and satisfies ``t_detect - T0 <= w`` where

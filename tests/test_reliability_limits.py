@@ -32,7 +32,9 @@ import pytest
 import replaydb
 from replaydb.cli import main
 from replaydb.errors import ParseError, ResourceLimitExceeded, StateCapExceeded
+from replaydb.operators import spec
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator
+from replaydb.planner import languages
 from replaydb.planner import query as Q
 from replaydb.store.schema import Attribute, StreamSchema
 
@@ -101,6 +103,7 @@ class ProbeConfig:
 
 class ProbeOperator(Operator):
     name = "probe"
+    family = "probe"
     input_columns = ["k", "x"]
 
     def __init__(self, config: ProbeConfig, *, state_cap: int | None = DEFAULT_STATE_CAP):
@@ -150,9 +153,14 @@ def bind(query: ProbeQuery, schema: pa.Schema, time_unit, state_cap: int | None 
 
 
 def register_probe(monkeypatch) -> None:
-    """Make PROBE a query language of ``planner.query`` for one test."""
-    monkeypatch.setattr(Q, "LANGUAGES", [("probe", __name__)])
-    monkeypatch.setitem(sys.modules, __name__, sys.modules[__name__])
+    """Make PROBE a query language of the query hub, and its operator a family, for one
+    test."""
+    module = sys.modules[__name__]
+    monkeypatch.setitem(sys.modules, __name__, module)
+    monkeypatch.setattr(languages, "LANGUAGES", list(languages.LANGUAGES))
+    monkeypatch.setattr(spec, "FAMILIES", dict(spec.FAMILIES))
+    languages.register_language("probe", lambda: module)
+    spec.register_family("probe", ProbeOperator)
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -10,7 +10,6 @@ import replaydb
 from replaydb.errors import UsageError
 from replaydb.operators.expr import Between, Binary, Column, Literal
 from replaydb.operators.window.oracle import assert_same_rows, make_stream
-from replaydb.planner import query as hub
 from replaydb.planner.window_path import time_bounds
 from tests.helpers import nan_allowing_schema
 
@@ -28,10 +27,12 @@ def store(tmp_path_factory):
     return st
 
 
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    """The registration the hub carries for window SQL (PLANNERS['window_sql'])."""
-    monkeypatch.setitem(hub.PLANNERS, "window_sql", PLANNER)
+def test_window_sql_has_its_planner() -> None:
+    """The hub plans window SQL with the window path's planner."""
+    from replaydb.planner.languages import planner_for
+    from replaydb.planner.window_path import plan_query
+
+    assert planner_for("window_sql") is plan_query
 
 
 Q = ("SELECT window_start, window_end, SUM(x) AS sx, AVG(x) AS ax, COUNT(*) AS n, MIN(y) AS mn "

@@ -1,6 +1,6 @@
 """The index-assisted planner for sequential pattern queries (dissertation 3.4).
 
-Registered in :data:`replaydb.planner.query.PLANNERS` for MATCH_RECOGNIZE and SASE+. For a
+Registered in :data:`replaydb.planner.languages.PLANNERS` for MATCH_RECOGNIZE and SASE+. For a
 query it
 
 1. binds the query (the operator's :class:`PatternSpec`: window in stream units, defaults

@@ -33,7 +33,6 @@ failing (and retrying) the Spark task.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import pickle
@@ -219,11 +218,23 @@ def error_payload(exc: ReplayDBError) -> bytes:
                          "message": exc.message, "state": state})
 
 
+def _error_class(module: str, name: str) -> type[ReplayDBError] | None:
+    """The loaded subclass of ReplayDBError (or itself) named ``module.name``: the class of
+    an error a task raised was loaded on the driver too (the same code raised or built it)."""
+    todo: list[type[ReplayDBError]] = [ReplayDBError]
+    while todo:
+        cls = todo.pop()
+        if cls.__module__ == module and cls.__qualname__ == name:
+            return cls
+        todo.extend(cls.__subclasses__())
+    return None
+
+
 def raise_error(payload: bytes) -> None:
     """Raise on the driver the error a task reported (same type, message, hint, fields)."""
     d = pickle.loads(payload)
-    cls = getattr(importlib.import_module(d["module"]), d["name"], None)
-    if not (isinstance(cls, type) and issubclass(cls, ReplayDBError)):
+    cls = _error_class(d["module"], d["name"])
+    if cls is None:
         raise ReplayDBError(d["message"])
     exc = cls.__new__(cls)
     Exception.__init__(exc, d["message"])
