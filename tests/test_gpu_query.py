@@ -74,6 +74,26 @@ def test_gpu_operator_is_the_one_replayed(store) -> None:  # type: ignore[no-unt
     assert plan.batch_rows is not None and plan.batch_rows >= 1 << 16
 
 
+def test_a_grouped_window_query_stays_on_the_cpu_and_explain_says_so(store) -> None:  # type: ignore[no-untyped-def]
+    """GROUP BY <column> has no device variant: the plan keeps the CPU operator, and what
+    EXPLAIN reports is the device that runs."""
+    from replaydb.planner.query import QueryOptions, plan_query
+
+    grouped = WINDOW.replace("GROUP BY window_start, window_end",
+                             "GROUP BY window_start, window_end, type").replace(
+        "SELECT window_start, window_end,", "SELECT window_start, window_end, type,")
+    plan = plan_query(store, grouped, QueryOptions(device="gpu", plan="replay"))
+    assert plan.physical.operator.device == "cpu"
+    assert plan.physical.placement.device == "cpu"
+    assert "GROUP BY" in plan.physical.placement.reason
+    assert type(plan.operator).__name__ == "WindowAggregate"
+    out = replaydb.explain(store, grouped, device="gpu", plan="replay")
+    assert out["device"]["device"] == "cpu" and out["plan"]["operator"]["device"] == "cpu"
+    cpu = replaydb.query(store, grouped, device="cpu", plan="replay")
+    gpu = replaydb.query(store, grouped, device="gpu", plan="replay")
+    assert cpu.table.num_rows > 0 and gpu.table.equals(cpu.table)
+
+
 def test_auto_without_a_real_gpu_explains_the_cpu_fallback(store) -> None:  # type: ignore
     if BACKEND == "cuda":
         pytest.skip("a GPU is present: auto may choose it")

@@ -18,6 +18,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from replaydb.operators.expr import Binary, Column, Literal  # noqa: E402
+from replaydb.operators.gpu.exprvm import GpuUnsupported  # noqa: E402
 from replaydb.operators.gpu.window import DeviceSlideState, GpuWindowAggregate  # noqa: E402
 from replaydb.operators.window import AggSpec, WindowAggregate, WindowConfig  # noqa: E402
 from replaydb.operators.window.oracle import (  # noqa: E402
@@ -148,13 +149,19 @@ def test_snapshot_restore_equivalence() -> None:
     assert isinstance(op.groups[0], DeviceSlideState)
 
 
-def test_group_by_keeps_the_cpu_slide_tree_and_results() -> None:
+def test_group_by_is_refused_on_the_device_and_runs_on_the_cpu_fallback() -> None:
+    """GROUP BY has no device ring per group: the GPU variant refuses it on a kernel backend
+    (so the planner keeps the CPU operator and says why), and its CPU fallback answers it."""
     rng = np.random.default_rng(4)
     table = make_stream(rng, 70, keys=3)
     cfg = WindowConfig(size=10, slide=3, group_by=("k",), aggregates=AGGS)
-    got, op = run(GpuWindowAggregate, cfg, table, 5)
+    with pytest.raises(GpuUnsupported, match="GROUP BY"):
+        GpuWindowAggregate(cfg, backend=BACKEND)
+    op = GpuWindowAggregate(cfg, backend="cpu")
+    op.push(table)
+    op.flush()
     assert not op.on_device
-    assert_same_rows(got, oracle(table, cfg), ("k",), approx=APPROX)
+    assert_same_rows(op.results().to_pylist(), oracle(table, cfg), ("k",), approx=APPROX)
 
 
 def test_cpu_backend_and_transfer_accounting() -> None:

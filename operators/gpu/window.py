@@ -32,8 +32,10 @@ instead of a left-to-right one), so they agree to within rounding: relative erro
 ``W * 2**-53`` of the sum of absolute values - the tests allow 1e-9 relative (1e-6 for variances,
 whose formula cancels), the same tolerance the CPU operator is held to against its oracle.
 
-GROUP BY queries keep the CPU slide tree per group: a device ring per group would cost kernel
-launches per group and batch, which only pays off for few, huge groups (documented limitation).
+GROUP BY queries are not taken: a device ring per group would cost kernel launches per group
+and batch, which only pays off for few, huge groups, so the GPU variant refuses them
+(:class:`~replaydb.operators.gpu.exprvm.GpuUnsupported`) and the planner keeps the CPU operator,
+with EXPLAIN naming the reason (documented limitation).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from numba import cuda
 
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.gpu.device import TPB, DeviceArrays, Staging, blocks_for, resolve_backend
+from replaydb.operators.gpu.exprvm import GpuUnsupported
 from replaydb.operators.gpu.scan import (
     ADD,
     FIRST,
@@ -217,8 +220,10 @@ class DeviceSlideState(SlideState):
 class GpuWindowAggregate(WindowAggregate):
     """Windowed aggregation with the window combine on the GPU (see the module docstring).
 
-    ``backend`` as for :class:`~replaydb.operators.gpu.filter.GpuFilterOperator`. Ungrouped
-    queries use :class:`DeviceSlideState`; GROUP BY queries keep the CPU slide tree.
+    ``backend`` as for :class:`~replaydb.operators.gpu.filter.GpuFilterOperator`; window steps
+    run in :class:`DeviceSlideState`. GROUP BY raises
+    :class:`~replaydb.operators.gpu.exprvm.GpuUnsupported` unless the backend is the CPU
+    fallback.
     """
 
     device = "gpu"
@@ -226,14 +231,17 @@ class GpuWindowAggregate(WindowAggregate):
     def __init__(self, config: WindowConfig, *, state_cap: int | None = DEFAULT_STATE_CAP,
                  backend: str = "auto") -> None:
         self.backend = resolve_backend(backend)
+        if config.group_by and self.backend != "cpu":
+            raise GpuUnsupported("windowed aggregation",
+                                 "GROUP BY (each group would need a device ring of its own)")
         self._staging = Staging()
         self._dev = DeviceArrays()
         super().__init__(config, state_cap=state_cap)
 
     @property
     def on_device(self) -> bool:
-        """Whether window steps run on the device (not the CPU fallback, not GROUP BY)."""
-        return self.backend != "cpu" and not self.cfg.group_by
+        """Whether window steps run on the device (not the CPU fallback)."""
+        return self.backend != "cpu"
 
     def _new_state(self, k_first: int) -> SlideState:
         if not self.on_device:
