@@ -20,80 +20,46 @@ from replaydb.errors import UsageError
 Loader = Callable[[], type]
 
 
-def _pattern() -> type:
-    from replaydb.operators.pattern.operator import PatternOperator
-
-    return PatternOperator
-
-
-def _gpu_pattern() -> type:
-    from replaydb.operators.gpu.pattern import GpuPatternOperator
-
-    return GpuPatternOperator
-
-
-def _window() -> type:
-    from replaydb.operators.window.operator import WindowAggregate
-
-    return WindowAggregate
-
-
-def _gpu_window() -> type:
-    from replaydb.operators.gpu.window import GpuWindowAggregate
-
-    return GpuWindowAggregate
+def _cpu_class(family: str) -> type:
+    """The CPU operator class of a built-in family (imported on first use)."""
+    if family == "pattern":
+        from replaydb.operators.pattern.operator import PatternOperator as cls
+    elif family == "window":
+        from replaydb.operators.window.operator import WindowAggregate as cls
+    elif family == "filter":
+        from replaydb.operators.filter import FilterOperator as cls
+    elif family == "join":
+        from replaydb.operators.join import JoinOperator as cls
+    elif family == "tpstream":
+        from replaydb.operators.tpstream.operator import TPStream as cls
+    elif family == "greta":
+        from replaydb.operators.greta.operator import GretaOperator as cls
+    else:
+        from replaydb.operators.imprecise.operator import ImprecisePatternOperator as cls
+    return cls
 
 
-def _filter() -> type:
-    from replaydb.operators.filter import FilterOperator
-
-    return FilterOperator
-
-
-def _gpu_filter() -> type:
-    from replaydb.operators.gpu.filter import GpuFilterOperator
-
-    return GpuFilterOperator
-
-
-def _join() -> type:
-    from replaydb.operators.join import JoinOperator
-
-    return JoinOperator
+def _gpu_class(family: str) -> type:
+    """The GPU variant of a built-in family that has one (imported on first use)."""
+    if family == "pattern":
+        from replaydb.operators.gpu.pattern import GpuPatternOperator as cls
+    elif family == "window":
+        from replaydb.operators.gpu.window import GpuWindowAggregate as cls
+    elif family == "filter":
+        from replaydb.operators.gpu.filter import GpuFilterOperator as cls
+    else:
+        from replaydb.operators.gpu.join import GpuJoinOperator as cls
+    return cls
 
 
-def _gpu_join() -> type:
-    from replaydb.operators.gpu.join import GpuJoinOperator
-
-    return GpuJoinOperator
-
-
-def _tpstream() -> type:
-    from replaydb.operators.tpstream.operator import TPStream
-
-    return TPStream
-
-
-def _greta() -> type:
-    from replaydb.operators.greta.operator import GretaOperator
-
-    return GretaOperator
-
-
-def _imprecise() -> type:
-    from replaydb.operators.imprecise.operator import ImprecisePatternOperator
-
-    return ImprecisePatternOperator
+def _builtin(family: str, gpu: bool) -> tuple[Loader, Loader | None]:
+    return (lambda: _cpu_class(family)), ((lambda: _gpu_class(family)) if gpu else None)
 
 
 FAMILIES: dict[str, tuple[Loader, Loader | None]] = {
-    "pattern": (_pattern, _gpu_pattern),
-    "window": (_window, _gpu_window),
-    "filter": (_filter, _gpu_filter),
-    "join": (_join, _gpu_join),
-    "tpstream": (_tpstream, None),
-    "greta": (_greta, None),
-    "imprecise": (_imprecise, None),
+    name: _builtin(name, gpu) for name, gpu in (
+        ("pattern", True), ("window", True), ("filter", True), ("join", True),
+        ("tpstream", False), ("greta", False), ("imprecise", False))
 }
 """family -> (loader of the CPU operator class, of its GPU variant or None)."""
 
