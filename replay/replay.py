@@ -137,9 +137,9 @@ class Replay:
     def _memo_schema(self) -> pa.Schema:
         """:meth:`_output_schema`, kept on a single pinned stream (its ``replay_schemas``
         dict; a pinned stream's schema never changes) per columns, aliases, type column and
-        ``seq``: a planned query built it twice, about 30 us each, a fixed cost of every
-        selective query. Several streams build it each time; a schema that raises is not
-        kept."""
+        ``seq``: building it is a fixed cost of every selective query, paid once per pinned
+        stream instead of once per call. Several streams build it each time; a schema that
+        raises is not kept."""
         memo = getattr(self.snapshots[0], "replay_schemas", None) \
             if len(self.snapshots) == 1 else None
         if memo is None:
@@ -176,9 +176,8 @@ class Replay:
 
     def _conform(self, tbl: pa.Table, snap: Any) -> pa.Table:
         """``tbl`` (a read of ``snap``) with the output schema's columns, in its order and
-        types. A read whose columns already are the schema's is returned as it is: the
-        casts and the new table cost about 70 us a read, a fixed cost of every interval
-        group of a selective plan."""
+        types. A read whose columns already are the schema's is returned as it is (no casts
+        and no new table: a fixed cost of every interval group of a selective plan saved)."""
         if tbl.schema.equals(self.schema):
             return tbl
         names = tbl.column_names

@@ -59,8 +59,8 @@ one interval task or scan task per executor core, two shuffle targets per core),
 (``REPLAYDB_SPARK_PARTITION_READ``: auto | scan | shuffle), ``result_dir``
 (``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for the driver. By default
 results of ``local[...]`` masters (executors on the driver's machine) travel as Arrow IPC files
-in a fresh temporary directory that the driver memory-maps and removes (no JVM transfer, no
-decoding: about 10 ms per MB less on the driver's critical path); other masters send them
+in a fresh temporary directory that the driver memory-maps and removes (no JVM transfer and no
+decoding on the driver's critical path); other masters send them
 through Spark (zstd-compressed IPC) unless ``result_dir`` names a directory that the driver and
 every executor share. ``none`` forces the transfer through Spark.
 """
@@ -101,15 +101,14 @@ TASKS_PER_CORE = 2
 """Key targets per executor core of the shuffle (and its read tasks)."""
 INTERVAL_TASKS_PER_CORE = 1
 """Interval tasks per executor core: the groups are balanced by the tree's event counts, and
-every extra task costs a Python worker round trip and its own operator (measured: 4 tasks on
-one core used 15 % more CPU than one)."""
+every extra task costs a Python worker round trip and its own operator."""
 SCAN_MAX_TASKS = 3
 """Partition mode scans (no shuffle) up to this many tasks, shuffles beyond: ``S`` scan tasks
 cost ``S - 1`` extra reads of the replay, the shuffle its serializing, shuffling, sorting and
-decoding of every event. Measured at 10M events (``bench/results/spark/design.md``): reading
-and hashing 0.09 us per event in every task, the operator 0.36 us per event in all, the shuffle
-0.60 us per event of task CPU and 0.77 us with the JVM's shuffle job - a scan does less work
-per core while ``S`` is below 2.8 (task CPU) to 4.7 (whole job); 3 sits between."""
+decoding of every event. A scan does less work per core while ``S`` stays below the ratio of
+the shuffle's per-event cost to a read's; ``bench/results/spark/design.md`` derives that
+crossover from its measurements, and this default sits inside it (``partition_read`` forces
+either way)."""
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""

@@ -109,7 +109,7 @@ def key_targets(table: pa.Table, keys: Sequence[str], n_targets: int) -> np.ndar
     One integer key without nulls whose values span a small range (at most
     ``max(LUT_MIN_SPAN, rows)``) takes a fast path with the same answer: the hash runs once per
     value of the range and the rows gather from that table - O(n + span) with one pass over the
-    rows instead of the hash's eight (about 10x faster on 1M rows of 64 keys)."""
+    rows instead of the hash's eight."""
     n = table.num_rows
     if not keys or n_targets <= 1:
         return np.zeros(n, dtype=np.int64)

@@ -288,8 +288,8 @@ def by_partition(ids: Iterator[int], *, stage: Callable[..., Iterator[pa.RecordB
                  ) -> Iterator[tuple[int, int, str, bytes]]:
     """RDD ``mapPartitions`` function over ``parallelize(range(n), n)``: like :func:`by_id`,
     but the stage's :data:`RESULT_SCHEMA` rows come back as plain tuples (an RDD job skips the
-    SQL planning and the Arrow-to-row conversions of a DataFrame job: about 0.1 s less per
-    query on one core; the payloads are bytes either way)."""
+    SQL planning and the Arrow-to-row conversions of a DataFrame job; the payloads are bytes
+    either way)."""
     batches = iter([pa.RecordBatch.from_arrays([pa.array(list(ids), pa.int64())],
                                                names=["id"])])
     for b in by_id(batches, stage=stage, query=query, rows=rows):
