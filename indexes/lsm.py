@@ -557,7 +557,7 @@ class LSMIndex:
         the range): where a file is plain, a piece is where its values lie in the
         memory-mapped file (:class:`.plainread.Spans`, not copied), else an array. For the
         pattern planner, which sets the seqs' bits straight from the file
-        (:func:`.kernels.union_bits_of`): a copy of a million seqs into fresh memory costs
+        (:func:`.bitsets.union_bits_of`): a copy of a million seqs into fresh memory costs
         about as much as setting their bits. The seqs and times pieces match one to one."""
         kr = key_range(self.key_type, lo, hi, lo_inclusive, hi_inclusive)
         before = self.counters.snapshot()
