@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from replaydb.store import snappy
 from replaydb.store.deltaio import write_parquet
 from replaydb.store.directread import DirectFile
+from replaydb.store.parquetcache import IOCounters, ParquetCache
 from replaydb.store.schema import StreamSchema
-from replaydb.store.snapshot import IOCounters, ParquetCache
 from replaydb.store.store import Store
 
 _I64 = np.iinfo(np.int64)
