@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from replaydb.operators.greta.edgecode import eval_edge
+from replaydb.operators.greta.events import EventChunk, encode_keys, null_mask
 from replaydb.operators.greta.plan import FENWICK, NONE, POINT, SCAN, CompiledPlan, compile_plan
-from replaydb.operators.greta.runtime import EventChunk, _null_mask, encode_keys
 from replaydb.planner.lang.greta import parse, to_config
 
 _OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4}
@@ -226,10 +226,10 @@ class TwoStepBaseline:
                 ops[tr.id] = _OPS[tr.op]
                 src = np.flatnonzero(xs == tr.src)
                 v = ev.values(ix.key, rows[src])
-                key[src, tr.id] = np.where(_null_mask(v), np.nan, v).astype(np.float64)
+                key[src, tr.id] = np.where(null_mask(v), np.nan, v).astype(np.float64)
                 dst = np.flatnonzero(xs == tr.dst)
                 v = ev.values(tr.probe, rows[dst])
-                probe[dst, tr.id] = np.where(_null_mask(v), np.nan, v).astype(np.float64)
+                probe[dst, tr.id] = np.where(null_mask(v), np.nan, v).astype(np.float64)
         gcols = np.zeros((n, max(len(g.gcols), 1)))
         for j, name in enumerate(g.gcols):
             gcols[:, j] = ev.np(name)[rows].astype(np.float64)

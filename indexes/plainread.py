@@ -133,7 +133,7 @@ class Spans:
     """Values of one fixed-width column that lie in runs of a memory-mapped file, not copied:
     ``counts[i]`` values of ``dtype`` from byte ``offsets[i]`` of ``buf``, in that order. What
     :meth:`PlainFile.spans` answers: a reader that only scans the values (the planner's
-    bitmap of an index lookup's seqs, :func:`.kernels.union_bits_of`) reads them in place,
+    bitmap of an index lookup's seqs, :func:`.bitsets.union_bits_of`) reads them in place,
     and :meth:`array` copies them into one array for the others. Valid while the file is
     open (its :class:`FileCache` keeps it)."""
 

@@ -246,7 +246,7 @@ def mark_members(targets: np.ndarray, rc: RankCodes, piece: Any, hit: np.ndarray
 CODE_NS = 150.0
 """ns per target and piece of :func:`members_by_codes` (a code read in a map of two bytes per
 event, mostly a cache and TLB miss; the cut buckets' few lookups included), for the planner's
-choice against a scan of the lookup's seqs (:func:`.kernels.member_test_ns`). Measured with
+choice against a scan of the lookup's seqs (:func:`.membership.member_test_ns`). Measured with
 cold caches on a 10M-event file: 1,000 sorted targets 221 ns each, 5,000 142 ns, 20,000
 121 ns (a scan of the 3M seqs of the same lookup: 6-10 ms)."""
 
@@ -261,7 +261,7 @@ def coded(pieces: list[Any]) -> bool:
 
 def members_by_codes(targets: np.ndarray, pieces: list[Any]) -> np.ndarray | None:
     """Which of ``targets`` (distinct integers) are among the seqs of ``pieces`` (all
-    :func:`coded`): a boolean per target, as :func:`.kernels.members_in_pieces` answers,
+    :func:`coded`): a boolean per target, as :func:`.membership.members_in_pieces` answers,
     from each piece's file's rank codes instead of a pass over its seqs; None when a file's
     codes were closed meanwhile (its file left the cache: test another way). O(targets x
     pieces + targets in cut buckets x n / BUCKETS)."""

@@ -156,3 +156,49 @@ def as_rows(intervals: Sequence[tuple[int | None, int | None]]) -> tuple[np.ndar
     a = np.array([x[0] if x[0] is not None else lo for x in intervals], np.int64)
     b = np.array([x[1] if x[1] is not None else hi for x in intervals], np.int64)
     return a, b
+
+
+def _covered_leaves(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sorted distinct leaf ids in the union of the leaf ranges ``[lo[k], hi[k])``.
+
+    Ranges sorted by ``lo`` (those of sorted intervals) are cut where an earlier range
+    already reached and enumerated: O(ranges + leaves), whatever the stream's length. Others
+    take a difference array over the ranges' span, counted by ``bincount``: O(ranges +
+    span)."""
+    lo, hi = np.ascontiguousarray(lo, np.int64), np.ascontiguousarray(hi, np.int64)
+    got = _sorted_ranges_union(lo, hi)
+    if got is not None:
+        return got
+    keep = hi > lo
+    if not keep.any():
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = lo[keep], hi[keep]
+    base = int(lo.min())
+    span = int(hi.max()) - base + 1
+    mark = (np.bincount(lo - base, minlength=span)
+            - np.bincount(hi - base, minlength=span))
+    return np.flatnonzero(np.cumsum(mark[:-1]) > 0).astype(np.int64) + base
+
+
+@nb.njit(cache=True, nogil=True)
+def _sorted_ranges_union(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """:func:`_covered_leaves` of ranges sorted by ``lo`` (None when they are not): each
+    range from where the ranges before it reached. O(ranges + leaves)."""
+    n = 0
+    reach = np.iinfo(np.int64).min
+    for k in range(lo.size):
+        if k and lo[k] < lo[k - 1]:
+            return None
+        a = max(lo[k], reach)
+        if hi[k] > a:
+            n += hi[k] - a
+        reach = max(reach, hi[k])
+    out = np.empty(n, np.int64)
+    j = 0
+    reach = np.iinfo(np.int64).min
+    for k in range(lo.size):
+        for x in range(max(lo[k], reach), hi[k]):
+            out[j] = x
+            j += 1
+        reach = max(reach, hi[k])
+    return out

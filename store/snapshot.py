@@ -14,21 +14,18 @@ Seq ranges are half-open ``[s0, s1)``.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from numba import njit
 
 from replaydb.errors import CorruptionError, SchemaError
-from replaydb.store.directread import DirectFile, table_of
-from replaydb.store.interval_list import as_rows
+from replaydb.store.interval_list import _covered_leaves, as_rows
 from replaydb.store.manifest import FileInfo, Manifest
+from replaydb.store.parquetcache import IOCounters, ParquetCache
 from replaydb.store.rowparts import keep_parts
 from replaydb.store.schema import StreamSchema
 from replaydb.store.tree import AggSpec, Partial, TABTree
@@ -39,190 +36,6 @@ if TYPE_CHECKING:
     from replaydb.store.store import Store
 
 DEFAULT_BATCH_LEAVES = 64
-
-
-@dataclass
-class IOCounters:
-    """What reads cost: logical leaves and physical row groups, events and bytes, files opened,
-    tree nodes consulted by aggregations."""
-
-    leaves: int = 0
-    row_groups: int = 0
-    events: int = 0
-    bytes: int = 0
-    files_opened: int = 0
-    nodes: int = 0
-    reads: int = 0
-
-    def reset(self) -> None:
-        for k in self.as_dict():
-            setattr(self, k, 0)
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in
-                ("leaves", "row_groups", "events", "bytes", "files_opened", "nodes", "reads")}
-
-    def __sub__(self, other: IOCounters) -> IOCounters:
-        return IOCounters(**{k: v - getattr(other, k) for k, v in self.as_dict().items()})
-
-    def copy(self) -> IOCounters:
-        return IOCounters(**self.as_dict())
-
-
-class ParquetCache:
-    """Open ``ParquetFile`` handles keyed by path (files are immutable), LRU-bounded by both a
-    number of files and the bytes of their footers (the parsed metadata is what a handle keeps in
-    memory). A stream sweeping more files than the bound reopens each file (one footer read)
-    per sweep, so the bound is generous: ``capacity`` files and ``footer_budget`` bytes.
-
-    ``rg_bytes`` results are cached per file and column set and leave with their file.
-    :meth:`read_row_groups` decodes through a :class:`.directread.DirectFile` per file (kept
-    and evicted with the handle) where it can, else through Arrow; ``direct = False`` reads
-    everything through Arrow.
-    Invariant (:meth:`check`): the footer byte total equals the sum over open files, and both
-    bounds hold after every ``get``.
-    """
-
-    def __init__(self, capacity: int = 4096, footer_budget: int = 256 << 20,
-                 direct: bool = True) -> None:
-        self.capacity = capacity
-        self.footer_budget = footer_budget
-        self.direct = direct
-        self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
-        self._footer: dict[str, int] = {}
-        self._footer_total = 0
-        self._rg_bytes: dict[str, dict[str, np.ndarray]] = {}
-        self._direct: dict[str, DirectFile] = {}
-
-    def get(self, path: str, counters: IOCounters) -> pq.ParquetFile:
-        pf = self._files.get(path)
-        if pf is None:
-            try:
-                pf = pq.ParquetFile(path, memory_map=False, pre_buffer=False)
-            except (FileNotFoundError, OSError) as exc:
-                raise CorruptionError(f"data file {Path(path).name} is missing or unreadable: "
-                                      f"{exc}") from exc
-            counters.files_opened += 1
-            self._files[path] = pf
-            size = int(pf.metadata.serialized_size)
-            self._footer[path] = size
-            self._footer_total += size
-            while len(self._files) > 1 and (len(self._files) > self.capacity
-                                            or self._footer_total > self.footer_budget):
-                old, _ = self._files.popitem(last=False)
-                self._footer_total -= self._footer.pop(old)
-                self._rg_bytes.pop(old, None)
-                self._direct.pop(old, None)
-        else:
-            self._files.move_to_end(path)
-        return pf
-
-    def read_row_groups(self, path: str, pf: pq.ParquetFile, groups: np.ndarray,
-                        columns: list[str]) -> pa.Table:
-        """Row groups ``groups`` of ``columns`` of the file ``pf`` opened by :meth:`get`:
-        decoded directly where the file's layout allows (:mod:`.directread`), else by Arrow;
-        the same table either way."""
-        d = self._direct_file(path, pf) if self.direct else None
-        if d is not None:
-            tbl = d.read(groups, columns)
-            if tbl is not None:
-                return tbl
-        return pf.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
-
-    def direct_file(self, path: str, pf: pq.ParquetFile) -> DirectFile | None:
-        """The direct reader of an open file (None when direct reads are off)."""
-        return self._direct_file(path, pf) if self.direct else None
-
-    def _direct_file(self, path: str, pf: pq.ParquetFile) -> DirectFile | None:
-        """The direct reader of an open file (made the first time it is asked for; None
-        when the file is not open in this cache)."""
-        d = self._direct.get(path)
-        if d is None and path in self._files:
-            d = self._direct[path] = DirectFile(path, pf)
-        return d
-
-    def read_files(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
-                   columns: tuple[str, ...], rows: int) -> pa.Table | None:
-        """Row groups of several files (``(path, handle, groups)`` each, in that order) of
-        ``columns`` as one table, decoded straight into one set of column buffers: what
-        ``concat_tables`` of their :meth:`read_row_groups` tables holds (with the first
-        file's schema), without a table per file. ``rows``: their total row count. None
-        when the direct reader is off or declines one of them, or the counts disagree
-        (the caller reads file by file then). O(bytes of the chunks read)."""
-        if not self.direct or not pieces:
-            return None
-        out = np.empty((len(columns), rows), np.uint64)
-        valid = np.empty((len(columns), rows), np.uint8)  # written for optional columns
-        at = 0
-        plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
-        for path, pf, groups in pieces:
-            d = self._direct_file(path, pf)
-            got = None if d is None else d.read_into(groups, columns, out, valid, at)
-            if got is None:
-                return None
-            plan = _one_layout(plan, got[1:])
-            if plan is None:
-                return None
-            at += got[0]
-        if at != rows or plan is None:
-            return None
-        return _decoded_table(plan, out, valid, rows)
-
-    def read_files_kept(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
-                        columns: tuple[str, ...], rows: int, lo: np.ndarray, hi: np.ndarray
-                        ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
-        """:meth:`read_files` keeping only the rows inside the time intervals ``[lo, hi)``
-        (sorted, disjoint; ``columns[0]`` the time column): ``(table, interval of each part,
-        rows of each part)``, the parts one after the other in the table, an interval's rows
-        in one part (:func:`.pagecodec.read_kept_into`). ``rows``: the row groups' total row
-        count. None when the direct reader is off or declines one of them (the caller reads
-        the whole row groups then). O(bytes of the chunks + rows kept)."""
-        if not self.direct or not pieces:
-            return None
-        out = np.empty((len(columns), rows), np.uint64)  # pages past the kept rows: untouched
-        valid = np.empty((len(columns), rows), np.uint8)
-        n_groups = sum(len(g) for _, _, g in pieces)
-        part_k = np.empty(len(lo) + n_groups, np.int64)
-        part_n = np.empty(len(lo) + n_groups, np.int64)
-        state = np.zeros(3, np.int64)
-        plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
-        for path, pf, groups in pieces:
-            d = self._direct_file(path, pf)
-            got = None if d is None else d.read_kept_into(groups, columns, lo, hi, state, out,
-                                                          valid, part_k, part_n)
-            plan = None if got is None else _one_layout(plan, got)
-            if plan is None:
-                return None
-        assert plan is not None
-        kept, n_parts = int(state[1]), int(state[2])
-        return (_decoded_table(plan, out[:, :kept], valid[:, :kept], kept), part_k[:n_parts],
-                part_n[:n_parts])
-
-    def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
-        """Compressed bytes per row group for ``columns`` (cached per file and column set)."""
-        per_file = self._rg_bytes.get(path)
-        key = ",".join(columns)
-        got = per_file.get(key) if per_file is not None else None
-        if got is None:
-            md = pf.metadata
-            names = pf.schema_arrow.names
-            idx = [names.index(c) for c in columns]
-            got = np.array([sum(md.row_group(r).column(i).total_compressed_size for i in idx)
-                            for r in range(md.num_row_groups)], dtype=np.int64)
-            if path in self._files:  # cached only while the file is open (leaves with it)
-                self._rg_bytes.setdefault(path, {})[key] = got
-        return got
-
-    def check(self) -> None:
-        """Raise AssertionError unless the cache's invariants hold."""
-        assert set(self._footer) == set(self._files)
-        assert self._footer_total == sum(self._footer.values())
-        assert len(self._files) <= max(1, self.capacity)
-        assert len(self._files) == 1 or self._footer_total <= self.footer_budget
-        assert set(self._rg_bytes) <= set(self._files)  # entries leave with their file
-        assert set(self._direct) <= set(self._files)
-        for d in self._direct.values():
-            d.check()
 
 
 class StreamSnapshot:
@@ -246,7 +59,7 @@ class StreamSnapshot:
         self.tree = tree
         self.files: dict[int, FileInfo] = dict(files or {})
         self.counters = IOCounters()
-        self._cache = store.parquet_cache
+        self._cache: ParquetCache = store.parquet_cache
         self._new_caches()
 
     def _new_caches(self) -> None:
@@ -348,8 +161,8 @@ class StreamSnapshot:
     def _count_leaves(self, ids: np.ndarray, cols: list[str]) -> None:
         """Count leaves ``ids`` (read in full, of ``cols``) as leaves, row groups and bytes
         read: their compressed bytes come from a per-leaf array for each column set, filled
-        from the files' footers the first time a leaf is counted (O(leaves) per read, where
-        counting file by file cost about 5 us a file)."""
+        from the files' footers the first time a leaf is counted: O(leaves) per read, with no
+        per-file work once the leaves have been counted."""
         key = tuple(cols)
         lb = self._leaf_bytes.get(key)
         n = self.tree.leaves.n
@@ -382,8 +195,8 @@ class StreamSnapshot:
 
         The direct reader decodes the leaves of consecutive pieces in one data file in one
         call (a call takes any row groups of its file): the pieces of a sparse plan are
-        runs of one or two leaves, and a call per piece cost about 25 us of dispatch, more
-        than decoding the piece (about 5 us a leaf)."""
+        runs of one or two leaves, and a call per piece would pay the call's fixed dispatch
+        cost, larger than decoding such a piece, once per piece."""
         if len(pieces) > 1 and self._cache.direct:
             sel = ids[pieces[0][0]:pieces[-1][1]]
             parts, rows = self._file_runs(sel)
@@ -750,30 +563,6 @@ def _values(col: pa.ChunkedArray | pa.Array, spec: AggSpec) -> tuple[np.ndarray,
 
 values_of = _values
 
-
-def _one_layout(plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None,
-                got: tuple[np.ndarray, np.ndarray, pa.Schema]
-                ) -> tuple[np.ndarray, np.ndarray, pa.Schema] | None:
-    """The layout (column widths, optional flags, schema) of a read of several files: the
-    first file's, or None when ``got`` (another file's) differs from ``plan``."""
-    if plan is None or got[2] is plan[2]:
-        return plan or got
-    same = (got[2].equals(plan[2], check_metadata=False) and np.array_equal(got[0], plan[0])
-            and np.array_equal(got[1], plan[1]))
-    return plan if same else None
-
-
-def _decoded_table(plan: tuple[np.ndarray, np.ndarray, pa.Schema], out: np.ndarray,
-                   valid: np.ndarray, rows: int) -> pa.Table:
-    """The table of ``rows`` decoded rows (``out``/``valid`` as the direct reader fills them)
-    with the nulls of the optional columns counted."""
-    width, optional, schema = plan
-    nulls = np.zeros(len(width), np.int64)
-    for k in np.flatnonzero(optional).tolist():
-        nulls[k] = rows - np.count_nonzero(valid[k])
-    return table_of(width, schema, out, valid, nulls)
-
-
 def _cuts_a_leaf(lv: Any, lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray
                  ) -> bool:
     """Whether one of the intervals ``[a, b)`` (leaves ``lo .. hi - 1`` each) starts or ends
@@ -784,49 +573,3 @@ def _cuts_a_leaf(lv: Any, lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.n
     if not has.all():
         lo, hi, a, b = lo[has], hi[has], a[has], b[has]
     return bool((lv.col("t_min")[lo] < a).any() or (lv.col("t_max")[hi - 1] >= b).any())
-
-
-def _covered_leaves(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sorted distinct leaf ids in the union of the leaf ranges ``[lo[k], hi[k])``.
-
-    Ranges sorted by ``lo`` (those of sorted intervals) are cut where an earlier range
-    already reached and enumerated: O(ranges + leaves), whatever the stream's length. Others
-    take a difference array over the ranges' span, counted by ``bincount``: O(ranges +
-    span)."""
-    lo, hi = np.ascontiguousarray(lo, np.int64), np.ascontiguousarray(hi, np.int64)
-    got = _sorted_ranges_union(lo, hi)
-    if got is not None:
-        return got
-    keep = hi > lo
-    if not keep.any():
-        return np.zeros(0, dtype=np.int64)
-    lo, hi = lo[keep], hi[keep]
-    base = int(lo.min())
-    span = int(hi.max()) - base + 1
-    mark = (np.bincount(lo - base, minlength=span)
-            - np.bincount(hi - base, minlength=span))
-    return np.flatnonzero(np.cumsum(mark[:-1]) > 0).astype(np.int64) + base
-
-
-@njit(cache=True, nogil=True)
-def _sorted_ranges_union(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
-    """:func:`_covered_leaves` of ranges sorted by ``lo`` (None when they are not): each
-    range from where the ranges before it reached. O(ranges + leaves)."""
-    n = 0
-    reach = np.iinfo(np.int64).min
-    for k in range(lo.size):
-        if k and lo[k] < lo[k - 1]:
-            return None
-        a = max(lo[k], reach)
-        if hi[k] > a:
-            n += hi[k] - a
-        reach = max(reach, hi[k])
-    out = np.empty(n, np.int64)
-    j = 0
-    reach = np.iinfo(np.int64).min
-    for k in range(lo.size):
-        for x in range(max(lo[k], reach), hi[k]):
-            out[j] = x
-            j += 1
-        reach = max(reach, hi[k])
-    return out

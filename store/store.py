@@ -34,8 +34,9 @@ import pyarrow as pa
 from replaydb.errors import ReadOnlyError, StoreError, StreamNotFound, UsageError
 from replaydb.store import deltaio
 from replaydb.store.manifest import Manifest
+from replaydb.store.parquetcache import ParquetCache
 from replaydb.store.schema import Attribute, StreamSchema, check_name
-from replaydb.store.snapshot import ParquetCache, StreamSnapshot
+from replaydb.store.snapshot import StreamSnapshot
 from replaydb.store.writer import AppendResult, StreamWriter
 
 CONFIG_FILE = "replaydb.json"

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaydb.store import pagecodec
+from replaydb.store import snappy
 from replaydb.store.deltaio import write_parquet
 from replaydb.store.directread import DirectFile
+from replaydb.store.parquetcache import IOCounters, ParquetCache
 from replaydb.store.schema import StreamSchema
-from replaydb.store.snapshot import IOCounters, ParquetCache
 from replaydb.store.store import Store
 
 _I64 = np.iinfo(np.int64)
@@ -176,12 +176,12 @@ def test_snappy_decoder_on_arrow_blocks():
                  rng.bytes(3000), b"abcabcabcabd" * 300):
         comp = np.frombuffer(codec.compress(data, asbytes=True), np.uint8)
         out = np.empty(len(data), np.uint8)
-        assert pagecodec.snappy_decompress(comp, 0, comp.size, out) == len(data)
+        assert snappy.snappy_decompress(comp, 0, comp.size, out) == len(data)
         assert out.tobytes() == data
         bad = np.empty(len(data) + 1, np.uint8)  # a wrong length is refused
-        assert pagecodec.snappy_decompress(comp, 0, comp.size, bad) == -1
+        assert snappy.snappy_decompress(comp, 0, comp.size, bad) == -1
         if comp.size > 2:
-            assert pagecodec.snappy_decompress(comp, 0, comp.size - 1, out) == -1 or \
+            assert snappy.snappy_decompress(comp, 0, comp.size - 1, out) == -1 or \
                 len(data) == 0
 
 
@@ -208,7 +208,7 @@ def test_snappy_decoder_on_mixed_literals_and_copies(seed, pieces, lead):
     comp = np.frombuffer(b"\xff" * lead + pa.Codec("snappy").compress(data, asbytes=True),
                          np.uint8)
     out = np.empty(len(data), np.uint8)
-    assert pagecodec.snappy_decompress(comp, lead, comp.size, out) == len(data)
+    assert snappy.snappy_decompress(comp, lead, comp.size, out) == len(data)
     assert out.tobytes() == data
 
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaydb.operators.greta.runtime import (
+from replaydb.operators.greta.events import (
     EventChunk,
     _encode_arrow_keys,
     _encode_int_keys,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaydb.bench.bench_greta import WORKLOADS, _digest
-from replaydb.operators.greta.runtime import Positions
+from replaydb.operators.greta.universe import Positions
 from replaydb.planner.lang.greta import bind, parse
 
 ints = st.integers(min_value=-50, max_value=400)

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaydb.indexes import LSMIndex, LSMOptions
-from replaydb.indexes.kernels import _SMALL_SORT, keys_of_bits, union_bits_of, unique_bits
+from replaydb.indexes.bitsets import keys_of_bits, union_bits_of, unique_bits
+from replaydb.indexes.kernels import _SMALL_SORT
 from replaydb.indexes.plainread import HeaderError, PlainFile, Spans, page_header
 from replaydb.indexes.reader import FileCache, join_pieces
 
@@ -291,19 +292,19 @@ def test_members_in_pieces_equal_isin(seed, n, k, parts, buffer) -> None:
     file's bytes at any alignment, repeats allowed) - what ``np.isin`` answers, however
     small the buffer of values passing the coarse bitmap (settled whenever it fills);
     ValueError for a value or a target outside ``[0, bound)``."""
-    from replaydb.indexes import kernels
-    from replaydb.indexes.kernels import members_in_pieces
+    from replaydb.indexes import membership
+    from replaydb.indexes.membership import members_in_pieces
 
     rng = np.random.default_rng(seed)
     bound = max(n, k, 1) * 3 + 5
     vals = rng.integers(0, bound, n).astype(np.int64)
     targets = np.unique(np.concatenate([rng.integers(0, bound, k), vals[: k // 2]]))
     pieces = _split_pieces(vals, parts, seed)
-    old, kernels.PASS_BUFFER = kernels.PASS_BUFFER, buffer
+    old, membership.PASS_BUFFER = membership.PASS_BUFFER, buffer
     try:
         got = members_in_pieces(targets, pieces, bound)
     finally:
-        kernels.PASS_BUFFER = old
+        membership.PASS_BUFFER = old
     assert np.array_equal(got, np.isin(targets, vals))
     if len(targets):
         with pytest.raises(ValueError):
@@ -317,7 +318,7 @@ def test_scan_pays_where_measured() -> None:
     fitted to, the way that was faster: the scan for few targets whatever the values, and
     for many targets against few values; the bitmap for many targets against many values.
     The scan's cost grows with the targets, the bitmap's does not."""
-    from replaydb.indexes.kernels import scan_pays
+    from replaydb.indexes.membership import scan_pays
 
     bound = 10_000_000
     assert scan_pays(46, 953_327, bound) and scan_pays(2_429, 173_300, bound)
@@ -335,7 +336,7 @@ def test_hits_in_bits_equal_a_set_join(seed, n, k, parts, shift, repeats) -> Non
     a file's bytes at any alignment) that are members of a bitmap - a set join; None when
     repeated values make more hits than the bitmap's members; ValueError for a value
     outside ``[0, bound)``."""
-    from replaydb.indexes.kernels import hits_in_bits
+    from replaydb.indexes.membership import hits_in_bits
 
     rng = np.random.default_rng(seed)
     bound = max(n, k, 1) * 3 + 5

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from replaydb.indexes import LSMIndex, LSMOptions
-from replaydb.indexes.kernels import members_in_pieces
+from replaydb.indexes.membership import members_in_pieces
 from replaydb.indexes.rankcodes import (
     ABSENT,
     BUCKETS,

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from replaydb.planner.query import Details
 from replaydb.replay.replay import normalize_intervals
-from replaydb.store.interval_list import IntervalList, merge_halfopen
-from replaydb.store.snapshot import _covered_leaves
+from replaydb.store.interval_list import IntervalList, _covered_leaves, merge_halfopen
 
 
 def _union(rows: list[tuple[int, int]]) -> list[tuple[int, int]]:

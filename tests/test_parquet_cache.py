@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replaydb.store.snapshot import IOCounters, ParquetCache
+from replaydb.store.parquetcache import IOCounters, ParquetCache
 
 
 def _files(tmp_path, n):

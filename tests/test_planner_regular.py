@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 import replaydb
-from replaydb.indexes.kernels import keys_of_bits, member_bits, unique_bits
+from replaydb.indexes.bitsets import keys_of_bits, member_bits, unique_bits
 from replaydb.indexes.plainread import Spans
 from replaydb.planner.pattern import intervals as iv
 from replaydb.planner.pattern.intervals import Geometry, SymbolResult, block_occurrences

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from replaydb.indexes.kernels import sort_unique
+from replaydb.indexes.bitsets import sort_unique
 from replaydb.planner.pattern.semijoin import TimeMask
 from replaydb.planner.query import QueryOptions, plan_query
 from tests.planner_cases import same_as_full_replay, xy_range_query, xy_store

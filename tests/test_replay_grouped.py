@@ -188,7 +188,7 @@ def test_packed_reads_cover_the_leaves_in_order_in_full_reads(snap, points, max_
     """The reads of grouped interval replay: every kept leaf once, in order; each chunk in
     one data file; at most ``max_leaves`` leaves per read; every read but the last at least
     three quarters full."""
-    from replaydb.store.snapshot import _covered_leaves
+    from replaydb.store.interval_list import _covered_leaves
 
     ivs = _intervals(points, False, False)
     a = np.array([x[0] for x in ivs], np.int64)

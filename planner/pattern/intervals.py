@@ -50,17 +50,15 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from replaydb.indexes.kernels import (
-    bits_pay,
+from replaydb.indexes.bitsets import keys_of_bits, member_bits, union_bits_of
+from replaydb.indexes.kernels import bits_pay
+from replaydb.indexes.membership import (
     gallop,
     hits_in_bits,
-    keys_of_bits,
-    member_bits,
     member_test_ns,
     members_in_pieces,
     scan_pays,
     sorted_distinct,
-    union_bits_of,
 )
 from replaydb.indexes.rankcodes import CODE_NS, coded, members_by_codes
 from replaydb.indexes.reader import join_pieces
@@ -161,9 +159,9 @@ class Geometry:
 
 SCAN_MEMBERS: bool | None = None
 """How a tight block tests the candidates it has left against a deferred member: by a scan
-of the member's seqs where they lie (:func:`~replaydb.indexes.kernels.members_in_pieces`,
+of the member's seqs where they lie (:func:`~replaydb.indexes.membership.members_in_pieces`,
 True), by setting the member's bitmap and reading a bit per candidate (False), or by
-whichever :func:`~replaydb.indexes.kernels.scan_pays` finds cheaper (None, the default).
+whichever :func:`~replaydb.indexes.membership.scan_pays` finds cheaper (None, the default).
 The candidates and intervals are the same either way."""
 
 
@@ -354,7 +352,7 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
     The BS with the fewest events is the anchor; every other BS, smallest first, keeps the
     anchors whose event at its offset is in its result: one bitmap read per anchor left, or
     a merge walk (both sides sorted by seq); a deferred member is scanned where its seqs
-    lie against the anchors left (:func:`~replaydb.indexes.kernels.members_in_pieces`), so
+    lie against the anchors left (:func:`~replaydb.indexes.membership.members_in_pieces`), so
     its bitmap is never set, where that costs less (:data:`SCAN_MEMBERS`), or tested by its
     files' rank codes, a read per anchor left, where they have them and that costs less
     still (:data:`CODE_MEMBERS`). O(sum of the results' sizes).
@@ -421,7 +419,7 @@ def _met_in_anchor_bits(offsets: list[int], results: list[SymbolResult], anchor:
     """The anchors (as block starts, ascending) whose event at member ``j``'s offset is in
     ``j``'s deferred result, when the anchor is held as a bitmap not scanned yet: one pass
     over ``j``'s seqs where they lie, each tested against the anchor's bitmap
-    (:func:`~replaydb.indexes.kernels.hits_in_bits`). This spares the anchor's scan out of
+    (:func:`~replaydb.indexes.membership.hits_in_bits`). This spares the anchor's scan out of
     its bitmap and ``j``'s own bitmap (its zeroing and a bit set per seq); 0.2-0.4 ms of the
     planning of the selective m = 4 queries of the benchmark (anchors of 40k-200k events,
     members of 200k-900k). None when the anchor or ``j`` is not held so (or a seq repeats
