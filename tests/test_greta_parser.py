@@ -9,8 +9,8 @@ import pytest
 
 from replaydb.errors import ParseError, QueryError
 from replaydb.operators.expr import Call, Column
+from replaydb.operators.greta.config import PNot, PPlus, PSeq, PType
 from replaydb.operators.greta.plan import FENWICK, NONE, POINT, SCAN
-from replaydb.operators.greta.query import PNot, PPlus, PSeq, PType
 from replaydb.planner.lang.greta import bind, detect, parse, to_config
 
 SCHEMA = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),

@@ -76,8 +76,9 @@ from replaydb.operators.gpu.device import TPB, Staging, blocks_for, resolve_back
 from replaydb.operators.gpu.exprvm import GpuUnsupported
 from replaydb.operators.gpu.scan import exclusive_sum
 from replaydb.operators.pattern.compile import CompiledPattern
+from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.measures import MatchSet
-from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+from replaydb.operators.pattern.operator import PatternOperator
 from replaydb.operators.pattern.vm import max_stack_depth
 
 INT64_MAX = np.iinfo(np.int64).max

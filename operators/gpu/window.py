@@ -60,7 +60,8 @@ from replaydb.operators.gpu.scan import (
 )
 from replaydb.operators.window.aggregates import Layout, Partials, length, take
 from replaydb.operators.window.assign import SliceGeometry
-from replaydb.operators.window.operator import WindowAggregate, WindowConfig
+from replaydb.operators.window.config import WindowConfig
+from replaydb.operators.window.operator import WindowAggregate
 from replaydb.operators.window.sliding import SlideState
 
 _OPS = {"add": ADD, "min": MIN, "max": MAX, "first": FIRST, "last": LAST}

@@ -80,8 +80,7 @@ removed vertex (O(n) for indexes carrying MIN/MAX). See :mod:`.kernel`, :mod:`.r
 :mod:`.plan`, :mod:`.template`; :mod:`.oracle` is the brute-force reference.
 """
 
-from replaydb.operators.greta.operator import GretaOperator
-from replaydb.operators.greta.query import (
+from replaydb.operators.greta.config import (
     GretaConfig,
     PNot,
     PPlus,
@@ -89,5 +88,6 @@ from replaydb.operators.greta.query import (
     PType,
     ReturnItem,
 )
+from replaydb.operators.greta.operator import GretaOperator
 
 __all__ = ["GretaConfig", "GretaOperator", "PNot", "PPlus", "PSeq", "PType", "ReturnItem"]

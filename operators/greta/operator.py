@@ -17,9 +17,9 @@ import pyarrow as pa
 from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator
 from replaydb.operators.greta import kernel as kn
+from replaydb.operators.greta.config import GretaConfig
 from replaydb.operators.greta.events import EventChunk
 from replaydb.operators.greta.plan import CompiledPlan, compile_plan
-from replaydb.operators.greta.query import GretaConfig
 from replaydb.operators.greta.runtime import NGT, OUTT, GraphState, Runtime
 
 MIN_PROCESS_ROWS = 1 << 16

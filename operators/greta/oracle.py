@@ -33,8 +33,8 @@ import pyarrow as pa
 
 from replaydb.operators.base import column_np
 from replaydb.operators.expr import Column, compile_predicate
+from replaydb.operators.greta.config import GretaConfig, Pattern, PNot, PPlus, PSeq, PType
 from replaydb.operators.greta.plan import CompiledPlan, compile_plan
-from replaydb.operators.greta.query import GretaConfig, Pattern, PNot, PPlus, PSeq, PType
 
 
 class _RowEnv:

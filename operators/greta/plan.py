@@ -51,8 +51,8 @@ from replaydb.operators.expr import (
     conjuncts,
     to_text,
 )
+from replaydb.operators.greta.config import EXACT_TYPES, GretaConfig, ReturnItem
 from replaydb.operators.greta.edgecode import EdgeProgram
-from replaydb.operators.greta.query import EXACT_TYPES, GretaConfig, ReturnItem
 from replaydb.operators.greta.template import Negation, SplitPattern, Template, split_pattern
 
 NONE, FENWICK, POINT, SCAN = 0, 1, 2, 3

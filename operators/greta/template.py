@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replaydb.operators.expr import ExprError
-from replaydb.operators.greta.query import Pattern, PNot, PPlus, PSeq, PType, pattern_text
+from replaydb.operators.greta.config import Pattern, PNot, PPlus, PSeq, PType, pattern_text
 
 
 @dataclass(frozen=True)

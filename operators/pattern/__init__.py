@@ -30,6 +30,7 @@ path), :mod:`.gapseq` (the vectorized path for fixed blocks joined by greedy alw
 :mod:`.oracle` (brute-force reference semantics for tests).
 """
 
+from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.model import (
     AfterMatchSkip,
     Alt,
@@ -47,7 +48,7 @@ from replaydb.operators.pattern.model import (
     Var,
     VarDef,
 )
-from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+from replaydb.operators.pattern.operator import PatternOperator
 
 __all__ = [
     "AfterMatchSkip", "Alt", "Measure", "Neg", "PatternConfig", "PatternNode", "PatternOperator",

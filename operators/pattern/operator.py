@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -95,6 +95,7 @@ from replaydb.operators.pattern.buffer import (
     to_float_column,
 )
 from replaydb.operators.pattern.compile import CompiledPattern, compile_pattern
+from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.engine import AllRunsEngine, FixedSeqEngine, SqlEngine
 from replaydb.operators.pattern.gapseq import GapSeqEngine
 from replaydb.operators.pattern.lowering import LowerContext, nav_name
@@ -106,7 +107,7 @@ from replaydb.operators.pattern.measures import (
     infer_type,
     rows_of_vars_unread,
 )
-from replaydb.operators.pattern.model import PatternSpec, RowsPerMatch, Semantics
+from replaydb.operators.pattern.model import RowsPerMatch, Semantics
 
 EMIT_MATCHES = 4096
 """Waiting matches that trigger building their output rows (see the module docstring)."""
@@ -120,21 +121,6 @@ _NO_EVENT = np.iinfo(np.int64).max
 
 META_ONE = ("t", "match_id", "match_number", "first_t", "first_seq", "last_t", "last_seq")
 META_ALL = ("match_id", "match_number")
-
-
-@dataclass(frozen=True)
-class PatternConfig:
-    """Frozen configuration: the logical query, the input schema, the stream's time unit."""
-
-    spec: PatternSpec
-    schema: pa.Schema
-    time_unit: str | None = None
-
-    def __post_init__(self) -> None:
-        for c in ("t", "seq"):
-            if c not in self.schema.names:
-                raise QueryError(f"the input schema has no {c!r} column",
-                                 hint="pattern operators read streams with t and seq columns")
 
 
 def _weak_grow_check(op: PatternOperator) -> Callable[[int, str], None]:

@@ -12,6 +12,7 @@
 
 from replaydb.operators.window.aggregates import AGG_FUNCS, AggSpec
 from replaydb.operators.window.assign import SliceGeometry
-from replaydb.operators.window.operator import WindowAggregate, WindowConfig
+from replaydb.operators.window.config import WindowConfig
+from replaydb.operators.window.operator import WindowAggregate
 
 __all__ = ["AGG_FUNCS", "AggSpec", "SliceGeometry", "WindowAggregate", "WindowConfig"]

@@ -29,7 +29,7 @@ from replaydb.operators.expr import (
     evaluate_mask,
 )
 from replaydb.operators.window.aggregates import AggSpec
-from replaydb.operators.window.operator import WindowConfig
+from replaydb.operators.window.config import WindowConfig
 
 
 def _arg_values(table: pa.Table, expr: Any) -> list[Any]:

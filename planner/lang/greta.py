@@ -35,7 +35,7 @@ import pyarrow as pa
 from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Call, Column, Expr, ExprError
-from replaydb.operators.greta.query import (
+from replaydb.operators.greta.config import (
     GretaConfig,
     Pattern,
     PNot,

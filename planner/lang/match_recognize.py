@@ -60,6 +60,7 @@ import pyarrow as pa
 from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Column, Expr, to_text
+from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.model import (
     AfterMatchSkip,
     Alt,
@@ -76,7 +77,7 @@ from replaydb.operators.pattern.model import (
     Var,
     VarDef,
 )
-from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+from replaydb.operators.pattern.operator import PatternOperator
 from replaydb.planner.lang.parser_base import MAX_DEPTH, ParserBase
 from replaydb.timeunits import to_units
 

@@ -72,6 +72,7 @@ from replaydb.operators.expr import (
     and_all,
     to_text,
 )
+from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.model import (
     Measure,
     Neg,
@@ -84,7 +85,7 @@ from replaydb.operators.pattern.model import (
     Var,
     VarDef,
 )
-from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
+from replaydb.operators.pattern.operator import PatternOperator
 from replaydb.planner.lang.parser_base import ParserBase
 from replaydb.timeunits import to_units
 

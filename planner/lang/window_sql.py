@@ -68,7 +68,7 @@ import pyarrow as pa
 from replaydb.errors import ParseError, ReplayDBError, UsageError
 from replaydb.operators.expr import Call, Column, Expr, Star, columns, to_text
 from replaydb.operators.window import AGG_FUNCS, AggSpec, WindowAggregate, WindowConfig
-from replaydb.operators.window.operator import WINDOW_COLUMNS
+from replaydb.operators.window.config import WINDOW_COLUMNS
 from replaydb.planner.lang.parser_base import ParserBase
 from replaydb.timeunits import to_units
 

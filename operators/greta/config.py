@@ -1,4 +1,4 @@
-"""The logical form of a GRETA query: pattern nodes, RETURN items and the operator's config.
+"""The configuration of a GRETA operator: pattern nodes, RETURN items and :class:`GretaConfig`.
 
 The parser (``replaydb.planner.lang.greta``) builds these objects; the operator compiles them. They
 live in the operators layer so that the operator can be configured without the planner (live use).
