@@ -32,15 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from replaydb.bench.bench_planner import (
-    ATTRS,
-    STREAM,
-    _skew_query,
-    build_store,
-    err_pio,
-    poisson_floor,
-)
 from replaydb.bench.common import Results, arguments
+from replaydb.bench.planner_report import err_pio, poisson_floor
+from replaydb.bench.planner_runs import ATTRS, STREAM, _skew_query, build_store
 from replaydb.datasets.queries import random_queries
 from replaydb.planner.query import QueryOptions, plan_query
 

@@ -218,7 +218,32 @@ def run(
     print(f"generated {n:,} events in {time.perf_counter() - t0:.1f}s", flush=True)
     primary = workdir / "events.parquet"
     opts = LSMOptions()
-    # warm the compiled kernels so build times exclude JIT loading
+    warm = _warm_kernels(events, attr, workdir, opts)
+    out["build"], bulk, inc = _build_bench(events, attr, workdir, primary, opts, repeats, n)
+    out["index"] = {
+        "bulk": {"runs": bulk.num_runs, "levels": bulk.levels(), "pages": bulk.pages},
+        "incremental": {"runs": inc.num_runs, "levels": inc.levels(), "pages": inc.pages},
+        "entries_per_page": inc.entries_per_page,
+    }
+    sorted_keys = np.sort(events.column(attr).to_numpy())
+    # warm page cache for every competitor: read the primary file and all run files once
+    for f in [primary, *(Path(bulk.path).glob("*.parquet")), *(Path(inc.path).glob("*.parquet"))]:
+        with open(f, "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+    out["queries"] = [_query_row(sel, sorted_keys, queries, scans, rng, inc, bulk, primary, attr)
+                      for sel in SELECTIVITIES]
+    out["estimates"] = estimate_bench(inc, sorted_keys, estimates, rng)
+    print(f"estimates: median rel error {out['estimates']['median_rel_error']:.4f}", flush=True)
+    out["machine"]["load_avg_end"] = os.getloadavg()[0]
+    for idx in (bulk, inc, warm):
+        idx.close()
+    return out
+
+
+def _warm_kernels(events: pa.Table, attr: str, workdir: Path, opts: LSMOptions) -> LSMIndex:
+    """An index of the first 100k events, built and queried once, so that build times exclude
+    loading the compiled kernels."""
     warm = LSMIndex.create(workdir / "warm", "float64", options=opts)
     warm.bulk_add(
         events.column(attr).slice(0, 100_000),
@@ -226,7 +251,14 @@ def run(
         events.column("t").slice(0, 100_000),
     )
     warm.range(0.1, 0.2, order="seq")
-    # builds: the best of `repeats` runs each (interleaved), to damp noise from other load
+    return warm
+
+
+def _build_bench(events: pa.Table, attr: str, workdir: Path, primary: Path, opts: LSMOptions,
+                 repeats: int, n: int) -> tuple[dict[str, Any], LSMIndex, LSMIndex]:
+    """Build times of the events' Parquet file, a bulk index (one and two threads) and an
+    incremental one, the best of ``repeats`` runs each (interleaved, to damp noise from other
+    load): the build report and the last bulk and incremental indexes."""
     events_t, bulk_t, bulk2_t, inc_t = [], [], [], []
     for rep in range(repeats):
         events_t.append(timed(pq.write_table, events, primary)[0])
@@ -240,7 +272,7 @@ def run(
             )
             inc_t.append(dt)
     write_events_s = min(events_t)
-    out["build"] = {
+    build = {
         "repeats": repeats,
         "threads": effective_threads(opts.threads),
         "write_events_parquet_s": write_events_s,
@@ -260,66 +292,55 @@ def run(
             "incremental": inc_t,
         },
     }
-    b = out["build"]
     print(
-        f"build: events {write_events_s:.2f}s, bulk {b['bulk_build_s']:.2f}s "
-        f"(2 threads {b['bulk_build_2threads_s']:.2f}s), incremental {b['incremental_build_s']:.2f}s",
+        f"build: events {write_events_s:.2f}s, bulk {build['bulk_build_s']:.2f}s "
+        f"(2 threads {build['bulk_build_2threads_s']:.2f}s), "
+        f"incremental {build['incremental_build_s']:.2f}s",
         flush=True,
     )
-    out["index"] = {
-        "bulk": {"runs": bulk.num_runs, "levels": bulk.levels(), "pages": bulk.pages},
-        "incremental": {"runs": inc.num_runs, "levels": inc.levels(), "pages": inc.pages},
-        "entries_per_page": inc.entries_per_page,
+    return build, bulk, inc
+
+
+def _query_row(sel: float, sorted_keys: np.ndarray, queries: int, scans: int,
+               rng: np.random.Generator, inc: LSMIndex, bulk: LSMIndex, primary: Path,
+               attr: str) -> dict[str, Any]:
+    """Median times of ``queries`` random ranges of selectivity ``sel``: through the indexes
+    (key order, seq order, seqs only) and by scans of the events' file (all columns, and
+    projected), on the first ``scans`` of them."""
+    ranges = random_ranges(sorted_keys, sel, queries, rng)
+    inc_key = query_bench(inc, ranges, "key")
+    inc_seq = query_bench(inc, ranges, "seq")
+    bulk_key = query_bench(bulk, ranges, "key")
+    inc_seqs = seqs_bench(inc, ranges)
+    scan_all, scan_proj = [], []
+    for lo, hi, true in ranges[:scans]:
+        dt, res = timed(scan, primary, attr, lo, hi, None)
+        assert res.num_rows == true
+        scan_all.append(dt)
+        dt, res = timed(scan, primary, attr, lo, hi, [attr, "seq", "t"])
+        assert res.num_rows == true
+        scan_proj.append(dt)
+    row = {
+        "selectivity": sel,
+        "result_entries": ranges[0][2],
+        "index_inc_key_ms": inc_key["median_ms"],
+        "index_inc_seq_ms": inc_seq["median_ms"],
+        "index_bulk_key_ms": bulk_key["median_ms"],
+        "index_inc_seqs_ms": inc_seqs["median_ms"],
+        "scan_all_ms": median_ms(scan_all),
+        "scan_projected_ms": median_ms(scan_proj),
+        "pages_read": inc_key["pages_read"],
+        "result_pages": inc_key["result_pages"],
+        "entries_read": inc_key["entries_read"],
     }
-    sorted_keys = np.sort(events.column(attr).to_numpy())
-    # warm page cache for every competitor: read the primary file and all run files once
-    for f in [primary, *(Path(bulk.path).glob("*.parquet")), *(Path(inc.path).glob("*.parquet"))]:
-        with open(f, "rb") as fh:
-            while fh.read(1 << 24):
-                pass
-    rows = []
-    for sel in SELECTIVITIES:
-        ranges = random_ranges(sorted_keys, sel, queries, rng)
-        inc_key = query_bench(inc, ranges, "key")
-        inc_seq = query_bench(inc, ranges, "seq")
-        bulk_key = query_bench(bulk, ranges, "key")
-        inc_seqs = seqs_bench(inc, ranges)
-        scan_all, scan_proj = [], []
-        for lo, hi, true in ranges[:scans]:
-            dt, res = timed(scan, primary, attr, lo, hi, None)
-            assert res.num_rows == true
-            scan_all.append(dt)
-            dt, res = timed(scan, primary, attr, lo, hi, [attr, "seq", "t"])
-            assert res.num_rows == true
-            scan_proj.append(dt)
-        row = {
-            "selectivity": sel,
-            "result_entries": ranges[0][2],
-            "index_inc_key_ms": inc_key["median_ms"],
-            "index_inc_seq_ms": inc_seq["median_ms"],
-            "index_bulk_key_ms": bulk_key["median_ms"],
-            "index_inc_seqs_ms": inc_seqs["median_ms"],
-            "scan_all_ms": median_ms(scan_all),
-            "scan_projected_ms": median_ms(scan_proj),
-            "pages_read": inc_key["pages_read"],
-            "result_pages": inc_key["result_pages"],
-            "entries_read": inc_key["entries_read"],
-        }
-        row["speedup_vs_scan_all"] = row["scan_all_ms"] / row["index_inc_seq_ms"]
-        row["speedup_vs_scan_projected"] = row["scan_projected_ms"] / row["index_inc_seq_ms"]
-        rows.append(row)
-        print(
-            f"sel {sel:.2%}: index {row['index_inc_key_ms']:.2f} ms (seq order {row['index_inc_seq_ms']:.2f}),"
-            f" scan all {row['scan_all_ms']:.0f} ms, projected {row['scan_projected_ms']:.0f} ms",
-            flush=True,
-        )
-    out["queries"] = rows
-    out["estimates"] = estimate_bench(inc, sorted_keys, estimates, rng)
-    print(f"estimates: median rel error {out['estimates']['median_rel_error']:.4f}", flush=True)
-    out["machine"]["load_avg_end"] = os.getloadavg()[0]
-    for idx in (bulk, inc, warm):
-        idx.close()
-    return out
+    row["speedup_vs_scan_all"] = row["scan_all_ms"] / row["index_inc_seq_ms"]
+    row["speedup_vs_scan_projected"] = row["scan_projected_ms"] / row["index_inc_seq_ms"]
+    print(
+        f"sel {sel:.2%}: index {row['index_inc_key_ms']:.2f} ms (seq order {row['index_inc_seq_ms']:.2f}),"
+        f" scan all {row['scan_all_ms']:.0f} ms, projected {row['scan_projected_ms']:.0f} ms",
+        flush=True,
+    )
+    return row
 
 
 def write_report(res: dict[str, Any], out_dir: Path, mode: str) -> None:

@@ -40,6 +40,7 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,22 @@ def verify_plain(out: Path, n: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------- main
+@dataclass
+class Rounds:
+    """What the timed rounds measured: wall seconds of each job per round, the ingest job's
+    stage and index timers, the store checks, and the Spark session's shape."""
+
+    plain_s: list[float] = field(default_factory=list)
+    ingest_s: list[float] = field(default_factory=list)
+    bare_s: list[float] = field(default_factory=list)
+    stages: list[dict[str, float]] = field(default_factory=list)
+    index_cpu: list[dict[str, float]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    master: str = ""
+    cores: int = 0
+    shuffle_partitions: Any = None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = arguments(__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=None, help="override the number of events")
@@ -260,79 +277,97 @@ def main(argv: list[str] | None = None) -> int:
         input_bytes = sum(os.path.getsize(f) for f in files)
         print(f"input: {n:,} events in {n_files} Parquet files ({input_bytes / 2**20:.0f} MiB), "
               f"{gen_s:.1f} s", flush=True)
-
-        from replaydb.spark import get_spark
-
-        sampler.phase("spark start + warm-up")
-        spark = get_spark(args.master, app_name="replaydb bench ingest", quiet=True)
-        warm = make_input(scratch / "warm", 20_000, 2, seed=99)
-        plain_job(spark, warm, scratch / "warm-plain")
-        ingest_job(spark, warm, scratch / "warm-store")
-        ph = sampler.end()
-        print(f"spark start + warm-up: {ph['wall']:.1f} s", flush=True)
-
-        plain_s: list[float] = []
-        ingest_s: list[float] = []
-        bare_s: list[float] = []
-        stages: list[dict[str, float]] = []
-        index_cpu: list[dict[str, float]] = []
-        checks: list[dict[str, Any]] = []
-        def run_plain(r: int) -> None:
-            out = scratch / f"plain-{r}"
-            sampler.phase(f"plain #{r + 1}")
-            plain_job(spark, files, out)
-            ph = sampler.end()
-            plain_s.append(ph["wall"])
-            verify_plain(out, n)
-            shutil.rmtree(out, ignore_errors=True)
-            print(f"round {r + 1}: plain  {ph['wall']:.1f} s, peak {ph['peak'] / GIB:.2f} GiB",
-                  flush=True)
-
-        def run_ingest(r: int) -> None:
-            store_dir = scratch / f"store-{r}"
-            sampler.phase(f"ingest #{r + 1}")
-            res = ingest_job(spark, files, store_dir, args.rows_per_partition)
-            ph = sampler.end()
-            ingest_s.append(ph["wall"])
-            stages.append(dict(res.stages))
-            index_cpu.append(dict(res.index_seconds))
-            if res.events != n or res.quarantined:
-                raise VerificationError(f"ingest reported {res.events:,} events and "
-                                        f"{res.quarantined:,} quarantined rows, expected {n:,}/0")
-            t1 = time.perf_counter()
-            got = verify_ingest(store_dir, n, deep and r == 0)
-            got["check_s"] = round(time.perf_counter() - t1, 1)
-            checks.append(got)
-            print(f"round {r + 1}: ingest {ph['wall']:.1f} s, peak {ph['peak'] / GIB:.2f} GiB "
-                  f"(stages {res.stages}); verified ({got['check']} check {got['check_s']} s)",
-                  flush=True)
-            shutil.rmtree(store_dir, ignore_errors=True)
-
-        def run_bare(r: int) -> None:
-            store_dir = scratch / f"bare-{r}"
-            sampler.phase(f"no-index ingest #{r + 1}")
-            res = ingest_job(spark, files, store_dir, args.rows_per_partition, index=())
-            ph = sampler.end()
-            bare_s.append(ph["wall"])
-            if res.events != n:
-                raise VerificationError(f"no-index ingest reported {res.events:,} events")
-            print(f"round {r + 1}: no-index ingest {ph['wall']:.1f} s", flush=True)
-            shutil.rmtree(store_dir, ignore_errors=True)
-
-        jobs = [run_plain, run_ingest, run_bare]
-        for r in range(args.repeat):  # rotate the order so no job always runs first
-            for job in jobs[r % 3:] + jobs[:r % 3]:
-                job(r)
-        from replaydb.spark import stop_spark
-
-        master = spark.sparkContext.master
-        cores = int(spark.sparkContext.defaultParallelism)
-        shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
-        stop_spark()
+        rounds = run_rounds(args, scratch, files, n, deep, sampler)
     finally:
         sampler.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+    res_out = report(args, mode, n, n_files, input_bytes, rounds, sampler)
+    out_dir = res_out.write()
+    print((out_dir / "results.md").read_text())
+    return 0
 
+
+def run_rounds(args: Any, scratch: Path, files: list[Path], n: int, deep: bool,
+               sampler: TreeSampler) -> Rounds:
+    """Start Spark, warm it up, then time ``args.repeat`` rounds of the plain job, the ingest
+    job and the ingest job without indexes (their order rotated each round), verifying every
+    output; stops Spark."""
+    from replaydb.spark import get_spark
+
+    sampler.phase("spark start + warm-up")
+    spark = get_spark(args.master, app_name="replaydb bench ingest", quiet=True)
+    warm = make_input(scratch / "warm", 20_000, 2, seed=99)
+    plain_job(spark, warm, scratch / "warm-plain")
+    ingest_job(spark, warm, scratch / "warm-store")
+    ph = sampler.end()
+    print(f"spark start + warm-up: {ph['wall']:.1f} s", flush=True)
+
+    rounds = Rounds()
+    plain_s, ingest_s, bare_s = rounds.plain_s, rounds.ingest_s, rounds.bare_s
+    stages, index_cpu, checks = rounds.stages, rounds.index_cpu, rounds.checks
+
+    def run_plain(r: int) -> None:
+        out = scratch / f"plain-{r}"
+        sampler.phase(f"plain #{r + 1}")
+        plain_job(spark, files, out)
+        ph = sampler.end()
+        plain_s.append(ph["wall"])
+        verify_plain(out, n)
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"round {r + 1}: plain  {ph['wall']:.1f} s, peak {ph['peak'] / GIB:.2f} GiB",
+              flush=True)
+
+    def run_ingest(r: int) -> None:
+        store_dir = scratch / f"store-{r}"
+        sampler.phase(f"ingest #{r + 1}")
+        res = ingest_job(spark, files, store_dir, args.rows_per_partition)
+        ph = sampler.end()
+        ingest_s.append(ph["wall"])
+        stages.append(dict(res.stages))
+        index_cpu.append(dict(res.index_seconds))
+        if res.events != n or res.quarantined:
+            raise VerificationError(f"ingest reported {res.events:,} events and "
+                                    f"{res.quarantined:,} quarantined rows, expected {n:,}/0")
+        t1 = time.perf_counter()
+        got = verify_ingest(store_dir, n, deep and r == 0)
+        got["check_s"] = round(time.perf_counter() - t1, 1)
+        checks.append(got)
+        print(f"round {r + 1}: ingest {ph['wall']:.1f} s, peak {ph['peak'] / GIB:.2f} GiB "
+              f"(stages {res.stages}); verified ({got['check']} check {got['check_s']} s)",
+              flush=True)
+        shutil.rmtree(store_dir, ignore_errors=True)
+
+    def run_bare(r: int) -> None:
+        store_dir = scratch / f"bare-{r}"
+        sampler.phase(f"no-index ingest #{r + 1}")
+        res = ingest_job(spark, files, store_dir, args.rows_per_partition, index=())
+        ph = sampler.end()
+        bare_s.append(ph["wall"])
+        if res.events != n:
+            raise VerificationError(f"no-index ingest reported {res.events:,} events")
+        print(f"round {r + 1}: no-index ingest {ph['wall']:.1f} s", flush=True)
+        shutil.rmtree(store_dir, ignore_errors=True)
+
+    jobs = [run_plain, run_ingest, run_bare]
+    for r in range(args.repeat):  # rotate the order so no job always runs first
+        for job in jobs[r % 3:] + jobs[:r % 3]:
+            job(r)
+    from replaydb.spark import stop_spark
+
+    rounds.master = spark.sparkContext.master
+    rounds.cores = int(spark.sparkContext.defaultParallelism)
+    rounds.shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    stop_spark()
+    return rounds
+
+
+def report(args: Any, mode: str, n: int, n_files: int, input_bytes: int, rounds: Rounds,
+           sampler: TreeSampler) -> Results:
+    """The results: the goals (time ratio, index cost, memory), the phase, ratio and stage
+    tables, notes and the plot."""
+    plain_s, ingest_s, bare_s = rounds.plain_s, rounds.ingest_s, rounds.bare_s
+    stages, index_cpu, checks = rounds.stages, rounds.index_cpu, rounds.checks
+    master, cores, shuffle_partitions = rounds.master, rounds.cores, rounds.shuffle_partitions
     best_plain, best_ingest = min(plain_s), min(ingest_s)
     ratio = best_ingest / best_plain
     peak = sampler.peak / GIB
@@ -398,6 +433,14 @@ def main(argv: list[str] | None = None) -> int:
         f"The machine was shared with other work (1-minute load average {load[0]:.1f} at the "
         "end): absolute times are noisy, the ratio less so.")
 
+    plot(res_out, sampler, st, n, best_plain, best_ingest, ratio, peak)
+    return res_out
+
+
+def plot(res_out: Results, sampler: TreeSampler, st: dict[str, float], n: int,
+         best_plain: float, best_ingest: float, ratio: float, peak: float) -> None:
+    """Times of the best round (plain job against the ingest job's stages) and the process
+    tree's memory over the run, with its phases."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -434,9 +477,6 @@ def main(argv: list[str] | None = None) -> int:
     fig.tight_layout()
     fig.savefig(res_out.plot_path("ingest.png"), dpi=110)
     plt.close(fig)
-    out_dir = res_out.write()
-    print((out_dir / "results.md").read_text())
-    return 0
 
 
 if __name__ == "__main__":

@@ -195,206 +195,282 @@ class TwoStepBaseline:
         t0 = time.perf_counter()
         plan, g = self.plan, self.g
         ev = EventChunk(table, plan.config.type_column)
-        # occurrences of the main graph
-        rows_l, x_l = [], []
-        for k, ty in enumerate(g.types):
-            code = ev.type_index.get(ty)
-            if code is None:
-                continue
-            rows = np.flatnonzero(ev.type_codes == code)
-            if g.local[k] is not None and rows.size:
-                rows = rows[np.asarray(ev.values(g.local[k], rows), bool)]
-            rows_l.append(rows)
-            x_l.append(np.full(rows.size, k, np.int64))
-        rows = np.concatenate(rows_l) if rows_l else np.zeros(0, np.int64)
-        xs = np.concatenate(x_l) if x_l else np.zeros(0, np.int64)
-        order = np.argsort(rows, kind="stable")
-        rows, xs = rows[order], xs[order]
+        rows, xs = _occurrences(ev, g)
         n = len(rows)
-        t = ev.t[rows]
         inv, keys = encode_keys(ev, rows, g.part_attrs)
-        # keys and probes per transition
-        T = len(g.transitions)
-        key = np.full((n, max(T, 1)), np.nan)
-        probe = np.full((n, max(T, 1)), np.nan)
-        kinds = np.zeros(max(T, 1), np.int64)
-        ops = np.zeros(max(T, 1), np.int64)
-        for tr in g.transitions:
-            ix = g.indexes[tr.index]
-            kinds[tr.id] = {NONE: 0, FENWICK: 1, POINT: 2, SCAN: 3}[ix.kind]
-            if ix.kind in (FENWICK, POINT):
-                ops[tr.id] = _OPS[tr.op]
-                src = np.flatnonzero(xs == tr.src)
-                v = ev.values(ix.key, rows[src])
-                key[src, tr.id] = np.where(null_mask(v), np.nan, v).astype(np.float64)
-                dst = np.flatnonzero(xs == tr.dst)
-                v = ev.values(tr.probe, rows[dst])
-                probe[dst, tr.id] = np.where(null_mask(v), np.nan, v).astype(np.float64)
-        gcols = np.zeros((n, max(len(g.gcols), 1)))
-        for j, name in enumerate(g.gcols):
-            gcols[:, j] = ev.np(name)[rows].astype(np.float64)
-        tr_ptr = np.zeros(len(g.states) + 1, np.int64)
-        tr_list: list[int] = []
-        for k in range(len(g.states)):
-            tr_list.extend(g.in_tr[k])
-            tr_ptr[k + 1] = len(tr_list)
-        codes, args, bstart, blen = [], [], np.zeros(max(T, 1), np.int64), np.zeros(max(T, 1),
-                                                                                   np.int64)
-        for tr in g.transitions:
-            if tr.program is not None:
-                c, a = tr.program.arrays()
-                bstart[tr.id], blen[tr.id] = len(codes), len(c)
-                codes.extend(c.tolist())
-                args.extend(a.tolist())
-        # aggregates (integer only): kind 0 count(E), 1 sum, 2 min, 3 max
-        agg_state, agg_attr, agg_kind = [], [], []
-        attr_cols: list[str] = []
-        for out in plan.outputs:
-            it = out.item
-            if it.kind == "count_star":
-                continue
-            alias = it.var if it.var in g.states else g.states[g.types.index(it.var)]
-            s_ = g.states.index(alias)
-            kinds_needed = {"count": [0], "sum": [1], "avg": [1, 0], "min": [2], "max": [3]}
-            for kk in kinds_needed[it.kind]:
-                col = -1
-                if kk != 0:
-                    if it.attr not in attr_cols:
-                        attr_cols.append(it.attr)
-                    col = attr_cols.index(it.attr)
-                agg_state.append(s_)
-                agg_attr.append(col)
-                agg_kind.append(kk)
-        attr_i = np.zeros((n, max(len(attr_cols), 1)), np.int64)
-        for j, name in enumerate(attr_cols):
-            attr_i[:, j] = ev.np(name)[rows].astype(np.int64)
-        # negative events per (negation, bucket)
-        negs = plan.negations
-        neg_events: list[dict[tuple, list[int]]] = []
-        for ng in negs:
-            child = plan.graphs[ng.negation.child]
-            code = ev.type_index.get(child.types[0])
-            nrows = np.flatnonzero(ev.type_codes == code) if code is not None else \
-                np.zeros(0, np.int64)
-            if child.local[0] is not None and nrows.size:
-                nrows = nrows[np.asarray(ev.values(child.local[0], nrows), bool)]
-            ninv, nkeys = encode_keys(ev, nrows, ng.common)
-            by_bucket: dict[tuple, list[int]] = {}
-            for r, i in zip(nrows.tolist(), ninv.tolist()):
-                by_bucket.setdefault(nkeys[i], []).append(int(ev.t[r]))
-            neg_events.append(by_bucket)
-        # partitions
-        d, s = plan.within, plan.slide
+        inp = _inputs(ev, plan, g, rows, xs)
+        neg_events = _negative_events(ev, plan)
         results: dict[tuple, dict[str, Any]] = {}
         total_trends = 0
         status = "ok"
-        ng_ = len(plan.group_by)
         part_order = np.argsort(inv, kind="stable")
         bounds = np.flatnonzero(np.diff(inv[part_order])) + 1
         starts = np.concatenate([[0], bounds])
         ends = np.concatenate([bounds, [n]])
-        stack_buf = np.zeros(64)
-        buf = np.zeros(n + 1, np.int64)
-        bc_code = np.asarray(codes or [0], np.int64)
-        bc_arg = np.asarray(args or [0.0], np.float64)
-        tr_src = np.array([tr.src for tr in g.transitions] or [0], np.int64)
-        tr_neg_local = np.array([tr.negation if tr.negation is not None else -1
-                                 for tr in g.transitions] or [-1], np.int64)
-        case2 = g.case2 if g.case2 is not None else -1
-        case3 = g.case3 if g.case3 is not None else -1
         for a, b in zip(starts, ends):
             if status != "ok":
                 break
             idx = part_order[a:b]
             if not len(idx):
                 continue
-            pkey = keys[inv[idx[0]]]
-            gkey = pkey[:ng_]
-            # negative event times of this partition's buckets, per negation
-            neg_t_l, neg_off, neg_len = [], np.zeros(max(len(negs), 1), np.int64), \
-                np.zeros(max(len(negs), 1), np.int64)
-            pos = 0
-            for j, ng in enumerate(negs):
-                common_pos = [g.part_attrs.index(x) for x in ng.common]
-                bkey = tuple(pkey[q] for q in common_pos)
-                ts = np.array(neg_events[j].get(bkey, []), np.int64)
-                neg_t_l.append(ts)
-                neg_off[j], neg_len[j] = pos, len(ts)
-                pos += len(ts)
-            neg_t = np.concatenate(neg_t_l) if neg_t_l else np.zeros(1, np.int64)
-            if not len(neg_t):
-                neg_t = np.zeros(1, np.int64)
-            tp = t[idx]
-            w_lo = (int(tp[0]) - d) // s + 1
-            w_hi = int(tp[-1]) // s
-            for w in range(w_lo, w_hi + 1):
-                ws, we = w * s, w * s + d
-                lo = int(np.searchsorted(tp, ws, "left"))
-                hi = int(np.searchsorted(tp, we, "left"))
-                if hi <= lo:
-                    continue
-                if time.perf_counter() - t0 > self.time_limit_s:
-                    status = "timeout"
-                    break
-                out_i = np.zeros(1 + len(agg_kind), np.int64)
-                for q, kk in enumerate(agg_kind):
-                    out_i[1 + q] = np.iinfo(np.int64).max if kk == 2 else (
-                        np.iinfo(np.int64).min if kk == 3 else 0)
-                st_arr = np.array([hi - lo, -1], np.int64)
-                path = np.empty(hi - lo + 1, np.int64)
-                nextc = np.empty(hi - lo + 1, np.int64)
-                while True:
-                    trends, steps, st = _dfs_window(
-                        idx, lo, hi, ws, we, t, xs, key, probe, gcols, tr_src, tr_ptr,
-                        np.asarray(tr_list or [0], np.int64), kinds, ops, tr_neg_local, bc_code,
-                        bc_arg, bstart, blen, g.start, g.end, neg_t, neg_off, neg_len, case2,
-                        case3, np.asarray(agg_state, np.int64), np.asarray(agg_attr, np.int64),
-                        np.asarray(agg_kind, np.int64), attr_i, self.trend_cap - total_trends,
-                        STEP_CHUNK, buf, out_i, stack_buf, path, nextc, st_arr)
-                    total_trends += int(trends)
-                    if st != 2:
-                        break
-                    if time.perf_counter() - t0 > self.time_limit_s:
-                        break
-                if st == 1:
-                    status = "trend cap"
-                    break
-                if st == 2:
-                    status = "timeout"
-                    break
-                if out_i[0] == 0:
-                    continue
-                acc = results.setdefault((ws, gkey), {"count": 0, "agg": None})
-                acc["count"] += int(out_i[0])
-                vals = out_i[1:]
-                if acc["agg"] is None:
-                    acc["agg"] = vals.copy()
-                else:
-                    for q, kk in enumerate(agg_kind):
-                        if kk in (0, 1):
-                            acc["agg"][q] += vals[q]
-                        elif kk == 2:
-                            acc["agg"][q] = min(acc["agg"][q], vals[q])
-                        else:
-                            acc["agg"][q] = max(acc["agg"][q], vals[q])
-        rows_out = []
-        if status == "ok":
-            for (ws, gkey), acc in sorted(results.items(), key=lambda kv: (kv[0][0],
-                                                                          str(kv[0][1]))):
-                r: dict[str, Any] = {"window_start": ws, "window_end": ws + d}
-                for a_, v in zip(plan.group_by, gkey):
-                    r[a_] = v
-                q = 0
-                for out in plan.outputs:
-                    it = out.item
-                    if it.kind == "count_star":
-                        r[out.name] = acc["count"]
-                    elif it.kind == "avg":
-                        r[out.name] = float(acc["agg"][q]) / float(acc["agg"][q + 1])
-                        q += 2
-                    else:
-                        r[out.name] = int(acc["agg"][q])
-                        q += 1
-                rows_out.append(r)
+            status, total_trends = self._partition(inp, idx, keys[inv[idx[0]]], neg_events,
+                                                   results, total_trends, t0)
+        rows_out = _result_rows(plan, results) if status == "ok" else []
         return TwoStepResult(rows_out, status, total_trends, time.perf_counter() - t0,
                              {"log10_trends": math.log10(max(total_trends, 1))})
+
+    def _partition(self, inp: _Inputs, idx: np.ndarray, pkey: tuple,
+                   neg_events: list[dict[tuple, list[int]]], results: dict[tuple, dict[str, Any]],
+                   total_trends: int, t0: float) -> tuple[str, int]:
+        """Enumerate and aggregate the trends of every window of one partition (its events
+        ``idx``, in time order), folding them into ``results``: (status, trends so far)."""
+        plan, g = self.plan, self.g
+        d, s = plan.within, plan.slide
+        gkey = pkey[:len(plan.group_by)]
+        neg_t, neg_off, neg_len = _partition_negatives(g, plan.negations, neg_events, pkey)
+        tp = inp.t[idx]
+        w_lo = (int(tp[0]) - d) // s + 1
+        w_hi = int(tp[-1]) // s
+        for w in range(w_lo, w_hi + 1):
+            ws, we = w * s, w * s + d
+            lo = int(np.searchsorted(tp, ws, "left"))
+            hi = int(np.searchsorted(tp, we, "left"))
+            if hi <= lo:
+                continue
+            if time.perf_counter() - t0 > self.time_limit_s:
+                return "timeout", total_trends
+            out_i = np.zeros(1 + len(inp.agg_kind), np.int64)
+            for q, kk in enumerate(inp.agg_kind):
+                out_i[1 + q] = np.iinfo(np.int64).max if kk == 2 else (
+                    np.iinfo(np.int64).min if kk == 3 else 0)
+            st_arr = np.array([hi - lo, -1], np.int64)
+            path = np.empty(hi - lo + 1, np.int64)
+            nextc = np.empty(hi - lo + 1, np.int64)
+            while True:
+                trends, steps, st = _dfs_window(
+                    idx, lo, hi, ws, we, inp.t, inp.xs, inp.key, inp.probe, inp.gcols,
+                    inp.tr_src, inp.tr_ptr, np.asarray(inp.tr_list or [0], np.int64), inp.kinds,
+                    inp.ops, inp.tr_neg_local, inp.bc_code, inp.bc_arg, inp.bstart, inp.blen,
+                    g.start, g.end, neg_t, neg_off, neg_len, inp.case2, inp.case3,
+                    np.asarray(inp.agg_state, np.int64), np.asarray(inp.agg_attr, np.int64),
+                    np.asarray(inp.agg_kind, np.int64), inp.attr_i,
+                    self.trend_cap - total_trends, STEP_CHUNK, inp.buf, out_i, inp.stack_buf,
+                    path, nextc, st_arr)
+                total_trends += int(trends)
+                if st != 2:
+                    break
+                if time.perf_counter() - t0 > self.time_limit_s:
+                    break
+            if st == 1:
+                return "trend cap", total_trends
+            if st == 2:
+                return "timeout", total_trends
+            if out_i[0] == 0:
+                continue
+            _fold(results.setdefault((ws, gkey), {"count": 0, "agg": None}), out_i,
+                  inp.agg_kind)
+        return "ok", total_trends
+
+
+@dataclass
+class _Inputs:
+    """The main graph's occurrences as the trend enumeration reads them: time, state, edge
+    keys and probes per transition, grouping columns, compiled edge predicates, aggregates,
+    and scratch buffers."""
+
+    t: np.ndarray
+    xs: np.ndarray
+    key: np.ndarray
+    probe: np.ndarray
+    kinds: np.ndarray
+    ops: np.ndarray
+    gcols: np.ndarray
+    tr_ptr: np.ndarray
+    tr_list: list[int]
+    bc_code: np.ndarray
+    bc_arg: np.ndarray
+    bstart: np.ndarray
+    blen: np.ndarray
+    agg_state: list[int]
+    agg_attr: list[int]
+    agg_kind: list[int]
+    attr_i: np.ndarray
+    tr_src: np.ndarray
+    tr_neg_local: np.ndarray
+    case2: int
+    case3: int
+    buf: np.ndarray
+    stack_buf: np.ndarray
+
+
+def _occurrences(ev: EventChunk, g: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(event rows, states) of the main graph's occurrences, in event order."""
+    rows_l, x_l = [], []
+    for k, ty in enumerate(g.types):
+        code = ev.type_index.get(ty)
+        if code is None:
+            continue
+        rows = np.flatnonzero(ev.type_codes == code)
+        if g.local[k] is not None and rows.size:
+            rows = rows[np.asarray(ev.values(g.local[k], rows), bool)]
+        rows_l.append(rows)
+        x_l.append(np.full(rows.size, k, np.int64))
+    rows = np.concatenate(rows_l) if rows_l else np.zeros(0, np.int64)
+    xs = np.concatenate(x_l) if x_l else np.zeros(0, np.int64)
+    order = np.argsort(rows, kind="stable")
+    return rows[order], xs[order]
+
+
+def _inputs(ev: EventChunk, plan: CompiledPlan, g: Any, rows: np.ndarray, xs: np.ndarray
+            ) -> _Inputs:
+    """The :class:`_Inputs` of the occurrences ``rows`` (states ``xs``)."""
+    n = len(rows)
+    T = len(g.transitions)
+    key = np.full((n, max(T, 1)), np.nan)
+    probe = np.full((n, max(T, 1)), np.nan)
+    kinds = np.zeros(max(T, 1), np.int64)
+    ops = np.zeros(max(T, 1), np.int64)
+    for tr in g.transitions:
+        ix = g.indexes[tr.index]
+        kinds[tr.id] = {NONE: 0, FENWICK: 1, POINT: 2, SCAN: 3}[ix.kind]
+        if ix.kind in (FENWICK, POINT):
+            ops[tr.id] = _OPS[tr.op]
+            src = np.flatnonzero(xs == tr.src)
+            v = ev.values(ix.key, rows[src])
+            key[src, tr.id] = np.where(null_mask(v), np.nan, v).astype(np.float64)
+            dst = np.flatnonzero(xs == tr.dst)
+            v = ev.values(tr.probe, rows[dst])
+            probe[dst, tr.id] = np.where(null_mask(v), np.nan, v).astype(np.float64)
+    gcols = np.zeros((n, max(len(g.gcols), 1)))
+    for j, name in enumerate(g.gcols):
+        gcols[:, j] = ev.np(name)[rows].astype(np.float64)
+    tr_ptr = np.zeros(len(g.states) + 1, np.int64)
+    tr_list: list[int] = []
+    for k in range(len(g.states)):
+        tr_list.extend(g.in_tr[k])
+        tr_ptr[k + 1] = len(tr_list)
+    codes, args, bstart, blen = [], [], np.zeros(max(T, 1), np.int64), np.zeros(max(T, 1),
+                                                                               np.int64)
+    for tr in g.transitions:
+        if tr.program is not None:
+            c, a = tr.program.arrays()
+            bstart[tr.id], blen[tr.id] = len(codes), len(c)
+            codes.extend(c.tolist())
+            args.extend(a.tolist())
+    agg_state, agg_attr, agg_kind, attr_cols = _aggregates(plan, g)
+    attr_i = np.zeros((n, max(len(attr_cols), 1)), np.int64)
+    for j, name in enumerate(attr_cols):
+        attr_i[:, j] = ev.np(name)[rows].astype(np.int64)
+    return _Inputs(
+        t=ev.t[rows], xs=xs, key=key, probe=probe, kinds=kinds, ops=ops, gcols=gcols,
+        tr_ptr=tr_ptr, tr_list=tr_list, bc_code=np.asarray(codes or [0], np.int64),
+        bc_arg=np.asarray(args or [0.0], np.float64), bstart=bstart, blen=blen,
+        agg_state=agg_state, agg_attr=agg_attr, agg_kind=agg_kind, attr_i=attr_i,
+        tr_src=np.array([tr.src for tr in g.transitions] or [0], np.int64),
+        tr_neg_local=np.array([tr.negation if tr.negation is not None else -1
+                               for tr in g.transitions] or [-1], np.int64),
+        case2=g.case2 if g.case2 is not None else -1,
+        case3=g.case3 if g.case3 is not None else -1,
+        buf=np.zeros(n + 1, np.int64), stack_buf=np.zeros(64))
+
+
+def _aggregates(plan: CompiledPlan, g: Any) -> tuple[list[int], list[int], list[int], list[str]]:
+    """(state, attribute column, kind) of every aggregate the outputs need (integer only: kind
+    0 count(E), 1 sum, 2 min, 3 max; AVG takes a sum and a count), and the attribute columns."""
+    agg_state, agg_attr, agg_kind = [], [], []
+    attr_cols: list[str] = []
+    for out in plan.outputs:
+        it = out.item
+        if it.kind == "count_star":
+            continue
+        alias = it.var if it.var in g.states else g.states[g.types.index(it.var)]
+        s_ = g.states.index(alias)
+        kinds_needed = {"count": [0], "sum": [1], "avg": [1, 0], "min": [2], "max": [3]}
+        for kk in kinds_needed[it.kind]:
+            col = -1
+            if kk != 0:
+                if it.attr not in attr_cols:
+                    attr_cols.append(it.attr)
+                col = attr_cols.index(it.attr)
+            agg_state.append(s_)
+            agg_attr.append(col)
+            agg_kind.append(kk)
+    return agg_state, agg_attr, agg_kind, attr_cols
+
+
+def _negative_events(ev: EventChunk, plan: CompiledPlan) -> list[dict[tuple, list[int]]]:
+    """Per negation, the times of its events per bucket (values of the shared attributes)."""
+    neg_events: list[dict[tuple, list[int]]] = []
+    for ng in plan.negations:
+        child = plan.graphs[ng.negation.child]
+        code = ev.type_index.get(child.types[0])
+        nrows = np.flatnonzero(ev.type_codes == code) if code is not None else \
+            np.zeros(0, np.int64)
+        if child.local[0] is not None and nrows.size:
+            nrows = nrows[np.asarray(ev.values(child.local[0], nrows), bool)]
+        ninv, nkeys = encode_keys(ev, nrows, ng.common)
+        by_bucket: dict[tuple, list[int]] = {}
+        for r, i in zip(nrows.tolist(), ninv.tolist()):
+            by_bucket.setdefault(nkeys[i], []).append(int(ev.t[r]))
+        neg_events.append(by_bucket)
+    return neg_events
+
+
+def _partition_negatives(g: Any, negs: Any, neg_events: list[dict[tuple, list[int]]],
+                         pkey: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(times, offset per negation, count per negation) of the negative events of the buckets
+    of the partition ``pkey``, one negation after the other."""
+    neg_t_l, neg_off, neg_len = [], np.zeros(max(len(negs), 1), np.int64), \
+        np.zeros(max(len(negs), 1), np.int64)
+    pos = 0
+    for j, ng in enumerate(negs):
+        common_pos = [g.part_attrs.index(x) for x in ng.common]
+        bkey = tuple(pkey[q] for q in common_pos)
+        ts = np.array(neg_events[j].get(bkey, []), np.int64)
+        neg_t_l.append(ts)
+        neg_off[j], neg_len[j] = pos, len(ts)
+        pos += len(ts)
+    neg_t = np.concatenate(neg_t_l) if neg_t_l else np.zeros(1, np.int64)
+    if not len(neg_t):
+        neg_t = np.zeros(1, np.int64)
+    return neg_t, neg_off, neg_len
+
+
+def _fold(acc: dict[str, Any], out_i: np.ndarray, agg_kind: list[int]) -> None:
+    """Add one window's trend count and aggregates ``out_i`` to its group's ``acc``."""
+    acc["count"] += int(out_i[0])
+    vals = out_i[1:]
+    if acc["agg"] is None:
+        acc["agg"] = vals.copy()
+        return
+    for q, kk in enumerate(agg_kind):
+        if kk in (0, 1):
+            acc["agg"][q] += vals[q]
+        elif kk == 2:
+            acc["agg"][q] = min(acc["agg"][q], vals[q])
+        else:
+            acc["agg"][q] = max(acc["agg"][q], vals[q])
+
+
+def _result_rows(plan: CompiledPlan, results: dict[tuple, dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """The output rows of the accumulated windows, by window start and group."""
+    d = plan.within
+    rows_out = []
+    for (ws, gkey), acc in sorted(results.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        r: dict[str, Any] = {"window_start": ws, "window_end": ws + d}
+        for a_, v in zip(plan.group_by, gkey):
+            r[a_] = v
+        q = 0
+        for out in plan.outputs:
+            it = out.item
+            if it.kind == "count_star":
+                r[out.name] = acc["count"]
+            elif it.kind == "avg":
+                r[out.name] = float(acc["agg"][q]) / float(acc["agg"][q + 1])
+                q += 2
+            else:
+                r[out.name] = int(acc["agg"][q])
+                q += 1
+        rows_out.append(r)
+    return rows_out

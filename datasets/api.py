@@ -193,8 +193,8 @@ def make(
 def _dictionary_columns(sch: pa.Schema, time_column: str) -> list[str]:
     """Columns worth Parquet dictionary encoding: strings, booleans and integers except time.
 
-    Floating-point measurements are almost all distinct; trying a dictionary on them triples the
-    writer's CPU time for nothing (measured on synthetic-normal), so they are written plain.
+    Floating-point measurements are almost all distinct; trying a dictionary on them costs the
+    writer CPU time for nothing, so they are written plain.
     """
     return [
         f.name for f in sch

@@ -164,7 +164,8 @@ class Spans:
 
     def cut(self, i0: int, i1: int) -> Spans:
         """The values ``[i0, i1)`` (positions over all spans; clipped to them). O(spans), one
-        compiled pass (a range read cuts its spans once; six NumPy calls cost 13 us)."""
+        compiled pass (a range read cuts its spans once, where six NumPy calls would each pay
+        their fixed cost)."""
         off, cnt = _cut_spans(self.offsets, self.counts, int(i0), int(i1),
                               int(self.dtype.itemsize))
         r0 = -1 if self.rank0 < 0 else self.rank0 + min(max(int(i0), 0), self.size)

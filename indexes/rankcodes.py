@@ -3,8 +3,8 @@
 The planner tests the few candidates a tight block has left (a few hundred to a few
 thousand events) against a member's index lookup, which holds hundreds of thousands of seqs
 in the run file's key order. Without help that test is one pass over all of the lookup's
-seqs (about 1-2 ms on 10M events), or a read of each candidate's value in the data pages
-(about 1 us each: its leaf, page header and value are cache misses in a gigabyte-sized map).
+seqs, or a read of each candidate's value in the data pages (its leaf, page header and value
+are cache misses in a gigabyte-sized map).
 
 A run file's entries are sorted by (key, seq), so the entries a key range selects are one run
 of consecutive positions (ranks) ``[r0, r1)`` of the file. The *rank code* of the entry at
@@ -246,9 +246,9 @@ def mark_members(targets: np.ndarray, rc: RankCodes, piece: Any, hit: np.ndarray
 CODE_NS = 150.0
 """ns per target and piece of :func:`members_by_codes` (a code read in a map of two bytes per
 event, mostly a cache and TLB miss; the cut buckets' few lookups included), for the planner's
-choice against a scan of the lookup's seqs (:func:`.membership.member_test_ns`). Measured with
-cold caches on a 10M-event file: 1,000 sorted targets 221 ns each, 5,000 142 ns, 20,000
-121 ns (a scan of the 3M seqs of the same lookup: 6-10 ms)."""
+choice against a scan of the lookup's seqs (:func:`.membership.member_test_ns`). Fitted with
+cold caches; sorted targets share cache lines, so the cost per target falls slowly as they
+grow denser, and one constant covers the planner's range of target counts."""
 
 
 def coded(pieces: list[Any]) -> bool:

@@ -86,8 +86,7 @@ class FileCache:
                 return pf
         # pre_buffer (Arrow's default) hands every column chunk to an I/O thread and waits for
         # it: two context switches per chunk, which lookups of a few row groups each pay for
-        # nothing (measured on a float key run file, calls of 4 row groups: 17.6-21.2 ms
-        # without against 24.9-26.6 ms with, over 100 calls)
+        # nothing (the file is memory-mapped, there is no I/O to overlap)
         pf = pq.ParquetFile(path, memory_map=True, pre_buffer=False)
         with self._lock:
             self._files[path] = pf
@@ -168,8 +167,8 @@ def count_row_groups(meta: RunFileMeta, a: int, b: int, epp: int, counters: Cost
 def _rg_counts(rg_rows: np.ndarray, rg_bytes: np.ndarray, a: int, b: int, epp: int,
                key: bool, seq: bool, t: bool) -> tuple[int, int, int]:
     """Entries, pages (:meth:`RunFileMeta.pages_of`) and the compressed bytes of the columns
-    flagged of row groups ``[a, b)``: one pass instead of four NumPy reductions (12 us a
-    range read, most of it their fixed costs)."""
+    flagged of row groups ``[a, b)``: one pass instead of four NumPy reductions, whose fixed
+    costs per call would dominate a range read of a few row groups."""
     entries = 0
     pages = 0
     nbytes = 0
@@ -329,9 +328,9 @@ def exact_rank(
     """Exact number of entries with key < x (strict) or <= x: reads at most one row group's keys.
 
     A numeric file in the plain layout gives that row group's keys where they lie in the
-    memory-mapped file (:meth:`.plainread.PlainFile.column`), counted as the same read; the
-    Arrow read of one row group's key column cost about 150 us, a fixed cost of planning a
-    narrow range condition."""
+    memory-mapped file (:meth:`.plainread.PlainFile.column`), counted as the same read,
+    sparing an Arrow read of the key column (a fixed cost per call) on every narrow range
+    condition the planner counts."""
     if meta.n == 0:
         return 0
     g = search(meta.rg_max, x, "left" if strict else "right")  # row groups wholly below x

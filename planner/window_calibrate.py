@@ -24,8 +24,8 @@ r`` per slide; the uncalibrated model (``w_merge = 1``, ``w_slice = 0``) is the 
 The weights are stored per stream in the store configuration (``calibration.window.<stream>``)
 and used by the planner's path choice, its break-even slide and EXPLAIN.
 
-Cost: one replay of the sample and three index-path runs over it, ``repeat`` times each (a few
-seconds for 2M events). The aggregates measured are ``COUNT(*)`` and ``SUM`` of the first
+Cost: one replay of the sample and three index-path runs over it, ``repeat`` times each:
+O(sample events). The aggregates measured are ``COUNT(*)`` and ``SUM`` of the first
 numeric attribute - what the tree materializes for every numeric column.
 """
 
@@ -46,8 +46,8 @@ SAMPLE_EVENTS = 2_000_000
 """Events of the calibration sample (from the middle of the stream)."""
 MIN_SLICES = 500
 """A probe slide needs at least this many slices in the sample: with fewer, the run's fixed cost
-(setting up the walk, the first leaves, the output) shows up as cost per slice (measured: 41
-slices of 529 leaves cost 10x per slice what 950 slices of 23 leaves cost)."""
+(setting up the walk, the first leaves, the output) shows up as cost per slice and the fitted
+line is skewed."""
 W_MIN = 1e-3
 """Smallest ``w_merge`` stored (the fit may put all of a slice's cost into ``w_slice``)."""
 

@@ -57,7 +57,7 @@ def latest_version(table: Path) -> int:
     removed by checkpoints or log clean-up (only older ones are), so the largest such name is the
     latest version. Checkpoints, ``_last_checkpoint``, compacted-log and temporary files do not
     match the name. This is one directory listing per query planned, where opening the table
-    through delta-rs costs tens of milliseconds; a log without any commit file falls back to
+    through delta-rs reads and replays its log; a log without any commit file falls back to
     delta-rs (which reports what is wrong with it). O(log files); O(1) stats when the
     version it last saw in that directory is still there (Delta log clean-up removes commit
     files oldest first, so the versions from it on are consecutive: the latest is the last
@@ -144,12 +144,10 @@ def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION
     column is PLAIN (strings dictionary-encoded) under ``compression``, which costs little on
     incompressible floats and saves bytes on repetitive values.
 
-    Decision, measured on a data file of the synthetic stream (262,144 events, 16 columns,
-    512-event row groups; reading ``t``, ``seq``, ``A5`` in four calls of 128 row groups, best
-    of 10, three rounds): 18-27 ms with every column snappy-compressed PLAIN, 8.7-14 ms with
-    this layout, and the file is smaller (30.2 MB against 32.2 MB). Snappy decompression of the
-    two 2x-compressible integer columns was most of the read. Files written before keep their
-    layout: readers take any standard encoding, so stores need no rewrite.
+    Decision: with every column snappy-compressed PLAIN, decompressing the two integer columns
+    (which snappy only halves) dominates a replay's read; delta-packed they are both smaller
+    and read without a decompressor. Files written with another layout keep it: readers take
+    any standard encoding, so stores need no rewrite.
     """
     encodings: dict[str, str] = {}
     codecs: dict[str, str] = {}

@@ -2,12 +2,11 @@
 
 An index plan reads a few leaves (row groups) at a time from many files. Arrow's
 ``read_row_groups`` pays a fixed cost per call and per row group (schema resolution, a reader
-per column chunk, building the table): about 25 us per call and 12 us per extra row group of
-three columns, against about 1 us of actual decoding. :class:`DirectFile` locates each column
-chunk from the footer once (the footer Arrow already parsed), and decodes the chunks of one
-read in one compiled call (:func:`.pagecodec.read_columns`) straight from the memory-mapped
-file; the Python around it is a handful of calls per read, as each NumPy or Arrow call costs
-microseconds.
+per column chunk, building the table) that dwarfs the decoding of a small leaf.
+:class:`DirectFile` locates each column chunk from the footer once (the footer Arrow already
+parsed), and decodes the chunks of one read in one compiled call
+(:func:`.pagecodec.read_columns`) straight from the memory-mapped file; the Python around it
+is a handful of calls per read, as each NumPy or Arrow call has a fixed cost.
 
 It decodes what the store writes (:func:`.deltaio.column_layout`: delta-packed ``t`` and
 ``seq``, PLAIN values under snappy or none) and the other common fixed-width layouts; a column
@@ -48,7 +47,7 @@ class DirectFile:
 
     Per column it keeps whether it can be decoded (physical width and Arrow type agree, flat,
     at most one definition level); per (row group, column) the chunk's offset, size, codec and
-    uncompressed size, filled on first use (about 1 us each from the parsed footer), so a file
+    uncompressed size, filled on first use (one lookup in the parsed footer each), so a file
     of which a query reads three leaves costs three lookups, not the whole footer's.
     Invariant (:meth:`check`): a known chunk lies inside the file."""
 

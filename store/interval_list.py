@@ -1,10 +1,10 @@
 """Replay intervals held as one array: :class:`IntervalList`.
 
-A plan of a thousand replay intervals used to travel as a list of ``(start, end)`` tuples:
-the planner turned its interval array into Python tuples, replay turned them back into an
-array to sort and merge them, then into tuples again, and the store's grouped read built its
-start and end arrays from the tuples once more - about 1 ms for 1,000 intervals, a few
-percent of such a plan's execution. An :class:`IntervalList` is the normalized form itself
+A plan of a thousand replay intervals as a list of ``(start, end)`` tuples would be converted
+between Python tuples and arrays at every layer (the planner's interval array into tuples,
+replay's sort and merge back into an array, the store's grouped read into start and end
+arrays again), each conversion O(intervals) Python work. An :class:`IntervalList` is the
+normalized form itself
 (sorted, disjoint, non-empty, half-open ``[start, end)`` rows of one ``(n, 2)`` int64 array):
 replay and the store's reader take its array as it is, and everything else sees a sequence of
 ``(start, end)`` tuples of Python ints, equal to the list it stands for.
@@ -22,10 +22,9 @@ import numpy as np
 def merge_halfopen(a: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Union of half-open intervals ``[a, e)`` as sorted disjoint rows (touching ones are
     joined). One compiled pass when ``a`` is already sorted (as the planner's are), O(n);
-    a stable sort first otherwise, O(n log n). A planner's few hundred intervals took
-    about 50 us through a dozen NumPy calls (each a fixed cost), twice per planned query;
-    the compiled pass takes 2-5 us (1,000 intervals: 59 -> 5 us; 100,000 heavily
-    overlapping ones: 230 -> 280 us, a size no plan of a selective query reaches)."""
+    a stable sort first otherwise, O(n log n). Compiled because a planner's few hundred
+    intervals are too few for a dozen NumPy calls to amortize their fixed cost per call, and
+    this runs twice per planned query."""
     a, e = np.asarray(a), np.asarray(e)
     if a.shape != e.shape or a.ndim != 1 or (a.size and (a.dtype.kind not in "iu"
                                                         or e.dtype.kind not in "iu")):

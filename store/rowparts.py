@@ -31,9 +31,9 @@ def keep_parts(tbl: pa.Table, parts: list[tuple[int, int, int]]
 
 
 SLICE_PARTS = 48
-"""Up to this many parts, :func:`keep_rows` copies slices; beyond, one take (measured on
-65,536 rows of three columns: 2 parts 76 us vs 372 us, 32 parts 150 vs 341 us, 128 parts
-411 vs 250 us)."""
+"""Up to this many parts, :func:`keep_rows` copies slices; beyond, one take: a slice costs a
+fixed amount per part, a take one index array for all of them, so slices win while the parts
+are few."""
 
 
 def _fixed_view(arr: pa.Array) -> np.ndarray | None:
@@ -78,8 +78,7 @@ def keep_rows(tbl: pa.Table, offs: np.ndarray, rows: np.ndarray) -> pa.Table:
     """The rows ``[offs[i], offs[i] + rows[i])`` of ``tbl`` (sorted, disjoint), as one
     contiguous table: drops the rows of shared leaves that lie between replay intervals.
     A table of one chunk of null-free fixed-width columns is copied part by part in compiled
-    code (:func:`_keep_rows_fixed`; against the paths below it took the execution of 15
-    m = 4 interval plans with 1-4k intervals from 89 to 76 ms); else a few parts are
+    code (:func:`_keep_rows_fixed`: one pass, no Arrow call per part); else a few parts are
     sliced and concatenated (a copy of each column, no index array), many are gathered by
     one take. O(rows kept + parts)."""
     fixed = _keep_rows_fixed(tbl, offs, rows) if tbl.num_columns else None

@@ -2,12 +2,11 @@
 
 The planner tests the few candidates a tight block has left against a member's condition.
 Testing them against the member's index lookup means one pass over all of the lookup's seqs
-(hundreds of thousands of them: about 1 ms); decoding the candidates' leaves means a page
-each. A value in a PLAIN page (uncompressed, or in a snappy literal - what a page of doubles
+(often hundreds of thousands of them); decoding the candidates' leaves means a page each. A value in a PLAIN page (uncompressed, or in a snappy literal - what a page of doubles
 under snappy is) lies at a known offset: the page's header tells where its values start, and
 the value is read there, nothing decompressed or decoded around it. That costs a couple of
-cache misses per event (about 1-1.5 us cold), so it pays for up to about a thousandth of the
-lookup's size.
+cache misses per event, against a streaming read per seq for the pass, so it pays only while
+the candidates are a small fraction of the lookup's seqs.
 
 :class:`ColumnProbe` keeps, per leaf of one snapshot, where the column's chunk lies (filled
 from the data files' footers the first time a leaf is probed) and the files' memory maps, so

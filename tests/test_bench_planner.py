@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replaydb.bench.bench_planner import _plan_id, same_plan
+from replaydb.bench.planner_runs import _plan_id, same_plan
 
 
 def test_plans_are_the_same_when_their_intervals_are() -> None:
@@ -24,7 +24,7 @@ def test_a_plan_over_the_whole_stream_runs_as_full_replay() -> None:
     import numpy as np
     import pyarrow as pa
 
-    from replaydb.bench.bench_planner import _whole_stream
+    from replaydb.bench.planner_runs import _whole_stream
     from replaydb.planner.query import QueryOptions, plan_query
     from tests.planner_cases import stream_store
 
@@ -53,7 +53,7 @@ def test_poisson_floor_is_the_mean_absolute_deviation_of_a_poisson_count() -> No
     checked against simulation; no estimate or no replayed leaves gives none."""
     import numpy as np
 
-    from replaydb.bench.bench_planner import poisson_floor
+    from replaydb.bench.planner_report import poisson_floor
 
     rng = np.random.default_rng(0)
     for lam in (0.4, 3.0, 12.5, 90.0):
@@ -67,7 +67,7 @@ def test_poisson_floor_is_the_mean_absolute_deviation_of_a_poisson_count() -> No
 def test_chosen_vs_best_times_identical_plans_as_one() -> None:
     """The chosen plan's ratio to the fastest strategy; by plan, strategies replaying the same
     intervals share their fastest run (full replay and a replay fallback are one plan)."""
-    from replaydb.bench.bench_planner import chosen_vs_best
+    from replaydb.bench.planner_report import chosen_vs_best
 
     a, b = _plan_id(((0, 5),)), _plan_id(((0, 9),))
     q = {"replay": {"cpu": 1.0},
@@ -90,7 +90,7 @@ def test_covered_leaves_are_the_leaves_a_replay_reads() -> None:
     import pyarrow as pa
 
     from replaydb.bench.bench_estimates import covered_leaves
-    from replaydb.bench.bench_planner import err_pio as rel_error
+    from replaydb.bench.planner_report import err_pio as rel_error
     from replaydb.planner.query import QueryOptions, execute, plan_query
     from tests.planner_cases import stream_store
 
@@ -128,7 +128,7 @@ def test_goals_are_not_assessed_on_a_partial_run(tmp_path) -> None:
     import json
     from pathlib import Path
 
-    from replaydb.bench import bench_planner as bp
+    from replaydb.bench import planner_report as bp
     from replaydb.bench.common import Results
     from replaydb.bench.report import build
 
@@ -164,7 +164,7 @@ def test_a_repeated_execution_is_timed_as_the_first() -> None:
     binds, is left as it is."""
     import numpy as np
 
-    from replaydb.bench.bench_planner import _as_first_execution
+    from replaydb.bench.planner_runs import _as_first_execution
     from replaydb.planner.query import QueryOptions, execute, plan_query
     from tests.planner_cases import xy_range_query, xy_store
 
@@ -188,7 +188,8 @@ def test_the_time_table_takes_the_queries_carrying_half_of_the_mean() -> None:
     """The fewest queries (fastest relative to replay first) whose speedups reach half of the
     sum; their mean total, planning, phases and execution; a run without phases is left
     out."""
-    from replaydb.bench.bench_planner import PLAN_PHASES, phase_rows
+    from replaydb.bench.planner_report import phase_rows
+    from replaydb.bench.planner_runs import PLAN_PHASES
 
     def query(replay: float, cpu: float, plan: float, parse: float) -> dict:
         phases = dict.fromkeys((*PLAN_PHASES, "read", "operator"), 0.0)

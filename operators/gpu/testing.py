@@ -27,8 +27,8 @@ from typing import Any
 @functools.lru_cache(maxsize=1)
 def probe_cuda_driver() -> bool:
     """True when the CUDA driver library loads, initializes and reports at least one device.
-    Probed once per process (the planner asks for every query; loading the library, or failing
-    to, costs about half a millisecond)."""
+    Probed once per process (the planner asks for every query, and loading the library, or
+    failing to, is a fixed cost too large to pay per query)."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
         try:
             lib = ctypes.CDLL(name)

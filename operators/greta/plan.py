@@ -37,6 +37,7 @@ channel, the latest start time of the trends ending at a vertex.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -188,6 +189,19 @@ def _is_numeric(t: pa.DataType) -> bool:
     return _is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
+@dataclass
+class _Where:
+    """The conjuncts of WHERE by kind: equivalence attributes (the variables each applies to,
+    None for all; and where it was first written), local predicates of every event and per
+    variable, and edge predicates per (variable, NEXT variable)."""
+
+    equiv: dict[str, set[str] | None] = field(default_factory=dict)
+    equiv_pos: dict[str, int | None] = field(default_factory=dict)
+    local_all: list[Expr] = field(default_factory=list)
+    local: dict[str, list[Expr]] = field(default_factory=dict)
+    edges: dict[tuple[str, str], list[Expr]] = field(default_factory=dict)
+
+
 class _Binder:
     def __init__(self, cfg: GretaConfig, schema: pa.Schema) -> None:
         self.cfg = cfg
@@ -247,29 +261,37 @@ class _Binder:
             self.field_type(gb, pos)
         if len(set(cfg.group_by)) != len(cfg.group_by):
             raise ExprError("an attribute is listed twice in GROUP-BY")
+        w = self._classify_where()
+        # local predicates per state
+        for g in graphs:
+            for k, a in enumerate(g.states):
+                parts = w.local_all + w.local.get(a, [])
+                g.local[k] = and_all(parts) if parts else None
+        self._partition_attrs(graphs, w)
+        negs = self._negations(graphs)
+        self._transitions(graphs, w.edges, negs)
+        outputs, out_fields, group_types = self._outputs(graphs[0])
+        for g in graphs[1:]:
+            g.mmi.append((-2, -1, True))  # latest start time of the trends ending here
+        s = cfg.slide_units
+        K = max(1, -(-cfg.within // s))
+        return CompiledPlan(
+            config=cfg, split=self.split, graphs=graphs, negations=negs, outputs=outputs,
+            output_schema=pa.schema(out_fields), group_by=tuple(cfg.group_by),
+            group_types=group_types, within=cfg.within, slide=s, K=K,
+            columns_needed=self._columns_needed(graphs),
+            equiv={a: (None if v is None else frozenset(v)) for a, v in w.equiv.items()},
+            edge_preds={k: and_all(v) for k, v in w.edges.items()},
+        )
 
-        # --- classify WHERE conjuncts
-        equiv: dict[str, set[str] | None] = {}  # attr -> set of aliases (None = all)
-        equiv_pos: dict[str, int | None] = {}
-        local_all: list[Expr] = []
-        local: dict[str, list[Expr]] = {}
-        edges: dict[tuple[str, str], list[Expr]] = {}
-        for cj in conjuncts(cfg.where):
+    def _classify_where(self) -> _Where:
+        """The top-level conjuncts of WHERE sorted into equivalence attributes, local
+        predicates (of every event, or of one variable) and edge predicates per (variable,
+        NEXT variable); errors for any that is none of these."""
+        w = _Where()
+        for cj in conjuncts(self.cfg.where):
             if isinstance(cj, Call) and cj.name == "EQUIV":
-                for col in cj.args:
-                    assert isinstance(col, Column)
-                    self.field_type(col.name, col.pos)
-                    if col.index is not None:
-                        raise ExprError("NEXT(...) is not allowed in an equivalence list", col.pos)
-                    equiv_pos.setdefault(col.name, col.pos)
-                    if col.qualifier is None:
-                        equiv[col.name] = None
-                    else:
-                        a = self.resolve_var(col.qualifier, col.pos)
-                        cur = equiv.get(col.name, set())
-                        if cur is not None:
-                            cur.add(a)
-                            equiv[col.name] = cur
+                self._add_equiv(cj, w)
                 continue
             self.check_columns(cj)
             cols = columns(cj)
@@ -284,9 +306,9 @@ class _Binder:
                         "a predicate relating two event variables must be an edge predicate "
                         "using NEXT(var).attr", getattr(cj, "pos", None))
                 if prev:
-                    local.setdefault(next(iter(prev)), []).append(cj)
+                    w.local.setdefault(next(iter(prev)), []).append(cj)
                 else:
-                    local_all.append(cj)
+                    w.local_all.append(cj)
                 continue
             if len(nxt) > 1:
                 raise ExprError("an edge predicate may reference only one NEXT(...) variable",
@@ -298,18 +320,33 @@ class _Binder:
                 raise ExprError("an edge predicate must reference the previous event (E.attr) "
                                 "and the next one (NEXT(F).attr)", getattr(cj, "pos", None))
             src, dst = next(iter(prev)), next(iter(nxt))
-            edges.setdefault((src, dst), []).append(cj)
+            w.edges.setdefault((src, dst), []).append(cj)
+        return w
 
-        # --- local predicates per state
-        for g in graphs:
-            for k, a in enumerate(g.states):
-                parts = local_all + local.get(a, [])
-                g.local[k] = and_all(parts) if parts else None
+    def _add_equiv(self, cj: Call, w: _Where) -> None:
+        """Record the attributes of an equivalence list ``[a, E.b, ...]`` (an unqualified one
+        applies to every variable: None)."""
+        for col in cj.args:
+            assert isinstance(col, Column)
+            self.field_type(col.name, col.pos)
+            if col.index is not None:
+                raise ExprError("NEXT(...) is not allowed in an equivalence list", col.pos)
+            w.equiv_pos.setdefault(col.name, col.pos)
+            if col.qualifier is None:
+                w.equiv[col.name] = None
+            else:
+                a = self.resolve_var(col.qualifier, col.pos)
+                cur = w.equiv.get(col.name, set())
+                if cur is not None:
+                    cur.add(a)
+                    w.equiv[col.name] = cur
 
-        # --- partition attributes per graph
+    def _partition_attrs(self, graphs: list[GraphPlan], w: _Where) -> None:
+        """Each graph's partition attributes: GROUP-BY, then the equivalence attributes that
+        apply to all of its states (one that applies to some of them only is an error)."""
         for g in graphs:
-            attrs = list(cfg.group_by)
-            for attr, who in equiv.items():
+            attrs = list(self.cfg.group_by)
+            for attr, who in w.equiv.items():
                 if attr in attrs:
                     continue
                 if who is None:
@@ -323,11 +360,13 @@ class _Binder:
                     raise ExprError(
                         f"equivalence attribute {attr!r} applies to {sorted(inside)} but not to "
                         f"{missing} of the same (sub-)pattern; qualify it for every variable or "
-                        "leave it unqualified", equiv_pos.get(attr))
+                        "leave it unqualified", w.equiv_pos.get(attr))
                 attrs.append(attr)
             g.part_attrs = tuple(attrs)
 
-        # --- negations
+    def _negations(self, graphs: list[GraphPlan]) -> list[NegPlan]:
+        """One plan per negation (the partition attributes parent and child share), registered
+        with its parent graph by case."""
         negs: list[NegPlan] = []
         for ng in self.split.negations:
             parent, child = graphs[ng.parent], graphs[ng.child]
@@ -340,56 +379,69 @@ class _Binder:
                 parent.case2 = ng.id
             else:
                 parent.case3 = ng.id
+        return negs
 
-        # --- transitions and indexes
+    def _transitions(self, graphs: list[GraphPlan], edges: dict[tuple[str, str], list[Expr]],
+                     negs: list[NegPlan]) -> None:
+        """Every graph's transitions and the indexes their predecessor searches use (one index
+        shared by the transitions with the same source, kind, key and direction, unless one
+        needs its own records); an edge predicate on a pair that never follows directly is an
+        error."""
         used_edges: set[tuple[str, str]] = set()
         for g in graphs:
             g.in_tr = [[] for _ in g.states]
             g.out_ix = [[] for _ in g.states]
             shared: dict[tuple, int] = {}
             for tr in g.template.transitions:
-                src, dst = g.states.index(tr.src), g.states.index(tr.dst)
-                preds = edges.get((tr.src, tr.dst), [])
                 used_edges.add((tr.src, tr.dst))
-                tid = len(g.transitions)
-                spec = TransSpec(tid, src, dst, -1, negation=tr.negation)
-                kind, key, op, probe = self._index_kind(preds)
-                dedicated = tr.negation is not None or kind == SCAN
-                desc = op in (">", ">=")
-                key_text = to_text(key) if key is not None else ""
-                share_key = (src, kind, key_text, desc)
-                if not dedicated and share_key in shared:
-                    ix_id = shared[share_key]
-                else:
-                    ix_id = len(g.indexes)
-                    g.indexes.append(IndexSpec(ix_id, src, kind, key, key_text, desc,
-                                               has_records=dedicated))
-                    g.out_ix[src].append(ix_id)
-                    if not dedicated:
-                        shared[share_key] = ix_id
-                spec.index = ix_id
-                spec.op = op
-                spec.probe = probe
-                if kind == SCAN:
-                    spec.program = EdgeProgram(and_all(preds), g.gcols)
-                    for cname in g.gcols:
-                        ft = self.field_type(cname, None)
-                        if not _is_numeric(ft):
-                            raise ExprError(
-                                f"attribute {cname!r} ({ft}) cannot be used in an edge predicate "
-                                "that is not a single comparison", getattr(preds[0], "pos", None))
-                g.transitions.append(spec)
-                g.in_tr[dst].append(tid)
-                if tr.negation is not None:
-                    negs[tr.negation].transition = tid
+                self._transition(g, tr, edges.get((tr.src, tr.dst), []), shared, negs)
         for (src, dst), preds in edges.items():
             if (src, dst) not in used_edges:
                 raise ExprError(
                     f"edge predicate {src} -> {dst}: an event of {dst} never directly follows an "
                     f"event of {src} in a trend of this pattern", getattr(preds[0], "pos", None))
 
-        # --- channels and outputs
-        main = graphs[0]
+    def _transition(self, g: GraphPlan, tr: Any, preds: list[Expr], shared: dict[tuple, int],
+                    negs: list[NegPlan]) -> None:
+        """Add template transition ``tr`` (edge predicates ``preds``) to ``g`` with its index."""
+        src, dst = g.states.index(tr.src), g.states.index(tr.dst)
+        tid = len(g.transitions)
+        spec = TransSpec(tid, src, dst, -1, negation=tr.negation)
+        kind, key, op, probe = self._index_kind(preds)
+        dedicated = tr.negation is not None or kind == SCAN
+        desc = op in (">", ">=")
+        key_text = to_text(key) if key is not None else ""
+        share_key = (src, kind, key_text, desc)
+        if not dedicated and share_key in shared:
+            ix_id = shared[share_key]
+        else:
+            ix_id = len(g.indexes)
+            g.indexes.append(IndexSpec(ix_id, src, kind, key, key_text, desc,
+                                       has_records=dedicated))
+            g.out_ix[src].append(ix_id)
+            if not dedicated:
+                shared[share_key] = ix_id
+        spec.index = ix_id
+        spec.op = op
+        spec.probe = probe
+        if kind == SCAN:
+            spec.program = EdgeProgram(and_all(preds), g.gcols)
+            for cname in g.gcols:
+                ft = self.field_type(cname, None)
+                if not _is_numeric(ft):
+                    raise ExprError(
+                        f"attribute {cname!r} ({ft}) cannot be used in an edge predicate "
+                        "that is not a single comparison", getattr(preds[0], "pos", None))
+        g.transitions.append(spec)
+        g.in_tr[dst].append(tid)
+        if tr.negation is not None:
+            negs[tr.negation].transition = tid
+
+    def _outputs(self, main: GraphPlan
+                 ) -> tuple[list[OutputItem], list[pa.Field], tuple[pa.DataType, ...]]:
+        """(output items, output fields, GROUP-BY types) of RETURN, adding the channels the
+        items need to the main graph (the trend count first)."""
+        cfg = self.cfg
         main.big.append(("count", -1, -1))
         outputs: list[OutputItem] = []
         out_fields: list[pa.Field] = [pa.field("window_start", pa.int64()),
@@ -412,59 +464,57 @@ class _Binder:
             if name in names:
                 raise ExprError(f"output column {name!r} appears twice; use AS to rename", it.pos)
             names.add(name)
-            if it.kind == "count_star":
-                outputs.append(OutputItem(it, name, "big", 0))
-                out_fields.append(pa.field(name, exact))
-                continue
-            alias = self.resolve_var(str(it.var), it.pos)
-            gid, state = self.alias_graph[alias]
-            if gid != 0:
-                raise ExprError(f"aggregate over {alias!r}, a variable of a negated sub-pattern",
-                                it.pos)
-            if it.kind == "count":
-                ch = self._big(main, "counte", state, -1)
-                outputs.append(OutputItem(it, name, "big", ch))
-                out_fields.append(pa.field(name, exact))
-                continue
-            ft = self.field_type(str(it.attr), it.pos)
-            if not (_is_integer(ft) or pa.types.is_floating(ft)):
-                raise ExprError(f"{it.kind.upper()} needs a numeric attribute; {it.attr!r} is "
-                                f"{ft}", it.pos)
-            integer = _is_integer(ft)
-            if it.kind in ("min", "max"):
-                is_max = it.kind == "max"
-                if integer:
-                    col = _col(main.attr_i, str(it.attr))
-                    ch = _chan(main.mmi, (state, col, is_max))
-                    outputs.append(OutputItem(it, name, "mmi", ch))
-                    out_fields.append(pa.field(name, pa.int64()))
-                else:
-                    col = _col(main.attr_f, str(it.attr))
-                    ch = _chan(main.mmf, (state, col, is_max))
-                    outputs.append(OutputItem(it, name, "mmf", ch))
-                    out_fields.append(pa.field(name, pa.float64()))
-                continue
+            item, ftype = self._output(main, it, name, exact)
+            outputs.append(item)
+            out_fields.append(pa.field(name, ftype))
+        out_fields.append(pa.field("last_seq", pa.int64()))
+        return outputs, out_fields, group_types
+
+    def _output(self, main: GraphPlan, it: ReturnItem, name: str, exact: pa.DataType
+                ) -> tuple[OutputItem, pa.DataType]:
+        """The output item of aggregate ``it`` (named ``name``) and its type, adding the
+        channels it reads to the main graph."""
+        if it.kind == "count_star":
+            return OutputItem(it, name, "big", 0), exact
+        alias = self.resolve_var(str(it.var), it.pos)
+        gid, state = self.alias_graph[alias]
+        if gid != 0:
+            raise ExprError(f"aggregate over {alias!r}, a variable of a negated sub-pattern",
+                            it.pos)
+        if it.kind == "count":
+            ch = self._big(main, "counte", state, -1)
+            return OutputItem(it, name, "big", ch), exact
+        ft = self.field_type(str(it.attr), it.pos)
+        if not (_is_integer(ft) or pa.types.is_floating(ft)):
+            raise ExprError(f"{it.kind.upper()} needs a numeric attribute; {it.attr!r} is "
+                            f"{ft}", it.pos)
+        integer = _is_integer(ft)
+        if it.kind in ("min", "max"):
+            is_max = it.kind == "max"
             if integer:
                 col = _col(main.attr_i, str(it.attr))
-                ch = self._big(main, "sumi", state, col)
-                src = "big"
-            else:
-                col = _col(main.attr_f, str(it.attr))
-                ch = _chan(main.fsum, (state, col))
-                src = "fsum"
-            if it.kind == "sum":
-                outputs.append(OutputItem(it, name, src, ch))
-                out_fields.append(pa.field(name, exact if integer else pa.float64()))
-            else:
-                ce = self._big(main, "counte", state, -1)
-                outputs.append(OutputItem(it, name, "avg_big" if integer else "avg_f", ch, ce))
-                out_fields.append(pa.field(name, pa.float64()))
-        out_fields.append(pa.field("last_seq", pa.int64()))
-        for g in graphs[1:]:
-            g.mmi.append((-2, -1, True))  # latest start time of the trends ending here
+                ch = _chan(main.mmi, (state, col, is_max))
+                return OutputItem(it, name, "mmi", ch), pa.int64()
+            col = _col(main.attr_f, str(it.attr))
+            ch = _chan(main.mmf, (state, col, is_max))
+            return OutputItem(it, name, "mmf", ch), pa.float64()
+        if integer:
+            col = _col(main.attr_i, str(it.attr))
+            ch = self._big(main, "sumi", state, col)
+            src = "big"
+        else:
+            col = _col(main.attr_f, str(it.attr))
+            ch = _chan(main.fsum, (state, col))
+            src = "fsum"
+        if it.kind == "sum":
+            return OutputItem(it, name, src, ch), (exact if integer else pa.float64())
+        ce = self._big(main, "counte", state, -1)
+        return OutputItem(it, name, "avg_big" if integer else "avg_f", ch, ce), pa.float64()
 
-        s = cfg.slide_units
-        K = max(1, -(-cfg.within // s))
+    def _columns_needed(self, graphs: list[GraphPlan]) -> tuple[str, ...]:
+        """The input columns the runtime reads: time, type, seq (when present), then every
+        column a graph partitions by, aggregates or evaluates."""
+        cfg = self.cfg
         needed: list[str] = ["t", cfg.type_column]
         if "seq" in self.names:
             needed.append("seq")
@@ -478,14 +528,7 @@ class _Binder:
                 for c in columns(e):
                     if c.name not in needed:
                         needed.append(c.name)
-        return CompiledPlan(
-            config=cfg, split=self.split, graphs=graphs, negations=negs, outputs=outputs,
-            output_schema=pa.schema(out_fields), group_by=tuple(cfg.group_by),
-            group_types=group_types, within=cfg.within, slide=s, K=K,
-            columns_needed=tuple(needed),
-            equiv={a: (None if w is None else frozenset(w)) for a, w in equiv.items()},
-            edge_preds={k: and_all(v) for k, v in edges.items()},
-        )
+        return tuple(needed)
 
     def _big(self, g: GraphPlan, kind: str, state: int, col: int) -> int:
         return _chan(g.big, (kind, state, col))

@@ -10,7 +10,7 @@ Two frameworks compute this without enumerating worlds (``framework=``):
 
 * ``"point"`` - stream expansion into point events, a skip-till-any point engine with the
   same-event check and NELT, collapse by Eq. 1-4 (:mod:`.point_based`);
-* ``"event"`` (default, measured faster) - valid intervals on whole events (:mod:`.intervals`),
+* ``"event"`` (default; the faster one in bench/results/imprecise) - valid intervals on whole events (:mod:`.intervals`),
   with the methods ``"query_order"`` (default: sort into query order, one-pass incremental
   ``ext``; :mod:`.query_order`), ``"any_state"`` and ``"selectivity"`` (:mod:`.any_state`), and
   confidence by a DP over the valid intervals (Algorithm 2; :mod:`.kernels`, :mod:`.confidence`).

@@ -48,9 +48,10 @@ METHODS = ("query_order", "any_state", "selectivity")
 PMF_SHAPES = ("uniform", "triangular")
 
 DEFAULT_FRAMEWORK = "event"
-"""Measured the faster framework (bench/results/imprecise)."""
+"""The default framework: the faster of the two on the benchmark (bench/results/imprecise)."""
 DEFAULT_METHOD = "query_order"
-"""Measured the fastest event-based method on the synthetic workload (bench/results/imprecise)."""
+"""The default event-based method: the fastest on the synthetic workload
+(bench/results/imprecise)."""
 
 
 @dataclass(frozen=True)

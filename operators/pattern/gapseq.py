@@ -30,8 +30,8 @@ FIRST/LAST of the match's rows with an offset - see
 :func:`~replaydb.operators.pattern.measures.rows_of_vars_unread`). Then a match carries its
 blocks' rows only: the first and the last row of the match are among them, and so is every row
 of a block variable, so the measures come out the same, while a match across a window of
-hundreds of rows costs a few rows instead of hundreds (on the planner benchmark's m = 4
-queries with thousands of matches, writing the gap rows was about a third of the matching).
+hundreds of rows costs a few rows instead of hundreds (writing the gap rows is a large share of
+the matching when there are thousands of matches).
 
 AFTER MATCH SKIP TO NEXT ROW keeps every match; PAST LAST ROW keeps matches in row order whose
 first row is after the previous kept match (a compiled loop over the matches only). Attempts
@@ -48,9 +48,9 @@ condition, a pattern starting or ending with a gap, no WITHIN, AFTER MATCH SKIP 
 Complexity per batch of ``n`` rows with ``a`` attempts, ``k`` blocks and ``r`` matched rows:
 O(n / 8 + rows where a block's first variable holds x block length) for the occurrences (the
 first variable's mask is read a word of eight rows at a time), O(a x k + occurrences) for the
-chains, O(r) for the rows (O(matches x block rows) with ``block_rows_only``). A batch of the
-planner benchmark's top m = 4 queries (1-23k rows over 3-100 intervals) took 12-120 us, where
-the NumPy passes it replaces took about 300 us (their fixed cost per call dominated).
+chains, O(r) for the rows (O(matches x block rows) with ``block_rows_only``). The passes are
+compiled: on the small batches of selective plans, a sequence of NumPy passes would cost more
+in fixed costs per call than in work.
 State: the rows from the first unresolved attempt on (at most one window of rows).
 """
 

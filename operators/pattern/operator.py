@@ -56,8 +56,8 @@ Completed matches wait, as index arrays into the event buffer, until results are
 (:meth:`results`, :meth:`has_results`, :meth:`flush`, a snapshot) or until
 ``EMIT_MATCHES`` of them wait or they pin more than ``EMIT_SPAN`` buffered events; then their
 output rows are built in one pass. Replaying many short intervals thus builds one output batch
-for many intervals instead of one per interval (building a batch has a fixed cost of tens of
-microseconds per measure). The buffer keeps the events of waiting matches across
+for many intervals instead of one per interval (building a batch has a fixed cost per
+measure). The buffer keeps the events of waiting matches across
 ``end_interval`` (they count in ``counters.state_size``).
 """
 

@@ -31,7 +31,7 @@ import multiprocessing as mp
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
@@ -194,19 +194,10 @@ def _to_shm(tab: pa.Table, columns: list[str], shms: dict[str, list[Any]],
     return ("shm", blk.name, layout, tab.num_rows)
 
 
-def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Schema, *,
-                    workers: int = 2, executor: str = "process", chunk_events: int = 1 << 20,
-                    k_slack: int | None = None, state_cap: int | None = 10_000_000
-                    ) -> tuple[pa.Table, dict[str, Any]]:
-    """Run a PARTITION BY query over ``source`` with ``workers`` workers (see module docstring).
-
-    ``k_slack``: size of the re-ordering buffer (default: unbounded - exact order at the end).
-    Returns ``(results, stats)``.
-    """
-    if not config.partition_by:
-        raise OperatorError("run_partitioned needs a PARTITION BY query; use run_unpartitioned")
-    if workers < 1:
-        raise OperatorError("workers must be >= 1")
+def _new_workers(config: TPStreamConfig, schema: pa.Schema, state_cap: int | None,
+                 workers: int, executor: str) -> tuple[list[Any], Any, list[Any]]:
+    """(input queue per worker, the output queue, the workers) of ``executor`` ("process":
+    spawned processes, "thread": threads), not started yet."""
     if executor == "process":
         ctx = mp.get_context("spawn")
         inqs = [ctx.Queue(maxsize=4) for _ in range(workers)]
@@ -222,6 +213,40 @@ def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Sc
                  for w in range(workers)]
     else:
         raise OperatorError(f"unknown executor {executor!r}; use process or thread")
+    return inqs, outq, procs
+
+
+def _by_worker(tab: pa.Table, partition_by: Sequence[str], pmap: PartitionMap, workers: int
+               ) -> tuple[pa.Table, np.ndarray]:
+    """The rows of ``tab`` ordered by worker (partition id mod ``workers``, stable), and the
+    number of rows of each worker. O(rows)."""
+    keys = []
+    for c in partition_by:
+        arr = tab.column(c).combine_chunks()
+        if pa.types.is_integer(arr.type) and arr.null_count == 0:
+            keys.append(arr.to_numpy())
+        else:
+            keys.append(np.asarray(arr.to_pylist(), dtype=object))
+    wk = pmap.ids(keys) % workers
+    order, _, _ = kernel.counting_order(wk, 0, workers)
+    counts = np.bincount(wk, minlength=workers)
+    return tab.take(pa.array(order)), counts
+
+
+def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Schema, *,
+                    workers: int = 2, executor: str = "process", chunk_events: int = 1 << 20,
+                    k_slack: int | None = None, state_cap: int | None = 10_000_000
+                    ) -> tuple[pa.Table, dict[str, Any]]:
+    """Run a PARTITION BY query over ``source`` with ``workers`` workers (see module docstring).
+
+    ``k_slack``: size of the re-ordering buffer (default: unbounded - exact order at the end).
+    Returns ``(results, stats)``.
+    """
+    if not config.partition_by:
+        raise OperatorError("run_partitioned needs a PARTITION BY query; use run_unpartitioned")
+    if workers < 1:
+        raise OperatorError("workers must be >= 1")
+    inqs, outq, procs = _new_workers(config, schema, state_cap, workers, executor)
     t_start = time.perf_counter()
     for p in procs:
         p.start()
@@ -295,17 +320,7 @@ def run_partitioned(config: TPStreamConfig, source: Iterable[Any], schema: pa.Sc
                     put(w, msg)
                 drain(False)
                 continue
-            keys = []
-            for c in config.partition_by:
-                arr = tab.column(c).combine_chunks()
-                if pa.types.is_integer(arr.type) and arr.null_count == 0:
-                    keys.append(arr.to_numpy())
-                else:
-                    keys.append(np.asarray(arr.to_pylist(), dtype=object))
-            wk = pmap.ids(keys) % workers
-            order, _, _ = kernel.counting_order(wk, 0, workers)
-            counts = np.bincount(wk, minlength=workers)
-            sorted_tab = tab.take(pa.array(order))
+            sorted_tab, counts = _by_worker(tab, config.partition_by, pmap, workers)
             split_s += time.perf_counter() - t0
             pos = 0
             for w in range(workers):

@@ -44,10 +44,9 @@ NumPy (O(N)), reduced per slice with ``ufunc.reduceat`` (O(N)), and the slices g
 tree (:mod:`~replaydb.operators.window.sliding`, O(S) NumPy work + O(log W) per call); each window
 result is O(1). Memory: ``W`` slice partials per active group (``W`` = slices per window). Groups
 are kept in a dict of per-group slide states; a group whose state holds no event is dropped.
-Every push costs a fixed few hundred NumPy calls per group present in the batch (about 0.3 ms on
-a 2-core machine), so feed batches of thousands of events: single-event pushes work, but pay that
-overhead per event (measured: ~35M events/s ungrouped, ~1M events/s with 100 groups in 64K-event
-batches; ``bench/results/window``).
+Every push costs a fixed few hundred NumPy calls per group present in the batch, so feed batches
+of thousands of events: single-event pushes work, but pay that overhead per event (throughput by
+batch size and group count: ``bench/results/window``).
 
 Example (live use, without a store)::
 

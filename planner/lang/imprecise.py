@@ -351,7 +351,7 @@ def bind(
     """Validate ``query`` against the stream ``schema`` and return a ready operator.
 
     ``framework``: ``"event"`` (valid intervals), ``"point"`` (stream expansion) or ``"auto"``
-    (the measured faster one, event-based). ``method`` (event-based only): ``"query_order"``
+    (event-based, the faster one in bench/results/imprecise). ``method`` (event-based only): ``"query_order"``
     (sort into query order), ``"any_state"``, ``"selectivity"`` or ``"auto"`` (query order).
     See :class:`replaydb.operators.imprecise.ImpreciseConfig` for the other options.
     """

@@ -41,8 +41,8 @@ _FAST = re.compile(
 identifiers and plain numbers not followed by anything that would extend them (non-ASCII
 letters, units, exponents; integers of up to 300 digits, which ``int`` converts), and operators
 that cannot start a comment or a number; whitespace before anything else is one match of its
-own. Anything else takes the general path below, which defines the language; this only makes
-queries tokenize several times faster."""
+own. Anything else takes the general path below, which defines the language; this only spares
+the common tokens the general path's Python work per character."""
 
 _new_token = tuple.__new__
 """Makes a :class:`Token` from its fields' tuple without the generated ``__new__``'s call (a
@@ -82,7 +82,8 @@ def _all_common(text: str) -> list[Token] | None:
     """The tokens of ``text`` (without the end token) when every one is a common one
     (:data:`_FAST`), found by one ``findall`` - the positions follow from the lengths - and
     None when a character is not (a string, a comment, ...: ``findall`` skips it, so the
-    lengths fall short of the text). About 40% faster than a match per token."""
+    lengths fall short of the text). One ``findall`` call replaces a regex match (and its
+    Python-level dispatch) per token."""
     toks: list[Token] = []
     append = toks.append
     pos = 0
@@ -160,77 +161,21 @@ def tokenize(text: str, *, fast: bool = True) -> list[Token]:
             i = j
             continue
         if c == '"':
-            j = i + 1
-            buf = []
-            while True:
-                if j >= n:
-                    raise ParseError("unterminated quoted identifier", text=text, pos=i)
-                if text[j] == '"':
-                    if j + 1 < n and text[j + 1] == '"':
-                        buf.append('"')
-                        j += 2
-                        continue
-                    break
-                buf.append(text[j])
-                j += 1
-            if not buf:
+            j, word = _quoted(text, i, "quoted identifier")
+            if not word:
                 raise ParseError("empty quoted identifier", text=text, pos=i)
-            toks.append(Token("ident", text[i : j + 1], "".join(buf), i))
+            toks.append(Token("ident", text[i : j + 1], word, i))
             i = j + 1
             continue
         if c == "'":
-            j = i + 1
-            buf = []
-            while True:
-                if j >= n:
-                    raise ParseError("unterminated string literal", text=text, pos=i)
-                if text[j] == "'":
-                    if j + 1 < n and text[j + 1] == "'":
-                        buf.append("'")
-                        j += 2
-                        continue
-                    break
-                buf.append(text[j])
-                j += 1
-            toks.append(Token("string", text[i : j + 1], "".join(buf), i))
+            j, word = _quoted(text, i, "string literal")
+            toks.append(Token("string", text[i : j + 1], word, i))
             i = j + 1
             continue
         if _isdigit(c) or (c == "." and i + 1 < n and _isdigit(text[i + 1])):
-            j = i
-            while j < n and _isdigit(text[j]):
-                j += 1
-            is_float = False
-            if j < n and text[j] == "." and not text.startswith("..", j):
-                is_float = True
-                j += 1
-                while j < n and _isdigit(text[j]):
-                    j += 1
-            if j < n and text[j] in "eE":
-                k = j + 1
-                if k < n and text[k] in "+-":
-                    k += 1
-                if k < n and _isdigit(text[k]):
-                    is_float = True
-                    j = k
-                    while j < n and _isdigit(text[j]):
-                        j += 1
-            num_text = text[i:j]
-            try:
-                value: object = float(num_text) if is_float else int(num_text)
-            except ValueError:  # more digits than int() converts
-                raise ParseError(f"number too long ({len(num_text)} characters)", text=text,
-                                 pos=i) from None
-            unit = None
-            if j < n and (text[j].isalpha() or text[j] == "_"):
-                k = j
-                while k < n and text[k].isalpha():
-                    k += 1
-                if k < n and (_isdigit(text[k]) or text[k] == "_"):
-                    raise ParseError(f"malformed number {text[i:k + 1]!r}", text=text, pos=i)
-                unit = text[j:k]
-                j = k
-            toks.append(Token("number", text[i:j], value, i, unit))
-            i = j
+            tok = _number(text, i)
+            toks.append(tok)
+            i += len(tok.text)
             continue
         for op in _OPS:
             if text.startswith(op, i):
@@ -241,3 +186,66 @@ def tokenize(text: str, *, fast: bool = True) -> list[Token]:
             raise ParseError(f"unexpected character {c!r}", text=text, pos=i)
     toks.append(Token("eof", "", None, n))
     return toks
+
+
+def _quoted(text: str, i: int, what: str) -> tuple[int, str]:
+    """The quoted text starting at ``text[i]`` (its quote character; a doubled quote inside
+    stands for one): (position of the closing quote, the content). ``what`` names it in the
+    error for a missing closing quote. O(length)."""
+    q = text[i]
+    n = len(text)
+    j = i + 1
+    buf = []
+    while True:
+        if j >= n:
+            raise ParseError(f"unterminated {what}", text=text, pos=i)
+        if text[j] == q:
+            if j + 1 < n and text[j + 1] == q:
+                buf.append(q)
+                j += 2
+                continue
+            break
+        buf.append(text[j])
+        j += 1
+    return j, "".join(buf)
+
+
+def _number(text: str, i: int) -> Token:
+    """The number token starting at ``text[i]``: digits, an optional fraction and exponent
+    (a float then, else an int), and an optional unit of letters right after it (``5s``).
+    O(length)."""
+    n = len(text)
+    j = i
+    while j < n and _isdigit(text[j]):
+        j += 1
+    is_float = False
+    if j < n and text[j] == "." and not text.startswith("..", j):
+        is_float = True
+        j += 1
+        while j < n and _isdigit(text[j]):
+            j += 1
+    if j < n and text[j] in "eE":
+        k = j + 1
+        if k < n and text[k] in "+-":
+            k += 1
+        if k < n and _isdigit(text[k]):
+            is_float = True
+            j = k
+            while j < n and _isdigit(text[j]):
+                j += 1
+    num_text = text[i:j]
+    try:
+        value: object = float(num_text) if is_float else int(num_text)
+    except ValueError:  # more digits than int() converts
+        raise ParseError(f"number too long ({len(num_text)} characters)", text=text,
+                         pos=i) from None
+    unit = None
+    if j < n and (text[j].isalpha() or text[j] == "_"):
+        k = j
+        while k < n and text[k].isalpha():
+            k += 1
+        if k < n and (_isdigit(text[k]) or text[k] == "_"):
+            raise ParseError(f"malformed number {text[i:k + 1]!r}", text=text, pos=i)
+        unit = text[j:k]
+        j = k
+    return Token("number", text[i:j], value, i, unit)

@@ -21,13 +21,11 @@ implementation counts bytes and ``n log2 n`` per index result, which its weights
   result is sorted by seq on its own, then merged by Algorithm 3.1), plus ``n`` for each member
   of a tight block that the planner defers (:func:`deferred_lookups`: on a regular stream,
   every selected member of a block but its smallest): it is only tested against the block's
-  last candidates, at most one pass over its seqs. Counting it as a sort, as every lookup was
-  once counted, made the calibrated weight of a sort about 35 times too small (the cheap plans
-  with several deferred members carried large sorts), so Optimal added the lookup of a further
-  block that pruned nothing: on the planner benchmark's top m = 4 queries, one more lookup of
-  155k-372k entries costing 3-5 ms where the model saw 0.1 ms. Counting it as nothing made
-  Optimal take every member of long blocks at m = 16 and 32 (8.9 and 12.9 indexes per plan
-  instead of 4.7 and 4.2), each a lookup and a test that pruned nothing more.
+  last candidates, at most one pass over its seqs. Counted as a sort, the cheap plans with
+  several deferred members would carry large sorts they never do, and calibration would fit a
+  sort weight far too small, so that Optimal would add lookups that prune nothing; counted as
+  nothing, a further member of a long block would look free, and Optimal would take every
+  member of long blocks, each a lookup and a test that prunes nothing more.
 
 Weights come from the store's calibration (``replaydb calibrate``) or the defaults.
 
@@ -84,10 +82,9 @@ DEFAULT_WEIGHTS = {"w_pio": 1.13, "w_sio": 2.53, "w_sort": 12.73}
 DEFAULT_INTERVAL_EVENTS = 128.0
 """Navigation cost of one replay interval, in events replayed, until calibrated. Replay reads
 many short intervals together and hands them to the pattern operator in one batch, so an
-interval adds little beyond its boundary leaves: calibration on the development machine's 10M
-event store fitted 0 events (100 while every interval still cost the operator a flush and a
-push, 1,300 to 4,300 when every interval also cost a Parquet read). 128 keeps a small margin
-for streams replayed one interval at a time (several streams in one query)."""
+interval adds little beyond its boundary leaves, and calibration fits a cost near zero. 128
+keeps a small margin for streams replayed one interval at a time (several streams in one
+query)."""
 PAGE_BYTES = 8192
 Block = tuple[int, float, int, int]
 """A selected basic block: ``(block, product of its selected selectivities, first bs, last
@@ -101,11 +98,10 @@ class Weights:
 
     ``w_pio_interval``: per byte of leaves replayed through index-based intervals, when
     calibration measured it apart from full replay (None: ``w_pio``). Reading the same leaves
-    through many short intervals costs more than one sweep of the stream (on the development
-    machine's 10M event store about a quarter more per leaf: smaller reads and batches, the
-    rows between intervals dropped by a copy, the operator's end of input per batch); with one
-    weight for both, a plan covering most of the stream through hundreds of intervals is
-    estimated a few percent cheaper than full replay and measured slower."""
+    through many short intervals costs more per leaf than one sweep of the stream (smaller
+    reads and batches, the rows between intervals dropped by a copy, the operator's end of
+    input per batch); with one weight for both, a plan covering most of the stream through
+    hundreds of intervals would be estimated cheaper than full replay while running slower."""
 
     w_pio: float = DEFAULT_WEIGHTS["w_pio"]
     w_sio: float = DEFAULT_WEIGHTS["w_sio"]

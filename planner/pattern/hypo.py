@@ -13,15 +13,15 @@ turn: its length is the sum of independent exponentials, hypoexponential with ra
 Both come from the survival function ``S``: ``E[X; X <= x] = int_0^x S(t) dt - x S(x)``.
 
 Computation: with well separated rates the closed form ``S(t) = sum_i C_i exp(-lambda_i t)``,
-``C_i = prod_{j != i} lambda_j / (lambda_j - lambda_i)`` is used (microseconds). When rates are
+``C_i = prod_{j != i} lambda_j / (lambda_j - lambda_i)`` is used (O(k^2)). When rates are
 equal or close (the closed form cancels catastrophically) the phase-type representation is used
 instead: sub-generator ``T`` (``-lambda_i`` on the diagonal, ``lambda_i`` above it),
 ``S(t) = e_1^T expm(T t) 1`` and ``int_0^t S = e_1^T T^{-1} (expm(T t) - I) 1``. The matrix
 exponential of this small triangular matrix is computed here by scaling and squaring with a
 degree-14 Taylor polynomial (error below 1e-12 after scaling to norm <= 1/2) in plain NumPy, and
 the integral through the augmented matrix ``[[T, 1], [0, 0]]`` (Van Loan), so no LAPACK call is
-needed: SciPy's ``expm`` pays milliseconds of BLAS thread start-up per call on a loaded
-machine. O(k^3 log(max rate * t)) for k phases.
+needed: SciPy's ``expm`` pays a BLAS thread start-up per call, more than the whole computation
+for such small matrices. O(k^3 log(max rate * t)) for k phases.
 
 Results are memoized on the exact rates: index selection evaluates many configurations that
 share their blocks' rates.

@@ -92,8 +92,8 @@ class Geometry:
     @classmethod
     def of(cls, snap) -> Geometry:  # type: ignore[no-untyped-def]
         """The geometry of ``snap``. Its leaf arrays are read-only views of the tree's leaf
-        level where that is int64 already (copied otherwise): a copy of the four columns of
-        a 10M-event stream's 19.5k leaves wrote 625 KB at every planning."""
+        level where that is int64 already (copied otherwise), so a planning does not copy
+        four columns of every leaf of the stream."""
         lv = snap.tree.leaves
         tr = snap.t_range or (0, -1)
         m = snap.manifest
@@ -177,11 +177,9 @@ same either way."""
 PRIMARY_PROBE_RATIO = 1024
 """A tight block tests the candidates it has left by reading the deferred member's column at
 their events in the data files (the result's ``probe``, :meth:`StreamSnapshot.values_at`)
-when the member has at least this many times as many seqs: a probe costs about 1-2 us an
-event (its page header and value, mostly cache misses), a pass over the member's seqs about
-1.3 ns a seq. On the benchmark's 30 most selective m = 4 queries, probes at 512 made some
-plannings 1-1.6 ms slower (1,000-1,600 candidates against 500k-900k seqs) and others
-0.5-1.6 ms faster (50-300 candidates); at 1024 their mean planning went 7.75 -> 7.33 ms."""
+when the member has at least this many times as many seqs: a probe costs a few cache misses
+an event (its page header and value), a pass over the member's seqs a streaming read a seq,
+so probes pay only for candidates about three orders of magnitude fewer than the seqs."""
 
 MEET_IN_ANCHOR_BITS = True
 """Whether a tight block whose anchor is held as a bitmap tests its first member, when that
@@ -420,10 +418,9 @@ def _met_in_anchor_bits(offsets: list[int], results: list[SymbolResult], anchor:
     ``j``'s deferred result, when the anchor is held as a bitmap not scanned yet: one pass
     over ``j``'s seqs where they lie, each tested against the anchor's bitmap
     (:func:`~replaydb.indexes.membership.hits_in_bits`). This spares the anchor's scan out of
-    its bitmap and ``j``'s own bitmap (its zeroing and a bit set per seq); 0.2-0.4 ms of the
-    planning of the selective m = 4 queries of the benchmark (anchors of 40k-200k events,
-    members of 200k-900k). None when the anchor or ``j`` is not held so (or a seq repeats
-    in ``j``): the caller tests ``j`` as any other member."""
+    its bitmap and ``j``'s own bitmap (its zeroing and a bit set per seq). None when the
+    anchor or ``j`` is not held so (or a seq repeats in ``j``): the caller tests ``j`` as any
+    other member."""
     ra, r = results[anchor], results[j]
     if ra.bits is None or ra._seq is not None or r.pieces is None:
         return None
@@ -607,8 +604,8 @@ def coalesce_by_leaves(iv: np.ndarray, geo: Geometry, max_gap_leaves: float = 0.
     overhead, so replaying a short gap is cheaper than starting a new interval. Joining is
     always correct: a superset of intervals never loses a match, and every match found in the
     gap is a candidate of some interval (see :mod:`replaydb.planner.pattern.planner`).
-    One compiled pass, O(n log leaves): a plan's few dozen intervals took 65-130 us through
-    NumPy's fixed costs per call, 3-5 us so.
+    One compiled pass, O(n log leaves): a plan's few dozen intervals are too few for NumPy's
+    fixed costs per call to amortize.
     """
     if iv.shape[0] <= 1:
         return iv

@@ -19,7 +19,7 @@ the lookup's events.
 
 Without a window nothing bounds the distance between the events of a candidate: no mask. The
 planner uses the mask only where lookups sort their times along with their seqs (streams that
-are not regular): where every lookup sorts its seqs alone into a bitmap, about 2 ns an event,
+are not regular): where every lookup sorts its seqs alone into a bitmap, a bit set per event,
 computing times and filtering cost more than they save (docs/decisions.md).
 """
 
@@ -32,13 +32,12 @@ from numba import njit
 
 MAX_BUCKETS_LOG2 = 18
 """At most ``2**18`` buckets (256 KiB of mask, 1 MiB of counts: in the second-level cache):
-wider buckets on long streams or narrow windows. Narrowing and filtering slow down about 3x
-when the mask spills the cache (measured with 2**21 buckets: 14 ns an event instead of 4)."""
+wider buckets on long streams or narrow windows. Narrowing and filtering slow down severalfold
+once the mask spills the cache, every test of an event then a cache miss."""
 USEFUL_SHARE = 0.5
 """The mask filters a lookup only while it keeps at most this share of the buckets: above it
-the pass over the lookup's events (about 3 ns an event, plus narrowing the mask) saves less
-than it costs (sorting an event: about 17 ns with its time, 5 ns without; measured on 10M-event
-streams, where at a share of 0.7 filtering cost 9 ms and saved 3)."""
+the pass over the lookup's events (plus narrowing the mask) removes too few events from the
+sort that follows to pay for itself."""
 
 
 @njit(cache=True, nogil=True)
