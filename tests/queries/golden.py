@@ -75,6 +75,9 @@ class Case:
 
     @property
     def name(self) -> str:
+        """``language/name`` (a file outside the corpus: its stem)."""
+        if not self.path.is_relative_to(ROOT):
+            return self.path.stem
         return self.path.relative_to(ROOT).with_suffix("").as_posix()
 
 
