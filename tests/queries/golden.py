@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -403,7 +403,3 @@ def render(case: Case, plans: dict[str, str] | None, rows: list[str] | None,
         out += [f"rows: {len(rows) - 2}"] + rows
     return "\n".join(out) + "\n"
 
-
-def with_expected(case: Case, plans: dict[str, str] | None, rows: list[str] | None,
-                  error: str | None) -> Case:
-    return replace(case, expected_plan=plans, expected_rows=rows, expected_error=error)
