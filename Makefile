@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+GOLDEN ?=
 
-.PHONY: install demo test test-all bench lint clean bench-env-flink
+.PHONY: install demo test test-all golden-update bench lint clean bench-env-flink
 
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +24,11 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+
+# Rewrite the expected sections of the golden query cases (tests/queries/README.md) after a
+# reviewed change; GOLDEN=pattern limits it to the cases whose name contains the pattern.
+golden-update: $(STAMP)
+	$(BIN)/python -m tests.queries.regen $(GOLDEN)
 
 bench: $(STAMP)
 	$(BIN)/python -m replaydb.bench.run_all $(BENCH_ARGS)
