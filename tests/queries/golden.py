@@ -11,6 +11,7 @@ back with new expected sections (``python -m tests.queries.regen``).
 from __future__ import annotations
 
 import math
+import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,38 +168,32 @@ def _block(lines: list[str]) -> str:
 
 # --------------------------------------------------------------------------- plan shape
 def plan_shape(d: dict[str, Any]) -> str:
-    """A small, stable summary of an EXPLAIN dict: language, chosen strategy, what is read
-    (``full-replay``, ``time-range``, ``index-intervals``, ``coarse-map-regions``,
-    ``tree-aggregates``, ``tree-aggregates-per-window``, ``situation-intervals``, ``nothing``),
-    the indexes used as ``variable.column`` (pattern lookups, TPStream situations) and the
-    device. No estimate, timing or count enters it."""
-    strategy = d["strategy"]
+    """A small, stable summary of an EXPLAIN dict, read from the plan value's nodes
+    (``d["plan"]``): language, chosen strategy, the source node (``full_scan``,
+    ``interval_scan(<reason>)`` with ``+guard`` for a TPStream situation guard,
+    ``tree_aggregates(<variant>)``), the operator family, the indexes used as
+    ``variable.column`` (pattern lookups, TPStream situations) and the device. No estimate,
+    timing or count enters it."""
+    node = d["plan"]
+    src = node["source"]
+    source = src["node"]
+    if source == "interval_scan":
+        source += f"({src['reason']}{'+guard' if src.get('guard') else ''})"
+    elif source == "tree_aggregates":
+        source += f"({src['variant']})"
     pattern = d.get("pattern") or {}
     situations = (d.get("tpstream") or {}).get("situations") or {}
     indexes = [_lookup_column(x) for x in (pattern.get("chosen") or {}).get("indexes", [])]
     indexes += [f"{n}.{s['index']}" for n, s in situations.items()
                 if s["source"].startswith("index")]
-    if strategy in ("window-index", "window-naive"):
-        source = "tree-aggregates" + ("-per-window" if strategy == "window-naive" else "")
-    elif d.get("replay_intervals") is None:
-        source = "full-replay"
-    elif strategy in ("empty",) or (strategy == "pruned" and d["replay_intervals"] == 0):
-        source = "nothing"
-    elif strategy == "pruned":
-        source = "situation-intervals"
-    elif strategy == "cpm":
-        source = "coarse-map-regions"
-    elif indexes:
-        source = "index-intervals"
-    else:
-        source = "time-range"
-    parts = [f"language={d['language']}", f"strategy={strategy}", f"source={source}"]
-    if indexes:
+    parts = [f"language={d['language']}", f"strategy={node['strategy']}", f"source={source}",
+             f"operator={node['operator']['family']}"]
+    if indexes and source.startswith("interval_scan"):
         parts.append("indexes=" + ",".join(sorted(set(indexes))))
     if situations:
         parts.append("situations=" + ",".join(f"{n}:{s['source']}"
                                               for n, s in situations.items()))
-    parts.append(f"device={(d.get('device') or {}).get('device', '?')}")
+    parts.append(f"device={node['operator']['device']}")
     return " ".join(parts)
 
 
@@ -335,6 +330,9 @@ def run(case: Case, store: Any, strategy: Strategy | None, *, engine: str = "loc
         res = replaydb.query(store, case.query, engine=engine, **opts)
     except ReplayDBError as exc:
         return Outcome(error=f"{type(exc).__name__}: {_normalize(str(exc), store)}")
+    value = res.plan.physical
+    if pickle.loads(pickle.dumps(value)) != value:
+        return Outcome(error=f"PlanValueError: the plan does not survive pickle: {value!r}")
     out = Outcome(table_lines(res.table, case.ignore, case.order),
                   plan_shape(res.plan.describe()))
     sp = res.stats.get("spark") or {}
