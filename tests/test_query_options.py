@@ -1,7 +1,7 @@
 """Typed query options (:mod:`replaydb.planner.options`): every option a query takes is declared
 per planner and per language; an unknown or misspelled name and a value of the wrong type are
 errors naming the valid options; each option reaches its planner or its operator; the
-dataclasses' defaults are the binds'."""
+dataclasses' defaults are the binds' and the documentation names every option."""
 
 from __future__ import annotations
 
@@ -249,3 +249,26 @@ def test_window_options_reach_every_path(store: Any) -> None:
     for plan in ("replay", "index", "auto"):
         first = replaydb.query(store, WINDOW, plan=plan, align="first").table
         assert first.column("window_start")[0].as_py() == 7, plan  # the first event's time
+
+
+# --------------------------------------------------------------------------- documentation
+DOCUMENTED = {
+    "planner.md": [PatternPlannerOptions],
+    "tpstream.md": [TPStreamPlannerOptions, TPStreamOptions],
+    "match_recognize.md": [OPERATOR_OPTIONS["match_recognize"]],
+    "sase.md": [OPERATOR_OPTIONS["sase"]],
+    "greta.md": [OPERATOR_OPTIONS["greta"]],
+    "imprecise.md": [OPERATOR_OPTIONS["imprecise"]],
+    "window_sql.md": [OPERATOR_OPTIONS["window_sql"]],
+}
+
+
+@pytest.mark.parametrize("doc", sorted(DOCUMENTED))
+def test_the_docs_name_every_option_with_its_default(doc: str) -> None:
+    """Each language's documentation has a table row per option: ``| `name` | default |``."""
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    for cls in DOCUMENTED[doc]:
+        for f in fields(cls):
+            row = re.search(rf"^\| `{f.name}` \| `([^`]*)` \|", text, re.M)
+            assert row, (doc, f.name)
+            assert row.group(1) == repr(f.default), (doc, f.name, row.group(1))
