@@ -40,6 +40,7 @@ import pyarrow as pa
 from replaydb.errors import QueryError, ResourceLimitExceeded, StreamNotFound, UsageError
 from replaydb.operators.spec import OperatorSpec
 from replaydb.planner import languages
+from replaydb.planner.options import NoOptions, as_kwargs, parse_options
 from replaydb.replay import Replay
 from replaydb.replay.executor import execute as run_physical
 from replaydb.replay.plan import FullScan, IntervalScan, PhysicalPlan, StreamRef
@@ -50,7 +51,15 @@ PLAN_CHOICES = ("auto", "replay")
 
 @dataclass
 class QueryOptions:
-    """What the caller may choose (CLI flags map one to one)."""
+    """What the caller may choose (CLI flags map one to one).
+
+    ``extra``: the options of the query's planner and operator, by name, as given
+    (``replaydb.query(store, text, cpm=False)`` puts every keyword that is not a field here).
+    They are checked against the query's language when it is resolved
+    (:func:`~replaydb.planner.options.parse_options`: an unknown name or a value of the
+    wrong type is a :class:`~replaydb.errors.UsageError`) and reach the planner and the
+    operator typed (:attr:`QueryContext.planner_options`,
+    :attr:`QueryContext.operator_options`); the dict itself is never modified."""
 
     plan: str = "auto"
     stream: str | None = None
@@ -77,6 +86,14 @@ class QueryContext:
     type_column: str | None
     options: QueryOptions
     bind_options: dict[str, Any] = field(default_factory=dict)
+    """What the stream decides for the language's ``bind`` (the columns of an imprecise
+    stream's uncertainty intervals)."""
+    planner_options: Any = field(default_factory=NoOptions)
+    """The planner's typed options (e.g. :class:`~replaydb.planner.options.PatternPlannerOptions`),
+    from ``options.extra``."""
+    operator_options: Any = field(default_factory=NoOptions)
+    """The operator's typed options (e.g. :class:`~replaydb.planner.options.TPStreamOptions`),
+    from ``options.extra``: what :meth:`bind` passes to the language's ``bind``."""
     _schema: pa.Schema | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -105,16 +122,23 @@ class QueryContext:
         return out
 
     def bind(self, **overrides: Any) -> Any:
-        """Bind the query to the replayed schema (the operator it runs in)."""
+        """Bind the query to the replayed schema (the operator it runs in): the language's
+        ``bind`` gets the state cap, the type column and :attr:`bind_options` where it takes
+        them, every field of :attr:`operator_options`, and ``overrides``."""
         opts: dict[str, Any] = {}
         if self.options.state_cap is not None:
             opts["state_cap"] = self.options.state_cap
         if self.type_column:
             opts["type_column"] = self.type_column
         opts.update(self.bind_options)
-        opts.update(self.options.extra)
+        if self.aliases and "aliases" in inspect.signature(self.module.bind).parameters:
+            opts["aliases"] = dict(self.aliases)  # the stream's time column, as t's alias
+        names = _accepted(self.module.bind)
+        if names is not None:
+            opts = {k: v for k, v in opts.items() if k in names}
+        opts.update(as_kwargs(self.operator_options))
         opts.update(overrides)
-        return call_accepting(self.module.bind, self.query, self.schema, self.time_unit, **opts)
+        return self.module.bind(self.query, self.schema, self.time_unit, **opts)
 
 
 class Details(dict):  # type: ignore[type-arg]
@@ -258,14 +282,6 @@ def _accepted(fn: Callable[..., Any]) -> frozenset[str] | None:
     return frozenset(params)
 
 
-def call_accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn`` with only the keyword arguments it accepts."""
-    names = _accepted(fn)
-    if names is None:
-        return fn(*args, **kwargs)
-    return fn(*args, **{k: v for k, v in kwargs.items() if k in names})
-
-
 # --------------------------------------------------------------------------- parse + resolve
 def detect_language(text: str) -> tuple[str, Any]:
     if not isinstance(text, str) or not text.strip():
@@ -283,7 +299,7 @@ def detect_language(text: str) -> tuple[str, Any]:
 
 
 def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
-    """Parse ``text`` and pin the streams it reads."""
+    """Parse ``text``, pin the streams it reads and check the options for its language."""
     language, mod = detect_language(text)
     query = mod.parse(text)
     sources = list(getattr(query, "sources", ()) or ())
@@ -329,8 +345,9 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
         lower = "t" if sch.lower_column in (None, sch.time_column) else sch.lower_column
         bind_options = {"lower_col": lower, "upper_col": sch.upper_column,
                         "pmf_col": sch.pmf_column}
+    planner_options, operator_options = parse_options(language, options.extra or {})
     return QueryContext(store, text, language, mod, query, snapshots, type_column, options,
-                        bind_options)
+                        bind_options, planner_options, operator_options)
 
 
 # --------------------------------------------------------------------------- plan + execute
@@ -405,12 +422,20 @@ def execute(plan: Plan) -> QueryResult:
     return QueryResult(out.table, plan, stats)
 
 
+def query_options(options: dict[str, Any]) -> QueryOptions:
+    """Keyword options as :class:`QueryOptions`: its fields by name, every other keyword an
+    option of the query's planner or operator (``extra``, merged over an ``extra`` given;
+    checked when the query's language is known)."""
+    known = {k: v for k, v in options.items() if k in QueryOptions.__annotations__}
+    rest = {k: v for k, v in options.items() if k not in QueryOptions.__annotations__}
+    known["extra"] = {**(known.get("extra") or {}), **rest}
+    return QueryOptions(**known)
+
+
 def run_query(store: Any, text: str, **options: Any) -> QueryResult:
-    """Parse, plan and execute ``text`` against ``store`` (options: see :class:`QueryOptions`)."""
-    opts = QueryOptions(**{k: v for k, v in options.items() if k in QueryOptions.__annotations__})
-    extra = {k: v for k, v in options.items() if k not in QueryOptions.__annotations__}
-    opts.extra.update(extra)
-    return execute(plan_query(store, text, opts))
+    """Parse, plan and execute ``text`` against ``store`` (options: see :class:`QueryOptions`
+    and :mod:`replaydb.planner.options`)."""
+    return execute(plan_query(store, text, query_options(options)))
 
 
 def explain(store: Any, text: str, *, analyze: bool = False, plot: str | None = None,
@@ -420,9 +445,7 @@ def explain(store: Any, text: str, *, analyze: bool = False, plot: str | None = 
     ``plot`` (a PNG path) also executes the plan and draws the timeline with the replay
     intervals, the coarse pattern map and the results (:func:`replaydb.planner.plot.plot_plan`).
     """
-    opts = QueryOptions(**{k: v for k, v in options.items() if k in QueryOptions.__annotations__})
-    opts.extra.update({k: v for k, v in options.items() if k not in QueryOptions.__annotations__})
-    plan = plan_query(store, text, opts)
+    plan = plan_query(store, text, query_options(options))
     res = execute(plan) if (analyze or plot) else None
     out = plan.describe()  # after executing: some paths record what they did in the details
     if plot:

@@ -86,11 +86,12 @@ planned as full replay.
 ``--plan``: ``auto`` (index and tree), ``tree`` (tree summaries only, no index lookups),
 ``replay`` (handled by the hub). Cost: replaying the intervals costs their leaves' events plus
 ``interval_events`` per interval (the operator's flush and reset and the first leaf reads of an
-interval; default :data:`DEFAULT_INTERVAL_EVENTS`); intervals separated by fewer than
+interval; default 30,000); intervals separated by fewer than
 ``interval_events / leaf_capacity`` leaves are joined, and full replay is planned when the
-pruned cost exceeds ``max_fraction`` (default 0.9) of the stream's events. Options
-(``ctx.options.extra``, taken out before the operator is bound): ``index_max_selectivity``,
-``interval_events``, ``join_leaves`` (overrides the derived one), ``max_fraction``.
+pruned cost exceeds ``max_fraction`` (default 0.9) of the stream's events. Options:
+``ctx.planner_options``, a :class:`~replaydb.planner.options.TPStreamPlannerOptions`
+(``index_max_selectivity``, ``interval_events``, ``join_leaves`` (overrides the derived one),
+``max_fraction``).
 
 Complexity: one index range lookup per situation with a selective indexed condition (its
 entries, sorted by seq), O(leaves) vectorized tree tests per numeric condition, O(k log k)
@@ -108,6 +109,7 @@ import numpy as np
 
 from replaydb.errors import UsageError
 from replaydb.operators.expr import to_text
+from replaydb.planner.options import TPStreamPlannerOptions
 from replaydb.planner.pattern.conditions import Condition, extract_conditions
 from replaydb.planner.pattern.cpm import _local_selectivity
 from replaydb.planner.pattern.intervals import (
@@ -122,17 +124,8 @@ from replaydb.replay.plan import IntervalScan, SituationGuard
 from replaydb.store.interval_list import IntervalList
 
 PLAN_CHOICES = ("auto", "tree", "replay")
-DEFAULT_INDEX_MAX_SELECTIVITY = 0.01
-"""Use a situation's index only below this estimated selectivity: reading, sorting and merging
-one index entry costs about as much as replaying 8 events (benchmark), so a lookup over 1% of
-the stream costs 8% of full replay before it has pruned anything, and on the benchmark a
-situation holding 2% of the time already leaves nothing to prune within a 5-minute window."""
-DEFAULT_MAX_FRACTION = 0.9
-DEFAULT_INTERVAL_EVENTS = 30_000.0
-"""Fixed cost of one replay interval, in events replayed (measured on the benchmark: the
-operator's end-of-interval flush and reset plus opening the interval's first leaves cost about
-as much as replaying 20,000-40,000 events at TPStream's 10M events/s)."""
-PLANNER_OPTIONS = ("index_max_selectivity", "join_leaves", "max_fraction", "interval_events")
+DEFAULT_INTERVAL_EVENTS = TPStreamPlannerOptions.interval_events
+"""Fixed cost of one replay interval, in events replayed (the planner option's default)."""
 
 
 # --------------------------------------------------------------------------- per situation
@@ -391,8 +384,9 @@ def plan(ctx: Any) -> Any:
                          hint=f"choose one of {', '.join(PLAN_CHOICES)}")
     timings: dict[str, float] = {}
     st = TPStreamPlanState()
-    extra = ctx.options.extra if ctx.options.extra is not None else {}
-    opts = {k: extra.pop(k) for k in PLANNER_OPTIONS if k in extra}  # not operator options
+    opts = ctx.planner_options
+    if not isinstance(opts, TPStreamPlannerOptions):
+        opts = TPStreamPlannerOptions()
     t0 = time.perf_counter()
     op = ctx.bind()
     cfg = op.config
@@ -441,7 +435,7 @@ def plan(ctx: Any) -> Any:
     indexes = snap.indexes()
     leaves = snap.tree.histogram(0) if snap.tree.height > 0 else {}
     use_index = choice != "tree"
-    max_sel = float(opts.get("index_max_selectivity", DEFAULT_INDEX_MAX_SELECTIVITY))
+    max_sel = opts.index_max_selectivity
     var = cfg.stream_alias or ""
     for s in cfg.situations:
         st.scopes.append(situation_scope(s.name, s.condition, var, kinds, indexes, geo, leaves,
@@ -459,8 +453,9 @@ def plan(ctx: Any) -> Any:
         return finish("replay", None, geo)
     t0 = time.perf_counter()
     st.feasible = feasible_starts([sc.times for sc in st.scopes], w)
-    st.interval_events = float(opts.get("interval_events", DEFAULT_INTERVAL_EVENTS))
-    join = float(opts.get("join_leaves", st.interval_events / max(snap.schema.leaf_capacity, 1)))
+    st.interval_events = opts.interval_events
+    join = (opts.join_leaves if opts.join_leaves is not None
+            else st.interval_events / max(snap.schema.leaf_capacity, 1))
     iv = replay_intervals(st.feasible, geo, w, join)
     st.intervals = iv
     st.leaves = leaves_covered(iv, geo)
@@ -469,7 +464,7 @@ def plan(ctx: Any) -> Any:
         st.notes.append("no time where every situation stream can occur within the window")
         return finish("pruned", [], geo)
     cost = st.leaves[1] + iv.shape[0] * st.interval_events
-    if cost > float(opts.get("max_fraction", DEFAULT_MAX_FRACTION)) * geo.n_events:
+    if cost > opts.max_fraction * geo.n_events:
         st.notes.append(f"intervals cover {st.leaves[0]}/{geo.n_leaves} leaves in "
                         f"{iv.shape[0]} intervals (cost {cost:,.0f} events incl. "
                         f"{st.interval_events:,.0f} per interval): full replay is cheaper")

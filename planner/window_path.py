@@ -120,6 +120,7 @@ def plan_query(ctx: Any) -> Any:
     path did.
     """
     from replaydb.planner.lang.window_sql import to_config
+    from replaydb.planner.options import as_kwargs
     from replaydb.planner.query import Plan
 
     opts = ctx.options
@@ -127,7 +128,8 @@ def plan_query(ctx: Any) -> Any:
     if plan_name is None:
         raise UsageError(f"--plan {opts.plan} does not apply to windowed aggregation",
                          hint="use auto, replay, index or naive")
-    cfg = to_config(ctx.query, ctx.schema, ctx.time_unit, aliases=ctx.aliases)
+    cfg = to_config(ctx.query, ctx.schema, ctx.time_unit, aliases=ctx.aliases,
+                    **as_kwargs(ctx.operator_options))
     t0 = t1 = None
     if cfg.where is not None and cfg.empty == "skip":
         t0, t1, rest = time_bounds(cfg.where)

@@ -55,7 +55,9 @@ def query(store: Any, text: str, **options: Any) -> Any:
     """Run a query; returns a result with ``.table`` (Arrow; ``.to_pandas()``) and ``.stats``.
 
     ``store`` is a :class:`Store` or a path. Options: ``plan``, ``stream``, ``version``,
-    ``state_cap``, ``timeout``, ``max_memory``, ``device``, ``engine``, ``master``.
+    ``state_cap``, ``timeout``, ``max_memory``, ``device``, ``engine``, ``master``, and the
+    options of the query's planner and operator (:mod:`replaydb.planner.options`; an unknown
+    one is a :class:`~replaydb.errors.UsageError` naming the valid ones).
     """
     from replaydb.planner.query import run_query
 

@@ -147,25 +147,29 @@ def test_values_at_are_the_streams_values() -> None:
 
 _BOUNDS = [-1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 1.0]
 
-EVERY_MEMBER_TESTED = {"SCAN_MEMBERS": True, "PRIMARY_PROBE_RATIO": 0, "CODE_MEMBERS": False,
-                       "MEET_IN_ANCHOR_BITS": False}
-"""Switches of :mod:`~replaydb.planner.pattern.intervals` that send every deferred member down
-the scan, where a probe goes first for any count of candidates: the first member too, not met
-in the anchor's bitmap."""
+EVERY_MEMBER_TESTED = {"scan_members": True, "primary_probe_ratio": 0, "code_members": False,
+                       "meet_in_anchor_bits": False}
+"""Planner options (:class:`~replaydb.planner.options.PatternPlannerOptions`) that send every
+deferred member down the scan, where a probe goes first for any count of candidates: the first
+member too, not met in the anchor's bitmap."""
 
 
 @contextmanager
-def _member_tests(**switches: Any) -> Iterator[None]:
-    """Set these attributes of :mod:`~replaydb.planner.pattern.intervals` (its member-test
-    switches, or a function it calls) for the block, and put the old ones back after it."""
-    old = {k: getattr(iv, k) for k in switches}
-    for k, v in switches.items():
-        setattr(iv, k, v)
+def _codes_spied() -> Iterator[list[int]]:
+    """Within the block, the candidate counts of every call of
+    :func:`~replaydb.indexes.rankcodes.members_by_codes` by the planner's block merge."""
+    real = iv.members_by_codes
+    calls: list[int] = []
+
+    def spy(targets: np.ndarray, pieces: list[Any]) -> np.ndarray:
+        calls.append(targets.size)
+        return real(targets, pieces)
+
+    iv.members_by_codes = spy
     try:
-        yield
+        yield calls
     finally:
-        for k, v in old.items():
-            setattr(iv, k, v)
+        iv.members_by_codes = real
 
 
 @settings(max_examples=25, deadline=None)
@@ -189,17 +193,18 @@ def test_probed_members_change_no_interval(seed, w, lo, width, k_lo, strict, z) 
     with _probe_store(seed, 1500, zeros=0.01) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
         base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
-        with _member_tests(**EVERY_MEMBER_TESTED):
-            got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
-            assert got.intervals == base.intervals
-            st = got.pattern_state
-            # a member waits to be probed only when its lookup is its own (A, C and D with
-            # one condition share one lookup, read in full); the probe declines (and the
-            # member is scanned) when one of the events lies in a page not read that way
-            if (not z and base.pattern_state.interval_counts.get("first_events", 0)
-                    and _deferrable(st, st.chosen.config)):
-                assert st.index_reads.get("probe_calls", 0) > 0
-            same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
+        got = plan_query(store, q, QueryOptions(plan="all",
+                                                extra={**opts, **EVERY_MEMBER_TESTED}))
+        assert got.intervals == base.intervals
+        st = got.pattern_state
+        # a member waits to be probed only when its lookup is its own (A, C and D with
+        # one condition share one lookup, read in full); the probe declines (and the
+        # member is scanned) when one of the events lies in a page not read that way
+        if (not z and base.pattern_state.interval_counts.get("first_events", 0)
+                and _deferrable(st, st.chosen.config)):
+            assert st.index_reads.get("probe_calls", 0) > 0
+        same_as_full_replay(store, q, [("all", EVERY_MEMBER_TESTED),
+                                       ("optimal", EVERY_MEMBER_TESTED)])
 
 
 def test_a_probe_reads_the_members_values() -> None:
@@ -213,8 +218,8 @@ def test_a_probe_reads_the_members_values() -> None:
     with _probe_store(0, 1500, zeros=0.0) as store:
         opts = {"rivals": False, "weights": {"interval_events": 0.0}}
         base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
-        with _member_tests(**EVERY_MEMBER_TESTED):
-            got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
+        got = plan_query(store, q, QueryOptions(plan="all",
+                                                extra={**opts, **EVERY_MEMBER_TESTED}))
         st = got.pattern_state
         assert _deferrable(st, st.chosen.config)
         assert st.index_reads["probe_calls"] == 1 and st.index_reads["probed_events"] > 100
@@ -265,23 +270,17 @@ def test_members_by_rank_codes_change_no_interval(seed, w, lo, width, k_lo, stri
     q = (f"SELECT * FROM p MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t, LAST(D.t) AS d_t "
          f"PATTERN (A B C D) WITHIN {w} DEFINE {', '.join(conds)})")
     with _probe_store(seed, 1500, zeros=0.01) as store:
-        opts = {"rivals": False, "weights": {"interval_events": 0.0}}
-        real = iv.members_by_codes
-        calls: list[int] = []
-
-        def spy(targets: np.ndarray, pieces: list[Any]) -> np.ndarray:
-            calls.append(targets.size)
-            return real(targets, pieces)
-
+        opts = {"rivals": False, "weights": {"interval_events": 0.0}, **EVERY_MEMBER_TESTED}
+        base = plan_query(store, q, QueryOptions(plan="all", extra={**opts, "probes": False}))
         # the first deferred member by its codes too
-        with _member_tests(**EVERY_MEMBER_TESTED):
-            base = plan_query(store, q, QueryOptions(plan="all", extra={**opts,
-                                                                       "probes": False}))
-            with _member_tests(CODE_MEMBERS=True, members_by_codes=spy):
-                got = plan_query(store, q, QueryOptions(plan="all", extra=opts))
-                assert got.intervals == base.intervals
-                st = got.pattern_state
-                if (base.pattern_state.interval_counts.get("first_events", 0)
-                        and _deferrable(st, st.chosen.config)):
-                    assert calls  # a member waited where its seqs lie: tested by its codes
-                same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
+        codes = {**opts, "code_members": True}
+        with _codes_spied() as calls:
+            got = plan_query(store, q, QueryOptions(plan="all", extra=codes))
+        assert got.intervals == base.intervals
+        st = got.pattern_state
+        if (base.pattern_state.interval_counts.get("first_events", 0)
+                and _deferrable(st, st.chosen.config)):
+            assert calls  # a member waited where its seqs lie: tested by its codes
+        same_as_full_replay(store, q, [("all", {**EVERY_MEMBER_TESTED, "code_members": True}),
+                                       ("optimal", {**EVERY_MEMBER_TESTED,
+                                                    "code_members": True})])

@@ -18,7 +18,7 @@ from hypothesis import strategies as hs
 import replaydb
 from replaydb.indexes.bitsets import keys_of_bits, member_bits, unique_bits
 from replaydb.indexes.plainread import Spans
-from replaydb.planner.pattern import intervals as iv
+from replaydb.planner.options import PatternPlannerOptions
 from replaydb.planner.pattern.intervals import Geometry, SymbolResult, block_occurrences
 from replaydb.planner.query import QueryOptions, plan_query
 from tests.planner_cases import same_as_full_replay, xy_range_query, xy_store
@@ -161,11 +161,8 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
                                              n=r.seq.size, times=lambda s, out=None: s * 3 + 1))
             else:
                 deferred.append(plain[k])
-        old, iv.SCAN_MEMBERS = iv.SCAN_MEMBERS, scan
-        try:
-            occs.append(block_occurrences(offsets, deferred))
-        finally:
-            iv.SCAN_MEMBERS = old
+        occs.append(block_occurrences(offsets, deferred,
+                                      members=PatternPlannerOptions(scan_members=scan)))
         if fresh_bits and not repeat:  # the first member met the anchor in its bitmap
             assert deferred[anchor]._seq is None
     sets = [set(r.seq.tolist()) for r in plain]
@@ -218,14 +215,11 @@ def test_deferred_members_change_no_interval(seed: int, w: int, shape: str,
     with _store(seed, 3000, 1) as store:
         base = plan_query(store, q, QueryOptions(plan="all", extra={
             "regular_times": False, "rivals": False, "weights": {"interval_events": 0.0}}))
-        old, iv.SCAN_MEMBERS = iv.SCAN_MEMBERS, True
-        try:
-            got = plan_query(store, q, QueryOptions(plan="all", extra={
-                "rivals": False, "weights": {"interval_events": 0.0}}))
-            assert got.intervals == base.intervals
-            same_as_full_replay(store, q, [("all", {}), ("optimal", {})])
-        finally:
-            iv.SCAN_MEMBERS = old
+        got = plan_query(store, q, QueryOptions(plan="all", extra={
+            "rivals": False, "weights": {"interval_events": 0.0}, "scan_members": True}))
+        assert got.intervals == base.intervals
+        same_as_full_replay(store, q, [("all", {"scan_members": True}),
+                                       ("optimal", {"scan_members": True})])
 
 
 def test_geometry_views_the_leaf_level_read_only(tmp_path) -> None:

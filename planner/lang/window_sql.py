@@ -464,12 +464,13 @@ def to_config(query: WindowQuery, schema: pa.Schema, time_unit: str | None,
         raise ParseError(e.message, text=q.text, pos=q.size.pos, hint=e.hint) from None
 
 
-def bind(query: WindowQuery, schema: pa.Schema, time_unit: str | None,
-         **options: Any) -> WindowAggregate:
+def bind(query: WindowQuery, schema: pa.Schema, time_unit: str | None, *,
+         aliases: dict[str, str] | None = None, **options: Any) -> WindowAggregate:
     """A ready :class:`~replaydb.operators.window.WindowAggregate` for ``query`` over ``schema``.
 
-    Options: those of :func:`to_config`, and ``state_cap`` (the operator's state cap).
+    Options: those of :func:`to_config` (``aliases``: the stream's source time-column names,
+    which DESCRIPTOR may name instead of ``t``), and ``state_cap`` (the operator's state cap).
     """
-    cfg = to_config(query, schema, time_unit, **options)
+    cfg = to_config(query, schema, time_unit, aliases=aliases or {}, **options)
     kwargs = {"state_cap": options["state_cap"]} if "state_cap" in options else {}
     return WindowAggregate(cfg, **kwargs)

@@ -62,6 +62,7 @@ from replaydb.indexes.membership import (
 )
 from replaydb.indexes.rankcodes import CODE_NS, coded, members_by_codes
 from replaydb.indexes.reader import join_pieces
+from replaydb.planner.options import PatternPlannerOptions
 from replaydb.planner.pattern.rewrite import RewrittenPattern
 from replaydb.store.interval_list import merge_halfopen
 
@@ -157,37 +158,10 @@ class Geometry:
         return np.searchsorted(self.leaf_t_min, np.asarray(b) - 1, side="right") - 1
 
 
-SCAN_MEMBERS: bool | None = None
-"""How a tight block tests the candidates it has left against a deferred member: by a scan
-of the member's seqs where they lie (:func:`~replaydb.indexes.membership.members_in_pieces`,
-True), by setting the member's bitmap and reading a bit per candidate (False), or by
-whichever :func:`~replaydb.indexes.membership.scan_pays` finds cheaper (None, the default).
-The candidates and intervals are the same either way."""
-
-
-CODE_MEMBERS: bool | None = None
-"""Whether a tight block tests the candidates it has left against a deferred member by the
-rank codes of the member's run files (:func:`~replaydb.indexes.rankcodes.members_by_codes`,
-where every file of the lookup has them): always (True), never (False), or where the cost
-model finds it cheaper than the cheaper of a scan of the member's seqs and their bitmap
-(None, the default): ``CODE_NS`` per candidate and file. The candidates and intervals are the
-same either way."""
-
-
-PRIMARY_PROBE_RATIO = 1024
-"""A tight block tests the candidates it has left by reading the deferred member's column at
-their events in the data files (the result's ``probe``, :meth:`StreamSnapshot.values_at`)
-when the member has at least this many times as many seqs: a probe costs a few cache misses
-an event (its page header and value), a pass over the member's seqs a streaming read a seq,
-so probes pay only for candidates about three orders of magnitude fewer than the seqs."""
-
-MEET_IN_ANCHOR_BITS = True
-"""Whether a tight block whose anchor is held as a bitmap tests its first member, when that
-member is deferred, by one pass over the member's seqs against the anchor's bitmap
-(:func:`_met_in_anchor_bits`). False: that member is tested as any other (scan, bitmap, probe
-or rank codes, as :data:`SCAN_MEMBERS`, :data:`PRIMARY_PROBE_RATIO` and :data:`CODE_MEMBERS`
-choose), which tests of those ways use. The candidates and intervals are the same either
-way."""
+MEMBER_TESTS = PatternPlannerOptions()
+"""How a tight block tests its members unless told otherwise (the member-test fields of
+:class:`~replaydb.planner.options.PatternPlannerOptions`: ``scan_members``, ``code_members``,
+``primary_probe_ratio``, ``meet_in_anchor_bits``, at their defaults)."""
 
 
 class SymbolResult:
@@ -203,9 +177,9 @@ class SymbolResult:
 
     A result may also be *deferred*: ``pieces``, where its ``n`` seqs lie in the index files
     (as :func:`sorted_alone` takes them), with nothing sorted or set yet. A tight block then
-    tests its remaining candidates against the pieces (:data:`SCAN_MEMBERS`), or, with a
+    tests its remaining candidates against the pieces (``scan_members``), or, with a
     ``probe`` (events -> whether each passes the lookup's condition, read from the stream's
-    data; None when it cannot tell), by reading their values (:data:`PRIMARY_PROBE_RATIO`);
+    data; None when it cannot tell), by reading their values (``primary_probe_ratio``);
     anything else reading it makes it what :func:`sorted_alone` makes first
     (:meth:`settle`)."""
 
@@ -344,32 +318,36 @@ def _times_of(base: np.ndarray, off: int, seq: np.ndarray, t: np.ndarray) -> np.
     return out
 
 
-def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurrences:
+def block_occurrences(offsets: list[int], results: list[SymbolResult], *,
+                      members: PatternPlannerOptions = MEMBER_TESTS) -> Occurrences:
     """Merge the selected BSs of one tight BB at fixed seq distances (``offsets`` ascending).
 
     The BS with the fewest events is the anchor; every other BS, smallest first, keeps the
     anchors whose event at its offset is in its result: one bitmap read per anchor left, or
     a merge walk (both sides sorted by seq); a deferred member is scanned where its seqs
     lie against the anchors left (:func:`~replaydb.indexes.membership.members_in_pieces`), so
-    its bitmap is never set, where that costs less (:data:`SCAN_MEMBERS`), or tested by its
+    its bitmap is never set, where that costs less (``scan_members``), or tested by its
     files' rank codes, a read per anchor left, where they have them and that costs less
-    still (:data:`CODE_MEMBERS`). O(sum of the results' sizes).
+    still (``code_members``). ``members``: how members are tested (the member-test fields of
+    :class:`~replaydb.planner.options.PatternPlannerOptions`; the candidates are the same
+    whichever way). O(sum of the results' sizes).
     """
     anchor = min(range(len(results)), key=lambda j: len(results[j]))
-    members = [j for j in sorted(range(len(results)), key=lambda j: len(results[j]))
-               if j != anchor]
-    base = (_met_in_anchor_bits(offsets, results, anchor, members[0])
-            if members and MEET_IN_ANCHOR_BITS else None)
+    others = [j for j in sorted(range(len(results)), key=lambda j: len(results[j]))
+              if j != anchor]
+    base = (_met_in_anchor_bits(offsets, results, anchor, others[0])
+            if others and members.meet_in_anchor_bits else None)
     if base is not None:
-        members = members[1:]
+        others = others[1:]
     else:
         base = np.ascontiguousarray(results[anchor].seq - offsets[anchor], dtype=I64)
-    for j in members:
+    for j in others:
         o, r = offsets[j], results[j]
         if base.size == 0:
             break
-        by_codes = r.pieces is not None and _by_codes(base.size, r)
-        if by_codes or (r.pieces is not None and _scans(base.size, r)):
+        by_codes = r.pieces is not None and _by_codes(base.size, r, members.code_members)
+        if by_codes or (r.pieces is not None
+                        and _scans(base.size, r, members.scan_members)):
             x = base + int(o)
             inside = (x >= 0) & (x < r.bound)
             if not inside.all():
@@ -378,7 +356,7 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
                 passed = members_by_codes(x, r.pieces)
             else:
                 passed = (r.probe(x) if r.probe is not None
-                          and base.size * PRIMARY_PROBE_RATIO <= len(r) else None)
+                          and base.size * members.primary_probe_ratio <= len(r) else None)
             if passed is None:
                 passed = members_in_pieces(x, r.pieces, r.bound)
             base = base[passed]
@@ -394,21 +372,21 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult]) -> Occurr
                        _member_times(last, base, offsets[-1]))
 
 
-def _by_codes(targets: int, r: SymbolResult) -> bool:
+def _by_codes(targets: int, r: SymbolResult, code_members: bool | None) -> bool:
     """Whether ``targets`` candidates are tested against deferred ``r`` by its files' rank
-    codes (:data:`CODE_MEMBERS`)."""
-    if CODE_MEMBERS is False or r.pieces is None or not coded(r.pieces):
+    codes (``code_members``: always, never, or None: where the cost model finds it cheaper)."""
+    if code_members is False or r.pieces is None or not coded(r.pieces):
         return False
-    if CODE_MEMBERS:
+    if code_members:
         return True
     return targets * len(r.pieces) * CODE_NS < member_test_ns(targets, len(r), r.bound)
 
 
-def _scans(targets: int, r: SymbolResult) -> bool:
+def _scans(targets: int, r: SymbolResult, scan_members: bool | None) -> bool:
     """Whether ``targets`` candidates are tested against deferred ``r`` by a scan of its seqs
-    (:data:`SCAN_MEMBERS`)."""
-    if SCAN_MEMBERS is not None:
-        return SCAN_MEMBERS
+    (``scan_members``: always, never, or None: where :func:`scan_pays` finds it cheaper)."""
+    if scan_members is not None:
+        return scan_members
     return scan_pays(targets, len(r), r.bound)
 
 
@@ -451,10 +429,12 @@ class IntervalStats:
 
 
 def candidate_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
-                        geo: Geometry) -> tuple[np.ndarray, np.ndarray, IntervalStats]:
+                        geo: Geometry, *, members: PatternPlannerOptions = MEMBER_TESTS
+                        ) -> tuple[np.ndarray, np.ndarray, IntervalStats]:
     """Closed intervals ``[A, B]`` (one per first event with a candidate), sorted by ``A``.
 
-    ``selected`` maps BS index -> its (intersected) result. See the module docstring.
+    ``selected`` maps BS index -> its (intersected) result; ``members``: how a tight block
+    tests its members (:func:`block_occurrences`). See the module docstring.
     """
     idxs = sorted(selected)
     if not idxs:
@@ -466,14 +446,14 @@ def candidate_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
     order = sorted(groups)
     occs: list[Occurrences] = []
     for b in order:
-        members = groups[b]
-        res = [selected[i] for i in members]
-        if len(members) == 1:
+        bss = groups[b]
+        res = [selected[i] for i in bss]
+        if len(bss) == 1:
             r = res[0]
             occs.append(Occurrences(r.seq, r.seq, r.t, r.t))
         else:
-            offs = [rp.symbols[i].offset for i in members]
-            occs.append(block_occurrences(offs, res))
+            offs = [rp.symbols[i].offset for i in bss]
+            occs.append(block_occurrences(offs, res, members=members))
     first_bs, last_bs = groups[order[0]][0], groups[order[-1]][-1]
     p, q = first_bs, rp.n - 1 - last_bs
     gmin, gmax = geo.gap_min, geo.gap_max
@@ -636,9 +616,11 @@ def _coalesce(iv: np.ndarray, leaf_t_min: np.ndarray, leaf_t_max: np.ndarray,
 
 
 def replay_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
-                     geo: Geometry) -> tuple[np.ndarray, IntervalStats]:
-    """Algorithm 3.1: sorted disjoint half-open replay intervals (rows ``[a, b)``)."""
-    a, b, st = candidate_intervals(rp, selected, geo)
+                     geo: Geometry, *, members: PatternPlannerOptions = MEMBER_TESTS
+                     ) -> tuple[np.ndarray, IntervalStats]:
+    """Algorithm 3.1: sorted disjoint half-open replay intervals (rows ``[a, b)``);
+    ``members``: how a tight block tests its members (:func:`block_occurrences`)."""
+    a, b, st = candidate_intervals(rp, selected, geo, members=members)
     iv = merge_closed(a, b, geo)
     st.raw_intervals = int(a.size)
     return iv, st

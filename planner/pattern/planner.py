@@ -23,13 +23,10 @@ query it
 the CPM's regions, or full replay when the CPM prunes nothing - when that is estimated cheaper),
 ``all``, ``greedy``, ``budget``, ``optimal`` (forced index strategies, at least one index when
 any is supported), ``cpm`` (histogram only: replay the CPM's regions), ``replay`` (handled by the
-hub: no planner). Options in ``ctx.options.extra``: ``cpm`` (default True: use the coarse
-pattern map; False: uniform estimates over the whole stream, no region pruning),
-``cpm_buckets`` (default 4096: the lowest tree level with at most that many nodes),
-``cpm_level`` (a level directly), ``weights`` (a dict overriding the weights), ``rivals``
-(default True: also run the other strategies, for EXPLAIN; False: only the chosen one),
-``semi_join`` (default True: filter big index results by the window around small ones
-before sorting them, when the expected entries say it pays; False: never; ``"always"``).
+hub: no planner). Options: ``ctx.planner_options``, a
+:class:`~replaydb.planner.options.PatternPlannerOptions` (the coarse pattern map's use and
+level, weights overriding the calibrated ones, whether rival strategies are run for EXPLAIN,
+the semi-join, and how a tight block tests its members).
 
 **Why replaying only the intervals gives exactly the matches of full replay.** Let R be the
 replayed ranges (disjoint time intervals; between two of them the operator's ``end_interval``
@@ -81,6 +78,7 @@ from replaydb.indexes.kernels import (
     thread_arena,
 )
 from replaydb.indexes.reader import Piece, join_pieces
+from replaydb.planner.options import PatternPlannerOptions
 from replaydb.planner.pattern.conditions import Condition
 from replaydb.planner.pattern.cost import (
     CondInfo,
@@ -90,9 +88,10 @@ from replaydb.planner.pattern.cost import (
     deferred_lookups,
     load_weights,
 )
-from replaydb.planner.pattern.cpm import DEFAULT_MAX_BUCKETS, Scope, build_cpm, whole_stream
+from replaydb.planner.pattern.cpm import Scope, build_cpm, whole_stream
 from replaydb.planner.pattern.intervals import (
     I64,
+    MEMBER_TESTS,
     Geometry,
     SymbolResult,
     coalesce_by_leaves,
@@ -170,19 +169,6 @@ def _kinds(snap: Any) -> dict[str, str]:
         elif a.kind == "string":
             out[a.name] = "string"
     return out
-
-
-def _extra(ctx: Any, key: str, default: Any) -> Any:
-    return (ctx.options.extra or {}).get(key, default)
-
-
-def _semi_join_option(v: Any) -> bool | str:
-    """The ``semi_join`` option: True (default, when it pays), False, or ``"always"``."""
-    if v == "always":
-        return "always"
-    if isinstance(v, bool):
-        return v
-    raise UsageError(f"semi_join must be true, false or 'always', not {v!r}")
 
 
 def _levels_cols(snap: Any, max_buckets: int, level: int | None) -> tuple[int, dict]:
@@ -388,7 +374,8 @@ def _deferrable(st: PatternPlanState, config: frozenset[int]) -> set[int]:
 def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: int,
                       timings: dict[str, float], *, semi_join: bool | str = True,
                       regular_times: bool = True, snap: Any = None,
-                      probes: bool = True) -> np.ndarray:
+                      probes: bool = True,
+                      members: PatternPlannerOptions = MEMBER_TESTS) -> np.ndarray:
     """Replay intervals for ``config`` (rows ``[a, b)``), before CPM/navigation/joining.
 
     ``semi_join`` (windowed patterns, several lookups): each lookup keeps only the events
@@ -399,7 +386,9 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     the last selected symbol's times from their seqs rather than sorting them along (False:
     sort them along, as on any stream; the intervals are the same). ``snap`` (the stream)
     with ``probes``: a deferred member may test the block's last candidates by reading
-    their values (:func:`condition_probe`; the intervals are the same)."""
+    their values (:func:`condition_probe`; the intervals are the same). ``members``: how a
+    tight block tests its members (the member-test fields of
+    :class:`~replaydb.planner.options.PatternPlannerOptions`; the intervals are the same)."""
     rp, geo = st.rp, st.geo
     assert rp is not None and geo is not None
     by_id = {c.id: c for c in st.conds}
@@ -436,7 +425,7 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
         per_bs.setdefault(c.bs, []).append(results[c.lookup])
     selected = {bs: (parts[0] if len(parts) == 1 else intersect_results(parts))
                 for bs, parts in per_bs.items()}
-    iv, ist = replay_intervals(rp, selected, geo)
+    iv, ist = replay_intervals(rp, selected, geo, members=members)
     # a deferred member whose test set its bitmap after all (many candidates) was read in full
     st.deferred = {lk for lk in deferred if results[lk].pieces is not None}
     st.interval_counts.update({"first_events": ist.first_events,
@@ -497,6 +486,12 @@ def _attach(plan: Any, st: PatternPlanState) -> None:
     plan.pattern_state = st  # type: ignore[attr-defined]
 
 
+def _options(ctx: Any) -> PatternPlannerOptions:
+    """The planner's options of ``ctx`` (the defaults when it carries none of this planner)."""
+    opts = getattr(ctx, "planner_options", None)
+    return opts if isinstance(opts, PatternPlannerOptions) else PatternPlannerOptions()
+
+
 def _partitioned(spec: Any) -> bool:
     from replaydb.operators.pattern.model import Strategy
 
@@ -553,11 +548,11 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
         return plan_
     if rp.n == 0:
         return _replay_plan(ctx, op, st, "the pattern has no basic symbol: full replay")
-    use_cpm = bool(_extra(ctx, "cpm", True)) or choice == "cpm"
+    opts = _options(ctx)
+    use_cpm = opts.cpm or choice == "cpm"
     t0 = time.perf_counter()
     if use_cpm and snap.tree.height > 0:
-        level, cols = _levels_cols(snap, int(_extra(ctx, "cpm_buckets", DEFAULT_MAX_BUCKETS)),
-                                   _extra(ctx, "cpm_level", None))
+        level, cols = _levels_cols(snap, opts.cpm_buckets, opts.cpm_level)
         st.scope = build_cpm(rp, geo, cols, level)
     else:
         st.scope = whole_stream(geo)
@@ -567,8 +562,8 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     st.conds, st.lookups = gather_conditions(rp, indexes, geo.n_events)
     timings["statistics"] = time.perf_counter() - t0
     weights = load_weights(ctx.store)
-    override = _extra(ctx, "weights", None)
-    if isinstance(override, dict):
+    override = opts.weights
+    if override is not None:
         weights = Weights(float(override.get("w_pio", weights.w_pio)),
                           float(override.get("w_sio", weights.w_sio)),
                           float(override.get("w_sort", weights.w_sort)), "option",
@@ -582,7 +577,7 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     t0 = time.perf_counter()
     wanted = "optimal" if choice in ("auto", "cpm") else choice
     for name, fn in STRATEGIES.items():
-        if name == wanted or _extra(ctx, "rivals", True):
+        if name == wanted or opts.rivals:
             st.selections[name] = fn(model, st.conds)
     timings["select"] = st.selections[wanted].seconds
     timings["select_all_strategies"] = time.perf_counter() - t0
@@ -606,16 +601,15 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
             strategy = "cpm" if cpm_prunes and use_cpm else "replay"
     st.chosen = chosen if chosen is not None else base
     st.strategy = strategy
-    if not _extra(ctx, "lookups", True):  # estimates only (calibration)
+    if not opts.lookups:  # estimates only (calibration)
         plan_ = Plan.of(ctx, strategy, None, operator=op)
         plan_.timings.update(timings)
         _attach(plan_, st)
         return plan_
     if chosen is not None and chosen.config:
         iv = compute_intervals(st, chosen.config, geo.n_events, timings,
-                               semi_join=_semi_join_option(_extra(ctx, "semi_join", True)),
-                               regular_times=bool(_extra(ctx, "regular_times", True)),
-                               snap=snap, probes=bool(_extra(ctx, "probes", True)))
+                               semi_join=opts.semi_join, regular_times=opts.regular_times,
+                               snap=snap, probes=opts.probes, members=opts)
     else:
         iv = None
     iv = finish_intervals(st, iv, timings, use_cpm=use_cpm)
