@@ -431,9 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     ax2.set_xlabel("seconds since start")
     ax2.set_ylabel("process tree RSS (GiB)")
     ax2.set_title(f"memory: peak {peak:.2f} GiB")
-    fig.tight_layout()
-    fig.savefig(res_out.plot_path("ingest.png"), dpi=110)
-    plt.close(fig)
+    res_out.save_plot(fig, "ingest.png")
     out_dir = res_out.write()
     print((out_dir / "results.md").read_text())
     return 0

@@ -695,9 +695,7 @@ def plots(res: Results, uni: dict, s: dict, skw: dict, plans: dict | None) -> No
     ax2.set_yscale("log")
     ax2.set_ylabel("combinations examined")
     ax[2].set_title("Optimal's selection (Fig. 3.11)")
-    fig.tight_layout()
-    fig.savefig(res.plot_path("uniform.png"), dpi=110)
-    plt.close(fig)
+    res.save_plot(fig, "uniform.png")
     if skw:
         fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
         attrs = list(skw)
@@ -723,9 +721,7 @@ def plots(res: Results, uni: dict, s: dict, skw: dict, plans: dict | None) -> No
         ax[1].set_ylabel("relative C_PIO error")
         ax[1].set_title("C_PIO error with and without CPM (Fig. 3.14)")
         ax[1].legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(res.plot_path("skewed.png"), dpi=110)
-        plt.close(fig)
+        res.save_plot(fig, "skewed.png")
     if plans:
         pr = sorted(plans["plans"], key=lambda p: p["est_cost"])
         fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -748,9 +744,7 @@ def plots(res: Results, uni: dict, s: dict, skw: dict, plans: dict | None) -> No
         ax[1].set_xlabel("plans ranked by estimated cost")
         ax[1].set_title("time vs estimated cost (Fig. 3.12 b)")
         ax[1].legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(res.plot_path("all_plans.png"), dpi=110)
-        plt.close(fig)
+        res.save_plot(fig, "all_plans.png")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,6 @@ queries in DuckDB SQL (gaps-and-islands situations + interval join with the rela
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from replaydb.bench.common import arguments
 from replaydb.operators.tpstream.parallel import run_partitioned, run_unpartitioned
 from replaydb.operators.tpstream.relations import RELATIONS
 from replaydb.planner.lang.tpstream import bind, parse
@@ -330,19 +330,25 @@ def _config_key(tab: pa.Table) -> dict[tuple, int]:
     return {(int(x), int(y)): int(z) for x, y, z in zip(a, b, d)}
 
 
+def _by_mode(query: str, data: list[pa.RecordBatch]) -> dict[str, pa.Table]:
+    """The results of ``query`` over ``data`` in normal and in low-latency mode."""
+    out = {}
+    for mode in ("normal", "low_latency"):
+        op = bind(parse(query), data[0].schema, "s", mode=mode)
+        for b in data:
+            op.push(b)
+        op.flush()
+        out[mode] = op.results()
+    return out
+
+
 def exp_latency(n_events: int) -> dict[str, Any]:
     out: dict[str, Any] = {"relations": {}}
     for scale in (0.5, 1.0, 2.0):                 # A:B average duration 2:1, 1:1, 1:2
         data = materialize(situations(n_events, 2, seed=4, dur_scale=[1.0, scale]))
         for r in RELATIONS:
             q = f"FROM syn DEFINE A AS a0, B AS a1 PATTERN A {r} B WITHIN 1000"
-            tabs = {}
-            for mode in ("normal", "low_latency"):
-                op = bind(parse(q), data[0].schema, "s", mode=mode)
-                for b in data:
-                    op.push(b)
-                op.flush()
-                tabs[mode] = op.results()
+            tabs = _by_mode(q, data)
             norm = _config_key(tabs["normal"])
             low = _config_key(tabs["low_latency"])
             both = norm.keys() & low.keys()
@@ -356,13 +362,7 @@ def exp_latency(n_events: int) -> dict[str, Any]:
     # aggressive drivers on traffic
     lr = materialize(traffic(n_events, seed=5))
     q = lr_query(lr_thresholds(lr))
-    res = {}
-    for mode in ("normal", "low_latency"):
-        op = bind(parse(q), lr[0].schema, "s", mode=mode)
-        for b in lr:
-            op.push(b)
-        op.flush()
-        res[mode] = op.results()
+    res = _by_mode(q, lr)
 
     def keyed(t: pa.Table) -> dict[tuple, tuple[int, int]]:
         cols = [t.column(c).to_numpy() for c in ("id", "A_ts", "B_ts", "C_ts",
@@ -786,10 +786,7 @@ def plot(res: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="small sizes (default)")
-    g.add_argument("--full", action="store_true", help="paper sizes (1M-100M events)")
+    ap = arguments(__doc__.splitlines()[0], full="paper sizes (1M-100M events)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply every size by this factor (e.g. 0.01 for a smoke run)")
     ap.add_argument("--only", nargs="*", default=None,
