@@ -184,9 +184,7 @@ def plot(res: Results, runs: dict[int, dict[str, Any]]) -> None:
     ax.set_ylabel("median relative C_PIO error")
     ax.set_title(f"Skewed, {big / 1e6:g}M events")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(res.plot_path("estimates.png"), dpi=110)
-    plt.close(fig)
+    res.save_plot(fig, "estimates.png")
 
 
 def main(argv: list[str] | None = None) -> None:

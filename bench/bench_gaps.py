@@ -115,9 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         ax.set_ylabel("automaton time / vectorized time")
         ax.set_title(f"blocks and gaps, {n:,} events")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(res.plot_path("gaps.png"), dpi=110)
-        plt.close(fig)
+        res.save_plot(fig, "gaps.png")
     except ImportError:  # pragma: no cover - matplotlib is a dependency of the bench extra
         res.notes.append("matplotlib missing: no plot")
     res.notes += [

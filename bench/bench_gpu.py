@@ -339,9 +339,7 @@ def plot(b: Bench) -> None:
         ax.legend(fontsize=7)
     if b.gpu is None:
         fig.suptitle("No GPU in this run: CPU throughput only, GPU NOT MEASURED")
-    fig.tight_layout()
-    fig.savefig(b.res.plot_path("gpu.png"), dpi=110)
-    plt.close(fig)
+    b.res.save_plot(fig, "gpu.png")
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -289,6 +289,17 @@ def measure(workload: str, n: int, system: str, time_limit_s: float) -> dict[str
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _baseline_in_time(name: str, n: int, b: dict[str, Any], g: dict[str, Any],
+                      time_limit_s: float, note: str = "") -> bool:
+    """Record in the two-step baseline's measurement ``b`` whether it returned what GRETA's ``g``
+    did (None when it failed), print it, and tell whether it finished within the time limit."""
+    same = b.get("digest") == g.get("digest") if b.get("status") == "ok" else None
+    b["same_result"] = same
+    print(f"{name:12s} {n:>9,} two-step {b.get('status')} {b.get('wall_s', 0):8.3f}s "
+          f"trends {b.get('trends', 0):,} same={same}{note}", flush=True)
+    return b.get("status") == "ok" and b["wall_s"] <= time_limit_s
+
+
 def _bisect(name: str, lo: int, hi: int, time_limit_s: float, base_ok: dict[int, dict],
             greta: dict[int, dict], records: list[dict[str, Any]], steps: int = 12) -> None:
     """Find (approximately) the largest size the baseline finishes within the time limit: the
@@ -303,11 +314,7 @@ def _bisect(name: str, lo: int, hi: int, time_limit_s: float, base_ok: dict[int,
         g = measure(name, mid, "greta", time_limit_s)
         records.extend([g, b])
         greta[mid] = g
-        same = b.get("digest") == g.get("digest") if b.get("status") == "ok" else None
-        b["same_result"] = same
-        print(f"{name:12s} {mid:>9,} two-step {b.get('status')} {b.get('wall_s', 0):8.3f}s "
-              f"trends {b.get('trends', 0):,} same={same}  (search)", flush=True)
-        if b.get("status") == "ok" and b["wall_s"] <= time_limit_s:
+        if _baseline_in_time(name, mid, b, g, time_limit_s, "  (search)"):
             base_ok[mid] = b
             lo = mid
         else:
@@ -370,11 +377,7 @@ def run(sizes: list[int], mode: str, time_limit_s: float,
             if n in b_sizes and not failed:
                 b = measure(name, n, "two-step", time_limit_s)
                 records.append(b)
-                same = b.get("digest") == g.get("digest") if b.get("status") == "ok" else None
-                b["same_result"] = same
-                print(f"{name:12s} {n:>9,} two-step {b.get('status')} {b.get('wall_s', 0):8.3f}s "
-                      f"trends {b.get('trends', 0):,} same={same}", flush=True)
-                if b.get("status") == "ok" and b["wall_s"] <= time_limit_s:
+                if _baseline_in_time(name, n, b, g, time_limit_s):
                     base_ok[n] = b
                 else:
                     failed = True

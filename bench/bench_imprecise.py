@@ -30,7 +30,6 @@ Writes ``bench/results/imprecise/results.{md,json}`` and ``throughput.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from replaydb.bench.common import arguments
 from replaydb.planner.lang.imprecise import bind, parse
 
 MODULI = (20, 30, 50, 70, 110, 130)
@@ -166,10 +166,7 @@ def configuration(series: str, param: str, value: int, delta: int, window: int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="small sizes (default)")
-    g.add_argument("--full", action="store_true", help="paper sizes")
+    ap = arguments(__doc__.split("\n")[0], full="paper sizes")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="only re-render the tables and plot from a results.json")

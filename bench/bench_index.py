@@ -30,7 +30,6 @@ Writes ``bench/results/index/results.{md,json}`` and ``index_bench.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -47,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from replaydb.bench.common import arguments
 from replaydb.indexes import ENTRIES_PER_PAGE, LSMIndex, LSMOptions
 from replaydb.indexes.parallel import effective_threads
 
@@ -454,10 +454,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    size = ap.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="1M events (default)")
-    size.add_argument("--full", action="store_true", help="10M events")
+    ap = arguments(__doc__.split("\n\n")[0], "1M events (default)", "10M events")
     ap.add_argument("--events", type=int, help="number of events (overrides --quick/--full)")
     ap.add_argument("--attribute", default="a5", help="indexed attribute (a1..a5)")
     ap.add_argument("--seed", type=int, default=7)

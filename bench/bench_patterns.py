@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from replaydb.bench.common import Results, arguments
+from replaydb.bench.common import Results, arguments, best_wall_and_cpu
 from replaydb.planner.lang import match_recognize as mr
 from replaydb.planner.lang import sase
 
@@ -69,18 +69,6 @@ def stream(n: int, seed: int = 0) -> pa.Table:
     for j in range(6):
         cols[f"v{j + 1}"] = vals[j]
     return pa.table(cols)
-
-
-def timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
-    """Best wall and best CPU seconds of ``repeat`` runs, and the last result."""
-    best_w = best_c = float("inf")
-    out = None
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        best_w = min(best_w, time.perf_counter() - w0)
-        best_c = min(best_c, time.process_time() - c0)
-    return best_w, best_c, out
 
 
 def run_operator(op: Any, batches: Any) -> int:
@@ -131,7 +119,7 @@ def part1(res: Results, n: int, repeat: int) -> dict[str, float]:
     matches: dict[str, int] = {}
     for name, op in ops.items():
         run_operator(op, batches[:1])  # warm up (compilation is cached on disk)
-        w, c, k = timed(lambda op=op: run_operator(op, batches), repeat)
+        w, c, k = best_wall_and_cpu(lambda op=op: run_operator(op, batches), repeat)
         measured[name] = w
         cpu_of[name] = c
         matches[name] = k
@@ -139,7 +127,7 @@ def part1(res: Results, n: int, repeat: int) -> dict[str, float]:
     for name, fn in (("pyarrow scan: the three range conditions", predicate_scan),
                      ("pyarrow scan: min/max of the three columns", plain_scan)):
         fn(batches[:1])
-        w, c, _ = timed(lambda fn=fn: fn(batches), repeat)
+        w, c, _ = best_wall_and_cpu(lambda fn=fn: fn(batches), repeat)
         measured[name] = w
         cpu_of[name] = c
         rows.append([name, w, c, n / w, None])
@@ -169,8 +157,8 @@ def part1(res: Results, n: int, repeat: int) -> dict[str, float]:
             f = pq.ParquetFile(path)
             return run_operator(op, f.iter_batches(batch_size=BATCH))
 
-        w_scan, c_scan, _ = timed(read, repeat)
-        w_pat, c_pat, k = timed(read_match, repeat)
+        w_scan, c_scan, _ = best_wall_and_cpu(read, repeat)
+        w_pat, c_pat, k = best_wall_and_cpu(read_match, repeat)
     prows.append(["pyarrow Parquet scan (all columns)", w_scan, c_scan, n / w_scan, None, 1.0,
                   1.0])
     prows.append(["Parquet read + MATCH_RECOGNIZE operator", w_pat, c_pat, n / w_pat, k,
@@ -261,28 +249,24 @@ def plot(res: Results, p1: dict[str, float], series: dict[str, list[tuple[int, f
     ax.set_ylabel("pattern time / scan time")
     ax.set_title("3-symbol contiguous pattern vs pyarrow scan")
     ax.legend()
-    ax = axes[1]
-    for kind in ("E1", "E4"):
+    _throughput_panel(axes[1], series, ("E1", "E4"), "window (events)", "window")
+    axes[1].set_xscale("log", base=2)
+    _throughput_panel(axes[2], series, ("E2", "E3"), "symbols", "pattern length")
+    res.save_plot(fig, "patterns.png")
+
+
+def _throughput_panel(ax: Any, series: dict[str, list[tuple[int, float]]],
+                      kinds: tuple[str, str], xlabel: str, versus: str) -> None:
+    """Events/s (log scale) of the skip-till-any workload ``kinds[0]`` and the skip-till-next
+    workload ``kinds[1]`` against ``xlabel``."""
+    for kind, strategy in zip(kinds, ("skip-till-any", "skip-till-next")):
         xs, ys = zip(*series.get(kind, [(0, 0)]))
-        ax.plot(xs, ys, marker="o", label=f"{kind} ({'skip-till-any' if kind == 'E1' else 'skip-till-next'})")
-    ax.set_xscale("log", base=2)
+        ax.plot(xs, ys, marker="o", label=f"{kind} ({strategy})")
     ax.set_yscale("log")
-    ax.set_xlabel("window (events)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("events/s")
-    ax.set_title("E1, E4: throughput vs window")
+    ax.set_title(f"{', '.join(kinds)}: throughput vs {versus}")
     ax.legend()
-    ax = axes[2]
-    for kind in ("E2", "E3"):
-        xs, ys = zip(*series.get(kind, [(0, 0)]))
-        ax.plot(xs, ys, marker="o", label=f"{kind} ({'skip-till-any' if kind == 'E2' else 'skip-till-next'})")
-    ax.set_yscale("log")
-    ax.set_xlabel("symbols")
-    ax.set_ylabel("events/s")
-    ax.set_title("E2, E3: throughput vs pattern length")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(res.plot_path("patterns.png"), dpi=110)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:

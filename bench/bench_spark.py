@@ -302,9 +302,7 @@ def plot(res: Results, summary: dict[str, dict[str, float]]) -> None:
     ax.set_ylabel("wall time (s)")
     ax.set_title(f"Spark engine vs local execution, {res.params['events']:,} events")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(res.plot_path("spark_times.png"), dpi=110)
-    plt.close(fig)
+    res.save_plot(fig, "spark_times.png")
 
 
 def scan_split(spark_stats: dict[str, dict[str, dict]], q: str = "tpstream"

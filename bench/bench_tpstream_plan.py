@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 import replaydb
-from replaydb.bench.common import Results, arguments
+from replaydb.bench.common import Results, arguments, best_wall_and_cpu
 from replaydb.indexes.manage import create_index
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.store.schema import Attribute, StreamSchema
@@ -113,18 +113,6 @@ def build(root: Path, n: int) -> tuple[Any, dict[float, str]]:
     return store, names
 
 
-def timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
-    """Best wall and best CPU (process) time of ``repeat`` runs; the machine is shared, so CPU
-    time is the steadier figure."""
-    wall, cpu, out = float("inf"), float("inf"), None
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        wall = min(wall, time.perf_counter() - w0)
-        cpu = min(cpu, time.process_time() - c0)
-    return wall, cpu, out
-
-
 def measure(store: Any, stream: str, repeat: int, query: str) -> dict[str, Any]:
     text = query.format(s=stream)
     out: dict[str, Any] = {}
@@ -133,7 +121,7 @@ def measure(store: Any, stream: str, repeat: int, query: str) -> dict[str, Any]:
         def once(name: str = name, extra: dict = extra) -> Any:
             p = plan_query(store, text, QueryOptions(plan=name, extra=dict(extra)))
             return p, execute(p)
-        secs, cpu, (p, r) = timed(once, repeat)
+        secs, cpu, (p, r) = best_wall_and_cpu(once, repeat)
         rows = r.table.to_pylist()
         if want is None:
             want = rows
@@ -172,9 +160,7 @@ def plot(res: Results, tables: dict[str, list[dict[str, Any]]]) -> None:
         ax2.set_ylabel("fraction of events replayed")
         ax1.set_title(f"{qname}: pruned vs full replay")
         ax2.set_title(f"{qname}: events read")
-    fig.tight_layout()
-    fig.savefig(res.plot_path("tpstream_plan.png"), dpi=110)
-    plt.close(fig)
+    res.save_plot(fig, "tpstream_plan.png")
 
 
 def main() -> None:

@@ -57,6 +57,18 @@ def best_of(fn: Callable[[], Any], repeat: int = 3, min_time: float = 0.0) -> tu
     return best, out
 
 
+def best_wall_and_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
+    """Best wall and best CPU (process) seconds of ``repeat`` runs of ``fn``, and the last
+    result; on a shared machine CPU time is the steadier figure."""
+    wall, cpu, out = float("inf"), float("inf"), None
+    for _ in range(repeat):
+        w0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        wall = min(wall, time.perf_counter() - w0)
+        cpu = min(cpu, time.process_time() - c0)
+    return wall, cpu, out
+
+
 MET_WORDS = {True: "yes", False: "no", None: "not assessed"}
 """How a goal row's ``met`` reads in results.md."""
 
@@ -91,6 +103,15 @@ class Results:
     def plot_path(self, filename: str) -> Path:
         self.plots.append(filename)
         return self.dir / filename
+
+    def save_plot(self, fig: Any, filename: str) -> None:
+        """Lay out the matplotlib figure ``fig``, save it as this benchmark's plot ``filename``
+        (110 dpi) and close it."""
+        import matplotlib.pyplot as plt
+
+        fig.tight_layout()
+        fig.savefig(self.plot_path(filename), dpi=110)
+        plt.close(fig)
 
     def write(self) -> Path:
         data = {
@@ -151,9 +172,12 @@ def to_markdown(data: dict[str, Any], heading: str = "#") -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def arguments(description: str) -> argparse.ArgumentParser:
+def arguments(description: str, quick: str = "small sizes (default)",
+              full: str = "the papers' sizes") -> argparse.ArgumentParser:
+    """A benchmark's argument parser with the exclusive ``--quick`` and ``--full`` flags
+    (``quick`` and ``full`` are their help texts)."""
     p = argparse.ArgumentParser(description=description)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="small sizes (default)")
-    g.add_argument("--full", action="store_true", help="the papers' sizes")
+    g.add_argument("--quick", action="store_true", help=quick)
+    g.add_argument("--full", action="store_true", help=full)
     return p

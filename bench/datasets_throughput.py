@@ -13,7 +13,6 @@ run; ratios are make/generate.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import subprocess
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 import replaydb.datasets as ds
+from replaydb.bench.common import arguments
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "datasets_throughput"
 
@@ -112,10 +112,8 @@ def _plot(rows: list[dict], path: Path, events: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="1M events per generator (default)")
-    size.add_argument("--full", action="store_true", help="10M events per generator")
+    p = arguments(__doc__.splitlines()[0], "1M events per generator (default)",
+                  "10M events per generator")
     p.add_argument("--events", type=int, default=None, help="override the number of events")
     p.add_argument("--only", nargs="*", default=None, help="only these datasets")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory")

@@ -17,13 +17,14 @@ Mode flags: every benchmark takes its own ``--quick``/``--full`` (checked for ea
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from replaydb.bench.common import arguments
 
 BENCH_DIR = Path(__file__).resolve().parent
 PACKAGE = "replaydb.bench"
@@ -111,10 +112,7 @@ def summary(outcomes: list[Outcome], mode: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Run the benchmarks and rebuild the results README.")
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="small sizes (default)")
-    g.add_argument("--full", action="store_true", help="the papers' sizes")
+    ap = arguments("Run the benchmarks and rebuild the results README.")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks")
     ap.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     ap.add_argument("--timeout", type=float, default=None,

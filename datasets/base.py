@@ -19,7 +19,7 @@ Bounded memory. Only one block (plus at most one output batch) is alive at a tim
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -116,6 +116,27 @@ BlocksFn = Callable[[int | None, int, dict[str, Any]], Iterator[pa.RecordBatch]]
 SchemaFn = Callable[[dict[str, Any]], pa.Schema]
 
 
+def arrow_schema(
+    columns: Iterable[ColumnInfo], required: Collection[str] | None = None
+) -> pa.Schema:
+    """The Arrow schema of ``columns``, in order.
+
+    A column's type is its :attr:`ColumnInfo.type` read as an Arrow type alias (``int64``,
+    ``double``, ``float``, ``string``, ``bool``, ...). The columns named in ``required`` (all
+    columns when None) are non-null, the others nullable.
+    """
+    fields = []
+    for c in columns:
+        nullable = required is not None and c.name not in required
+        fields.append(pa.field(c.name, pa.type_for_alias(c.type), nullable=nullable))
+    return pa.schema(fields)
+
+
+def _fixed_schema(schema: pa.Schema) -> SchemaFn:
+    """The schema function of a dataset whose schema does not depend on its options."""
+    return lambda opts: schema
+
+
 @dataclass(frozen=True)
 class Dataset:
     """A registered dataset: its description and how to produce it."""
@@ -181,12 +202,18 @@ def _coerce(dataset: str, opt: OptionInfo, value: Any) -> Any:
 _REGISTRY: dict[str, Dataset] = {}
 
 
-def register(dataset: Dataset) -> Dataset:
-    """Add ``dataset`` to the registry (names are unique)."""
-    name = dataset.info.name
+def register(info: DatasetInfo, schema: pa.Schema | SchemaFn, blocks: BlocksFn) -> Dataset:
+    """Add the dataset ``info`` describes to the registry (names are unique) and return it.
+
+    ``schema`` is its Arrow schema, or, when the schema depends on the options, the function from
+    resolved options to the schema; ``blocks`` yields the stream as blocks (see the module doc).
+    """
+    name = info.name
     if name in _REGISTRY:
         raise ValueError(f"dataset {name!r} registered twice")
-    _REGISTRY[name] = dataset
+    if isinstance(schema, pa.Schema):
+        schema = _fixed_schema(schema)
+    dataset = _REGISTRY[name] = Dataset(info, schema, blocks)
     return dataset
 
 
@@ -218,6 +245,36 @@ def block_rng(seed: int, tag: int, index: int) -> np.random.Generator:
     if seed < 0:
         raise UsageError(f"seed must be a non-negative integer, got {seed}")
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, tag, index + 1])))
+
+
+def initial_rng(seed: int, name: str) -> np.random.Generator:
+    """The random generator of dataset ``name``'s initial state (block index -1)."""
+    return block_rng(seed, dataset_tag(name), -1)
+
+
+def block_spans(events: int, size: int) -> Iterator[tuple[int, int, int]]:
+    """``(index, lo, hi)`` of the blocks of ``size`` events that cover events ``0..events-1``.
+
+    Block ``index`` holds events ``lo = index * size`` up to ``hi = min(events, lo + size)``
+    (exclusive); only the last block can be short.
+    """
+    for index in range(-(-events // size)):
+        lo = index * size
+        yield index, lo, min(events, lo + size)
+
+
+def seeded_blocks(
+    events: int, size: int, seed: int, name: str
+) -> Iterator[tuple[int, int, np.random.Generator]]:
+    """``(lo, hi, rng)`` of every block of :func:`block_spans`, with the block's random generator.
+
+    ``rng`` is :func:`block_rng` of ``seed``, dataset ``name``'s tag and the block index. A
+    generator that draws a whole block of ``size`` events even for a short last block (keeping
+    ``hi - lo`` rows) makes a stream's prefix independent of the number of events asked for.
+    """
+    tag = dataset_tag(name)
+    for index, lo, hi in block_spans(events, size):
+        yield lo, hi, block_rng(seed, tag, index)
 
 
 def check_events(events: int | None, *, allow_none: bool) -> None:
@@ -296,6 +353,11 @@ def batch_from_arrays(schema: pa.Schema, arrays: list[Any]) -> pa.RecordBatch:
             a = pa.array(arr, type=fld.type)
         cols.append(a)
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def repeated_string(value: str, n: int) -> pa.Array:
+    """A string array of ``n`` copies of ``value``."""
+    return strings_from_codes([value], np.zeros(n, dtype=np.int8))
 
 
 def strings_from_codes(names: list[str], codes: np.ndarray) -> pa.Array:

@@ -24,18 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    block_rng,
-    dataset_tag,
-    register,
-    stable_order,
-    strings_from_codes,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.errors import UsageError
 
 NAME = "cluster"
@@ -43,17 +33,16 @@ BLOCK = 1 << 18
 TYPES = ["Start", "Measurement", "End"]
 START, MEASURE, END = 0, 1, 2
 
-SCHEMA = pa.schema(
-    [
-        pa.field("t", pa.int64(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("job", pa.int64(), nullable=False),
-        pa.field("mapper", pa.int64(), nullable=False),
-        pa.field("cpu", pa.float64(), nullable=False),
-        pa.field("memory", pa.float64(), nullable=False),
-        pa.field("load", pa.int64(), nullable=False),
-    ]
+COLUMNS = (
+    ColumnInfo("t", "int64", "s", "start + i // rate"),
+    ColumnInfo("type", "string", None, "'Start', 'Measurement' or 'End'"),
+    ColumnInfo("job", "int64", None, "job id, uniform 0..ids-1 (0..10)"),
+    ColumnInfo("mapper", "int64", None, "mapper id, uniform 0..ids-1 (0..10)"),
+    ColumnInfo("cpu", "double", None, "CPU measurement, uniform [0, 1000)"),
+    ColumnInfo("memory", "double", None, "memory measurement, uniform [0, 1000)"),
+    ColumnInfo("load", "int64", None, "load, Poisson(load_mean) capped at 10000"),
 )
+SCHEMA = base.arrow_schema(COLUMNS)
 
 
 def lifecycle_types(
@@ -71,7 +60,7 @@ def lifecycle_types(
     new_left = left.copy()
     if n == 0:
         return types, new_left
-    order = stable_order(pair)
+    order = base.stable_order(pair)
     sp = pair[order]
     counts = np.bincount(sp, minlength=left.size)
     first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # sorted index of each pair's 1st event
@@ -90,8 +79,8 @@ def lifecycle_types(
         job_pair = np.repeat(pairs, n_jobs)
         cs = np.cumsum(lengths)
         seg_first = np.concatenate(([0], np.cumsum(n_jobs)[:-1]))
-        base = np.where(seg_first > 0, cs[seg_first - 1], 0)
-        ends_in_pair = cs - np.repeat(base, n_jobs)  # exclusive end of each job, pair-relative
+        before = np.where(seg_first > 0, cs[seg_first - 1], 0)
+        ends_in_pair = cs - np.repeat(before, n_jobs)  # exclusive end of each job, pair-relative
         starts_in_pair = ends_in_pair - lengths
         offset = first[job_pair] + left[job_pair]  # sorted index where the pair's new jobs begin
         limit = rest[job_pair]
@@ -111,10 +100,6 @@ def lifecycle_types(
     return types, new_left
 
 
-def _schema(opts: dict[str, Any]) -> pa.Schema:
-    return SCHEMA
-
-
 def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     assert events is not None
     ids, rate, job_len = opts["ids"], opts["rate"], opts["job_length"]
@@ -122,13 +107,9 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
         raise UsageError(f"{NAME}: ids and rate must be >= 1")
     if job_len < 0:
         raise UsageError(f"{NAME}: job_length must be >= 0, got {job_len}")
-    tag = dataset_tag(NAME)
     left = np.zeros(ids * ids, dtype=np.int64)
-    for b in range(-(-events // BLOCK)):
-        lo = b * BLOCK
-        need = min(events, lo + BLOCK) - lo
+    for lo, hi, rng in base.seeded_blocks(events, BLOCK, seed, NAME):
         m = BLOCK  # always a whole block, so a stream's prefix does not depend on N
-        rng = block_rng(seed, tag, b)
         job = rng.integers(0, ids, m)
         mapper = rng.integers(0, ids, m)
         cpu = rng.uniform(0.0, 1000.0, m)
@@ -136,19 +117,11 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
         load = np.minimum(rng.poisson(opts["load_mean"], m), 10_000)
         types, left = lifecycle_types(job * ids + mapper, left, rng, job_len)
         i = np.arange(lo, lo + m, dtype=np.int64)
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(opts["start"] + i // rate),
-                strings_from_codes(TYPES, types),
-                pa.array(job),
-                pa.array(mapper),
-                pa.array(cpu),
-                pa.array(memory),
-                pa.array(load.astype(np.int64)),
-            ],
-            schema=SCHEMA,
+        t = opts["start"] + i // rate
+        batch = base.batch_from_arrays(
+            SCHEMA, [t, base.strings_from_codes(TYPES, types), job, mapper, cpu, memory, load]
         )
-        yield batch.slice(0, need)
+        yield batch.slice(0, hi - lo)
 
 
 INFO = DatasetInfo(
@@ -161,20 +134,11 @@ INFO = DatasetInfo(
         "memory and load, End; ids uniform 0-10, cpu/memory uniform 0-1000, load Poisson(100); "
         "3000 events per second for 3 hours by default."
     ),
-    columns=(
-        ColumnInfo("t", "int64", "s", "start + i // rate"),
-        ColumnInfo("type", "string", None, "'Start', 'Measurement' or 'End'"),
-        ColumnInfo("job", "int64", None, "job id, uniform 0..ids-1 (0..10)"),
-        ColumnInfo("mapper", "int64", None, "mapper id, uniform 0..ids-1 (0..10)"),
-        ColumnInfo("cpu", "double", None, "CPU measurement, uniform [0, 1000)"),
-        ColumnInfo("memory", "double", None, "memory measurement, uniform [0, 1000)"),
-        ColumnInfo("load", "int64", None, "load, Poisson(load_mean) capped at 10000"),
-    ),
+    columns=COLUMNS,
     time_column="t",
     time_unit="s",
     key_columns=("job", "mapper"),
     default_events=3 * 3600 * 3000,
-    event_bytes=None,
     suggested_indexes=("type", "job", "mapper", "load"),
     example_queries=(
         ExampleQuery(
@@ -195,4 +159,4 @@ INFO = DatasetInfo(
     block_events=f"{BLOCK} events",
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, SCHEMA, _blocks)

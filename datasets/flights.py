@@ -44,14 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    register,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.datasets.packages import VEGA_DATASETS, fetch, packages_dir, sha256_of
 from replaydb.errors import DataError
 
@@ -61,15 +55,14 @@ PARQUET_SHA256 = "dbeb920c90f59b6ccaff823dcc3d08f25a97fa1ce128d93f40be4e931f5900
 ROWS = 3_000_000
 BLOCK = 1 << 18
 
-SCHEMA = pa.schema(
-    [
-        pa.field("date", pa.int64(), nullable=False),
-        pa.field("delay", pa.int64()),
-        pa.field("distance", pa.int64()),
-        pa.field("origin", pa.string()),
-        pa.field("destination", pa.string()),
-    ]
+COLUMNS = (
+    ColumnInfo("date", "int64", "ms", "scheduled departure, ms since epoch (wall clock as UTC)"),
+    ColumnInfo("delay", "int64", "min", "departure delay, negative when early"),
+    ColumnInfo("distance", "int64", "mi", "flight distance"),
+    ColumnInfo("origin", "string", None, "departure airport (IATA code)"),
+    ColumnInfo("destination", "string", None, "arrival airport (IATA code)"),
 )
+SCHEMA = base.arrow_schema(COLUMNS, required=("date",))
 
 
 def source_parquet(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -148,10 +141,6 @@ def _drop_exact_duplicates(table: pa.Table) -> pa.Table:
     return table.take(pa.array(np.sort(first)))
 
 
-def _schema(opts: dict[str, Any]) -> pa.Schema:
-    return SCHEMA
-
-
 def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     table = load_flights(opts["cache_dir"], opts["dedup"])
     if events is not None:
@@ -168,13 +157,7 @@ INFO = DatasetInfo(
         "Departures with delay (minutes), distance (miles), origin and destination airports, "
         "in departure-time order. Rows: 3,000,000 (2,999,809 with dedup)."
     ),
-    columns=(
-        ColumnInfo("date", "int64", "ms", "scheduled departure, ms since epoch (wall clock as UTC)"),
-        ColumnInfo("delay", "int64", "min", "departure delay, negative when early"),
-        ColumnInfo("distance", "int64", "mi", "flight distance"),
-        ColumnInfo("origin", "string", None, "departure airport (IATA code)"),
-        ColumnInfo("destination", "string", None, "arrival airport (IATA code)"),
-    ),
+    columns=COLUMNS,
     time_column="date",
     time_unit="ms",
     key_columns=("origin", "destination"),
@@ -220,4 +203,4 @@ INFO = DatasetInfo(
     ),
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, SCHEMA, _blocks)

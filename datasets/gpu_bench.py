@@ -18,16 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    block_rng,
-    dataset_tag,
-    register,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.errors import UsageError
 
 NAME = "gpu-bench"
@@ -40,27 +32,16 @@ SCHEMA = pa.schema(
 )
 
 
-def _schema(opts: dict[str, Any]) -> pa.Schema:
-    return SCHEMA
-
-
 def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     assert events is not None
     if opts["start"] < 0:
         raise UsageError(f"{NAME}: start must be >= 0 (the paper's timestamps are unsigned)")
-    tag = dataset_tag(NAME)
-    for b in range(-(-events // BLOCK)):
-        lo = b * BLOCK
-        need = min(events, lo + BLOCK) - lo
+    for lo, hi, rng in base.seeded_blocks(events, BLOCK, seed, NAME):
         m = BLOCK  # always a whole block, so a stream's prefix does not depend on N
-        rng = block_rng(seed, tag, b)
         vals = rng.random((PAYLOAD, m), dtype=np.float32)
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(np.arange(lo, lo + m, dtype=np.int64) + opts["start"])]
-            + [pa.array(vals[j]) for j in range(PAYLOAD)],
-            schema=SCHEMA,
-        )
-        yield batch.slice(0, need)
+        t = np.arange(lo, lo + m, dtype=np.int64) + opts["start"]
+        batch = base.batch_from_arrays(SCHEMA, [t, *vals])
+        yield batch.slice(0, hi - lo)
 
 
 INFO = DatasetInfo(
@@ -105,4 +86,4 @@ INFO = DatasetInfo(
     block_events=f"{BLOCK} events",
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, SCHEMA, _blocks)

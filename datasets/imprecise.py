@@ -22,34 +22,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    register,
-    strings_from_codes,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.errors import UsageError
 
 NAME = "imprecise"
 BLOCK = 1 << 18
 SERIES = 1000
 
-SCHEMA = pa.schema(
-    [
-        pa.field("t", pa.int64(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("lower", pa.int64(), nullable=False),
-        pa.field("upper", pa.int64(), nullable=False),
-        pa.field("value", pa.int64(), nullable=False),
-    ]
+COLUMNS = (
+    ColumnInfo("t", "int64", "units", "start + i * step (the interval's midpoint)"),
+    ColumnInfo("type", "string", None, "event type, always 'E'"),
+    ColumnInfo("lower", "int64", "units", "t - delta, earliest possible occurrence"),
+    ColumnInfo("upper", "int64", "units", "t + delta, latest possible occurrence"),
+    ColumnInfo("value", "int64", None, "i mod 1000 + 1"),
 )
-
-
-def _schema(opts: dict[str, Any]) -> pa.Schema:
-    return SCHEMA
+SCHEMA = base.arrow_schema(COLUMNS)
 
 
 def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.RecordBatch]:
@@ -57,16 +45,12 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
     delta, step = opts["delta"], opts["step"]
     if delta < 0 or step < 1:
         raise UsageError(f"{NAME}: need delta >= 0 and step >= 1, got {delta} and {step}")
-    types = strings_from_codes(["E"], np.zeros(BLOCK, dtype=np.int8))
-    for b in range(-(-events // BLOCK)):
-        lo = b * BLOCK
-        m = min(events, lo + BLOCK) - lo
-        i = np.arange(lo, lo + m, dtype=np.int64)
+    types = base.repeated_string("E", BLOCK)
+    for _, lo, hi in base.block_spans(events, BLOCK):
+        i = np.arange(lo, hi, dtype=np.int64)
         t = opts["start"] + i * step
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(t), types.slice(0, m), pa.array(t - delta), pa.array(t + delta),
-             pa.array(i % SERIES + 1)],
-            schema=SCHEMA,
+        yield base.batch_from_arrays(
+            SCHEMA, [t, types.slice(0, hi - lo), t - delta, t + delta, i % SERIES + 1]
         )
 
 
@@ -80,13 +64,7 @@ INFO = DatasetInfo(
         "may have occurred anywhere in [t - delta, t + delta]. Queries SEQ(E1, .., El) with "
         "Ej.value % vj = 0 within W (100 by default) control selectivity through vj."
     ),
-    columns=(
-        ColumnInfo("t", "int64", "units", "start + i * step (the interval's midpoint)"),
-        ColumnInfo("type", "string", None, "event type, always 'E'"),
-        ColumnInfo("lower", "int64", "units", "t - delta, earliest possible occurrence"),
-        ColumnInfo("upper", "int64", "units", "t + delta, latest possible occurrence"),
-        ColumnInfo("value", "int64", None, "i mod 1000 + 1"),
-    ),
+    columns=COLUMNS,
     time_column="t",
     time_unit="s",
     default_events=1_000_000,
@@ -110,4 +88,4 @@ INFO = DatasetInfo(
     notes=("no randomness: the seed is ignored",),
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, SCHEMA, _blocks)

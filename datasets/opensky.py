@@ -56,14 +56,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    register,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.datasets.packages import TRAFFIC, fetch, prepared_dir
 from replaydb.errors import DataError
 
@@ -72,23 +66,22 @@ SAMPLES = "traffic/data/samples/"
 PREPARED_VERSION = 1
 BLOCK = 1 << 18
 
-SCHEMA = pa.schema(
-    [
-        pa.field("timestamp", pa.int64(), nullable=False),
-        pa.field("icao24", pa.string(), nullable=False),
-        pa.field("callsign", pa.string()),
-        pa.field("latitude", pa.float64()),
-        pa.field("longitude", pa.float64()),
-        pa.field("altitude", pa.float64()),
-        pa.field("geoaltitude", pa.float64()),
-        pa.field("groundspeed", pa.float64()),
-        pa.field("track", pa.float64()),
-        pa.field("vertical_rate", pa.float64()),
-        pa.field("onground", pa.bool_()),
-        pa.field("squawk", pa.string()),
-        pa.field("source", pa.string(), nullable=False),
-    ]
+COLUMNS = (
+    ColumnInfo("timestamp", "int64", "ms", "time of the state vector, ms since epoch (UTC)"),
+    ColumnInfo("icao24", "string", None, "aircraft address (partition key)"),
+    ColumnInfo("callsign", "string", None, "callsign"),
+    ColumnInfo("latitude", "double", "deg", "WGS84 latitude"),
+    ColumnInfo("longitude", "double", "deg", "WGS84 longitude"),
+    ColumnInfo("altitude", "double", "ft", "barometric altitude"),
+    ColumnInfo("geoaltitude", "double", "ft", "geometric altitude (mostly null)"),
+    ColumnInfo("groundspeed", "double", "kt", "ground speed"),
+    ColumnInfo("track", "double", "deg", "track angle"),
+    ColumnInfo("vertical_rate", "double", "ft/min", "vertical rate, + climbing"),
+    ColumnInfo("onground", "bool", None, "on-ground flag (mostly null)"),
+    ColumnInfo("squawk", "string", None, "transponder code"),
+    ColumnInfo("source", "string", None, "sample file the row came from"),
 )
+SCHEMA = base.arrow_schema(COLUMNS, required=("timestamp", "icao24", "source"))
 _FLOATS = ("latitude", "longitude", "altitude", "geoaltitude", "groundspeed", "track",
            "vertical_rate")
 
@@ -233,10 +226,6 @@ def load_opensky(cache_dir: str | os.PathLike[str] | None = None, *, use_prepare
     return table
 
 
-def _schema(opts: dict[str, Any]) -> pa.Schema:
-    return SCHEMA
-
-
 def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     table = load_opensky(opts["cache_dir"])
     if events is not None:
@@ -275,21 +264,7 @@ INFO = DatasetInfo(
         "(icao24), merged from the package's sample collections and ordered by time. "
         "Rows: 928,634 of 1,134 aircraft (2017-2024)."
     ),
-    columns=(
-        ColumnInfo("timestamp", "int64", "ms", "time of the state vector, ms since epoch (UTC)"),
-        ColumnInfo("icao24", "string", None, "aircraft address (partition key)"),
-        ColumnInfo("callsign", "string", None, "callsign"),
-        ColumnInfo("latitude", "double", "deg", "WGS84 latitude"),
-        ColumnInfo("longitude", "double", "deg", "WGS84 longitude"),
-        ColumnInfo("altitude", "double", "ft", "barometric altitude"),
-        ColumnInfo("geoaltitude", "double", "ft", "geometric altitude (mostly null)"),
-        ColumnInfo("groundspeed", "double", "kt", "ground speed"),
-        ColumnInfo("track", "double", "deg", "track angle"),
-        ColumnInfo("vertical_rate", "double", "ft/min", "vertical rate, + climbing"),
-        ColumnInfo("onground", "bool", None, "on-ground flag (mostly null)"),
-        ColumnInfo("squawk", "string", None, "transponder code"),
-        ColumnInfo("source", "string", None, "sample file the row came from"),
-    ),
+    columns=COLUMNS,
     time_column="timestamp",
     time_unit="ms",
     key_columns=("icao24",),
@@ -318,4 +293,4 @@ INFO = DatasetInfo(
     ),
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, SCHEMA, _blocks)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -167,25 +168,11 @@ def _render(
     return PatternQuery(tuple(symbols), stars, window, text)
 
 
-def random_queries(
-    m: int,
-    count: int,
-    seed: int = 0,
-    *,
-    attributes: tuple[str, ...] | list[str] = DEFAULT_ATTRIBUTES,
-    stream: str = "synthetic",
-    window: int = 300,
-    max_fraction: float = 0.1,
-) -> list[str]:
+def random_queries(m: int, count: int, seed: int = 0, **options: Any) -> list[str]:
     """Texts of ``count`` random MATCH_RECOGNIZE queries with ``m`` basic symbols each.
 
-    The paper's workload is ``m`` in (2, 4, 8, 16, 32), 100 queries each; its uniform-data
-    experiments restrict ``attributes`` to ``("A5",)``.
+    ``options`` are those of :func:`generate_pattern_queries` (``attributes``, ``stream``,
+    ``window``, ``max_fraction``, ...). The paper's workload is ``m`` in (2, 4, 8, 16, 32), 100
+    queries each; its uniform-data experiments restrict ``attributes`` to ``("A5",)``.
     """
-    return [
-        q.text
-        for q in generate_pattern_queries(
-            m, count, seed, attributes=attributes, stream=stream, window=window,
-            max_fraction=max_fraction,
-        )
-    ]
+    return [q.text for q in generate_pattern_queries(m, count, seed, **options)]

@@ -24,16 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    block_rng,
-    dataset_tag,
-    register,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.errors import UsageError
 
 NAME = "situations"
@@ -93,22 +85,18 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
     _check(opts)
     streams = opts["streams"]
     schema = _schema(opts)
-    tag = dataset_tag(NAME)
-    init = block_rng(seed, tag, -1)
+    init = base.initial_rng(seed, NAME)
     # Every stream starts with a gap of its own random length.
     states = [
         (False, int(g)) for g in init.integers(opts["min_gap"], opts["max_gap"] + 1, streams)
     ]
-    for b in range(-(-events // BLOCK)):
-        lo = b * BLOCK
-        hi = min(events, lo + BLOCK)
-        rng = block_rng(seed, tag, b)
-        cols: list[pa.Array] = [pa.array(np.arange(lo, hi, dtype=np.int64) + opts["start"])]
+    for lo, hi, rng in base.seeded_blocks(events, BLOCK, seed, NAME):
+        cols: list[np.ndarray] = [np.arange(lo, hi, dtype=np.int64) + opts["start"]]
         for j in range(streams):
             # Always fill a whole block so the carried state never depends on N.
             vals, states[j] = _fill(states[j], BLOCK, rng, opts)
-            cols.append(pa.array(vals[: hi - lo]))
-        yield pa.RecordBatch.from_arrays(cols, schema=schema)
+            cols.append(vals[: hi - lo])
+        yield base.batch_from_arrays(schema, cols)
 
 
 INFO = DatasetInfo(
@@ -156,4 +144,4 @@ INFO = DatasetInfo(
     block_events=f"{BLOCK} seconds (= events)",
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, _schema, _blocks)

@@ -32,19 +32,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    block_rng,
-    dataset_tag,
-    grouped_cumsum,
-    register,
-    segment_starts,
-    strings_from_codes,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.errors import UsageError
 
 BLOCK = 1 << 18
@@ -52,15 +41,14 @@ BLOCK = 1 << 18
 # --- SASE stock ------------------------------------------------------------------------------
 
 SASE_NAME = "stock"
-SASE_SCHEMA = pa.schema(
-    [
-        pa.field("t", pa.int64(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("symbol", pa.int64(), nullable=False),
-        pa.field("price", pa.int64(), nullable=False),
-        pa.field("volume", pa.int64(), nullable=False),
-    ]
+SASE_COLUMNS = (
+    ColumnInfo("t", "int64", "events", "t = i, one event per time unit"),
+    ColumnInfo("type", "string", None, "event type, always 'Stock'"),
+    ColumnInfo("symbol", "int64", None, "stock symbol 1..symbols (uniform)"),
+    ColumnInfo("price", "int64", None, "per-symbol random walk, +1/-1/0, >= 1"),
+    ColumnInfo("volume", "int64", "shares", "uniform 1..max_volume"),
 )
+SASE_SCHEMA = base.arrow_schema(SASE_COLUMNS)
 
 
 def floored_walks(
@@ -79,10 +67,10 @@ def floored_walks(
     new_start = start.copy()
     if n == 0:
         return np.zeros(0, dtype=np.int64), new_start
-    cum, order = grouped_cumsum(steps.astype(np.int64), keys)
+    cum, order = base.grouped_cumsum(steps.astype(np.int64), keys)
     sk = keys[order]
     sc = cum[order]
-    starts = segment_starts(sk)
+    starts = base.segment_starts(sk)
     lengths = np.diff(np.append(starts, n))
     seg = np.repeat(np.arange(starts.size, dtype=np.int64), lengths)
     z0 = (start[sk] - floor).astype(np.int64)
@@ -97,10 +85,6 @@ def floored_walks(
     return out, new_start
 
 
-def _sase_schema(opts: dict[str, Any]) -> pa.Schema:
-    return SASE_SCHEMA
-
-
 def _sase_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     assert events is not None
     p, k = opts["p_up"], opts["symbols"]
@@ -108,30 +92,18 @@ def _sase_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterato
         raise UsageError(f"{SASE_NAME}: p_up must lie in [0, 1], got {p}")
     if k < 1 or opts["max_price"] < 1 or opts["max_volume"] < 1:
         raise UsageError(f"{SASE_NAME}: symbols, max_price and max_volume must be >= 1")
-    tag = dataset_tag(SASE_NAME)
-    price = block_rng(seed, tag, -1).integers(1, opts["max_price"] + 1, k + 1)
-    stock = strings_from_codes(["Stock"], np.zeros(BLOCK, dtype=np.int8))
-    for b in range(-(-events // BLOCK)):
-        lo = b * BLOCK
-        need = min(events, lo + BLOCK) - lo
+    price = base.initial_rng(seed, SASE_NAME).integers(1, opts["max_price"] + 1, k + 1)
+    stock = base.repeated_string("Stock", BLOCK)
+    for lo, hi, rng in base.seeded_blocks(events, BLOCK, seed, SASE_NAME):
         m = BLOCK  # always a whole block, so a stream's prefix does not depend on N
-        rng = block_rng(seed, tag, b)
         symbol = rng.integers(1, k + 1, m)
         u = rng.random(m)
         volume = rng.integers(1, opts["max_volume"] + 1, m)
         step = np.where(u < p, 1, np.where(u < p + (1.0 - p) / 2.0, -1, 0)).astype(np.int64)
         prices, price = floored_walks(step, symbol, price, 1)
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(np.arange(lo, lo + m, dtype=np.int64)),
-                stock.slice(0, m),
-                pa.array(symbol),
-                pa.array(prices),
-                pa.array(volume),
-            ],
-            schema=SASE_SCHEMA,
-        )
-        yield batch.slice(0, need)
+        t = np.arange(lo, lo + m, dtype=np.int64)
+        batch = base.batch_from_arrays(SASE_SCHEMA, [t, stock, symbol, prices, volume])
+        yield batch.slice(0, hi - lo)
 
 
 SASE_INFO = DatasetInfo(
@@ -144,13 +116,7 @@ SASE_INFO = DatasetInfo(
         "with probability p and falls or stays with (1-p)/2 each; symbol and volume uniform. "
         "Workload of Kleene-closure queries over rising prices partitioned by [symbol]."
     ),
-    columns=(
-        ColumnInfo("t", "int64", "events", "t = i, one event per time unit"),
-        ColumnInfo("type", "string", None, "event type, always 'Stock'"),
-        ColumnInfo("symbol", "int64", None, "stock symbol 1..symbols (uniform)"),
-        ColumnInfo("price", "int64", None, "per-symbol random walk, +1/-1/0, >= 1"),
-        ColumnInfo("volume", "int64", "shares", "uniform 1..max_volume"),
-    ),
+    columns=SASE_COLUMNS,
     time_column="t",
     time_unit="s",
     key_columns=("symbol",),
@@ -184,28 +150,23 @@ SASE_INFO = DatasetInfo(
     block_events=f"{BLOCK} events",
 )
 
-register(Dataset(SASE_INFO, _sase_schema, _sase_blocks))
+register(SASE_INFO, SASE_SCHEMA, _sase_blocks)
 
 
 # --- GRETA stock -----------------------------------------------------------------------------
 
 GRETA_NAME = "stock-greta"
-GRETA_SCHEMA = pa.schema(
-    [
-        pa.field("t", pa.int64(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("tid", pa.int64(), nullable=False),
-        pa.field("company", pa.int64(), nullable=False),
-        pa.field("sector", pa.int64(), nullable=False),
-        pa.field("side", pa.string(), nullable=False),
-        pa.field("price", pa.float64(), nullable=False),
-        pa.field("volume", pa.int64(), nullable=False),
-    ]
+GRETA_COLUMNS = (
+    ColumnInfo("t", "int64", "s", "start + i // rate"),
+    ColumnInfo("type", "string", None, "event type, always 'Stock'"),
+    ColumnInfo("tid", "int64", None, "transaction id = i"),
+    ColumnInfo("company", "int64", None, "company 0..companies-1 (uniform)"),
+    ColumnInfo("sector", "int64", None, "company % sectors"),
+    ColumnInfo("side", "string", None, "'buy' or 'sell' (uniform)"),
+    ColumnInfo("price", "double", "USD", "per-company geometric random walk, cents"),
+    ColumnInfo("volume", "int64", "shares", "100 x uniform 1..100"),
 )
-
-
-def _greta_schema(opts: dict[str, Any]) -> pa.Schema:
-    return GRETA_SCHEMA
+GRETA_SCHEMA = base.arrow_schema(GRETA_COLUMNS)
 
 
 def _greta_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.RecordBatch]:
@@ -215,39 +176,35 @@ def _greta_blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterat
         raise UsageError(f"{GRETA_NAME}: companies, sectors and rate must be >= 1")
     if vol < 0:
         raise UsageError(f"{GRETA_NAME}: volatility must be >= 0, got {vol}")
-    tag = dataset_tag(GRETA_NAME)
-    log_price = np.log(block_rng(seed, tag, -1).uniform(20.0, 200.0, c))
-    stock = strings_from_codes(["Stock"], np.zeros(BLOCK, dtype=np.int8))
-    for b in range(-(-events // BLOCK)):
-        lo = b * BLOCK
-        need = min(events, lo + BLOCK) - lo
+    log_price = np.log(base.initial_rng(seed, GRETA_NAME).uniform(20.0, 200.0, c))
+    stock = base.repeated_string("Stock", BLOCK)
+    for lo, hi, rng in base.seeded_blocks(events, BLOCK, seed, GRETA_NAME):
         m = BLOCK  # always a whole block, so a stream's prefix does not depend on N
-        rng = block_rng(seed, tag, b)
         company = rng.integers(0, c, m)
         side = rng.integers(0, 2, m).astype(np.int8)
         volume = 100 * rng.integers(1, 101, m)
         steps = vol * rng.standard_normal(m)
-        cum, order = grouped_cumsum(steps, company)
+        cum, order = base.grouped_cumsum(steps, company)
         lp = log_price[company] + cum
         sk = company[order]
-        ends = np.append(segment_starts(sk)[1:], m) - 1
+        ends = np.append(base.segment_starts(sk)[1:], m) - 1
         log_price = log_price.copy()
         log_price[sk[ends]] = lp[order][ends]
         i = np.arange(lo, lo + m, dtype=np.int64)
-        batch = pa.RecordBatch.from_arrays(
+        batch = base.batch_from_arrays(
+            GRETA_SCHEMA,
             [
-                pa.array(opts["start"] + i // rate),
-                stock.slice(0, m),
-                pa.array(i),
-                pa.array(company),
-                pa.array(company % sectors),
-                strings_from_codes(["buy", "sell"], side),
-                pa.array(np.round(np.exp(lp), 2)),
-                pa.array(volume),
+                opts["start"] + i // rate,
+                stock,
+                i,
+                company,
+                company % sectors,
+                base.strings_from_codes(["buy", "sell"], side),
+                np.round(np.exp(lp), 2),
+                volume,
             ],
-            schema=GRETA_SCHEMA,
         )
-        yield batch.slice(0, need)
+        yield batch.slice(0, hi - lo)
 
 
 GRETA_INFO = DatasetInfo(
@@ -259,21 +216,11 @@ GRETA_INFO = DatasetInfo(
         "Buy/sell transactions of companies grouped into sectors, with per-company geometric "
         "random-walk prices; stands in for the NYSE data of GRETA's Q1 (down-trends per sector)."
     ),
-    columns=(
-        ColumnInfo("t", "int64", "s", "start + i // rate"),
-        ColumnInfo("type", "string", None, "event type, always 'Stock'"),
-        ColumnInfo("tid", "int64", None, "transaction id = i"),
-        ColumnInfo("company", "int64", None, "company 0..companies-1 (uniform)"),
-        ColumnInfo("sector", "int64", None, "company % sectors"),
-        ColumnInfo("side", "string", None, "'buy' or 'sell' (uniform)"),
-        ColumnInfo("price", "double", "USD", "per-company geometric random walk, cents"),
-        ColumnInfo("volume", "int64", "shares", "100 x uniform 1..100"),
-    ),
+    columns=GRETA_COLUMNS,
     time_column="t",
     time_unit="s",
     key_columns=("company", "sector"),
     default_events=2_250_000,
-    event_bytes=None,
     suggested_indexes=("company", "sector", "price"),
     example_queries=(
         ExampleQuery(
@@ -294,4 +241,4 @@ GRETA_INFO = DatasetInfo(
     block_events=f"{BLOCK} events",
 )
 
-register(Dataset(GRETA_INFO, _greta_schema, _greta_blocks))
+register(GRETA_INFO, GRETA_SCHEMA, _greta_blocks)

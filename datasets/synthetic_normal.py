@@ -33,16 +33,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    block_rng,
-    dataset_tag,
-    register,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.datasets.queries import random_queries
 from replaydb.errors import UsageError
 
@@ -95,11 +87,7 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
         raise UsageError(f"{NAME}: sigmas must be finite and >= 0, got {sigmas}")
     mode = opts["out_of_range"]
     schema = _schema(opts)
-    tag = dataset_tag(NAME)
-    for b in range(-(-n // BLOCK)):
-        lo = b * BLOCK
-        hi = min(n, lo + BLOCK)
-        rng = block_rng(seed, tag, b)
+    for lo, hi, rng in base.seeded_blocks(n, BLOCK, seed, NAME):
         i = np.arange(lo + 1, hi + 1, dtype=np.int64)
         mean = i / n
         cols: list[Any] = [i]
@@ -107,7 +95,7 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
             cols.append(_draw(mean, float(s), mode, rng))
         if opts["pad"]:
             cols.extend(rng.random((PAD_COLUMNS, hi - lo)))
-        batch = pa.RecordBatch.from_arrays([pa.array(c) for c in cols], schema=schema)
+        batch = base.batch_from_arrays(schema, cols)
         del cols, mean, i  # the batch owns the block now; keep one block alive, not two
         yield batch
         del batch
@@ -162,4 +150,4 @@ INFO = DatasetInfo(
     ),
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, _schema, _blocks)

@@ -43,17 +43,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    block_rng,
-    dataset_tag,
-    register,
-    strings_from_codes,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.errors import UsageError
 
 NAME = "traffic"
@@ -67,23 +58,20 @@ TYPES = ["Position", "Accident"]
 
 CRUISE, ACCEL, BRAKE, SHORT = 0, 1, 2, 3
 
-SCHEMA = pa.schema(
-    [
-        pa.field("t", pa.int64(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("car_id", pa.int64()),
-        pa.field("dir", pa.int8(), nullable=False),
-        pa.field("lane", pa.int8(), nullable=False),
-        pa.field("segment", pa.int32(), nullable=False),
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("speed", pa.float64()),
-        pa.field("accel", pa.float64()),
-    ]
+COLUMNS = (
+    ColumnInfo("t", "int64", "s", "report time, seconds from start"),
+    ColumnInfo("type", "string", None, "'Position' (a car's report) or 'Accident'"),
+    ColumnInfo("car_id", "int64", None, "vehicle id (null on Accident)"),
+    ColumnInfo("dir", "int8", None, "direction: 0 eastbound, 1 westbound"),
+    ColumnInfo("lane", "int8", None, "travel lane 1-3"),
+    ColumnInfo("segment", "int32", None, "one-mile segment 0-99 = position // 5280"),
+    ColumnInfo("position", "int32", "ft", "position on the expressway, 0-527999"),
+    ColumnInfo("speed", "double", "mph", "speed at the end of the second, 0-100 (null on Accident)"),
+    ColumnInfo("accel", "double", "mph/s", "speed change over the last second (null on Accident)"),
 )
-
-
-def _schema(opts: dict[str, Any]) -> pa.Schema:
-    return SCHEMA
+SCHEMA = base.arrow_schema(
+    COLUMNS, required=("t", "type", "dir", "lane", "segment", "position")
+)
 
 
 class _Cars:
@@ -192,12 +180,12 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
     _check(opts)
     n = opts["cars"]
     secs = max(1, BLOCK_EVENTS // n)
-    tag = dataset_tag(NAME)
-    cars = _Cars(n, block_rng(seed, tag, -1))
+    tag = base.dataset_tag(NAME)
+    cars = _Cars(n, base.initial_rng(seed, NAME))
     produced = 0
     b = 0
     while produced < events:
-        rng = block_rng(seed, tag, b)
+        rng = base.block_rng(seed, tag, b)
         t0 = opts["start"] + b * secs
         rows = secs * n
         car_id = np.empty(rows, dtype=np.int64)
@@ -241,7 +229,7 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
         yield pa.RecordBatch.from_arrays(
             [
                 pa.array(t),
-                strings_from_codes(TYPES, kind),
+                base.strings_from_codes(TYPES, kind),
                 pa.array(car_id, mask=null),
                 pa.array(dirs),
                 pa.array(lane),
@@ -268,22 +256,11 @@ INFO = DatasetInfo(
         "(PARTITION BY car_id) and GRETA's Q3 (position trends per car and segment without "
         "accidents)."
     ),
-    columns=(
-        ColumnInfo("t", "int64", "s", "report time, seconds from start"),
-        ColumnInfo("type", "string", None, "'Position' (a car's report) or 'Accident'"),
-        ColumnInfo("car_id", "int64", None, "vehicle id (null on Accident)"),
-        ColumnInfo("dir", "int8", None, "direction: 0 eastbound, 1 westbound"),
-        ColumnInfo("lane", "int8", None, "travel lane 1-3"),
-        ColumnInfo("segment", "int32", None, "one-mile segment 0-99 = position // 5280"),
-        ColumnInfo("position", "int32", "ft", "position on the expressway, 0-527999"),
-        ColumnInfo("speed", "double", "mph", "speed at the end of the second, 0-100 (null on Accident)"),
-        ColumnInfo("accel", "double", "mph/s", "speed change over the last second (null on Accident)"),
-    ),
+    columns=COLUMNS,
     time_column="t",
     time_unit="s",
     key_columns=("car_id", "segment"),
     default_events=18_000_000,
-    event_bytes=None,
     suggested_indexes=("speed", "accel", "car_id", "segment", "type"),
     example_queries=(
         ExampleQuery(
@@ -321,4 +298,4 @@ INFO = DatasetInfo(
     ),
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, SCHEMA, _blocks)

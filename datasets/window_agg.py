@@ -20,16 +20,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.datasets.base import (
-    ColumnInfo,
-    Dataset,
-    DatasetInfo,
-    ExampleQuery,
-    OptionInfo,
-    block_rng,
-    dataset_tag,
-    register,
-)
+from replaydb.datasets import base
+from replaydb.datasets.base import ColumnInfo, DatasetInfo, ExampleQuery, OptionInfo, register
 from replaydb.errors import UsageError
 
 NAME = "window-agg"
@@ -53,17 +45,11 @@ def _blocks(events: int | None, seed: int, opts: dict[str, Any]) -> Iterator[pa.
     if not 1 <= rate <= 1000:
         raise UsageError(f"{NAME}: rate must be 1..1000 events per second, got {rate}")
     schema = _schema(opts)
-    tag = dataset_tag(NAME)
-    for b in range(-(-events // BLOCK)):
-        lo = b * BLOCK
-        hi = min(events, lo + BLOCK)
-        rng = block_rng(seed, tag, b)
+    for lo, hi, rng in base.seeded_blocks(events, BLOCK, seed, NAME):
         i = np.arange(lo, hi, dtype=np.int64)
         t = start + (i * 1000) // rate
         vals = rng.random((k, BLOCK))[:, : hi - lo]  # whole block: prefixes do not depend on N
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(t)] + [pa.array(vals[j]) for j in range(k)], schema=schema
-        )
+        yield base.batch_from_arrays(schema, [t, *vals])
 
 
 INFO = DatasetInfo(
@@ -102,4 +88,4 @@ INFO = DatasetInfo(
     block_events=f"{BLOCK} events",
 )
 
-DATASET = register(Dataset(INFO, _schema, _blocks))
+DATASET = register(INFO, _schema, _blocks)

@@ -33,29 +33,49 @@ def run_and_kill(script: str, args: list[str], *, failpoint: str | None = None,
     """Run ``script`` (Python code) in a child; kill it after ``kill_after`` seconds (SIGKILL to
     its whole process group) or let a failpoint kill it. Lines ``ACK <id>`` the child prints
     are the acknowledged units of work."""
-    env = dict(os.environ)
-    env.pop("REPLAYDB_FAILPOINT", None)
-    if failpoint:
-        env["REPLAYDB_FAILPOINT"] = failpoint
     proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    killed = False
+                            stderr=subprocess.PIPE, text=True, env=_child_env(failpoint),
+                            start_new_session=True)
     try:
-        if kill_after is not None:
-            try:
-                proc.wait(timeout=kill_after)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                killed = True
+        killed = _kill_after(proc, kill_after)
         out, err = proc.communicate(timeout=timeout)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _reap(proc)
     acked = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("ACK ")]
     if proc.returncode == -signal.SIGKILL:
         killed = True
     return Run(acked, proc.returncode, killed, err)
+
+
+def _child_env(failpoint: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment plus ``extra``, with ``REPLAYDB_FAILPOINT`` set to
+    ``failpoint`` (removed when None)."""
+    env = dict(os.environ)
+    env.pop("REPLAYDB_FAILPOINT", None)
+    env.update(extra or {})
+    if failpoint:
+        env["REPLAYDB_FAILPOINT"] = failpoint
+    return env
+
+
+def _kill_after(proc: subprocess.Popen, seconds: float | None) -> bool:
+    """Wait up to ``seconds`` for ``proc`` (not at all when None), then SIGKILL its process
+    group; whether it was killed."""
+    if seconds is None:
+        return False
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return True
+    return False
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s process group if it still runs, and wait for it."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def wait_for_file(path: str, timeout: float = 60) -> None:
@@ -83,14 +103,9 @@ def run_after_ready(script: str, args: list[str], *, failpoint: str | None = Non
     work itself. Output is read by threads, so a chatty child never blocks on a full pipe."""
     import threading
 
-    full_env = dict(os.environ)
-    full_env.pop("REPLAYDB_FAILPOINT", None)
-    full_env.update(env or {})
-    if failpoint:
-        full_env["REPLAYDB_FAILPOINT"] = failpoint
     proc = subprocess.Popen([sys.executable, "-c", PRELUDE + script, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=full_env, start_new_session=True)
+                            env=_child_env(failpoint, env), start_new_session=True)
     out: list[str] = []
     err: list[str] = []
     ready = threading.Event()
@@ -115,17 +130,10 @@ def run_after_ready(script: str, args: list[str], *, failpoint: str | None = Non
     killed = False
     try:
         ready.wait(ready_timeout)
-        if kill_after is not None:
-            try:
-                proc.wait(timeout=kill_after)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                killed = True
+        killed = _kill_after(proc, kill_after)
         proc.wait(timeout=timeout)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _reap(proc)
         for th in threads:
             th.join(10)
     acked = [line.split(None, 1)[1] for line in out if line.startswith("ACK ")]
@@ -148,6 +156,19 @@ def record_trial(path: str, **fields: object) -> None:
         return
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"path": path, **fields}, sort_keys=True, default=str) + "\n")
+
+
+def record_kill_trial(path: str, run: Run, present: int, *, failpoint: str | None,
+                      kill_after: float | None, label: str | None) -> dict[str, object]:
+    """Log a kill trial with :func:`record_trial` and return what was logged: whether the child
+    was killed, the units it acknowledged and those present after the kill, the phase the kill
+    hit (``finished`` when it was not killed) and how it was to be killed."""
+    out: dict[str, object] = {
+        "killed": run.killed, "acked": len(run.acked), "present": present,
+        "phase": run.phase if run.killed else "finished",
+        "failpoint": failpoint, "kill_after": kill_after, "label": label}
+    record_trial(path, **out)
+    return out
 
 
 def table_digest(tbl: object) -> str:

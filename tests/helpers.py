@@ -1,6 +1,11 @@
-"""Test helpers: a pure-Python model of a stream to compare the store against."""
+"""Test helpers: a pure-Python model of a stream to compare the store against, and the ways the
+operator tests drive an operator (push and collect, snapshot and restore)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -71,3 +76,46 @@ def nan_allowing_schema(schema: pa.Schema, *, leaf_capacity: int, fanout: int): 
     sch = StreamSchema.infer(schema, time_unit="ms", leaf_capacity=leaf_capacity, fanout=fanout)
     return dataclasses.replace(sch, attributes=tuple(
         dataclasses.replace(a, nan_policy="allow") if a.numeric else a for a in sch.attributes))
+
+
+def push_all(op: Any, batches: Iterable[pa.Table | pa.RecordBatch], *,
+             check: bool = False) -> list[dict]:
+    """Push ``batches`` into operator ``op`` one by one, taking its results after each (and
+    checking its internal invariants with ``op._check()`` when ``check``), then flush it; every
+    result row in the order the operator produced them."""
+    out: list[dict] = []
+    for b in batches:
+        op.push(b)
+        if check:
+            op._check()
+        out.extend(op.results().to_pylist())
+    op.flush()
+    out.extend(op.results().to_pylist())
+    return out
+
+
+def rerun_from_snapshot(op: Any, tab: pa.Table, cut: int, *,
+                        end_interval: bool = False) -> pa.Table:
+    """Push ``tab[:cut]``, snapshot ``op``, push the rest and take the results; then restore the
+    snapshot (ending the replay interval there when ``end_interval``) and push the rest again.
+    Returns the results taken before the restore; what ``op`` yields after it must equal what an
+    operator that never restored would have."""
+    op.push(tab.slice(0, cut))
+    snap = op.snapshot()
+    op.push(tab.slice(cut))
+    first = op.results()
+    op.restore(snap)
+    if end_interval:
+        op.end_interval()
+    op.push(tab.slice(cut))
+    return first
+
+
+def int_value(v: Any) -> Any:
+    """An exact count as an int: a Decimal or a string of digits (exact count types an operator
+    may return) becomes an int, anything else stays as it is."""
+    if isinstance(v, Decimal):
+        return int(v)
+    if isinstance(v, str) and v.lstrip("-").isdigit():
+        return int(v)
+    return v

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from replaydb.errors import QueryError
 from replaydb.operators.expr import Binary, Column, Literal
 from replaydb.operators.filter import FilterConfig, FilterOperator
+from tests.helpers import rerun_from_snapshot
 
 T = 100  # the figure's "t"
 
@@ -56,14 +57,7 @@ def test_filter_errors_name_the_column() -> None:
 
 def test_filter_snapshot_restore_and_interval() -> None:
     op = FilterOperator(FilterConfig(Binary(">", Column("v"), Literal(3))))
-    tab = fig_2_3_stream()
-    op.push(tab.slice(0, 2))
-    snap = op.snapshot()
-    op.push(tab.slice(2))
-    full = op.results()
-    op.restore(snap)
-    op.end_interval()
-    op.push(tab.slice(2))
+    full = rerun_from_snapshot(op, fig_2_3_stream(), 2, end_interval=True)
     assert op.results().equals(full)
 
 

@@ -32,6 +32,7 @@ from replaydb.operators.expr import (  # noqa: E402
 from replaydb.operators.filter import FilterConfig, FilterOperator  # noqa: E402
 from replaydb.operators.gpu.exprvm import GpuUnsupported  # noqa: E402
 from replaydb.operators.gpu.filter import GpuFilterOperator  # noqa: E402
+from tests.helpers import rerun_from_snapshot  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -89,13 +90,7 @@ def test_errors_name_the_column() -> None:
 def test_snapshot_restore_and_interval() -> None:
     tab = pa.table({"t": [1, 2, 3, 4, 5], "seq": [0, 1, 2, 3, 4], "v": [2, 7, 5, 3, 4]})
     op = GpuFilterOperator(FilterConfig(Binary(">", Column("v"), Literal(3))))
-    op.push(tab.slice(0, 2))
-    snap = op.snapshot()
-    op.push(tab.slice(2))
-    full = op.results()
-    op.restore(snap)
-    op.end_interval()
-    op.push(tab.slice(2))
+    full = rerun_from_snapshot(op, tab, 2, end_interval=True)
     assert op.results().equals(full)
 
 

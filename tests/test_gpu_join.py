@@ -21,7 +21,13 @@ from replaydb.operators.gpu import join as gjoin  # noqa: E402
 from replaydb.operators.gpu.exprvm import GpuUnsupported  # noqa: E402
 from replaydb.operators.gpu.join import GpuJoinOperator  # noqa: E402
 from replaydb.operators.join import JoinConfig, JoinOperator, Window  # noqa: E402
-from tests.test_join import SCHEMA, join_inputs, merged, oracle_join  # noqa: E402
+from tests.test_join import (  # noqa: E402
+    SCHEMA,
+    check_snapshot_restore,
+    join_inputs,
+    merged,
+    oracle_join,
+)
 
 T = 100
 PHI = Binary("<=", Column("v", "E1"), Column("v", "E2"))
@@ -123,18 +129,7 @@ def test_device_chunks_split_the_probes() -> None:
 
 
 def test_snapshot_restore_equivalence() -> None:
-    evs = [(i, "E1" if i % 3 else "E2", i % 4) for i in range(30)]
-    tab = merged(evs)
-    cfg = JoinConfig(SCHEMA, "E1", "E2", Window("time", 4, 2), Window("count", 3), PHI)
-    ref = JoinOperator(cfg).process(tab)
-    op = GpuJoinOperator(cfg)
-    op.push(tab.slice(0, 13))
-    snap = op.snapshot()
-    op.push(tab.slice(13))
-    op.restore(snap)
-    op.push(tab.slice(13))
-    op.flush()
-    assert op.results().equals(ref)
+    check_snapshot_restore(GpuJoinOperator)
 
 
 def test_errors_and_refusals() -> None:

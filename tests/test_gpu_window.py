@@ -27,6 +27,7 @@ from replaydb.operators.window.oracle import (  # noqa: E402
     oracle,
     split_batches,
 )
+from tests.helpers import push_all  # noqa: E402
 
 AGGS = (AggSpec("COUNT", None, "n"), AggSpec("SUM", Column("x"), "sx"),
         AggSpec("AVG", Column("x"), "ax"), AggSpec("MIN", Column("y"), "my"),
@@ -53,15 +54,7 @@ def run(cls: type, cfg: WindowConfig, table: pa.Table, seed: int | None, max_len
     op = cls(cfg)
     batches = split_batches(table, np.random.default_rng(seed), max_len) if seed is not None \
         else [table]
-    out: list[dict] = []
-    for b in batches:
-        op.push(b)
-        if check:
-            op._check()
-        out.extend(op.results().to_pylist())
-    op.flush()
-    out.extend(op.results().to_pylist())
-    return out, op
+    return push_all(op, batches, check=check), op
 
 
 def exact_columns_equal(a: list[dict], b: list[dict]) -> None:

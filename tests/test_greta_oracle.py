@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 from replaydb.operators.greta.oracle import GretaOracle
 from replaydb.operators.greta.template import split_pattern
 from replaydb.planner.lang.greta import bind, parse, to_config
+from tests.helpers import int_value
 
 TYPES = ["A", "B", "C", "D", "E", "F", "G"]
 
@@ -200,14 +200,6 @@ def random_case(ch: Any, max_events: int = 16) -> tuple[str, pa.Table, list[int]
     return text, table, splits
 
 
-def _norm(v: Any) -> Any:
-    if isinstance(v, Decimal):
-        return int(v)
-    if isinstance(v, str) and v.lstrip("-").isdigit():
-        return int(v)
-    return v
-
-
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         if a is None or b is None:
@@ -231,7 +223,7 @@ def run_operator(text: str, table: pa.Table, splits: list[int], exact_type: str 
         out.extend(op.results().to_pylist())
     op.flush()
     out.extend(op.results().to_pylist())
-    return [{k: _norm(v) for k, v in r.items()} for r in out]
+    return [{k: int_value(v) for k, v in r.items()} for r in out]
 
 
 def check_case(text: str, table: pa.Table, splits: list[int], snapshot_at: int | None = None,

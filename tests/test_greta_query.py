@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from replaydb.errors import QueryError
 from replaydb.operators.greta.oracle import GretaOracle
 from replaydb.planner.lang.greta import bind, parse, to_config
 from replaydb.store.schema import Attribute, StreamSchema
+from tests.helpers import int_value
 
 QUERIES = [
     "RETURN g, COUNT(*), COUNT(A), SUM(A.v), MIN(A.v), MAX(A.v), AVG(A.v) "
@@ -33,16 +33,8 @@ QUERIES = [
 ]
 
 
-def _norm(v: Any) -> Any:
-    if isinstance(v, Decimal):
-        return int(v)
-    if isinstance(v, str) and v.lstrip("-").isdigit():
-        return int(v)
-    return v
-
-
 def _rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = [{k: _norm(v) for k, v in r.items() if k != "last_seq"} for r in rows]
+    out = [{k: int_value(v) for k, v in r.items() if k != "last_seq"} for r in rows]
     return sorted(out, key=lambda r: (r["window_start"], repr(r.get("g"))))
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from replaydb.errors import DataError, QueryError
 from replaydb.operators.expr import Binary, Column
 from replaydb.operators.join import JoinConfig, JoinOperator, Window
+from tests.helpers import rerun_from_snapshot
 
 T = 100
 SCHEMA = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
@@ -109,19 +110,21 @@ def test_join_matches_oracle(inp) -> None:  # type: ignore[no-untyped-def]
     assert got == oracle_join(evs, lw, rw, cmp)
 
 
-def test_join_snapshot_restore_equivalence() -> None:
+def check_snapshot_restore(operator: type) -> None:
+    """An ``operator`` restored to a snapshot and fed the rest again returns what the CPU join
+    returns without a restore."""
     evs = [(i, "E1" if i % 3 else "E2", i % 4) for i in range(30)]
     tab = merged(evs)
     cfg = JoinConfig(SCHEMA, "E1", "E2", Window("time", 4, 2), Window("count", 3), PHI)
     ref = JoinOperator(cfg).process(tab)
-    op = JoinOperator(cfg)
-    op.push(tab.slice(0, 13))
-    snap = op.snapshot()
-    op.push(tab.slice(13))
-    op.restore(snap)
-    op.push(tab.slice(13))
+    op = operator(cfg)
+    rerun_from_snapshot(op, tab, 13)
     op.flush()
     assert op.results().equals(ref)
+
+
+def test_join_snapshot_restore_equivalence() -> None:
+    check_snapshot_restore(JoinOperator)
 
 
 def test_join_errors() -> None:

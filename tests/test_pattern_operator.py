@@ -98,6 +98,18 @@ def _ops(spec: PatternSpec, **kw: object) -> PatternOperator:
     return PatternOperator(PatternConfig(spec, SCH), **kw)  # type: ignore[arg-type]
 
 
+def _fed(spec: PatternSpec, tab: pa.Table, chunk: int, check: bool = False) -> PatternOperator:
+    """An operator for ``spec`` fed ``tab`` in batches of ``chunk`` rows (its invariants checked
+    after each when ``check``) and flushed; its results are not taken yet."""
+    op = _ops(spec)
+    for b in tab.to_batches(max_chunksize=chunk):
+        op.push(b)
+        if check:
+            op._check()
+    op.flush()
+    return op
+
+
 def random_stream(n: int, seed: int, ties: int = 2) -> pa.Table:
     """``n`` events whose time steps by 0..``ties`` (ties in ``t`` included), random type and
     temp."""
@@ -169,12 +181,7 @@ def test_batch_size_does_not_change_results(name: str) -> None:
     tab = random_stream(200, 3)
     ref = _ops(spec).process(tab)
     for chunk in (1, 5, 64):
-        op = _ops(spec)
-        for b in tab.to_batches(max_chunksize=chunk):
-            op.push(b)
-            op._check()
-        op.flush()
-        assert op.results().equals(ref), chunk
+        assert _fed(spec, tab, chunk, check=True).results().equals(ref), chunk
 
 
 def test_end_interval_drops_partial_matches_all_runs() -> None:
@@ -378,12 +385,7 @@ def test_compile_errors() -> None:
 
 
 def test_counters_and_state_are_reported() -> None:
-    spec = SPECS["any"]
-    tab = random_stream(500, 5)
-    op = _ops(spec)
-    for b in tab.to_batches(max_chunksize=50):
-        op.push(b)
-    op.flush()
+    op = _fed(SPECS["any"], random_stream(500, 5), 50)
     c = op.counters
     assert c.events_in == 500 and c.batches_in == 10
     assert c.results_out == op.results().num_rows > 0
@@ -395,11 +397,7 @@ def test_large_random_stream_invariants_after_every_batch() -> None:
     """Seeded stress: many garbage collections and buffer trims, invariants checked."""
     spec = SPECS["any"]
     tab = random_stream(5000, 99)
-    op = _ops(spec)
-    for b in tab.to_batches(max_chunksize=97):
-        op.push(b)
-        op._check()
-    op.flush()
+    op = _fed(spec, tab, 97, check=True)
     assert op.results().num_rows == len(oracle.matches(spec, tab.slice(0, 0))) + \
         op.counters.results_out
 

@@ -27,7 +27,7 @@ import pytest
 import replaydb
 from replaydb.store.failpoints import POINTS
 from replaydb.store.schema import Attribute, StreamSchema
-from tests.crash import quarantine_counts, record_trial, run_after_ready
+from tests.crash import quarantine_counts, record_kill_trial, run_after_ready
 
 BATCHES = 20
 GOOD = 40
@@ -149,11 +149,8 @@ def crash_trial(tmp_path, reference, *, failpoint=None, kill_after=None, label="
     again = run_after_ready(WRITER, [path, str(BATCHES)])
     assert again.returncode == 0, again.stderr
     verify(path, [str(i) for i in range(BATCHES)], reference, complete=True)
-    out = {"killed": run.killed, "acked": len(run.acked), "present": present,
-           "phase": run.phase if run.killed else "finished",
-           "failpoint": failpoint, "kill_after": kill_after, "label": label}
-    record_trial("append", **out)
-    return out
+    return record_kill_trial("append", run, present, failpoint=failpoint, kill_after=kill_after,
+                             label=label)
 
 
 APPEND_POINTS = [p for p in POINTS if p.startswith("append.")]

@@ -36,7 +36,7 @@ import pytest
 import replaydb
 from replaydb.indexes.manage import compact, create_index
 from replaydb.store.schema import Attribute, StreamSchema
-from tests.crash import record_trial, run_after_ready, table_digest
+from tests.crash import record_kill_trial, run_after_ready, table_digest
 
 BASE = 60_000
 BATCHES = 10
@@ -179,10 +179,8 @@ def crash_trial(tmp_path, template, mode: str, *, failpoint=None, kill_after=Non
     got = snap.side("index/a").range(2, 5, order="seq").seq
     a = data.column("a").to_numpy()
     assert np.array_equal(got, data.column("seq").to_numpy()[(a >= 2) & (a <= 5)])
-    result = {"killed": run.killed, "acked": len(run.acked), "present": present,
-              "phase": run.phase if run.killed else "finished", "failpoint": failpoint,
-              "kill_after": kill_after, "label": label}
-    record_trial(f"index-{mode}", **result)
+    result = record_kill_trial(f"index-{mode}", run, present, failpoint=failpoint,
+                               kill_after=kill_after, label=label)
     return result
 
 
@@ -201,19 +199,25 @@ def test_compact_killed_between_index_and_manifest_commit(tmp_path, template):
 
 
 # --------------------------------------------------------------------------- many trials
+def seeded_trial(tmp_path, template, workload: str, seed: int, rng: random.Random,
+                 points: tuple[tuple[str, int], tuple[str, int]]) -> None:
+    """Trial ``seed`` of ``workload``: ``seed % 3`` 0 or 1 kills the child at the first or the
+    second of ``points`` (failpoint name, highest hit count: the hit is uniform in 1..that), 2
+    kills it after a random time in [0, 4) s."""
+    label = f"seed {seed}"
+    if seed % 3 < 2:
+        name, most = points[seed % 3]
+        crash_trial(tmp_path, template, workload, label=label,
+                    failpoint=f"{name}:{rng.randint(1, most)}")
+    else:
+        crash_trial(tmp_path, template, workload, label=label, kill_after=rng.uniform(0.0, 4.0))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(20))
 def test_create_many_trials(tmp_path, template, seed):
-    rng = random.Random(3000 + seed)
-    if seed % 3 == 0:
-        crash_trial(tmp_path, template, "create", label=f"seed {seed}",
-                    failpoint=f"index.backfilled:{rng.randint(1, 3)}")
-    elif seed % 3 == 1:
-        crash_trial(tmp_path, template, "create", label=f"seed {seed}",
-                    failpoint=f"index.committed:{rng.randint(1, 3)}")
-    else:
-        crash_trial(tmp_path, template, "create", label=f"seed {seed}",
-                    kill_after=rng.uniform(0.0, 4.0))
+    seeded_trial(tmp_path, template, "create", seed, random.Random(3000 + seed),
+                 (("index.backfilled", 3), ("index.committed", 3)))
 
 
 @pytest.mark.slow
@@ -231,13 +235,5 @@ def test_flush_many_trials(tmp_path, template, seed):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(21))
 def test_compact_many_trials(tmp_path, template, seed):
-    rng = random.Random(5000 + seed)
-    if seed % 3 == 0:
-        crash_trial(tmp_path, template, "compact", label=f"seed {seed}",
-                    failpoint=f"compact.index_committed:{rng.randint(1, 2 * BATCHES)}")
-    elif seed % 3 == 1:
-        crash_trial(tmp_path, template, "compact", label=f"seed {seed}",
-                    failpoint=f"compact.committed:{rng.randint(1, BATCHES)}")
-    else:
-        crash_trial(tmp_path, template, "compact", label=f"seed {seed}",
-                    kill_after=rng.uniform(0.0, 4.0))
+    seeded_trial(tmp_path, template, "compact", seed, random.Random(5000 + seed),
+                 (("compact.index_committed", 2 * BATCHES), ("compact.committed", BATCHES)))

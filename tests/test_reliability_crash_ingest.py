@@ -30,7 +30,7 @@ import pytest
 import replaydb
 from replaydb.ingest.job import ingest
 from replaydb.store.schema import Attribute, StreamSchema
-from tests.crash import quarantine_counts, record_trial, run_after_ready, table_digest
+from tests.crash import quarantine_counts, record_kill_trial, run_after_ready, table_digest
 
 pytestmark = pytest.mark.spark
 
@@ -150,11 +150,8 @@ def crash_trial(tmp_path, template, spark, *, failpoint=None, kill_after=None,
         res = run_ingest(store, template["sources"], j, spark)
         assert res.skipped == (j < present)
     verify(path, [str(j) for j in range(FILES)], template, complete=True)
-    out = {"killed": run.killed, "acked": len(run.acked), "present": present,
-           "phase": run.phase if run.killed else "finished",
-           "failpoint": failpoint, "kill_after": kill_after, "label": label}
-    record_trial("ingest", **out)
-    return out
+    return record_kill_trial("ingest", run, present, failpoint=failpoint, kill_after=kill_after,
+                             label=label)
 
 
 # Every trial starts a Spark driver in a child (tens of seconds on a busy machine), so all of

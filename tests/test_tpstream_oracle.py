@@ -64,6 +64,14 @@ def check_case(c: dict, mode: str, **kw: object) -> None:
     assert got == exp
 
 
+def check_low_latency(c: dict, use_triggers: bool) -> None:
+    """``check_case`` in low-latency mode, with or without triggers."""
+    cfg, ev, rng = make(c, "low_latency")
+    cfg = TPStreamConfig(**{**cfg.__dict__, "use_triggers": use_triggers})
+    tab = to_table(ev)
+    assert keys(run_operator(cfg, tab, rng), cfg) == keys(oracle.match(ev, cfg), cfg)
+
+
 @settings(max_examples=150)
 @given(case)
 def test_normal_mode_matches_oracle(c: dict) -> None:
@@ -73,10 +81,7 @@ def test_normal_mode_matches_oracle(c: dict) -> None:
 @settings(max_examples=150)
 @given(case, st.booleans())
 def test_low_latency_matches_oracle(c: dict, use_triggers: bool) -> None:
-    cfg, ev, rng = make(c, "low_latency")
-    cfg = TPStreamConfig(**{**cfg.__dict__, "use_triggers": use_triggers})
-    tab = to_table(ev)
-    assert keys(run_operator(cfg, tab, rng), cfg) == keys(oracle.match(ev, cfg), cfg)
+    check_low_latency(c, use_triggers)
 
 
 def check_orders(c: dict, mode: str) -> None:
@@ -109,10 +114,7 @@ def test_normal_mode_matches_oracle_many(c: dict) -> None:
 @settings(max_examples=3000)
 @given(case, st.booleans())
 def test_low_latency_matches_oracle_many(c: dict, use_triggers: bool) -> None:
-    cfg, ev, rng = make(c, "low_latency")
-    cfg = TPStreamConfig(**{**cfg.__dict__, "use_triggers": use_triggers})
-    tab = to_table(ev)
-    assert keys(run_operator(cfg, tab, rng), cfg) == keys(oracle.match(ev, cfg), cfg)
+    check_low_latency(c, use_triggers)
 
 
 @pytest.mark.slow

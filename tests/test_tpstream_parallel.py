@@ -17,6 +17,10 @@ def close(a: pa.Table, b: pa.Table) -> bool:
     return a.schema == b.schema and a.equals(b)
 
 
+EXECUTORS = [("thread", 8), ("process", 1), pytest.param("process", 6, marks=pytest.mark.slow)]
+"""(executor, number of random cases) of the parallel runs."""
+
+
 def cases(n: int, partitioned: bool) -> list[tuple[TPStreamConfig, pa.Table]]:
     out = []
     for seed in range(n):
@@ -27,8 +31,7 @@ def cases(n: int, partitioned: bool) -> list[tuple[TPStreamConfig, pa.Table]]:
     return out
 
 
-@pytest.mark.parametrize("executor, n", [
-    ("thread", 8), ("process", 1), pytest.param("process", 6, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("executor, n", EXECUTORS)
 def test_partitioned_parallel_equals_sequential(executor: str, n: int) -> None:
     for cfg, tab in cases(n, partitioned=True):
         ref = TPStream(cfg, tab.schema).process(tab)
@@ -38,8 +41,7 @@ def test_partitioned_parallel_equals_sequential(executor: str, n: int) -> None:
         assert stats["late_results"] == 0 and stats["events"] == tab.num_rows
 
 
-@pytest.mark.parametrize("executor, n", [
-    ("thread", 8), ("process", 1), pytest.param("process", 6, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("executor, n", EXECUTORS)
 def test_unpartitioned_pipeline_equals_sequential(executor: str, n: int) -> None:
     for cfg, tab in cases(n, partitioned=False):
         ref = TPStream(cfg, tab.schema).process(tab)

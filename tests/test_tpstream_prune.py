@@ -52,6 +52,26 @@ RELATIONS = ["before", "after", "meets", "met-by", "overlaps", "overlapped-by", 
 
 
 # --------------------------------------------------------------------------- helpers
+def sparse_partition_events() -> tuple[list[int], list[float], list[int]]:
+    """``(t, x, p)`` in time order: partition 0 has an event with x = 0 every second 0..119;
+    partition 1 has x = 7 at t = 1, x = 9 at t = 101 and x = 0 at t = 102 (at equal times,
+    partition 0's event comes first)."""
+    t, x, p = [], [], []
+    for i in range(0, 120):
+        t.append(i)
+        x.append(0.0)
+        p.append(0)
+        if i in (1, 101):
+            t.append(i)
+            x.append(7.0 if i == 1 else 9.0)
+            p.append(1)
+    t.append(102)
+    x.append(0.0)
+    p.append(1)
+    order = np.argsort(np.array(t), kind="stable")
+    return [t[i] for i in order], [x[i] for i in order], [p[i] for i in order]
+
+
 def run(store: Any, text: str, plan: str = "auto", **extra: Any) -> Any:
     opts = QueryOptions(plan=plan, extra=dict(extra), state_cap=200_000)
     p = plan_query(store, text, opts)
@@ -336,22 +356,7 @@ def test_sparse_partition_with_previous_event_far_before_the_interval() -> None:
     # partition 1: A true at t=1 and t=101 (one run [1, 102) in full replay, longer than the
     # window), B at 101; partition 0: dense noise. The interval around t=101 cuts partition 1's
     # run: the guard looks up its previous event (t=1, A true) and drops the false match.
-    t, x, p = [], [], []
-    for i in range(0, 120):
-        t.append(i)
-        x.append(0.0)
-        p.append(0)
-        if i in (1, 101):
-            t.append(i)
-            x.append(7.0 if i == 1 else 9.0)
-            p.append(1)
-    t.append(102)
-    x.append(0.0)
-    p.append(1)
-    order = np.argsort(np.array(t), kind="stable")
-    t = [t[i] for i in order]
-    x = [x[i] for i in order]
-    p = [p[i] for i in order]
+    t, x, p = sparse_partition_events()
     with make_store(t, {"x": x, "p": p}) as store:
         q = ("FROM s PARTITION BY p DEFINE A AS x > 6, B AS x > 8 PATTERN B equals A WITHIN 5 "
              "RETURN count(A) AS n")
@@ -482,27 +487,14 @@ def test_cli_explain_and_query(capsys: pytest.CaptureFixture[str]) -> None:
 def test_condition_on_the_time_column_alias_in_a_partitioned_guard_lookup() -> None:
     # the stream's time column is called "ts"; a condition uses it, and the guard's backward
     # search must evaluate it on the stored event (whose time is in "t")
-    t, x, p = [], [], []
-    for i in range(0, 120):
-        t.append(i)
-        x.append(0.0)
-        p.append(0)
-        if i in (1, 101):
-            t.append(i)
-            x.append(7.0 if i == 1 else 9.0)
-            p.append(1)
-    t.append(102)
-    x.append(0.0)
-    p.append(1)
+    t, x, p = sparse_partition_events()
     with tempfile.TemporaryDirectory() as d:
         store = replaydb.open(f"{d}/store", create=True)
         store.create_stream("s", StreamSchema((Attribute("x", "float64"), Attribute("p", "int64")),
                                               time_unit="s", time_column="ts", leaf_capacity=2,
                                               fanout=2))
-        order = np.argsort(np.array(t), kind="stable")
-        store.append("s", pa.table({"ts": pa.array(np.array(t)[order], pa.int64()),
-                                    "x": pa.array(np.array(x)[order]),
-                                    "p": pa.array(np.array(p)[order], pa.int64())}))
+        store.append("s", pa.table({"ts": pa.array(t, pa.int64()), "x": pa.array(x),
+                                    "p": pa.array(p, pa.int64())}))
         create_index(store, "s", "x")
         q = ("FROM s PARTITION BY p DEFINE A AS x > 6 AND ts >= 0, B AS x > 8 "
              "PATTERN B equals A WITHIN 5")

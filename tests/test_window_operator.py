@@ -18,23 +18,15 @@ from replaydb.operators.window.oracle import (
     oracle,
     split_batches,
 )
+from tests.helpers import push_all
 
 APPROX = frozenset({"vx", "dy"})
 
 
 def run(cfg: WindowConfig, table: pa.Table, rng: np.random.Generator | None = None,
         max_len: int = 20, check: bool = False) -> list[dict]:
-    op = WindowAggregate(cfg)
     batches = split_batches(table, rng, max_len) if rng is not None else [table]
-    out = []
-    for b in batches:
-        op.push(b)
-        if check:
-            op._check()
-        out.extend(op.results().to_pylist())
-    op.flush()
-    out.extend(op.results().to_pylist())
-    return out
+    return push_all(WindowAggregate(cfg), batches, check=check)
 
 
 @st.composite

@@ -21,7 +21,6 @@ Flink's floor: reading, ordering and feeding every event to the matcher. The sid
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -102,13 +101,11 @@ def baseline_query(source: str = "synthetic") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from replaydb.bench.common import machine
+    from replaydb.bench.common import arguments, machine
     from replaydb.bench.peers.flink import run_flink
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    size = ap.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="100k events, 4 queries (default)")
-    size.add_argument("--full", action="store_true", help="1M events, 8 queries")
+    ap = arguments(__doc__.split("\n")[0], "100k events, 4 queries (default)",
+                   "1M events, 8 queries")
     ap.add_argument("--events", type=int)
     ap.add_argument("--queries", type=int)
     ap.add_argument("--ms", default="2,4,8,16", help="numbers of basic symbols, cycled")

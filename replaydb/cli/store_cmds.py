@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 import replaydb
 from replaydb.cli.output import print_json
@@ -12,13 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     from replaydb.cli import common
 
     p = common(sub.add_parser("stats", help="streams, sizes, tree shape, indexes"))
-    p.add_argument("store", help="store directory")
-    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    _store_and_stream(p)
     p.set_defaults(handler=cmd_stats)
 
     p = common(sub.add_parser("check", help="verify every invariant of the store"))
-    p.add_argument("store", help="store directory")
-    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    _store_and_stream(p)
     p.add_argument("--quick", action="store_true",
                    help="skip reading the data files (structure and Delta consistency only)")
     p.set_defaults(handler=cmd_check)
@@ -35,17 +35,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = common(sub.add_parser("compact", help="merge secondary index runs (level policy, or "
                                               "--full into one run per index)"))
-    p.add_argument("store", help="store directory")
-    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    _store_and_stream(p)
     p.add_argument("--full", action="store_true", help="merge all runs of each index into one")
     p.set_defaults(handler=cmd_compact)
 
     p = common(sub.add_parser("vacuum", help="remove files no committed version references "
                                              "(leftovers of interrupted writes)"))
-    p.add_argument("store", help="store directory")
-    p.add_argument("stream", nargs="?", help="one stream (default: all)")
+    _store_and_stream(p)
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.set_defaults(handler=cmd_vacuum)
+
+
+def _store_and_stream(p: argparse.ArgumentParser) -> None:
+    """The arguments of a command on one stream or on all streams of a store."""
+    p.add_argument("store", help="store directory")
+    p.add_argument("stream", nargs="?", help="one stream (default: all)")
 
 
 def _human_bytes(n: int) -> str:
@@ -107,19 +111,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def cmd_vacuum(args: argparse.Namespace) -> int:
-    from replaydb.store.vacuum import vacuum_stream
-
+def _each_stream(
+    args: argparse.Namespace,
+    action: Callable[[Any, str], dict[str, Any]],
+    report: Callable[[dict[str, Any]], None],
+) -> int:
+    """``action(store, stream)`` on ``args.stream`` or on every stream of the store (opened for
+    writing); prints the results as one JSON list with ``--json``, else ``report`` of each."""
     store = replaydb.open(args.store)
     names = [args.stream] if args.stream else store.streams()
-    out = [vacuum_stream(store, n, dry_run=args.dry_run) for n in names]
+    out = [action(store, n) for n in names]
     if args.json:
         print_json(out)
         return 0
     for r in out:
+        report(r)
+    return 0
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    from replaydb.store.vacuum import vacuum_stream
+
+    def report(r: dict[str, Any]) -> None:
         verb = "would remove" if r["dry_run"] else "removed"
         print(f"stream {r['stream']}: {verb} {len(r['files'])} file(s), {_human_bytes(r['bytes'])}")
-    return 0
+
+    return _each_stream(args, lambda store, n: vacuum_stream(store, n, dry_run=args.dry_run), report)
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -140,16 +157,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     from replaydb.indexes.manage import compact
 
-    store = replaydb.open(args.store)
-    names = [args.stream] if args.stream else store.streams()
-    out = [compact(store, n, full=args.full) for n in names]
-    if args.json:
-        print_json(out)
-        return 0
-    for r in out:
+    def report(r: dict[str, Any]) -> None:
         if not r["indexes"]:
             print(f"stream {r['stream']}: no indexes")
         for col, d in r["indexes"].items():
             print(f"stream {r['stream']}: index {col}: {d['runs_before']} -> {d['runs_after']} "
                   f"run(s)")
-    return 0
+
+    return _each_stream(args, lambda store, n: compact(store, n, full=args.full), report)
