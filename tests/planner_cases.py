@@ -21,19 +21,7 @@ from hypothesis import strategies as st
 import replaydb
 from replaydb.errors import OperatorError, QueryError, ReplayDBError
 from replaydb.indexes.manage import create_index
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Call,
-    Column,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Star,
-    Unary,
-    to_text,
-)
+from replaydb.operators import expr as ex
 from replaydb.operators.pattern.model import Alt, PatternNode, Repeat, Seq, Var
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.store.schema import Attribute, StreamSchema
@@ -99,46 +87,46 @@ def _patterns(depth: int = 2) -> st.SearchStrategy[PatternNode]:
     )
 
 
-def _range_atoms(x: Expr) -> st.SearchStrategy[Expr]:
+def _range_atoms(x: ex.Expr) -> st.SearchStrategy[ex.Expr]:
     return st.one_of(
-        st.integers(0, 6).map(lambda c: Binary(">", x, Literal(c))),
-        st.integers(0, 6).map(lambda c: Binary("<=", x, Literal(c))),
-        st.integers(0, 6).map(lambda c: Binary(">=", Literal(c), x)),
-        st.integers(0, 6).map(lambda c: Binary("=", x, Literal(float(c)))),
-        st.integers(0, 6).map(lambda c: Binary("!=", x, Literal(c))),
+        st.integers(0, 6).map(lambda c: ex.Binary(">", x, ex.Literal(c))),
+        st.integers(0, 6).map(lambda c: ex.Binary("<=", x, ex.Literal(c))),
+        st.integers(0, 6).map(lambda c: ex.Binary(">=", ex.Literal(c), x)),
+        st.integers(0, 6).map(lambda c: ex.Binary("=", x, ex.Literal(float(c)))),
+        st.integers(0, 6).map(lambda c: ex.Binary("!=", x, ex.Literal(c))),
         st.tuples(st.integers(0, 4), st.integers(1, 6)).map(
-            lambda p: Between(x, Literal(p[0]), Literal(p[1]))),
+            lambda p: ex.Between(x, ex.Literal(p[0]), ex.Literal(p[1]))),
         st.lists(st.integers(0, 6), min_size=1, max_size=3).map(
-            lambda vs: InList(x, tuple(Literal(v) for v in vs))),
+            lambda vs: ex.InList(x, tuple(ex.Literal(v) for v in vs))),
     )
 
 
-def mr_condition(var: str, used: list[str]) -> st.SearchStrategy[Expr | None]:
-    x = st.sampled_from([Column("x"), Column("x", var)])
+def mr_condition(var: str, used: list[str]) -> st.SearchStrategy[ex.Expr | None]:
+    x = st.sampled_from([ex.Column("x"), ex.Column("x", var)])
     others = [v for v in used if v != var] or [var]
     other = st.sampled_from(others)
     atoms = st.one_of(
         x.flatmap(_range_atoms), x.flatmap(_range_atoms), x.flatmap(_range_atoms),
-        st.sampled_from("abc").map(lambda c: Binary("=", Column("type"), Literal(c))),
-        st.just(InList(Column("type", var), (Literal("a"), Literal("b")))),
-        st.integers(0, 1).map(lambda c: Binary("=", Column("k"), Literal(c))),
-        st.just(Binary(">", Column("x"), Call("PREV", (Column("x"),)))),
-        st.just(Binary(">=", Column("x"), Call("PREV", (Column("x"), Literal(2))))),
-        other.map(lambda o: Binary(">=", Column("x"), Column("x", o))),
-        st.just(Binary(">=", Column("x"), Call("FIRST", (Column("x", var),)))),
-        st.integers(1, 3).map(lambda c: Binary("<=", Call("COUNT", (Column("*", var),)),
-                                               Literal(c))),
-        st.just(Binary(">=", Column("x"), Call("AVG", (Column("x", var),)))),
-        st.just(Unary("not", Binary(">", Column("x"), Literal(3)))),
-        st.just(IsNull(Column("x"))),
-        st.just(Binary("<=", Call("COUNT", (Star(),)), Literal(3))),
+        st.sampled_from("abc").map(lambda c: ex.Binary("=", ex.Column("type"), ex.Literal(c))),
+        st.just(ex.InList(ex.Column("type", var), (ex.Literal("a"), ex.Literal("b")))),
+        st.integers(0, 1).map(lambda c: ex.Binary("=", ex.Column("k"), ex.Literal(c))),
+        st.just(ex.Binary(">", ex.Column("x"), ex.Call("PREV", (ex.Column("x"),)))),
+        st.just(ex.Binary(">=", ex.Column("x"), ex.Call("PREV", (ex.Column("x"), ex.Literal(2))))),
+        other.map(lambda o: ex.Binary(">=", ex.Column("x"), ex.Column("x", o))),
+        st.just(ex.Binary(">=", ex.Column("x"), ex.Call("FIRST", (ex.Column("x", var),)))),
+        st.integers(1, 3).map(lambda c: ex.Binary("<=", ex.Call("COUNT", (ex.Column("*", var),)),
+                                               ex.Literal(c))),
+        st.just(ex.Binary(">=", ex.Column("x"), ex.Call("AVG", (ex.Column("x", var),)))),
+        st.just(ex.Unary("not", ex.Binary(">", ex.Column("x"), ex.Literal(3)))),
+        st.just(ex.IsNull(ex.Column("x"))),
+        st.just(ex.Binary("<=", ex.Call("COUNT", (ex.Star(),)), ex.Literal(3))),
     )
     combo = st.one_of(
         atoms, atoms,
         st.tuples(st.sampled_from(["and", "or"]), atoms, atoms).map(
-            lambda p: Binary(p[0], p[1], p[2])),
+            lambda p: ex.Binary(p[0], p[1], p[2])),
         st.tuples(atoms, atoms, atoms).map(
-            lambda p: Binary("and", Binary("and", p[0], p[1]), p[2])))
+            lambda p: ex.Binary("and", ex.Binary("and", p[0], p[1]), p[2])))
     return st.one_of(st.none(), combo, combo, combo)
 
 
@@ -150,7 +138,7 @@ def mr_queries(draw) -> str:
     for v in used:
         c = draw(mr_condition(v, used))
         if c is not None:
-            defines.append(f"{v} AS {to_text(c)}")
+            defines.append(f"{v} AS {ex.to_text(c)}")
     parts = []
     if draw(st.booleans()):
         parts.append("PARTITION BY k")

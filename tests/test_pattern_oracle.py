@@ -15,17 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from replaydb.errors import OperatorError, QueryError
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Call,
-    Column,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Star,
-)
+from replaydb.operators import expr as ex
 from replaydb.operators.pattern import oracle
 from replaydb.operators.pattern.automaton import build_automaton
 from replaydb.operators.pattern.model import (
@@ -82,35 +72,35 @@ def patterns(depth: int = 3) -> st.SearchStrategy[PatternNode]:
     )
 
 
-def conditions(var: str, used: list[str]) -> st.SearchStrategy[Expr | None]:
-    x = Column("x")
+def conditions(var: str, used: list[str]) -> st.SearchStrategy[ex.Expr | None]:
+    x = ex.Column("x")
     others = [v for v in used if v != var] or [var]
     other = st.sampled_from(others)
     atoms = st.one_of(
-        st.sampled_from("abc").map(lambda c: Binary("=", Column("type"), Literal(c))),
-        st.integers(0, 4).map(lambda c: Binary(">", x, Literal(c))),
-        st.integers(0, 4).map(lambda c: Binary("<=", x, Literal(c))),
+        st.sampled_from("abc").map(lambda c: ex.Binary("=", ex.Column("type"), ex.Literal(c))),
+        st.integers(0, 4).map(lambda c: ex.Binary(">", x, ex.Literal(c))),
+        st.integers(0, 4).map(lambda c: ex.Binary("<=", x, ex.Literal(c))),
         st.tuples(st.integers(0, 2), st.integers(2, 4)).map(
-            lambda p: Between(x, Literal(p[0]), Literal(p[1]))),
-        st.just(Binary(">", x, Call("PREV", (x,)))),
-        st.just(Binary(">=", x, Call("PREV", (x, Literal(2))))),
-        other.map(lambda o: Binary(">=", x, Column("x", o))),
-        other.map(lambda o: Binary("!=", Column("type"), Column("type", o))),
-        st.just(Binary("!=", x, Call("FIRST", (x,)))),
-        st.just(Binary(">=", x, Call("FIRST", (Column("x", var),)))),
-        st.integers(1, 3).map(lambda c: Binary("<=", Call("COUNT", (Column("*", var),)),
-                                               Literal(c))),
-        st.just(Binary(">=", x, Call("AVG", (Column("x", var),)))),
-        st.integers(2, 9).map(lambda c: Binary("<", Call("SUM", (x,)), Literal(c))),
-        st.just(Binary("or", Binary("<", Call("LAST", (Column("x", var), Literal(1))), x),
-                       Binary("=", Call("COUNT", (Column("*", var),)), Literal(1)))),
-        st.just(Binary(">", Call("MAX", (Column("x", var),)), Call("MIN", (x,)))),
-        st.just(IsNull(x)),
-        st.just(InList(Column("type"), (Literal("a"), Literal("b")))),
-        st.just(Binary("<=", Call("COUNT", (Star(),)), Literal(3))),
+            lambda p: ex.Between(x, ex.Literal(p[0]), ex.Literal(p[1]))),
+        st.just(ex.Binary(">", x, ex.Call("PREV", (x,)))),
+        st.just(ex.Binary(">=", x, ex.Call("PREV", (x, ex.Literal(2))))),
+        other.map(lambda o: ex.Binary(">=", x, ex.Column("x", o))),
+        other.map(lambda o: ex.Binary("!=", ex.Column("type"), ex.Column("type", o))),
+        st.just(ex.Binary("!=", x, ex.Call("FIRST", (x,)))),
+        st.just(ex.Binary(">=", x, ex.Call("FIRST", (ex.Column("x", var),)))),
+        st.integers(1, 3).map(lambda c: ex.Binary("<=", ex.Call("COUNT", (ex.Column("*", var),)),
+                                               ex.Literal(c))),
+        st.just(ex.Binary(">=", x, ex.Call("AVG", (ex.Column("x", var),)))),
+        st.integers(2, 9).map(lambda c: ex.Binary("<", ex.Call("SUM", (x,)), ex.Literal(c))),
+        st.just(ex.Binary("or", ex.Binary("<", ex.Call("LAST", (ex.Column("x", var), ex.Literal(1))), x),
+                       ex.Binary("=", ex.Call("COUNT", (ex.Column("*", var),)), ex.Literal(1)))),
+        st.just(ex.Binary(">", ex.Call("MAX", (ex.Column("x", var),)), ex.Call("MIN", (x,)))),
+        st.just(ex.IsNull(x)),
+        st.just(ex.InList(ex.Column("type"), (ex.Literal("a"), ex.Literal("b")))),
+        st.just(ex.Binary("<=", ex.Call("COUNT", (ex.Star(),)), ex.Literal(3))),
     )
     combo = st.one_of(atoms, st.tuples(st.sampled_from(["and", "or"]), atoms, atoms).map(
-        lambda p: Binary(p[0], p[1], p[2])))
+        lambda p: ex.Binary(p[0], p[1], p[2])))
     return st.one_of(st.none(), combo, combo)
 
 
@@ -191,8 +181,8 @@ def negation_specs(draw) -> PatternSpec:
     assume(negs)
     defines = [VarDef(v, draw(conditions(v, names))) for v in names]
     for nv in negs:
-        cond = draw(st.sampled_from([Binary("=", Column("type"), Literal("c")),
-                                     Binary(">", Column("x"), Column("x", "A")), None]))
+        cond = draw(st.sampled_from([ex.Binary("=", ex.Column("type"), ex.Literal("c")),
+                                     ex.Binary(">", ex.Column("x"), ex.Column("x", "A")), None]))
         defines.append(VarDef(nv, cond))
     strat = draw(st.sampled_from([Strategy.SKIP_TILL_NEXT, Strategy.SKIP_TILL_ANY,
                                   Strategy.CONTIGUOUS]))

@@ -34,18 +34,7 @@ from functools import lru_cache
 from typing import Any
 
 from replaydb.errors import ParseError
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Call,
-    Column,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Star,
-    Unary,
-)
+from replaydb.operators import expr as ex
 from replaydb.planner.lang.lexer import Token, tokenize
 from replaydb.timeunits import duration_word_ns
 
@@ -205,7 +194,7 @@ class ParserBase:
         return amount, default_word or "", pos
 
     # ------------------------------------------------------------------ expressions
-    def parse_expr(self) -> Expr:
+    def parse_expr(self) -> ex.Expr:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -219,7 +208,7 @@ class ParserBase:
     # OR with AND, NOT with the comparison, + - with * / % and the sign. Every primary passes
     # through all levels, so a call per test or per level was most of the parser's time; the
     # trees are those of one function per level (left-associative, the same positions).
-    def _parse_or(self) -> Expr:
+    def _parse_or(self) -> ex.Expr:
         """``and (OR and)*`` with ``and := not (AND not)*``."""
         toks = self.toks
         left: Any = None  # the first term, then the tree so far
@@ -231,8 +220,8 @@ class ParserBase:
                 if t.kw != "AND":
                     break
                 self.advance()
-                term = Binary("and", term, self._parse_not(), pos=t.pos)
-            left = term if op is None else Binary("or", left, term, pos=op.pos)
+                term = ex.Binary("and", term, self._parse_not(), pos=t.pos)
+            left = term if op is None else ex.Binary("or", left, term, pos=op.pos)
             self._expected.append("AND")
             op = toks[self.i]
             if op.kw != "OR":
@@ -240,7 +229,7 @@ class ParserBase:
                 return left
             self.advance()
 
-    def _parse_not(self) -> Expr:
+    def _parse_not(self) -> ex.Expr:
         """``NOT not | cmp``, the comparison level inline."""
         t = self.toks[self.i]
         if t.kw == "NOT":
@@ -249,7 +238,7 @@ class ParserBase:
             try:
                 if self._depth > MAX_DEPTH:
                     raise self.error(f"expression nested deeper than {MAX_DEPTH} levels")
-                return Unary("not", self._parse_not(), pos=t.pos)
+                return ex.Unary("not", self._parse_not(), pos=t.pos)
             finally:
                 self._depth -= 1
         self._expected.append("NOT")
@@ -257,7 +246,7 @@ class ParserBase:
         t = self.toks[self.i]
         if t.kind == "op" and t.text in _CMP:
             self.advance()
-            return Binary(_CMP[t.text], left, self._parse_add(), pos=t.pos)
+            return ex.Binary(_CMP[t.text], left, self._parse_add(), pos=t.pos)
         self._expected.extend(_CMP_EXPECTED)
         kw = t.kw
         if kw is None or kw not in _AFTER_OPERAND:  # none of NOT BETWEEN/IN, BETWEEN, IN, IS
@@ -265,7 +254,7 @@ class ParserBase:
             return left
         return self._parse_after_operand(left, kw)
 
-    def _parse_after_operand(self, left: Expr, kw: str) -> Expr:
+    def _parse_after_operand(self, left: ex.Expr, kw: str) -> ex.Expr:
         """``[NOT] BETWEEN add AND add | [NOT] IN (expr, ...) | IS [NOT] NULL`` after
         ``left`` (the current token's keyword is ``kw``)."""
         negated = False
@@ -277,7 +266,7 @@ class ParserBase:
             low = self._parse_add()
             self.expect_kw("AND")
             high = self._parse_add()
-            return Between(left, low, high, negated, pos=pos)
+            return ex.Between(left, low, high, negated, pos=pos)
         if self.at_kw("IN"):
             pos = self.advance().pos
             self.expect_op("(")
@@ -285,15 +274,15 @@ class ParserBase:
             while self.accept_op(","):
                 vals.append(self.parse_expr())
             self.expect_op(")")
-            return InList(left, tuple(vals), negated, pos=pos)
+            return ex.InList(left, tuple(vals), negated, pos=pos)
         if self.at_kw("IS"):
             pos = self.advance().pos
             neg = self.accept_kw("NOT") is not None
             self.expect_kw("NULL")
-            return IsNull(left, neg, pos=pos)
+            return ex.IsNull(left, neg, pos=pos)
         return left
 
-    def _parse_add(self) -> Expr:
+    def _parse_add(self) -> ex.Expr:
         """``mul ((+ | -) mul)*`` with ``mul := unary ((* | / | %) unary)*``."""
         toks = self.toks
         left: Any = None  # the first term, then the tree so far
@@ -305,8 +294,8 @@ class ParserBase:
                 if t.kind != "op" or t.text not in _MUL:
                     break
                 self.advance()
-                term = Binary(t.text, term, self._parse_unary(), pos=t.pos)
-            left = term if op is None else Binary(op.text, left, term, pos=op.pos)
+                term = ex.Binary(t.text, term, self._parse_unary(), pos=t.pos)
+            left = term if op is None else ex.Binary(op.text, left, term, pos=op.pos)
             self._expected.extend(_MUL_EXPECTED)
             op = toks[self.i]
             if op.kind != "op" or op.text not in _ADD:
@@ -314,7 +303,7 @@ class ParserBase:
                 return left
             self.advance()
 
-    def _parse_unary(self) -> Expr:
+    def _parse_unary(self) -> ex.Expr:
         t = self.toks[self.i]
         if t.kind == "op" and t.text in _SIGN:
             self.advance()
@@ -327,14 +316,14 @@ class ParserBase:
                 self._depth -= 1
             if t.text == "+":
                 return inner
-            if isinstance(inner, Literal) and isinstance(inner.value, int | float) \
+            if isinstance(inner, ex.Literal) and isinstance(inner.value, int | float) \
                     and not isinstance(inner.value, bool):
-                return Literal(-inner.value, pos=t.pos)
-            return Unary("neg", inner, pos=t.pos)
+                return ex.Literal(-inner.value, pos=t.pos)
+            return ex.Unary("neg", inner, pos=t.pos)
         self._expected.extend(_SIGN_EXPECTED)
         return self.parse_primary()
 
-    def parse_primary(self) -> Expr:
+    def parse_primary(self) -> ex.Expr:
         hooked = self.parse_primary_hook()
         if hooked is not None:
             return hooked
@@ -347,10 +336,10 @@ class ParserBase:
                 nxt = self.peek()
                 if kw in ("TRUE", "FALSE") and not nxt.is_op("(", "."):
                     self.advance()
-                    return Literal(kw == "TRUE", pos=t.pos)
+                    return ex.Literal(kw == "TRUE", pos=t.pos)
                 if kw == "NULL" and not nxt.is_op("(", "."):
                     self.advance()
-                    return Literal(None, pos=t.pos)
+                    return ex.Literal(None, pos=t.pos)
             qualifier = None
             if kw is not None and kw in ("RUNNING", "FINAL") and self.peek().kind == "ident" \
                     and self.peek(2).is_op("("):
@@ -366,17 +355,17 @@ class ParserBase:
             if nxt.kind == "op" and nxt.text == ".":
                 self.advance()
                 attr = self.expect_ident("an attribute name")
-                return Column(str(attr.value), str(name_tok.value), pos=name_tok.pos)
+                return ex.Column(str(attr.value), str(name_tok.value), pos=name_tok.pos)
             self._expected.append("'.'")
-            return Column(str(name_tok.value), pos=name_tok.pos)
+            return ex.Column(str(name_tok.value), pos=name_tok.pos)
         if kind == "number":
             self.advance()
             if t.unit:
                 raise self.error(f"a duration ({t.text}) is not allowed here", t.pos)
-            return Literal(t.value, pos=t.pos)
+            return ex.Literal(t.value, pos=t.pos)
         if kind == "string":
             self.advance()
-            return Literal(t.value, pos=t.pos)
+            return ex.Literal(t.value, pos=t.pos)
         if kind == "op" and t.text == "(":
             self.advance()
             e = self.parse_expr()
@@ -385,21 +374,21 @@ class ParserBase:
         self._expected.extend(["a value", "a column", "'('"])
         raise self.error(f"unexpected {t.describe()}")
 
-    def parse_call(self, name_tok: Token, qualifier: str | None = None) -> Expr:
+    def parse_call(self, name_tok: Token, qualifier: str | None = None) -> ex.Expr:
         """Parse ``( args )`` after a function name (``COUNT(*)`` allowed)."""
         self.expect_op("(")
-        args: list[Expr] = []
+        args: list[ex.Expr] = []
         if self.at_op("*"):
             star = self.advance()
-            args.append(Star(pos=star.pos))
+            args.append(ex.Star(pos=star.pos))
         elif not self.at_op(")"):
             args.append(self.parse_expr())
             while self.accept_op(","):
                 args.append(self.parse_expr())
         self.expect_op(")")
-        return Call(str(name_tok.value).upper(), tuple(args), qualifier, pos=name_tok.pos)
+        return ex.Call(str(name_tok.value).upper(), tuple(args), qualifier, pos=name_tok.pos)
 
-    def parse_primary_hook(self) -> Expr | None:
+    def parse_primary_hook(self) -> ex.Expr | None:
         """Override to parse language-specific atoms; return None to fall back to the default."""
         return None
 

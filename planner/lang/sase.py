@@ -57,21 +57,8 @@ from fractions import Fraction
 import pyarrow as pa
 
 from replaydb.errors import ParseError, QueryError, UsageError
+from replaydb.operators import expr as ex
 from replaydb.operators.base import DEFAULT_STATE_CAP
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Call,
-    Column,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Star,
-    Unary,
-    and_all,
-    to_text,
-)
 from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.model import (
     Measure,
@@ -151,12 +138,12 @@ def detect(text: str) -> bool:
 
 class _Parser(ParserBase):
     # ------------------------------------------------------------------ atoms
-    def parse_primary_hook(self) -> Expr | None:
+    def parse_primary_hook(self) -> ex.Expr | None:
         t = self.tok
         if t.kind == "number" and self.peek().is_op("%") and not self._starts_primary(2):
             self.advance()
             self.advance()
-            return Literal(t.value / 100, pos=t.pos)
+            return ex.Literal(t.value / 100, pos=t.pos)
         if t.kind == "ident" and self.peek().is_op("["):
             return self.parse_subscripted()
         return None
@@ -165,7 +152,7 @@ class _Parser(ParserBase):
         nt = self.peek(k)
         return nt.kind in ("ident", "number", "string") or nt.is_op("(")
 
-    def parse_subscripted(self) -> Expr:
+    def parse_subscripted(self) -> ex.Expr:
         vt = self.advance()
         var = str(vt.value)
         self.expect_op("[")
@@ -211,8 +198,8 @@ class _Parser(ParserBase):
             raise self.error(f"unexpected {self.tok.describe()} in a Kleene subscript")
         if self.accept_op("."):
             attr = self.expect_ident("an attribute name")
-            return Column(str(attr.value), var, index, pos=vt.pos)
-        return Column("*", var, index, pos=vt.pos)
+            return ex.Column(str(attr.value), var, index, pos=vt.pos)
+        return ex.Column("*", var, index, pos=vt.pos)
 
     # ------------------------------------------------------------------ query
     def parse_query(self) -> SaseQuery:
@@ -232,7 +219,7 @@ class _Parser(ParserBase):
             raise self.error(f"variable {dup[0]} declared twice",
                              [c.pos for c in comps if c.var == dup[0]][1])
         strategy = Strategy.SKIP_TILL_NEXT
-        conds: list[Expr] = []
+        conds: list[ex.Expr] = []
         equiv: list[str] = []
         if self.accept_kw("WHERE"):
             if self.tok.kind == "ident" and self.tok.text.upper() in STRATEGIES \
@@ -260,7 +247,7 @@ class _Parser(ParserBase):
         window = None
         if self.accept_kw("WITHIN"):
             window = self.parse_duration()
-        returns: list[tuple[Expr, str | None, int]] = []
+        returns: list[tuple[ex.Expr, str | None, int]] = []
         if self.accept_kw("RETURN"):
             while True:
                 start = self.tok.pos
@@ -328,7 +315,7 @@ class _Parser(ParserBase):
             end = nt.pos + len(nt.text)
         return name
 
-    def parse_conditions(self, conds: list[Expr], equiv: list[str]) -> None:
+    def parse_conditions(self, conds: list[ex.Expr], equiv: list[str]) -> None:
         while True:
             if self.at_op("["):
                 self.advance()
@@ -341,8 +328,8 @@ class _Parser(ParserBase):
                 return
 
 
-def _split_and(e: Expr) -> list[Expr]:
-    if isinstance(e, Binary) and e.op == "and":
+def _split_and(e: ex.Expr) -> list[ex.Expr]:
+    if isinstance(e, ex.Binary) and e.op == "and":
         return _split_and(e.left) + _split_and(e.right)
     return [e]
 
@@ -350,8 +337,8 @@ def _split_and(e: Expr) -> list[Expr]:
 class _Translator:
     """SASE+ components and conditions -> :class:`PatternSpec` (see module docstring)."""
 
-    def __init__(self, p: _Parser, comps: list[Component], conds: list[Expr], equiv: list[str],
-                 strategy: Strategy, returns: list[tuple[Expr, str | None, int]],
+    def __init__(self, p: _Parser, comps: list[Component], conds: list[ex.Expr], equiv: list[str],
+                 strategy: Strategy, returns: list[tuple[ex.Expr, str | None, int]],
                  window: tuple[Fraction, str, int] | None, sources: tuple[str, ...]) -> None:
         self.p = p
         self.comps = comps
@@ -381,11 +368,11 @@ class _Translator:
                 items.append(Repeat(v, 0 if c.star else 1, None))
             else:
                 items.append(v)
-        attached: dict[str, list[Expr]] = {c.var: [] for c in comps}
+        attached: dict[str, list[ex.Expr]] = {c.var: [] for c in comps}
         for cond in self.conds:
             target, e = self.attach(cond)
             attached[target].append(e)
-        defines = tuple(VarDef(c.var, and_all(attached[c.var]) if attached[c.var] else None,
+        defines = tuple(VarDef(c.var, ex.and_all(attached[c.var]) if attached[c.var] else None,
                                c.types, pos=c.pos) for c in comps)
         measures = self.measures()
         strategy = self.strategy
@@ -398,16 +385,16 @@ class _Translator:
         return SaseQuery(spec, self.window, tuple(comps), self.sources, types, self.p.text)
 
     # ------------------------------------------------------------------ conditions
-    def refs(self, e: Expr) -> list[Column]:
+    def refs(self, e: ex.Expr) -> list[ex.Column]:
         out = []
         for n in e.walk():
-            if isinstance(n, Column) and n.qualifier is not None:
+            if isinstance(n, ex.Column) and n.qualifier is not None:
                 if n.qualifier not in self.by_var:
                     raise self.err(f"unknown variable {n.qualifier!r}", n.pos)
                 out.append(n)
         return out
 
-    def attach(self, cond: Expr) -> tuple[str, Expr]:
+    def attach(self, cond: ex.Expr) -> tuple[str, ex.Expr]:
         refs = self.refs(cond)
         positives = [c for c in self.comps if not c.negated]
         if not refs:
@@ -437,19 +424,19 @@ class _Translator:
             last = later[0].var
         return last, self.rewrite(cond, last)
 
-    def rewrite(self, e: Expr, target: str) -> Expr:
+    def rewrite(self, e: ex.Expr, target: str) -> ex.Expr:
         guard = [False]
         out = self._rw(e, target, guard)
         if guard[0]:
-            return Binary("or", Binary("=", Call("COUNT", (Column("*", target),)), Literal(1)),
+            return ex.Binary("or", ex.Binary("=", ex.Call("COUNT", (ex.Column("*", target),)), ex.Literal(1)),
                           out)
         return out
 
-    def _rw(self, e: Expr, target: str, guard: list[bool]) -> Expr:  # noqa: C901
-        if isinstance(e, Column):
+    def _rw(self, e: ex.Expr, target: str, guard: list[bool]) -> ex.Expr:  # noqa: C901
+        if isinstance(e, ex.Column):
             return self._col(e, target, guard)
-        if isinstance(e, Call):
-            if e.name in _AGGS and len(e.args) == 1 and isinstance(e.args[0], Column) \
+        if isinstance(e, ex.Call):
+            if e.name in _AGGS and len(e.args) == 1 and isinstance(e.args[0], ex.Column) \
                     and e.args[0].qualifier is not None:
                 a = e.args[0]
                 comp = self.by_var[a.qualifier]
@@ -459,68 +446,68 @@ class _Translator:
                         raise self.err(f"{a.qualifier}[..i-1] is only allowed in "
                                        f"{a.qualifier}'s own conditions", a.pos)
                     guard[0] = True
-                    return Call(e.name, (Column(a.name, a.qualifier, ("all_prev", 0),
+                    return ex.Call(e.name, (ex.Column(a.name, a.qualifier, ("all_prev", 0),
                                                 pos=a.pos),), pos=e.pos)
                 if idx in ("all", None) and (comp.kleene or idx is None):
                     name = "*" if a.name == "*" else a.name
                     if name == "*" and e.name != "COUNT":
                         raise self.err(f"{e.name}({a.qualifier}[]) needs an attribute", a.pos)
-                    return Call(e.name, (Column(name, a.qualifier, pos=a.pos),), pos=e.pos)
-                raise self.err(f"cannot aggregate {to_text(a)}", a.pos)
-            return Call(e.name, tuple(self._rw(x, target, guard) for x in e.args), e.qualifier,
+                    return ex.Call(e.name, (ex.Column(name, a.qualifier, pos=a.pos),), pos=e.pos)
+                raise self.err(f"cannot aggregate {ex.to_text(a)}", a.pos)
+            return ex.Call(e.name, tuple(self._rw(x, target, guard) for x in e.args), e.qualifier,
                         pos=e.pos)
-        if isinstance(e, Literal | Star):
+        if isinstance(e, ex.Literal | ex.Star):
             return e
-        if isinstance(e, Unary):
-            return Unary(e.op, self._rw(e.operand, target, guard), pos=e.pos)
-        if isinstance(e, Binary):
-            return Binary(e.op, self._rw(e.left, target, guard), self._rw(e.right, target, guard),
+        if isinstance(e, ex.Unary):
+            return ex.Unary(e.op, self._rw(e.operand, target, guard), pos=e.pos)
+        if isinstance(e, ex.Binary):
+            return ex.Binary(e.op, self._rw(e.left, target, guard), self._rw(e.right, target, guard),
                           pos=e.pos)
-        if isinstance(e, Between):
-            return Between(self._rw(e.operand, target, guard), self._rw(e.low, target, guard),
+        if isinstance(e, ex.Between):
+            return ex.Between(self._rw(e.operand, target, guard), self._rw(e.low, target, guard),
                            self._rw(e.high, target, guard), e.negated, pos=e.pos)
-        if isinstance(e, InList):
-            return InList(self._rw(e.operand, target, guard),
+        if isinstance(e, ex.InList):
+            return ex.InList(self._rw(e.operand, target, guard),
                           tuple(self._rw(v, target, guard) for v in e.values), e.negated,
                           pos=e.pos)
-        if isinstance(e, IsNull):
-            return IsNull(self._rw(e.operand, target, guard), e.negated, pos=e.pos)
+        if isinstance(e, ex.IsNull):
+            return ex.IsNull(self._rw(e.operand, target, guard), e.negated, pos=e.pos)
         raise self.err(f"unsupported expression {type(e).__name__}", None)
 
-    def _col(self, c: Column, target: str, guard: list[bool]) -> Expr:
+    def _col(self, c: ex.Column, target: str, guard: list[bool]) -> ex.Expr:
         if c.qualifier is None:
             return c
         v = c.qualifier
         comp = self.by_var[v]
         idx = c.index[0] if c.index else None
         if c.name == "*" and idx is not None:
-            raise self.err(f"{to_text(c)} needs an attribute", c.pos)
+            raise self.err(f"{ex.to_text(c)} needs an attribute", c.pos)
         if not comp.kleene:
             if idx is not None:
                 raise self.err(f"{v} is not a Kleene component; write {v}.{c.name}", c.pos)
-            return Column(c.name, v, pos=c.pos)
+            return ex.Column(c.name, v, pos=c.pos)
         own = v == target
         if idx is None and c.name == "len":
-            return Call("COUNT", (Column("*", v),), pos=c.pos)
+            return ex.Call("COUNT", (ex.Column("*", v),), pos=c.pos)
         if idx == "current" or (idx is None and own):
             if not own:
                 raise self.err(f"{v}[i] is only allowed in {v}'s own conditions", c.pos)
-            return Column(c.name, v, pos=c.pos)
+            return ex.Column(c.name, v, pos=c.pos)
         if idx == "prev":
             if not own:
                 raise self.err(f"{v}[i-1] is only allowed in {v}'s own conditions", c.pos)
             guard[0] = True
-            return Call("LAST", (Column(c.name, v, pos=c.pos), Literal(1)), pos=c.pos)
+            return ex.Call("LAST", (ex.Column(c.name, v, pos=c.pos), ex.Literal(1)), pos=c.pos)
         if idx == "abs":
             if c.index[1] != 1:  # type: ignore[index]
                 raise self.err(f"only {v}[1] is supported as an absolute subscript", c.pos)
-            return Call("FIRST", (Column(c.name, v, pos=c.pos),), pos=c.pos)
+            return ex.Call("FIRST", (ex.Column(c.name, v, pos=c.pos),), pos=c.pos)
         if idx in ("last", None):
             if own:
                 raise self.err(f"{v}[{v}.len] inside {v}'s own condition is ambiguous; use "
                                f"{v}[i-1] or {v}[i]", c.pos)
-            return Column(c.name, v, pos=c.pos)
-        raise self.err(f"{to_text(c)} is only allowed inside an aggregate", c.pos)
+            return ex.Column(c.name, v, pos=c.pos)
+        raise self.err(f"{ex.to_text(c)} is only allowed inside an aggregate", c.pos)
 
     # ------------------------------------------------------------------ RETURN
     def measures(self) -> list[Measure]:
@@ -530,19 +517,19 @@ class _Translator:
                 if c.negated:
                     continue
                 if c.kleene:
-                    out += [Measure(f"{c.var}.first_seq", Call("FIRST", (Column("seq", c.var),))),
-                            Measure(f"{c.var}.last_seq", Call("LAST", (Column("seq", c.var),))),
-                            Measure(f"{c.var}.len", Call("COUNT", (Column("*", c.var),)))]
+                    out += [Measure(f"{c.var}.first_seq", ex.Call("FIRST", (ex.Column("seq", c.var),))),
+                            Measure(f"{c.var}.last_seq", ex.Call("LAST", (ex.Column("seq", c.var),))),
+                            Measure(f"{c.var}.len", ex.Call("COUNT", (ex.Column("*", c.var),)))]
                 else:
-                    out.append(Measure(f"{c.var}.seq", Column("seq", c.var)))
+                    out.append(Measure(f"{c.var}.seq", ex.Column("seq", c.var)))
             return out
         for e, alias, pos in self.returns:
             m = self._ret(e)
-            out.append(Measure(alias or to_text(e), m, pos=pos))
+            out.append(Measure(alias or ex.to_text(e), m, pos=pos))
         return out
 
-    def _ret(self, e: Expr) -> Expr:
-        if isinstance(e, Column):
+    def _ret(self, e: ex.Expr) -> ex.Expr:
+        if isinstance(e, ex.Column):
             if e.qualifier is None:
                 return e
             if e.qualifier not in self.by_var:
@@ -552,25 +539,25 @@ class _Translator:
                 raise self.err("a negated component binds no event to return", e.pos)
             idx = e.index[0] if e.index else None
             if comp.kleene and idx is None and e.name == "len":
-                return Call("COUNT", (Column("*", e.qualifier),))
+                return ex.Call("COUNT", (ex.Column("*", e.qualifier),))
             if idx in (None, "last"):
-                return Column(e.name, e.qualifier, pos=e.pos)
+                return ex.Column(e.name, e.qualifier, pos=e.pos)
             if idx == "abs":
-                return Call("FIRST", (Column(e.name, e.qualifier),
-                                      Literal(e.index[1] - 1)), pos=e.pos)  # type: ignore[index]
-            raise self.err(f"{to_text(e)} cannot be returned; use v[1], v[v.len] or an "
+                return ex.Call("FIRST", (ex.Column(e.name, e.qualifier),
+                                      ex.Literal(e.index[1] - 1)), pos=e.pos)  # type: ignore[index]
+            raise self.err(f"{ex.to_text(e)} cannot be returned; use v[1], v[v.len] or an "
                            "aggregate over v[]", e.pos)
-        if isinstance(e, Call):
-            if e.name in _AGGS and len(e.args) == 1 and isinstance(e.args[0], Column):
+        if isinstance(e, ex.Call):
+            if e.name in _AGGS and len(e.args) == 1 and isinstance(e.args[0], ex.Column):
                 a = e.args[0]
                 if a.index is not None and a.index[0] not in ("all",):
-                    raise self.err(f"cannot aggregate {to_text(a)} in RETURN", a.pos)
-                return Call(e.name, (Column(a.name, a.qualifier, pos=a.pos),), pos=e.pos)
-            return Call(e.name, tuple(self._ret(a) for a in e.args), e.qualifier, pos=e.pos)
-        if isinstance(e, Unary):
-            return Unary(e.op, self._ret(e.operand), pos=e.pos)
-        if isinstance(e, Binary):
-            return Binary(e.op, self._ret(e.left), self._ret(e.right), pos=e.pos)
+                    raise self.err(f"cannot aggregate {ex.to_text(a)} in RETURN", a.pos)
+                return ex.Call(e.name, (ex.Column(a.name, a.qualifier, pos=a.pos),), pos=e.pos)
+            return ex.Call(e.name, tuple(self._ret(a) for a in e.args), e.qualifier, pos=e.pos)
+        if isinstance(e, ex.Unary):
+            return ex.Unary(e.op, self._ret(e.operand), pos=e.pos)
+        if isinstance(e, ex.Binary):
+            return ex.Binary(e.op, self._ret(e.left), self._ret(e.right), pos=e.pos)
         return e
 
 
