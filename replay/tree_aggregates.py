@@ -177,6 +177,29 @@ def _finish(out: _Collector, agg: TreeAggregator, stats: PathStats, io0: dict[st
     return tbl
 
 
+@dataclass
+class _PathRun:
+    """One index path's run: its operator and tree aggregator, collector, record, the span of
+    events it covers, and the clock and I/O counters it started from."""
+
+    op: WindowAggregate
+    agg: TreeAggregator
+    out: _Collector
+    stats: PathStats
+    span: Any
+    t_start: float
+    io0: dict[str, int]
+
+
+def _start(snap: Any, cfg: WindowConfig, path: str, buffer_leaves: int, t0: int | None,
+           t1: int | None, sink: Sink | None) -> _PathRun:
+    t_start = time.perf_counter()
+    io0 = snap.counters.as_dict()
+    op, agg = _prepare(snap, cfg, buffer_leaves=buffer_leaves)
+    return _PathRun(op, agg, _Collector(op, sink), PathStats(path=path), _span(agg, t0, t1),
+                    t_start, io0)
+
+
 def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
               chunk: int | None = None, anchor: int | None = None, sink: Sink | None = None
               ) -> tuple[pa.Table, PathStats]:
@@ -188,12 +211,8 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
     (default :func:`slices_per_step`; results do not depend on it). Returns the operator's result
     table and what the path did.
     """
-    t_start = time.perf_counter()
-    io0 = snap.counters.as_dict()
-    op, agg = _prepare(snap, cfg, buffer_leaves=2)
-    out = _Collector(op, sink)
-    stats = PathStats(path="index")
-    span = _span(agg, t0, t1)
+    r = _start(snap, cfg, "index", 2, t0, t1, sink)
+    op, agg, out, stats, span = r.op, r.agg, r.out, r.stats, r.span
     c = op.cfg
     geom = op.geom
     if span is not None:
@@ -233,7 +252,7 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
             out.drain()
         last = (span.t_last - anchor) if c.kind == "time" else (span.p1 - span.p0 - 1)
         op.close_partials(last, span.t_last)
-    return _finish(out, agg, stats, io0, t_start, snap), stats
+    return _finish(out, agg, stats, r.io0, r.t_start, snap), stats
 
 
 def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
@@ -241,12 +260,8 @@ def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
               anchor: int | None = None, sink: Sink | None = None
               ) -> tuple[pa.Table, PathStats]:
     """The naive index path: one temporal aggregation per window (no slide tree)."""
-    t_start = time.perf_counter()
-    io0 = snap.counters.as_dict()
-    op, agg = _prepare(snap, cfg, buffer_leaves=buffer_leaves)
-    out = _Collector(op, sink)
-    stats = PathStats(path="naive")
-    span = _span(agg, t0, t1)
+    r = _start(snap, cfg, "naive", buffer_leaves, t0, t1, sink)
+    op, agg, out, stats, span = r.op, r.agg, r.out, r.stats, r.span
     c = op.cfg
     geom = op.geom
     if span is not None:
@@ -288,7 +303,7 @@ def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
                     start, end = parts["tmin"], parts["tmax"]
                 out.put(pa.Table.from_batches(
                     [op.build_batch(np.zeros(len(ks), np.int64), start, end, parts)]))
-    return _finish(out, agg, stats, io0, t_start, snap), stats
+    return _finish(out, agg, stats, r.io0, r.t_start, snap), stats
 
 
 def run_replay(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | None = None,
