@@ -16,7 +16,7 @@ import pytest
 import replaydb
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.replay.spark import run_plan
-from tests.test_spark_engine import QUERIES, STREAM, check_equal, make_store
+from tests.spark_cases import QUERIES, STREAM, check_equal, make_store
 
 pytestmark = pytest.mark.spark
 

@@ -3,7 +3,9 @@ machine, started from the pyspark installation and stopped afterwards (even on f
 
 The queries run in separate driver processes - this file itself, run as a program, for plans
 with replay intervals in every mode, and the ``replaydb query --engine spark`` command - so the
-session-wide local Spark of the other tests is not disturbed. Their results (Arrow IPC / Parquet
+session-wide local Spark of the other tests is not disturbed. Their executors run under the
+same guard as the local session's (``tests/spark_guard``: a task that imports the planner
+fails), and the driver program checks that the guard bites on the cluster too. Their results (Arrow IPC / Parquet
 files) are compared with local execution in this process: byte for byte, or after sorting for
 sorted partition-parallel results. Both workers must have run tasks. The same queries also run
 with ``--master local[*]``.
@@ -25,7 +27,8 @@ import pytest
 
 import replaydb
 from replaydb.planner.query import QueryOptions, execute, plan_query
-from tests.test_spark_engine import (
+from tests.conftest import EXECUTOR_GUARD
+from tests.spark_cases import (
     QUERIES,
     STREAM,
     check_equal,
@@ -72,10 +75,13 @@ def driver_main(store_path: str, master: str, out_dir: str) -> None:
     from replaydb.replay.spark import run_plan
     from replaydb.spark import get_spark
 
-    get_spark(master, config={"spark.executor.memory": "512m", "spark.driver.memory": "1g",
-                              "spark.sql.shuffle.partitions": "4"}, quiet=True)
+    spark = get_spark(master, config={"spark.executor.memory": "512m",
+                                      "spark.driver.memory": "1g",
+                                      "spark.sql.shuffle.partitions": "4", **EXECUTOR_GUARD},
+                      quiet=True)
     store = replaydb.open(store_path, read_only=True)
     out = Path(out_dir)
+    (out / "guard.json").write_text(json.dumps({"refused": planner_import_refused(spark)}))
     for name, mode, with_iv in CASES:
         plan = plan_for(store, name, "spark", with_iv, master)
         shared = str(out / "results") if name in SHARED_RESULTS else None
@@ -85,6 +91,22 @@ def driver_main(store_path: str, master: str, out_dir: str) -> None:
                 pa.ipc.new_file(f, table.schema) as w:
             w.write_table(table)
         (out / f"{name}.json").write_text(json.dumps(stats, default=str))
+
+
+def planner_import_refused(spark) -> bool:  # noqa: ANN001
+    """Whether an executor refuses to import the planner (the guard's settings reached it)."""
+
+    def import_the_planner(_: int) -> int:  # travels by value: defined in the driver program
+        import importlib
+
+        importlib.import_module("replaydb.planner.query")
+        return 1
+
+    try:
+        spark.sparkContext.parallelize([0], 1).map(import_the_planner).collect()
+    except Exception as exc:  # noqa: BLE001 - Spark wraps the task's error
+        return "imported on a Spark executor" in str(exc)
+    return False
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +155,7 @@ def compare_all(store: replaydb.Store, out: Path) -> list[dict]:
 def test_standalone_cluster_equals_local(cluster, store: replaydb.Store,
                                          tmp_path: Path) -> None:
     run_driver(store, cluster.url, tmp_path / "out", env=cluster.env)
+    assert json.loads((tmp_path / "out" / "guard.json").read_text()) == {"refused": True}
     stats = compare_all(store, tmp_path / "out")
     # the tasks ran in executors of both workers
     for wdir in cluster.worker_dirs:
@@ -156,7 +179,8 @@ def test_cli_on_the_cluster_and_on_local_star(cluster, store: replaydb.Store,
         cmd = [sys.executable, "-m", "replaydb", "query", str(store.path), QUERIES[name],
                "--engine", "spark", "--master", master, "--plan", "replay",
                "--format", "parquet", "--output", str(out)]
-        env = {**cluster.env, "REPLAYDB_SPARK_DRIVER_MEMORY": "1g"}
+        env = {**cluster.env, "REPLAYDB_SPARK_DRIVER_MEMORY": "1g",
+               "REPLAYDB_SPARK_CONF": ";".join(f"{k}={v}" for k, v in EXECUTOR_GUARD.items())}
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=600)
         assert proc.returncode == 0, proc.stderr[-4000:]

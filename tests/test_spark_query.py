@@ -2,12 +2,13 @@
 random MATCH_RECOGNIZE and SASE+ queries, the pattern planner's own replay intervals (every
 selection strategy), every execution mode that applies.
 
-The stages run in-process (:class:`~replaydb.replay.spark.executors.InlineExecutor`: the very
-functions and pickled payloads Spark runs), so hundreds of cases take seconds; the same path
-through a real Spark session is in ``test_spark_engine_spark.py``.
+The queries run on the test suite's local Spark session (whose executors refuse to import the
+planner): a few random cases in the fast suite, many in the slow one.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -17,15 +18,19 @@ from hypothesis import strategies as st
 from replaydb.errors import OperatorError, QueryError, UsageError
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.replay.spark import run_plan
-from replaydb.replay.spark.executors import InlineExecutor
+from replaydb.replay.spark.executors import SparkExecutor
 from tests.planner_cases import mr_queries, sase_queries, stream_store, streams
-from tests.test_spark_engine import check_equal
+from tests.spark_cases import check_equal
+
+pytestmark = pytest.mark.spark
 
 PLANS = ["auto", "all", "greedy", "optimal", "cpm"]
 
 
-def compare(store, text: str, plan: str, tasks: int, **extra) -> set[str]:  # noqa: ANN001, ANN003
-    """Local vs Spark for every mode that applies; returns the modes that ran."""
+def compare(spark: Any, store: Any, text: str, plan: str, tasks: int,
+            **extra: Any) -> set[str]:
+    """Local vs Spark (the session ``spark``) for every mode that applies; returns the modes
+    that ran."""
     opts = {"plan": plan, "state_cap": 200_000, "extra": extra}
     try:
         local_plan = plan_query(store, text, QueryOptions(**opts))
@@ -37,8 +42,9 @@ def compare(store, text: str, plan: str, tasks: int, **extra) -> set[str]:  # no
         p = plan_query(store, text, QueryOptions(**opts, engine="spark"))
         assert p.intervals == local_plan.intervals and p.strategy == local_plan.strategy
         try:
-            got, stats = run_plan(p.physical, p.ctx.snapshots, mode=mode, executor=InlineExecutor(2), tasks=tasks,
-                                  read_tasks=tasks)
+            got, stats = run_plan(p.physical, p.ctx.snapshots, mode=mode,
+                                  executor=SparkExecutor(spark), tasks=tasks, read_tasks=tasks,
+                                  progress=False)
         except UsageError as exc:
             assert mode in ("interval", "partition") and "cannot run" in str(exc)
             continue
@@ -50,24 +56,26 @@ def compare(store, text: str, plan: str, tasks: int, **extra) -> set[str]:  # no
     return ran
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(s=streams(max_len=60), q=st.one_of(mr_queries(), sase_queries()),
        plan=st.sampled_from(PLANS), tasks=st.integers(1, 4))
-def test_planned_queries_equal_local(s: dict, q: str, plan: str, tasks: int) -> None:
+def test_planned_queries_equal_local(spark: Any, s: dict, q: str, plan: str,
+                                     tasks: int) -> None:
     with stream_store(s) as store:
-        compare(store, q, plan, tasks)
+        compare(spark, store, q, plan, tasks)
 
 
 @pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(s=streams(max_len=80), q=st.one_of(mr_queries(), sase_queries()),
        plan=st.sampled_from(PLANS), tasks=st.integers(1, 5))
-def test_planned_queries_equal_local_slow(s: dict, q: str, plan: str, tasks: int) -> None:
+def test_planned_queries_equal_local_slow(spark: Any, s: dict, q: str, plan: str,
+                                          tasks: int) -> None:
     with stream_store(s) as store:
-        compare(store, q, plan, tasks)
+        compare(spark, store, q, plan, tasks)
 
 
-def test_planner_intervals_run_interval_parallel() -> None:
+def test_planner_intervals_run_interval_parallel(spark: Any) -> None:
     """A selective indexed condition: the planner replays several short intervals, and the
     Spark engine runs them as interval-parallel tasks with local execution's result."""
     import numpy as np
@@ -85,9 +93,10 @@ def test_planner_intervals_run_interval_parallel() -> None:
     with stream_store(s) as store:
         p = plan_query(store, q, QueryOptions(plan="all", extra=free))
         assert p.intervals is not None and len(p.intervals) > 5
-        ran = compare(store, q, "all", 3, **free)
+        ran = compare(spark, store, q, "all", 3, **free)
         assert "interval" in ran and "single" in ran
         p = plan_query(store, q, QueryOptions(plan="all", engine="spark", extra=free))
-        _, stats = run_plan(p.physical, p.ctx.snapshots, executor=InlineExecutor(2))
+        _, stats = run_plan(p.physical, p.ctx.snapshots, executor=SparkExecutor(spark),
+                            progress=False)
         assert stats["spark"]["mode"] == "interval"
         assert stats["spark"]["intervals"] == len(p.intervals)

@@ -1,4 +1,4 @@
-"""Where the stages run: Spark (``mapInArrow`` over a real session) or in-process.
+"""Where the stages run: Spark jobs over a real session.
 
 :class:`SparkExecutor` is the engine: the tasks of a stage are the ids of ``spark.range(n)`` with
 one id per partition (one Spark task each), each picking its ``(index, payload)`` row
@@ -12,78 +12,24 @@ tasks that each read the planned replay and keep their keys' events. Single-stag
 result rows come back with ``collect()``: the same tasks, without a DataFrame's planning and
 row conversions.
 
-:class:`InlineExecutor` runs the very same stage functions in this process, one task after the
-other, with the same payloads (pickled and unpickled, as Spark would ship them) and a shuffle that
-groups and sorts the read stage's rows exactly as Spark's does. Tests use it to check the ordering
-and renumbering logic on many random queries quickly; it is not an execution engine for users.
+This is the one executor: the stage functions (:mod:`~replaydb.replay.spark.tasks`) always
+run as Spark tasks, on a local session or a cluster; nothing replays them in the driver.
 """
 
 from __future__ import annotations
 
-import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from replaydb.replay.spark import tasks as T
-from replaydb.replay.spark.keys import spark_partition_of
 
 RESULT_DDL = "task int, chunk int, kind string, payload binary"
 BLOB_DDL = "slot int, r int, j int, payload binary"
 PARTITION_BATCH_ROWS = 4
 """Arrow batch size (rows of event chunks) fed to partition tasks: chunks are large."""
-
-
-class InlineExecutor:
-    """Runs the stages in this process (see the module docstring)."""
-
-    name = "inline"
-
-    def __init__(self, parallelism: int = 2) -> None:
-        self.parallelism = parallelism
-
-    @staticmethod
-    def _ids(ids: list[int]) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays([pa.array(ids, pa.int64())], names=["id"])
-
-    def interval(self, q: T.QueryShipment, rows: list[tuple[int, bytes]],
-                 on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
-        return self._tasks(T.interval_stage, q, rows)
-
-    def scan(self, q: T.QueryShipment, rows: list[tuple[int, bytes]]) -> pa.Table:
-        return self._tasks(T.scan_stage, q, rows)
-
-    @staticmethod
-    def _tasks(stage: Callable[..., Any], q: T.QueryShipment,
-               rows: list[tuple[int, bytes]]) -> pa.Table:
-        q = pickle.loads(pickle.dumps(q))
-        out: list[tuple[int, int, str, bytes]] = []
-        for i, _ in rows:  # as Spark runs them: one id of a range per task
-            out.extend(T.by_partition(iter([i]), stage=stage, query=q, rows=tuple(rows)))
-        return T.result_table(out)
-
-    def partition(self, q: T.QueryShipment, rows: list[tuple[int, bytes]], n_partitions: int,
-                  on_start: Callable[[str], None] | None = None, label: str = "") -> pa.Table:
-        q = pickle.loads(pickle.dumps(q))
-        blobs: list[pa.RecordBatch] = []
-        for i, _ in rows:
-            blobs.extend(T.by_id(iter([self._ids([i])]), stage=T.read_stage, query=q,
-                                 rows=tuple(rows)))
-        table = pa.Table.from_batches(blobs, schema=T.BLOB_SCHEMA)
-        slots = table.column("slot").to_pylist()
-        parts: dict[int, list[int]] = {}
-        for i, s in enumerate(slots):
-            parts.setdefault(spark_partition_of(s, n_partitions), []).append(i)
-        out: list[pa.RecordBatch] = []
-        for p in range(n_partitions):
-            idx = parts.get(p, [])
-            sub = table.take(pa.array(idx, pa.int64())).sort_by([("r", "ascending"),
-                                                                 ("j", "ascending")])
-            batches: Iterator[pa.RecordBatch] = iter(sub.to_batches(max_chunksize=2))
-            out.extend(T.partition_rows(batches, query=q, index=p))
-        return pa.Table.from_batches(out, schema=T.RESULT_SCHEMA)
 
 
 class SparkExecutor:
