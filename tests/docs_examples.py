@@ -1,4 +1,4 @@
-"""Extract and run the examples of README.md and docs/*.md (used by tests/test_docs_examples.py).
+"""Extract and run the examples of README.md and docs/*.md (used by tests/e2e/test_docs_examples.py).
 
 Conventions the documents follow (see docs/README.md):
 

@@ -8,7 +8,7 @@ so the translation is a clause-aware rewrite of the tokens (the shared lexer of
 never pasted in unchecked: every identifier is re-emitted quoted with backticks, every string
 literal re-escaped, and every operator checked against a fixed list.
 
-The rules (each one tested in ``tests/test_flink_peer.py``):
+The rules (each one tested in ``tests/bench/test_flink_peer.py``):
 
 1. ``FROM stream [AS alias]`` becomes ``FROM `table```; a trailing ``;`` is dropped.
 2. ``ORDER BY t [ASC] [, seq [ASC]]`` (or no ORDER BY at all) becomes

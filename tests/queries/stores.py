@@ -118,7 +118,7 @@ class StoreSpec:
 
     def missing_package(self) -> str | None:
         """Why the store cannot be built here (a real dataset whose package is not in the
-        package cache: see ``tests/test_datasets_real.py``), or None."""
+        package cache: see ``tests/datasets/test_datasets_real.py``), or None."""
         from replaydb.datasets import packages
 
         spec = {"flights-3m": packages.VEGA_DATASETS, "opensky": packages.TRAFFIC}.get(

@@ -82,7 +82,7 @@ WRITER = textwrap.dedent("""
     import shutil
     import pyarrow as pa
     import replaydb
-    from tests.test_reliability_crash_append import append_batch
+    from tests.reliability.test_reliability_crash_append import append_batch
     shutil.rmtree(sys.argv[1] + "-warm", ignore_errors=True)
     warm = replaydb.open(sys.argv[1] + "-warm", create=True)  # load every code path once
     warm.append("w", pa.table({"t": [1, 2], "x": [0.5, 1.0], "k": [1, 2], "name": ["a", "b"]}))

@@ -36,7 +36,7 @@ from replaydb.indexes.manage import create_index
 from replaydb.planner.query import run_query
 from replaydb.store.schema import Attribute, StreamSchema
 from tests.crash import record_trial, run_after_ready, table_digest
-from tests.test_reliability_limits import register_probe
+from tests.reliability.test_reliability_limits import register_probe
 
 BASE = 20_000
 SIZE = 400
@@ -56,7 +56,7 @@ WRITER = textwrap.dedent("""
     import time
     import replaydb
     from replaydb.indexes.manage import compact
-    from tests.test_reliability_readers import make_batch
+    from tests.reliability.test_reliability_readers import make_batch
     store = replaydb.open(sys.argv[1])
     rounds, pause = int(sys.argv[2]), float(sys.argv[3])
     print("READY", flush=True)

@@ -76,7 +76,7 @@ def test_fit_separates_the_leaf_weight_of_index_plans() -> None:
 def test_interval_weight_makes_most_of_the_stream_index_plans_lose_to_replay() -> None:
     """The planner's side: an index configuration keeping 84% of the leaves is cheaper than
     full replay with one leaf weight, and dearer once its leaves weigh 1.25 x full replay's."""
-    from tests.test_planner_cost import model, pattern
+    from tests.planner.test_planner_cost import model, pattern
 
     rp = pattern([1, 1], 300)
     for w_iv, cheaper in ((None, True), (1.25e-9, False)):

@@ -21,7 +21,7 @@ from replaydb.operators.gpu import join as gjoin  # noqa: E402
 from replaydb.operators.gpu.exprvm import GpuUnsupported  # noqa: E402
 from replaydb.operators.gpu.join import GpuJoinOperator  # noqa: E402
 from replaydb.operators.join import JoinConfig, JoinOperator, Window  # noqa: E402
-from tests.test_join import (  # noqa: E402
+from tests.operators.test_join import (  # noqa: E402
     SCHEMA,
     check_snapshot_restore,
     join_inputs,

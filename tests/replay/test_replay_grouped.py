@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import replaydb
 from replaydb.replay import Replay
 from replaydb.store.schema import Attribute, StreamSchema
-from tests.test_replay import Recorder
+from tests.replay.test_replay import Recorder
 
 T_MAX = 3000
 

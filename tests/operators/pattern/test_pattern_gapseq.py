@@ -25,7 +25,7 @@ from replaydb.operators.pattern.model import (
     VarDef,
 )
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
-from tests.test_pattern_operator import SCH, random_stream
+from tests.operators.pattern.test_pattern_operator import SCH, random_stream
 
 CONDS = [None, Binary("=", Column("type"), Literal("a")),
          Binary("!=", Column("type"), Literal("b")),

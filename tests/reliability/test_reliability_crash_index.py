@@ -76,7 +76,7 @@ def pinned(store, column: str) -> bool:
 CHILD = textwrap.dedent("""
     import replaydb
     from replaydb.indexes.manage import compact, create_index
-    from tests.test_reliability_crash_index import (BATCHES, CREATE_COLUMNS, append_batch,
+    from tests.reliability.test_reliability_crash_index import (BATCHES, CREATE_COLUMNS, append_batch,
                                                     pinned)
     store = replaydb.open(sys.argv[1])
     mode = sys.argv[2]

@@ -1,7 +1,7 @@
 """Both real datasets through the whole system: `datasets make` -> Spark `ingest` with indexes ->
 `check` -> each documented example query, planned (index-assisted) and fully replayed, giving the
 same matches. Slow (the OpenSky sample has 928k events); skipped when the package cache lacks the
-packages (see tests/test_datasets_real.py)."""
+packages (see tests/datasets/test_datasets_real.py)."""
 
 from __future__ import annotations
 

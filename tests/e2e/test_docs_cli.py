@@ -6,7 +6,7 @@ from pathlib import Path
 
 from replaydb.cli.docgen import generate
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def test_cli_reference_is_current():

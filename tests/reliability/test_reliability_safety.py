@@ -284,7 +284,7 @@ def test_read_only_store_refuses_every_write(store, tmp_path):
 
 @pytest.fixture
 def probe(monkeypatch):
-    from tests.test_reliability_limits import register_probe
+    from tests.reliability.test_reliability_limits import register_probe
 
     register_probe(monkeypatch)
 

@@ -71,7 +71,7 @@ def run_ingest(store, sources: list[str], j: int, spark=None):
 CHILD = textwrap.dedent("""
     import replaydb
     from replaydb.spark import get_spark
-    from tests.test_reliability_crash_ingest import run_ingest
+    from tests.reliability.test_reliability_crash_ingest import run_ingest
     store = replaydb.open(sys.argv[1])
     sources = sys.argv[2:]
     get_spark("local[1]", quiet=True).range(10).count()

@@ -9,7 +9,7 @@ import pytest
 
 from tests.docs_examples import blocks, run_document
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
              *sorted((ROOT / "docs").glob("*/*.md"))]
 RUNNABLE = [p for p in DOCUMENTS if blocks(p)]

@@ -32,7 +32,7 @@ from replaydb.planner.query import QueryOptions, plan_query
 from replaydb.store.schema import Attribute, StreamSchema
 
 LANGUAGES = sorted(set(PLANNER_OPTIONS) | set(OPERATOR_OPTIONS))
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 MR = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.t AS at, B.t AS bt PATTERN (A B) WITHIN 5 "
       "DEFINE A AS x = 7, B AS x > 8)")

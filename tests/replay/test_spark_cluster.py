@@ -38,7 +38,7 @@ from tests.spark_cases import (
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CASES = [  # (query, mode, replay intervals?)
     ("mr_part_one", "interval", True),
@@ -129,7 +129,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 
 def run_driver(store: replaydb.Store, master: str, out: Path, env: dict | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "tests.test_spark_cluster", str(store.path),
+    proc = subprocess.run([sys.executable, "-m", "tests.replay.test_spark_cluster", str(store.path),
                            master, str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
