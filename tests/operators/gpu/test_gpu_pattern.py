@@ -38,7 +38,14 @@ from replaydb.operators.pattern.model import (  # noqa: E402
     VarDef,
 )
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator  # noqa: E402
-from tests.operators.pattern.test_pattern_operator import ABC, SCH, SPECS, is_type, random_stream, typed  # noqa: E402
+from tests.operators.pattern.test_pattern_operator import (  # noqa: E402
+    ABC,
+    SCH,
+    SPECS,
+    is_type,
+    random_stream,
+    typed,
+)
 from tests.operators.pattern.test_pattern_oracle import specs, streams  # noqa: E402
 
 
