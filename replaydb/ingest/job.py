@@ -238,8 +238,6 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
                  result: IngestResult, schema: StreamSchema, schema_json: str,
                  quiet: bool) -> IngestResult:
     """Stages 2-5, on the staged parse output (one summary row per parse task)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     from replaydb.ingest import indexing
 
     snap = w.snap
@@ -265,129 +263,42 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
 
     # ---- 2. late events
     n_stored = snap.n_events
-    stored_max = snap.t_range[1] if n_stored else None
-    f0 = n_stored
-    tail_df = None
-    n_late = 0
-    if stored_max is not None and lo is not None and lo < stored_max:
-        bound = stored_max - schema.lateness
-        too_late = good.filter(F.col("t") < bound)
-        n_too_late = too_late.count()
-        if n_too_late:
-            if strict:
-                first = too_late.orderBy("_src", "_row").limit(1).toArrow().to_pylist()[0]
-                src = source_names[first["_src"]] if first["_src"] >= 0 else "dataframe"
-                raise LateEventError(
-                    f"t={first['t']} is older than the stream's end {stored_max} minus its "
-                    f"lateness bound {schema.lateness}", row=first["_row"],
-                    column=schema.time_column, source=src)
-            late_rows = too_late.withColumn("_bad", F.lit(True)) \
-                .withColumn("_col", F.lit(schema.time_column)) \
-                .withColumn("_reason", F.lit("late event")) \
-                .withColumn("_raw", F.to_json(F.struct(*[F.col(c) for c in ["t", *schema.names]])))
-            bad = late_rows if bad is None else bad.unionByName(late_rows)
-            n_bad += n_too_late
-            good = good.filter(F.col("t") >= bound)
-            n_good -= n_too_late
-            lo = good.agg(F.min("t")).toArrow().column(0)[0].as_py()
-        if lo is not None and lo < stored_max:
-            leaf = int(np.searchsorted(snap.tree.leaves.col("t_max"), lo, side="right"))
-            fid = int(snap.tree.leaves.col("file_id")[leaf])
-            f0 = snap.files[fid].seq_min
-            n_late = good.filter(F.col("t") < stored_max).count()
-            tail_paths = [str(w.events_dir / f.path) for f in snap.files.values()
-                          if f.seq_min >= f0]
-            tail_df = spark.read.parquet(*tail_paths).select(
-                "t", *schema.names, F.lit(0).alias("_o1"), F.col("seq").alias("_o2"))
-    result.late = n_late
+    b = _Batch(good, bad, n_good, n_bad, lo, f0=n_stored)
+    _late_events(b, w, schema, strict, source_names, spark, F)
+    n_good, n_bad, lo = b.n_good, b.n_bad, b.lo
+    f0 = b.f0
+    result.late = b.n_late
     result.rewritten = n_stored - f0
     result.quarantined = n_bad
 
-    # ---- 3. sort
-    t0 = time.perf_counter()
+    # ---- 3. sort, 4. write
     total = n_good + result.rewritten
-    P = partition_count(total, rows_per_partition, int(spark.sparkContext.defaultParallelism))
-    prepared_files: list[FileInfo] = []
-    leaves_parts: list[dict[str, np.ndarray]] = []
-    stats: list[str] = []
-    index_runs: dict[str, list[dict]] = {c: [] for c in index}
-    index_jobs: list[dict] = []
-    index_s = dict.fromkeys(index, 0.0)
+    out = _Written(index_runs={c: [] for c in index}, index_s=dict.fromkeys(index, 0.0))
     if total:
-        assert good is not None
-        new = good.select("t", *schema.names, F.lit(1).alias("_o1"),
-                          ((F.col("_src").cast("long") + 1) * F.lit(1 << 40) + F.col("_row"))
-                          .alias("_o2"))
-        rows = new if tail_df is None else tail_df.unionByName(new)
-        bounds = time_bounds(summary, P)
-        labels = partition_labels(spark, len(bounds) + 1)
-        label = bucket_expr(F, F.col("t"), bounds, labels)
-        # rows per bucket, counted in the JVM from the staged files (no Python pass)
-        counted = rows.groupBy(label.alias("b")).agg(F.count(F.lit(1)).alias("n")).toArrow()
-        per = np.zeros(len(labels), dtype=np.int64)
-        slot = {lab: i for i, lab in enumerate(labels)}
-        for lab, n in zip(counted.column("b").to_pylist(), counted.column("n").to_pylist()):
-            per[slot[lab]] = n
-        offsets = np.concatenate([[0], np.cumsum(per)[:-1]]).tolist()
-        sorted_df = rows.repartition(len(labels), label).sortWithinPartitions("t", "_o1", "_o2")
-        stages["sort"] = time.perf_counter() - t0
-        _say(f"{total:,} events in {len(labels)} time bucket(s)", quiet)
-
-        # ---- 4. write
-        t0 = time.perf_counter()
-        for c in index:
-            c0 = time.perf_counter()
-            index_jobs.append(indexing.prepare(spark, w, c, f0 if f0 < n_stored else None))
-            index_s[c] += time.perf_counter() - c0
-        meta = sorted_df.mapInArrow(functools.partial(
-            T.write_partition, schema_json=schema_json, events_dir=str(w.events_dir),
-            bounds=bounds, counts=per.tolist(), offsets=offsets, first_seq=f0,
-            index_jobs=index_jobs), from_arrow_schema(T.META_SCHEMA)).toArrow()
-        meta = meta.sort_by([("pid", "ascending"), ("kind", "ascending"), ("idx", "ascending")])
-        for r in meta.to_pylist():
-            if r["kind"] == "data":
-                file_stats = json.loads(r["stats"])
-                gaps = file_stats.pop("replaydbGaps", None) or [None, None]
-                prepared_files.append(FileInfo(-1, r["path"], r["rows"], r["size"], r["seq_min"],
-                                               r["t_min"], r["t_max"], r["row_groups"],
-                                               gaps[0], gaps[1]))
-                leaves_parts.append(T.from_ipc(r["payload"]))
-                stats.append(json.dumps(file_stats))
-            elif r["kind"].startswith("index:"):
-                add = json.loads(r["stats"])
-                index_s[r["kind"][6:]] += add.pop("cpu_seconds", 0.0)
-                index_runs[r["kind"][6:]].append(add)
-        stages["write"] = time.perf_counter() - t0
-        failpoint("ingest.files_written")
-        _say(f"wrote {len(prepared_files)} data file(s)", quiet)
+        _sort_and_write(out, b, total, w, summary, index, rows_per_partition, spark, F, stages,
+                        schema, schema_json, quiet)
 
     # ---- quarantine rows
     side_versions: dict[str, int] = {}
     new_refs: list[SideTableRef] = []
     if n_bad:
-        q = Quarantine(w.dir, w.manifest.side_table("quarantine"), pinned=False)
-        qmeta = bad.coalesce(max(1, min(8, -(-n_bad // 500_000)))).mapInArrow(
-            functools.partial(T.write_quarantine, table_dir=str(q.path), batch_id=batch_id,
-                              sources=source_names), from_arrow_schema(T.META_SCHEMA)).toArrow()
-        qv = _commit_quarantine(q, qmeta.to_pylist())
-        side_versions["quarantine"] = qv
-        if w.manifest.side_table("quarantine") is None:
-            new_refs.append(Quarantine.ref(qv))
+        _quarantine(w, b.bad, n_bad, batch_id, source_names, side_versions, new_refs)
 
     # ---- 5. commit
     t0 = time.perf_counter()
-    for job in index_jobs if total else []:
+    index_s = out.index_s
+    for job in out.index_jobs if total else []:
         c0 = time.perf_counter()
-        ref = indexing.commit(job, index_runs[job["column"]])
+        ref = indexing.commit(job, out.index_runs[job["column"]])
         index_s[job["column"]] += time.perf_counter() - c0
         side_versions[ref.name] = ref.version
         if w.manifest.side_table(ref.name) is None:
             new_refs.append(ref)
     failpoint("ingest.before_commit")
     infos, leaves = w.assign_file_ids([_Prepared(f, lv) for f, lv in
-                                       zip(prepared_files, leaves_parts)])
+                                       zip(out.files, out.leaves)])
     removed = [f.id for f in snap.files.values() if f.seq_min >= f0] if total else []
-    res = w.commit(f0, infos, leaves, removed, stats=stats, side_versions=side_versions,
+    res = w.commit(f0, infos, leaves, removed, stats=out.stats, side_versions=side_versions,
                    new_sides=new_refs, batch_id=batch_id, operation="ingest")
     stages["commit"] = time.perf_counter() - t0
     result.version = res.version
@@ -399,6 +310,157 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     result.index_seconds = {k: round(v, 3) for k, v in index_s.items()}
     result.seconds = time.perf_counter() - start
     return result
+
+
+@dataclass
+class _Batch:
+    """The batch's rows between the stages: good and bad rows (Spark frames) and their
+    counts, the smallest good time, the first seq the commit rewrites (``f0``: the stream's
+    length unless late events make it rewrite a tail), the stored tail to re-sort with the
+    batch (None when nothing is rewritten) and the number of late events."""
+
+    good: Any
+    bad: Any
+    n_good: int
+    n_bad: int
+    lo: Any
+    f0: int
+    tail_df: Any = None
+    n_late: int = 0
+
+
+@dataclass
+class _Written:
+    """What the write stage made: data files and their leaves and statistics, the index jobs
+    with their runs, and the CPU seconds spent per index."""
+
+    files: list[FileInfo] = field(default_factory=list)
+    leaves: list[dict[str, np.ndarray]] = field(default_factory=list)
+    stats: list[str] = field(default_factory=list)
+    index_runs: dict[str, list[dict]] = field(default_factory=dict)
+    index_jobs: list[dict] = field(default_factory=list)
+    index_s: dict[str, float] = field(default_factory=dict)
+
+
+def _late_events(b: _Batch, w: Any, schema: StreamSchema, strict: bool,
+                 source_names: list[str], spark: Any, F: Any) -> None:
+    """Stage 2 on ``b``: events older than the stream's end minus its lateness bound are
+    quarantined (an error with ``strict``); when the others reach before the stream's end,
+    the stored events from the data file holding the earliest of them on are read back as
+    ``b.tail_df`` to be sorted and rewritten with the batch (``b.f0``, ``b.n_late``)."""
+    snap = w.snap
+    n_stored = snap.n_events
+    stored_max = snap.t_range[1] if n_stored else None
+    if stored_max is None or b.lo is None or b.lo >= stored_max:
+        return
+    bound = stored_max - schema.lateness
+    too_late = b.good.filter(F.col("t") < bound)
+    n_too_late = too_late.count()
+    if n_too_late:
+        if strict:
+            first = too_late.orderBy("_src", "_row").limit(1).toArrow().to_pylist()[0]
+            src = source_names[first["_src"]] if first["_src"] >= 0 else "dataframe"
+            raise LateEventError(
+                f"t={first['t']} is older than the stream's end {stored_max} minus its "
+                f"lateness bound {schema.lateness}", row=first["_row"],
+                column=schema.time_column, source=src)
+        late_rows = too_late.withColumn("_bad", F.lit(True)) \
+            .withColumn("_col", F.lit(schema.time_column)) \
+            .withColumn("_reason", F.lit("late event")) \
+            .withColumn("_raw", F.to_json(F.struct(*[F.col(c) for c in ["t", *schema.names]])))
+        b.bad = late_rows if b.bad is None else b.bad.unionByName(late_rows)
+        b.n_bad += n_too_late
+        b.good = b.good.filter(F.col("t") >= bound)
+        b.n_good -= n_too_late
+        b.lo = b.good.agg(F.min("t")).toArrow().column(0)[0].as_py()
+    if b.lo is not None and b.lo < stored_max:
+        leaf = int(np.searchsorted(snap.tree.leaves.col("t_max"), b.lo, side="right"))
+        fid = int(snap.tree.leaves.col("file_id")[leaf])
+        b.f0 = snap.files[fid].seq_min
+        b.n_late = b.good.filter(F.col("t") < stored_max).count()
+        tail_paths = [str(w.events_dir / f.path) for f in snap.files.values()
+                      if f.seq_min >= b.f0]
+        b.tail_df = spark.read.parquet(*tail_paths).select(
+            "t", *schema.names, F.lit(0).alias("_o1"), F.col("seq").alias("_o2"))
+
+
+def _sort_and_write(out: _Written, b: _Batch, total: int, w: Any, summary: list[dict],
+                    index: list[str], rows_per_partition: int, spark: Any, F: Any,
+                    stages: dict[str, float], schema: StreamSchema, schema_json: str,
+                    quiet: bool) -> None:
+    """Stages 3 and 4: the batch (and the rewritten tail) cut into time buckets and sorted by
+    (t, order) within each, then written as data files and index runs by one ``mapInArrow``
+    pass; what was written goes into ``out``."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from replaydb.ingest import indexing
+
+    t0 = time.perf_counter()
+    n_stored = w.snap.n_events
+    f0 = b.f0
+    P = partition_count(total, rows_per_partition, int(spark.sparkContext.defaultParallelism))
+    assert b.good is not None
+    new = b.good.select("t", *schema.names, F.lit(1).alias("_o1"),
+                        ((F.col("_src").cast("long") + 1) * F.lit(1 << 40) + F.col("_row"))
+                        .alias("_o2"))
+    rows = new if b.tail_df is None else b.tail_df.unionByName(new)
+    bounds = time_bounds(summary, P)
+    labels = partition_labels(spark, len(bounds) + 1)
+    label = bucket_expr(F, F.col("t"), bounds, labels)
+    # rows per bucket, counted in the JVM from the staged files (no Python pass)
+    counted = rows.groupBy(label.alias("b")).agg(F.count(F.lit(1)).alias("n")).toArrow()
+    per = np.zeros(len(labels), dtype=np.int64)
+    slot = {lab: i for i, lab in enumerate(labels)}
+    for lab, n in zip(counted.column("b").to_pylist(), counted.column("n").to_pylist()):
+        per[slot[lab]] = n
+    offsets = np.concatenate([[0], np.cumsum(per)[:-1]]).tolist()
+    sorted_df = rows.repartition(len(labels), label).sortWithinPartitions("t", "_o1", "_o2")
+    stages["sort"] = time.perf_counter() - t0
+    _say(f"{total:,} events in {len(labels)} time bucket(s)", quiet)
+
+    t0 = time.perf_counter()
+    for c in index:
+        c0 = time.perf_counter()
+        out.index_jobs.append(indexing.prepare(spark, w, c, f0 if f0 < n_stored else None))
+        out.index_s[c] += time.perf_counter() - c0
+    meta = sorted_df.mapInArrow(functools.partial(
+        T.write_partition, schema_json=schema_json, events_dir=str(w.events_dir),
+        bounds=bounds, counts=per.tolist(), offsets=offsets, first_seq=f0,
+        index_jobs=out.index_jobs), from_arrow_schema(T.META_SCHEMA)).toArrow()
+    meta = meta.sort_by([("pid", "ascending"), ("kind", "ascending"), ("idx", "ascending")])
+    for r in meta.to_pylist():
+        if r["kind"] == "data":
+            file_stats = json.loads(r["stats"])
+            gaps = file_stats.pop("replaydbGaps", None) or [None, None]
+            out.files.append(FileInfo(-1, r["path"], r["rows"], r["size"], r["seq_min"],
+                                      r["t_min"], r["t_max"], r["row_groups"],
+                                      gaps[0], gaps[1]))
+            out.leaves.append(T.from_ipc(r["payload"]))
+            out.stats.append(json.dumps(file_stats))
+        elif r["kind"].startswith("index:"):
+            add = json.loads(r["stats"])
+            out.index_s[r["kind"][6:]] += add.pop("cpu_seconds", 0.0)
+            out.index_runs[r["kind"][6:]].append(add)
+    stages["write"] = time.perf_counter() - t0
+    failpoint("ingest.files_written")
+    _say(f"wrote {len(out.files)} data file(s)", quiet)
+
+
+def _quarantine(w: Any, bad: Any, n_bad: int, batch_id: str, source_names: list[str],
+                side_versions: dict[str, int], new_refs: list[SideTableRef]) -> None:
+    """Write the batch's ``n_bad`` bad rows to the stream's quarantine table (created on first
+    use) and commit them; its version goes into ``side_versions``, a new table's reference
+    into ``new_refs``."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    q = Quarantine(w.dir, w.manifest.side_table("quarantine"), pinned=False)
+    qmeta = bad.coalesce(max(1, min(8, -(-n_bad // 500_000)))).mapInArrow(
+        functools.partial(T.write_quarantine, table_dir=str(q.path), batch_id=batch_id,
+                          sources=source_names), from_arrow_schema(T.META_SCHEMA)).toArrow()
+    qv = _commit_quarantine(q, qmeta.to_pylist())
+    side_versions["quarantine"] = qv
+    if w.manifest.side_table("quarantine") is None:
+        new_refs.append(Quarantine.ref(qv))
 
 
 def partition_count(total: int, rows_per_partition: int, cores: int) -> int:
