@@ -74,7 +74,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -239,50 +239,13 @@ def run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None, *
     timer, fired = _arm_timeout(limits, sc, group)
     t_ship = time.perf_counter()
     try:
+        job = _Job(plan, snapshots, intervals, counts, tr, q, ex, prog, info, n_tasks, slots)
         if chosen in ("interval", "single"):
-            groups = [(0, len(intervals))] if chosen == "single" else \
-                group_intervals(counts, n_tasks)
-            rows = []
-            for i, (a, b) in enumerate(groups):
-                ivs = tuple((k, intervals[k][0], intervals[k][1]) for k in range(a, b))
-                shipped = tuple(ship(s, [(x, y) for _, x, y in ivs]) for s in snapshots)
-                rows.append((i, pickle.dumps(T.IntervalTask(i, ivs, shipped))))
-            info["tasks"] = len(rows)
-            label = (f"interval replay: {len(intervals):,} intervals in {len(rows)} tasks"
-                     if chosen == "interval" else "full replay in one task")
-            _describe(sc, f"replaydb {plan.language} [{label}], ~{int(counts.sum()):,} events")
-            result = _run(ex.interval, prog, label, q, rows)
+            result = _interval_tasks(job, single=chosen == "single")
         elif read == "scan":
-            owner = scan_owner(snapshots, intervals, tr.partition_keys, n_tasks)
-            ivs = tuple((k, a, b) for k, (a, b) in enumerate(intervals))
-            shipped = tuple(ship(s, list(intervals)) for s in snapshots)
-            rows = [(i, pickle.dumps(T.ScanTask(i, ivs, shipped, owner)))
-                    for i in range(n_tasks)]
-            info["partition_read"] = "scan"
-            info["tasks"] = n_tasks
-            info["exact_order"] = q.exact_order
-            info["result_order"] = _result_order(tr)
-            label = (f"partition replay by {', '.join(tr.partition_keys)}: {n_tasks} scan "
-                     "tasks")
-            _describe(sc, f"replaydb {plan.language} [{label}], ~{int(counts.sum()):,} events")
-            result = _run(ex.scan, prog, label, q, rows)
+            result = _scan_tasks(job)
         else:
-            n_read = read_tasks or TASKS_PER_CORE * slots
-            ranges = read_ranges(snapshots, intervals, n_read)
-            slots_ = bijective_slots(n_tasks)
-            rows = []
-            for i, rg in enumerate(ranges):
-                shipped = tuple(ship(s, [(a, b) for _, a, b in rg]) for s in snapshots)
-                rows.append((i, pickle.dumps(T.ReadTask(i, tuple(rg), shipped, tuple(slots_)))))
-            info["partition_read"] = "shuffle"
-            info["read_tasks"] = len(rows)
-            info["tasks"] = n_tasks
-            info["exact_order"] = q.exact_order
-            info["result_order"] = _result_order(tr)
-            label = (f"partition replay by {', '.join(tr.partition_keys)}: {len(rows)} read "
-                     f"tasks, {n_tasks} key groups")
-            _describe(sc, f"replaydb {plan.language} [{label}], ~{int(counts.sum()):,} events")
-            result = _run(ex.partition, prog, label, q, rows, n_tasks)
+            result = _shuffle_tasks(job, read_tasks or TASKS_PER_CORE * slots)
     except ReplayDBError:
         raise
     except Exception:
@@ -309,6 +272,76 @@ def run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None, *
     if limits is not None:
         limits.check()
     return table, stats
+
+
+@dataclass
+class _Job:
+    """What the task builders of one query share."""
+
+    plan: PhysicalPlan
+    snapshots: Sequence[Any]
+    intervals: Any
+    counts: np.ndarray
+    tr: Traits
+    q: T.QueryShipment
+    ex: Any
+    prog: Progress | None
+    info: dict[str, Any]
+    n_tasks: int
+    slots: int
+
+    def describe(self, label: str) -> None:
+        _describe(getattr(self.ex, "sc", None), f"replaydb {self.plan.language} [{label}], "
+                                                  f"~{int(self.counts.sum()):,} events")
+
+
+def _interval_tasks(job: _Job, *, single: bool) -> pa.Table:
+    """Interval-parallel (or one task replaying everything): consecutive intervals grouped
+    into tasks of balanced event counts."""
+    intervals = job.intervals
+    groups = [(0, len(intervals))] if single else group_intervals(job.counts, job.n_tasks)
+    rows = []
+    for i, (a, b) in enumerate(groups):
+        ivs = tuple((k, intervals[k][0], intervals[k][1]) for k in range(a, b))
+        shipped = tuple(ship(s, [(x, y) for _, x, y in ivs]) for s in job.snapshots)
+        rows.append((i, pickle.dumps(T.IntervalTask(i, ivs, shipped))))
+    job.info["tasks"] = len(rows)
+    label = ("full replay in one task" if single
+             else f"interval replay: {len(intervals):,} intervals in {len(rows)} tasks")
+    job.describe(label)
+    return _run(job.ex.interval, job.prog, label, job.q, rows)
+
+
+def _scan_tasks(job: _Job) -> pa.Table:
+    """Partition-parallel without a shuffle: every task reads the planned replay and keeps
+    the events of the keys it owns."""
+    intervals, n_tasks = job.intervals, job.n_tasks
+    owner = scan_owner(job.snapshots, intervals, job.tr.partition_keys, n_tasks)
+    ivs = tuple((k, a, b) for k, (a, b) in enumerate(intervals))
+    shipped = tuple(ship(s, list(intervals)) for s in job.snapshots)
+    rows = [(i, pickle.dumps(T.ScanTask(i, ivs, shipped, owner))) for i in range(n_tasks)]
+    job.info.update(partition_read="scan", tasks=n_tasks, exact_order=job.q.exact_order,
+                    result_order=_result_order(job.tr))
+    label = f"partition replay by {', '.join(job.tr.partition_keys)}: {n_tasks} scan tasks"
+    job.describe(label)
+    return _run(job.ex.scan, job.prog, label, job.q, rows)
+
+
+def _shuffle_tasks(job: _Job, n_read: int) -> pa.Table:
+    """Partition-parallel through a shuffle: read tasks split balanced time ranges by key,
+    one task per key group replays its events."""
+    ranges = read_ranges(job.snapshots, job.intervals, n_read)
+    slots_ = bijective_slots(job.n_tasks)
+    rows = []
+    for i, rg in enumerate(ranges):
+        shipped = tuple(ship(s, [(a, b) for _, a, b in rg]) for s in job.snapshots)
+        rows.append((i, pickle.dumps(T.ReadTask(i, tuple(rg), shipped, tuple(slots_)))))
+    job.info.update(partition_read="shuffle", read_tasks=len(rows), tasks=job.n_tasks,
+                    exact_order=job.q.exact_order, result_order=_result_order(job.tr))
+    label = (f"partition replay by {', '.join(job.tr.partition_keys)}: {len(rows)} read "
+             f"tasks, {job.n_tasks} key groups")
+    job.describe(label)
+    return _run(job.ex.partition, job.prog, label, job.q, rows, job.n_tasks)
 
 
 def _result_order(tr: Traits) -> str:
