@@ -155,9 +155,9 @@ class TPStreamPlannerOptions:
     fraction of the stream's events (``float("inf")``: prune whenever anything is pruned)."""
 
     interval_events: float = 30_000.0
-    """Fixed cost of one replay interval, in events replayed (measured on the benchmark: the
-    operator's end-of-interval flush and reset plus opening the interval's first leaves cost
-    about as much as replaying 20,000-40,000 events at TPStream's 10M events/s)."""
+    """Fixed cost of one replay interval, in events replayed: the operator's end-of-interval
+    flush and reset plus opening the interval's first leaves, as the number of events that
+    replay in the same time (the default's derivation: ``bench/results/tpstream_plan``)."""
 
 
 # --------------------------------------------------------------------------- operators
@@ -228,7 +228,7 @@ class ImpreciseOptions:
 
     framework: str = "auto"
     """``"event"`` (valid intervals), ``"point"`` (stream expansion; same results) or
-    ``"auto"`` (the measured faster one, event-based)."""
+    ``"auto"`` (event-based, the faster one in ``bench/results/imprecise``)."""
 
     method: str = "auto"
     """The event-based framework's method: ``"query_order"``, ``"any_state"``,

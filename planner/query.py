@@ -145,10 +145,8 @@ class Details(dict):  # type: ignore[type-arg]
     """A plan's details (what EXPLAIN shows): a dict whose value under a key given to
     :meth:`defer` is computed when first read (indexing, ``get``, ``in``, :meth:`resolved`).
 
-    A plan's description is read by EXPLAIN, not by the execution; describing a pattern plan
-    cost about a fifth of a millisecond, a few percent of a selective query's planning and
-    execution together. Pickled (a plan shipped elsewhere) as a plain dict, every value
-    computed."""
+    A plan's description is read by EXPLAIN, not by the execution, so a query that is only
+    executed never pays for building it. Pickled as a plain dict, every value computed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
