@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from replaydb.batches import as_batches
 from replaydb.errors import OperatorError, StateCapExceeded
+from replaydb.operators.spec import FAMILIES, OperatorSpec
 
 DEFAULT_STATE_CAP = 10_000_000
 """Default cap on an operator's state entries (partial matches, buffered events, ...)."""
@@ -98,8 +99,6 @@ class Operator(ABC):
 
     def spec(self) -> Any:
         """The :class:`~replaydb.operators.spec.OperatorSpec` this operator was built from."""
-        from replaydb.operators.spec import OperatorSpec
-
         if self.family is None:
             raise OperatorError(f"{type(self).__name__} has no operator family")
         return OperatorSpec(self.family, self.config, self.state_cap,
@@ -117,8 +116,6 @@ class Operator(ABC):
 
     def devices(self) -> tuple[str, ...]:
         """The devices that have a variant of this operator."""
-        from replaydb.operators.spec import FAMILIES
-
         gpu = self.family is not None and FAMILIES[self.family][1] is not None
         return ("cpu", "gpu") if gpu else ("cpu",)
 
