@@ -106,9 +106,10 @@ class PatternPlannerOptions:
     """A tight block tests the candidates it has left by reading the deferred member's column
     at their events in the data files (the result's ``probe``,
     :meth:`StreamSnapshot.values_at`) when the member has at least this many times as many
-    seqs (0: always, where a probe can read them): a probe costs about 1-2 us an event (its page
-    header and value, mostly cache misses), a pass over the member's seqs about 1.3 ns a seq.
-    Needs :attr:`probes`."""
+    seqs (0: always, where a probe can read them): a probe costs a few cache misses an event
+    (its page header and value), a pass over the member's seqs a streaming read a seq, so
+    probes pay only for candidates some three orders of magnitude fewer than the seqs. Needs
+    :attr:`probes`."""
 
     meet_in_anchor_bits: bool = True
     """Whether a tight block whose anchor is held as a bitmap tests its first member, when that
