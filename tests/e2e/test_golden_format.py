@@ -81,26 +81,38 @@ def test_check_reports_every_difference() -> None:
     assert check(err, good, "auto")
 
 
+def _explain(language: str, strategy: str, source: dict, family: str, **extra: object) -> dict:
+    """An EXPLAIN dict as the hub returns it: the plan value's nodes under ``plan``."""
+    return {"language": language, "strategy": strategy,
+            "plan": {"strategy": strategy, "source": source,
+                     "operator": {"family": family, "device": "cpu"},
+                     "placement": {"requested": "auto", "device": "cpu", "reason": "..."}},
+            **extra}
+
+
 def test_plan_shape_reads_explain() -> None:
-    device = {"device": {"requested": "auto", "device": "cpu", "reason": "..."}}
-    pattern = {"language": "match_recognize", "strategy": "optimal", "replay_intervals": 3,
-               "pattern": {"chosen": {"indexes": ["#0 A: volume <= 10",
-                                                  "#2 C: origin = 'ORD' OR origin = 'X'"],
-                                      "cost": 12.5}}, **device}
+    pattern = _explain("match_recognize", "optimal",
+                       {"node": "interval_scan", "reason": "index", "intervals": 3}, "pattern",
+                       pattern={"chosen": {"indexes": ["#0 A: volume <= 10",
+                                                       "#2 C: origin = 'ORD' OR origin = 'X'"],
+                                           "cost": 12.5}})
     assert plan_shape(pattern) == ("language=match_recognize strategy=optimal "
-                                   "source=index-intervals indexes=A.volume,C.origin device=cpu")
-    window = {"language": "window_sql", "strategy": "window-naive", "replay_intervals": None,
-              **device}
-    assert "source=tree-aggregates-per-window" in plan_shape(window)
-    tps = {"language": "tpstream", "strategy": "pruned", "replay_intervals": 2,
-           "tpstream": {"situations": {"A": {"source": "index+tree", "index": "accel"},
-                                       "B": {"source": "tree", "index": "none (...)"}}},
-           **device}
-    assert plan_shape(tps) == ("language=tpstream strategy=pruned source=situation-intervals "
+                                   "source=interval_scan(index) operator=pattern "
+                                   "indexes=A.volume,C.origin device=cpu")
+    window = _explain("window_sql", "window-naive",
+                      {"node": "tree_aggregates", "variant": "naive"}, "window")
+    assert "source=tree_aggregates(naive) operator=window" in plan_shape(window)
+    tps = _explain("tpstream", "pruned",
+                   {"node": "interval_scan", "reason": "situations", "intervals": 2,
+                    "guard": "situation cuts"}, "tpstream",
+                   tpstream={"situations": {"A": {"source": "index+tree", "index": "accel"},
+                                            "B": {"source": "tree", "index": "none (...)"}}})
+    assert plan_shape(tps) == ("language=tpstream strategy=pruned "
+                               "source=interval_scan(situations+guard) operator=tpstream "
                                "indexes=A.accel situations=A:index+tree,B:tree device=cpu")
-    replay = {"language": "greta", "strategy": "replay", "replay_intervals": None, **device}
-    assert plan_shape(replay) == ("language=greta strategy=replay source=full-replay "
-                                  "device=cpu")
+    replay = _explain("greta", "replay", {"node": "full_scan"}, "greta")
+    assert plan_shape(replay) == ("language=greta strategy=replay source=full_scan "
+                                  "operator=greta device=cpu")
 
 
 def test_malformed_cases_name_the_problem(tmp_path: Path) -> None:
@@ -133,5 +145,6 @@ def test_regeneration_fills_in_a_new_case(tmp_path: Path) -> None:
     assert case.expected_plan is not None and set(case.expected_plan) == {"replay", "auto",
                                                                            "all"}
     assert case.expected_rows is not None and case.expected_rows[0].startswith("t ")
-    assert "source=index-intervals indexes=a.volume,b.volume" in case.expected_plan["all"]
+    assert ("source=interval_scan(index) operator=pattern indexes=a.volume,b.volume"
+            in case.expected_plan["all"])
     assert regenerate(case, cache)[0] == text  # nothing changes a second time
