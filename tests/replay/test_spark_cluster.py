@@ -85,8 +85,9 @@ def driver_main(store_path: str, master: str, out_dir: str) -> None:
     for name, mode, with_iv in CASES:
         plan = plan_for(store, name, "spark", with_iv, master)
         shared = str(out / "results") if name in SHARED_RESULTS else None
-        table, stats = run_plan(plan.physical, plan.ctx.snapshots, mode=mode, tasks=4, read_tasks=4,
-                                partition_read=READ.get(name), result_dir=shared)
+        table, stats = run_plan(plan.physical, plan.ctx.snapshots, master=master, mode=mode,
+                                tasks=4, read_tasks=4, partition_read=READ.get(name),
+                                result_dir=shared)
         with pa.OSFile(str(out / f"{name}.arrow"), "wb") as f, \
                 pa.ipc.new_file(f, table.schema) as w:
             w.write_table(table)
