@@ -330,7 +330,7 @@ def slow_stores(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], rep
 
 
 @pytest.mark.slow
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 10_000), name=st.sampled_from(sorted(QUERIES)),
        n_iv=st.integers(0, 30), tasks=st.integers(1, 7), store_seed=st.integers(0, 3))
 def test_random_cases_slow(spark: Any, slow_stores: Callable[[int], replaydb.Store], seed: int,

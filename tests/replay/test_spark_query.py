@@ -66,7 +66,7 @@ def test_planned_queries_equal_local(spark: Any, s: dict, q: str, plan: str,
 
 
 @pytest.mark.slow
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(s=streams(max_len=80), q=st.one_of(mr_queries(), sase_queries()),
        plan=st.sampled_from(PLANS), tasks=st.integers(1, 5))
 def test_planned_queries_equal_local_slow(spark: Any, s: dict, q: str, plan: str,
