@@ -40,6 +40,7 @@ import pyarrow as pa
 
 import replaydb
 from replaydb.bench.common import Results, arguments
+from replaydb.replay.spark.engine import SCAN_MAX_TASKS, SHUFFLE_PASSES
 
 KEYS = 64
 STEP_MS = 10
@@ -334,12 +335,14 @@ def design_note(res: Results, summary: dict[str, dict[str, float]],
              "``mapPartitions`` over the task ids), results left by the tasks as Arrow IPC "
              "files the driver memory-maps (local masters or a shared ``result_dir``; "
              "otherwise zstd-compressed IPC through Spark).",
-             "- **partition, scan** (TPStream, up to 3 tasks): every task reads the whole "
+             f"- **partition, scan** (TPStream, up to {SCAN_MAX_TASKS} tasks by default): "
+             "every task reads the whole "
              "planned replay (the operator's columns only), hashes the key column and keeps the "
              "events of the keys it owns (an owner table balanced on a 64-row-group sample of "
              "the keys); no event crosses the JVM. Each task sorts its results by the "
              "operator's integer sort columns; the driver merges the runs.",
-             "- **partition, shuffle** (more than 3 tasks): read tasks split balanced time "
+             f"- **partition, shuffle** (more than {SCAN_MAX_TASKS} tasks): read tasks split "
+             "balanced time "
              "ranges by key, Spark's shuffle and sort bring each key group's chunks together in "
              "replay order, one task per group runs the operator.",
              "", "## Model", "",
@@ -390,9 +393,13 @@ def design_note(res: Results, summary: dict[str, dict[str, float]],
             "(the shuffle's Spark job at one core, less the empty job). A scan does less work "
             "per core than the shuffle while ``S < (c_shuffle - o) / r``: "
             f"{cross:.1f} counting the tasks' CPU only, {cross_job:.1f} counting the whole "
-            "shuffle job. The engine scans up to 3 tasks (``SCAN_MAX_TASKS``) and shuffles "
-            f"beyond: with 800 cores and 100x the data a scan would read {100 * ev:,} events "
-            "in every task, so the cluster runs the shuffle.",
+            f"shuffle job. The engine scans up to {SCAN_MAX_TASKS} tasks by default and "
+            "shuffles beyond (``SCAN_MAX_TASKS``, derived, not measured: the shuffle's "
+            f"{SHUFFLE_PASSES} passes over every event - its write and its read - counted as "
+            f"a scan task's read, ``x = {SHUFFLE_PASSES} r``; the engine option "
+            "``scan_max_tasks`` sets the crossover measured here instead): with 800 cores and "
+            "100x the data a scan would "
+            f"read {100 * ev:,} events in every task, so the cluster runs the shuffle.",
         ]
     lines += [
         "", f"An empty Spark job of the engine's shape took {floor['local[1]']:.2f} s (1 core) "

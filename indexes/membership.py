@@ -3,13 +3,15 @@
 Two ways: a scan of the lookup's values where they lie, each tested against a coarse bitmap of
 the targets (:func:`members_in_pieces`), or the values' bitmap with a bit read per target
 (:func:`~replaydb.indexes.bitsets.union_bits_of`, :func:`~replaydb.indexes.bitsets.member_bits`);
-:func:`scan_pays` chooses by a cost model. :func:`hits_in_bits` meets a bitmap with a lookup's
-values the other way round.
+:func:`scan_pays` chooses by the cost model of :class:`MemberTestCosts`, whose costs the
+caller measures. :func:`hits_in_bits` meets a bitmap with a lookup's values the other way round.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numba as nb
@@ -134,8 +136,8 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
     values); those that pass are gathered (:data:`PASS_BUFFER` at a time), sorted, and
     looked up by one galloping walk of the targets: sorted, the passes walk the targets
     once in order, where a binary search per passing value would miss the cache at every
-    step. When this pays over the values' bitmap: :func:`scan_pays`. O(values + passes log passes + targets). ValueError
-    for a value outside ``[0, bound)``."""
+    step. When this pays over the values' bitmap: :func:`scan_pays`. O(values + passes log
+    passes + targets). ValueError for a value outside ``[0, bound)``."""
     targets = np.ascontiguousarray(targets, dtype=np.int64)
     hit = np.zeros(targets.size, np.bool_)
     if targets.size == 0:
@@ -157,47 +159,73 @@ def members_in_pieces(targets: np.ndarray, pieces: Sequence[Any], bound: int) ->
     return hit
 
 
-SCAN_NS = 1.6
-""":func:`scan_pays`: ns per value of :func:`members_in_pieces`' pass (cold caches, one
-pass over values where they lie in memory-mapped index files)."""
-PASS_NS = 150.0
-""":func:`scan_pays`: ns per value passing the coarse bitmap."""
-BITS_NS = 2.3
-""":func:`scan_pays`: ns per value set in a bitmap of ``bound`` bits (a random
-read-modify-write of a bitmap larger than the second-level cache)."""
-BITS_FIXED_NS = 0.06
-""":func:`scan_pays`: ns per bit of a bitmap's bound (its zeroing and first writes)."""
-TEST_NS = 3.0
-""":func:`scan_pays`: ns per target tested against a bitmap."""
+@dataclass(frozen=True)
+class MemberTestCosts:
+    """The costs, in ns, of the ways targets are tested against a lookup's values: the linear
+    model :func:`scan_pays` and :func:`member_test_ns` choose by. They depend on the machine
+    (its caches, memory latency and bandwidth), so none is fixed here: the planner measures
+    them when it calibrates a store and hands them in.
+
+    * the scan (:func:`members_in_pieces`): :attr:`scan_value` a value, plus
+      :attr:`scan_pass` a value passing its coarse bitmap - a share
+      ``min(1, targets * 2**PROBE_SHIFT / bound)`` of them;
+    * the bitmap (:func:`~replaydb.indexes.bitsets.union_bits_of`, then
+      :func:`~replaydb.indexes.bitsets.member_bits`): :attr:`bits_bound` a bit of its bound
+      (its zeroing and first writes), :attr:`bits_value` a value set (a random
+      read-modify-write), :attr:`bits_target` a target tested;
+    * the rank codes (:func:`~replaydb.indexes.rankcodes.members_by_codes`):
+      :attr:`code_target` a target and piece (a code read in a map of two bytes per event,
+      the cut buckets' few lookups included).
+
+    ValueError for a cost that is negative or not finite."""
+
+    scan_value: float
+    scan_pass: float
+    bits_value: float
+    bits_bound: float
+    bits_target: float
+    code_target: float
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"MemberTestCosts.{f.name} must be a finite cost >= 0, "
+                                 f"not {v!r}")
+
+    def scan_ns(self, targets: int, values: int, bound: int) -> float:
+        """ns of :func:`members_in_pieces` testing ``targets`` against ``values`` in
+        ``[0, bound)``. O(1)."""
+        passing = min(1.0, targets * (1 << PROBE_SHIFT) / max(bound, 1))
+        return values * (self.scan_value + self.scan_pass * passing)
+
+    def bits_ns(self, targets: int, values: int, bound: int) -> float:
+        """ns of setting the bitmap of ``values`` (``bound`` bits) and reading a bit per
+        target. O(1)."""
+        return self.bits_bound * bound + self.bits_value * values + self.bits_target * targets
+
+    def codes_ns(self, targets: int, pieces: int) -> float:
+        """ns of testing ``targets`` by the rank codes of a lookup of ``pieces`` pieces.
+        O(1)."""
+        return self.code_target * targets * pieces
 
 
-def scan_pays(targets: int, values: int, bound: int) -> bool:
+def scan_pays(targets: int, values: int, bound: int, costs: MemberTestCosts) -> bool:
     """Whether testing ``targets`` against a lookup's ``values`` (in ``[0, bound)``) costs
     less by :func:`members_in_pieces` than by setting the values' bitmap and reading a bit
-    per target (:func:`~replaydb.indexes.bitsets.union_bits_of`, :func:`~replaydb.indexes.bitsets.member_bits`).
-
-    A linear model fitted with cold caches, as a query's planning finds them after other
-    work: the scan costs :data:`SCAN_NS` a value plus :data:`PASS_NS` a value passing its
-    coarse bitmap (a share ``targets * 2**PROBE_SHIFT / bound`` of them); the bitmap
-    :data:`BITS_FIXED_NS` a bit of its bound, :data:`BITS_NS` a value and :data:`TEST_NS` a
-    target. So the scan wins with few targets whatever the values, and with many targets
-    against few values; the bitmap with many targets against many values. O(1)."""
-    scan, bits = _member_test_ns(targets, values, bound)
-    return scan < bits
+    per target (:func:`~replaydb.indexes.bitsets.union_bits_of`,
+    :func:`~replaydb.indexes.bitsets.member_bits`), by the model of ``costs``
+    (:meth:`MemberTestCosts.scan_ns` against :meth:`MemberTestCosts.bits_ns`). With costs
+    as machines have them, the scan wins with few targets whatever the values, and with
+    many targets against few values; the bitmap with many targets against many values.
+    Either way gives the same members. O(1)."""
+    return costs.scan_ns(targets, values, bound) < costs.bits_ns(targets, values, bound)
 
 
-def _member_test_ns(targets: int, values: int, bound: int) -> tuple[float, float]:
-    """:func:`scan_pays`' model: ns of the scan and of the bitmap."""
-    passing = min(1.0, targets * (1 << PROBE_SHIFT) / max(bound, 1))
-    scan = values * (SCAN_NS + PASS_NS * passing)
-    bits = BITS_FIXED_NS * bound + BITS_NS * values + TEST_NS * targets
-    return scan, bits
-
-
-def member_test_ns(targets: int, values: int, bound: int) -> float:
+def member_test_ns(targets: int, values: int, bound: int, costs: MemberTestCosts) -> float:
     """ns of testing ``targets`` against a lookup's ``values`` the cheaper way of
-    :func:`scan_pays` (a scan of the values, or their bitmap). O(1)."""
-    return min(_member_test_ns(targets, values, bound))
+    :func:`scan_pays` (a scan of the values, or their bitmap), by ``costs``. O(1)."""
+    return min(costs.scan_ns(targets, values, bound), costs.bits_ns(targets, values, bound))
 
 
 @nb.njit(cache=True, nogil=True)

@@ -243,14 +243,6 @@ def mark_members(targets: np.ndarray, rc: RankCodes, piece: Any, hit: np.ndarray
     return True
 
 
-CODE_NS = 150.0
-"""ns per target and piece of :func:`members_by_codes` (a code read in a map of two bytes per
-event, mostly a cache and TLB miss; the cut buckets' few lookups included), for the planner's
-choice against a scan of the lookup's seqs (:func:`.membership.member_test_ns`). Fitted with
-cold caches; sorted targets share cache lines, so the cost per target falls slowly as they
-grow denser, and one constant covers the planner's range of target counts."""
-
-
 def coded(pieces: list[Any]) -> bool:
     """Whether every piece of a lookup is a range of consecutive positions of a run file
     with rank codes (:meth:`.plainread.Spans.placed`): then :func:`members_by_codes` tests
@@ -264,7 +256,10 @@ def members_by_codes(targets: np.ndarray, pieces: list[Any]) -> np.ndarray | Non
     :func:`coded`): a boolean per target, as :func:`.membership.members_in_pieces` answers,
     from each piece's file's rank codes instead of a pass over its seqs; None when a file's
     codes were closed meanwhile (its file left the cache: test another way). O(targets x
-    pieces + targets in cut buckets x n / BUCKETS)."""
+    pieces + targets in cut buckets x n / BUCKETS): a code read per target and piece, mostly
+    a cache and TLB miss in a map of two bytes per event, which the planner prices by
+    :meth:`.membership.MemberTestCosts.codes_ns` against the cheaper of the scan and the
+    bitmap (:func:`.membership.member_test_ns`)."""
     x = np.ascontiguousarray(targets, dtype=np.int64)
     hit = np.zeros(x.size, np.bool_)
     for p in pieces:

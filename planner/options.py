@@ -36,7 +36,9 @@ from replaydb.errors import UsageError
 
 WEIGHT_NAMES = ("w_pio", "w_sio", "w_sort", "interval_events", "w_pio_interval")
 """The cost model's weights that :attr:`PatternPlannerOptions.weights` may override (the fields
-of :class:`~replaydb.planner.pattern.cost.Weights` but its ``source``)."""
+of :class:`~replaydb.planner.pattern.cost.Weights` but its ``source`` and its member tests'
+costs, which only calibration sets: :attr:`PatternPlannerOptions.scan_members` and
+:attr:`PatternPlannerOptions.code_members` force a way instead)."""
 
 
 # --------------------------------------------------------------------------- planners
@@ -89,18 +91,20 @@ class PatternPlannerOptions:
 
     scan_members: bool | None = None
     """How a tight block tests the candidates it has left against a deferred member: by a scan
-    of the member's seqs where they lie (:func:`~replaydb.indexes.kernels.members_in_pieces`,
+    of the member's seqs where they lie (:func:`~replaydb.indexes.membership.members_in_pieces`,
     True), by setting the member's bitmap and reading a bit per candidate (False), or by
-    whichever :func:`~replaydb.indexes.kernels.scan_pays` finds cheaper (None). The candidates
-    and intervals are the same either way."""
+    whichever :func:`~replaydb.indexes.membership.scan_pays` finds cheaper (None) with the
+    member tests' costs of the store's calibration (``replaydb calibrate``; the defaults
+    before). The candidates and intervals are the same either way."""
 
     code_members: bool | None = None
     """Whether a tight block tests the candidates it has left against a deferred member by the
     rank codes of the member's run files (:func:`~replaydb.indexes.rankcodes.members_by_codes`,
     where every file of the lookup has them): always (True), never (False), or where the cost
     model finds it cheaper than the cheaper of a scan of the member's seqs and their bitmap
-    (None): ``CODE_NS`` per candidate and file. The candidates and intervals are the same
-    either way."""
+    (None), by the calibrated cost per candidate and file
+    (:attr:`~replaydb.indexes.membership.MemberTestCosts.code_target`). The candidates and
+    intervals are the same either way."""
 
     primary_probe_ratio: int = 1024
     """A tight block tests the candidates it has left by reading the deferred member's column

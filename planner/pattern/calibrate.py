@@ -26,8 +26,12 @@ physical layout, so they are fitted from measured plans:
    of their time, so the fit minimizes relative errors and a few slow plans (a query whose
    matching is expensive) do not dominate it. The seconds per interval become ``interval_events``: the events a replay processes
    in that time (seconds per interval / (w_PIO x event width));
-4. the weights go into the store's configuration (``calibration.pattern``), where the planner
-   finds them; the fit quality (R² of log times, median relative error, Spearman correlation of the cost
+4. the costs of the member tests that choose how a tight block tests its candidates (a scan of
+   a deferred member's seqs, their bitmap, or their run files' rank codes) are measured by
+   micro-benchmarks of those kernels at the stream's size (:mod:`.membercosts`);
+5. the weights and the member tests' costs go into the store's configuration
+   (``calibration.pattern``, the costs under ``member_tests``), where the planner finds them;
+   the fit quality (R² of log times, median relative error, Spearman correlation of the cost
    model's *estimated* costs with the measured times) is returned and the estimated-vs-measured
    plot saved on request.
 
@@ -40,13 +44,14 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from replaydb.errors import UsageError
 from replaydb.planner.pattern.cost import PAGE_BYTES, Weights, sort_term
+from replaydb.planner.pattern.membercosts import MemberCalibration, measure_member_costs
 
 DEFAULT_QUERIES = 24
 
@@ -82,8 +87,11 @@ class Calibration:
     stream: str = ""
     seconds: float = 0.0
     match_seconds: float = 0.0
+    member: MemberCalibration | None = None
+    """The member tests' costs measured (their fit is :attr:`Weights.member_costs`)."""
 
     def as_config(self) -> dict[str, Any]:
+        member = {} if self.member is None else {"member_tests": self.member.as_config()}
         return {"w_pio": self.weights.w_pio, "w_pio_interval": self.weights.w_pio_interval,
                 "w_sio": self.weights.w_sio,
                 "w_sort": self.weights.w_sort, "interval_events": self.weights.interval_events,
@@ -92,7 +100,7 @@ class Calibration:
                 "unit": "seconds per byte (pio, sio) and per n log2 n (sort)",
                 "r2": self.r2, "median_relative_error": self.median_rel_error,
                 "spearman_estimated": self.spearman_estimated, "samples": len(self.samples),
-                "stream": self.stream,
+                "stream": self.stream, **member,
                 "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
     def summary(self) -> dict[str, Any]:
@@ -249,7 +257,8 @@ def fit(samples: list[Sample], event_width: float
 def calibrate(store: Any, stream: str | None = None, *, queries: int = DEFAULT_QUERIES,
               seed: int = 0, repeat: int = 3, save: bool = True, plot: str | None = None,
               progress: Any = None) -> Calibration:
-    """Measure plans on ``stream`` and fit the weights (see the module docstring)."""
+    """Measure plans on ``stream`` and fit the weights, and measure the member tests' costs
+    (see the module docstring)."""
     from replaydb.planner.query import QueryOptions, plan_query
 
     t_start = time.perf_counter()
@@ -319,8 +328,9 @@ def calibrate(store: Any, stream: str | None = None, *, queries: int = DEFAULT_Q
                          hint="use a stream with more events or more --queries")
     w, w_int, intercept, per_match, r2, med, rho = fit(samples,
                                                        float(snap.schema.event_width))
-    cal = Calibration(w, w_int, intercept, r2, med, rho, samples, stream,
-                      time.perf_counter() - t_start, per_match)
+    member = measure_member_costs(snap.n_events, repeat=repeat, seed=seed)
+    cal = Calibration(replace(w, member_costs=member.costs), w_int, intercept, r2, med, rho,
+                      samples, stream, time.perf_counter() - t_start, per_match, member)
     if save:
         cfg = dict(store.config.get("calibration") or {})
         cfg["pattern"] = cal.as_config()

@@ -27,7 +27,9 @@ implementation counts bytes and ``n log2 n`` per index result, which its weights
   nothing, a further member of a long block would look free, and Optimal would take every
   member of long blocks, each a lookup and a test that prunes nothing more.
 
-Weights come from the store's calibration (``replaydb calibrate``) or the defaults.
+Weights come from the store's calibration (``replaydb calibrate``) or the defaults, and so do
+the costs of the member tests of tight blocks (:mod:`.membercosts`), which choose how a block's
+candidates are tested (the same candidates either way) and never enter ``C_query``.
 
 Estimating ``C_SIO`` is direct: the index's read plan gives the pages a range query reads (from
 run metadata) and its count statistics the result size. ``C_PIO`` follows the covered fraction
@@ -66,15 +68,21 @@ evaluation (memoized).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from replaydb.indexes.membership import MemberTestCosts
 from replaydb.planner.pattern.cpm import Scope
 from replaydb.planner.pattern.hypo import hypo_window
 from replaydb.planner.pattern.intervals import Geometry
+from replaydb.planner.pattern.membercosts import (
+    DEFAULT_MEMBER_COSTS,
+    costs_config,
+    costs_of_config,
+)
 from replaydb.planner.pattern.rewrite import RewrittenPattern
 
 DEFAULT_WEIGHTS = {"w_pio": 1.13, "w_sio": 2.53, "w_sort": 12.73}
@@ -101,7 +109,11 @@ class Weights:
     through many short intervals costs more per leaf than one sweep of the stream (smaller
     reads and batches, the rows between intervals dropped by a copy, the operator's end of
     input per batch); with one weight for both, a plan covering most of the stream through
-    hundreds of intervals would be estimated cheaper than full replay while running slower."""
+    hundreds of intervals would be estimated cheaper than full replay while running slower.
+
+    ``member_costs``: the member tests' costs calibration measured on this machine (None: not
+    measured, :data:`~.membercosts.DEFAULT_MEMBER_COSTS`); :attr:`member_tests` is what the
+    planner uses."""
 
     w_pio: float = DEFAULT_WEIGHTS["w_pio"]
     w_sio: float = DEFAULT_WEIGHTS["w_sio"]
@@ -109,6 +121,20 @@ class Weights:
     source: str = "default"
     interval_events: float = DEFAULT_INTERVAL_EVENTS
     w_pio_interval: float | None = None
+    member_costs: MemberTestCosts | None = None
+
+    @property
+    def member_tests(self) -> MemberTestCosts:
+        """The costs a tight block's member tests are chosen by: the calibrated ones, else
+        the defaults."""
+        return self.member_costs if self.member_costs is not None else DEFAULT_MEMBER_COSTS
+
+    def overridden(self, values: Mapping[str, float | None]) -> Weights:
+        """These weights with ``values`` in place (any of
+        :data:`~replaydb.planner.options.WEIGHT_NAMES`), source ``option``; the member
+        tests' costs stay."""
+        return replace(self, source="option",
+                       **{k: None if v is None else float(v) for k, v in values.items()})
 
     def pio_weight(self, index_plan: bool) -> float:
         """The weight of a primary byte: of full replay (or the CPM's regions), or of an
@@ -118,13 +144,18 @@ class Weights:
         return self.w_pio
 
     def as_dict(self) -> dict[str, Any]:
+        member = {**costs_config(self.member_tests),
+                  "source": "calibrated" if self.member_costs is not None else "default"}
         return {"w_pio": self.w_pio, "w_pio_interval": self.w_pio_interval,
                 "w_sio": self.w_sio, "w_sort": self.w_sort,
-                "interval_events": self.interval_events, "source": self.source}
+                "interval_events": self.interval_events, "source": self.source,
+                "member_tests": member}
 
 
 def load_weights(store: Any) -> Weights:
-    """The store's calibrated weights (``calibration.pattern``), else the defaults."""
+    """The store's calibrated weights (``calibration.pattern``), else the defaults; the
+    member tests' costs where the calibration measured them (``member_tests``; one stored
+    before they were measured has none: the defaults)."""
     cal = (getattr(store, "config", None) or {}).get("calibration") or {}
     pat = cal.get("pattern") if isinstance(cal, dict) else None
     if isinstance(pat, dict) and all(k in pat for k in ("w_pio", "w_sio", "w_sort")):
@@ -132,7 +163,8 @@ def load_weights(store: Any) -> Weights:
         return Weights(float(pat["w_pio"]), float(pat["w_sio"]), float(pat["w_sort"]),
                        "calibrated",
                        float(pat.get("interval_events", DEFAULT_INTERVAL_EVENTS)),
-                       None if wi is None else float(wi))
+                       None if wi is None else float(wi),
+                       costs_of_config(pat.get("member_tests")))
     return Weights()
 
 

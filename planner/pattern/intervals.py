@@ -53,6 +53,7 @@ from numba import njit
 from replaydb.indexes.bitsets import keys_of_bits, member_bits, union_bits_of
 from replaydb.indexes.kernels import bits_pay
 from replaydb.indexes.membership import (
+    MemberTestCosts,
     gallop,
     hits_in_bits,
     member_test_ns,
@@ -60,9 +61,10 @@ from replaydb.indexes.membership import (
     scan_pays,
     sorted_distinct,
 )
-from replaydb.indexes.rankcodes import CODE_NS, coded, members_by_codes
+from replaydb.indexes.rankcodes import coded, members_by_codes
 from replaydb.indexes.reader import join_pieces
 from replaydb.planner.options import PatternPlannerOptions
+from replaydb.planner.pattern.membercosts import DEFAULT_MEMBER_COSTS
 from replaydb.planner.pattern.rewrite import RewrittenPattern
 from replaydb.store.interval_list import merge_halfopen
 
@@ -319,7 +321,8 @@ def _times_of(base: np.ndarray, off: int, seq: np.ndarray, t: np.ndarray) -> np.
 
 
 def block_occurrences(offsets: list[int], results: list[SymbolResult], *,
-                      members: PatternPlannerOptions = MEMBER_TESTS) -> Occurrences:
+                      members: PatternPlannerOptions = MEMBER_TESTS,
+                      costs: MemberTestCosts = DEFAULT_MEMBER_COSTS) -> Occurrences:
     """Merge the selected BSs of one tight BB at fixed seq distances (``offsets`` ascending).
 
     The BS with the fewest events is the anchor; every other BS, smallest first, keeps the
@@ -330,7 +333,8 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult], *,
     files' rank codes, a read per anchor left, where they have them and that costs less
     still (``code_members``). ``members``: how members are tested (the member-test fields of
     :class:`~replaydb.planner.options.PatternPlannerOptions`; the candidates are the same
-    whichever way). O(sum of the results' sizes).
+    whichever way); ``costs``: what each way costs, where they choose by cost (the store's
+    calibrated :attr:`~.cost.Weights.member_tests`). O(sum of the results' sizes).
     """
     anchor = min(range(len(results)), key=lambda j: len(results[j]))
     others = [j for j in sorted(range(len(results)), key=lambda j: len(results[j]))
@@ -345,9 +349,10 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult], *,
         o, r = offsets[j], results[j]
         if base.size == 0:
             break
-        by_codes = r.pieces is not None and _by_codes(base.size, r, members.code_members)
+        by_codes = r.pieces is not None and _by_codes(base.size, r, members.code_members,
+                                                      costs)
         if by_codes or (r.pieces is not None
-                        and _scans(base.size, r, members.scan_members)):
+                        and _scans(base.size, r, members.scan_members, costs)):
             x = base + int(o)
             inside = (x >= 0) & (x < r.bound)
             if not inside.all():
@@ -372,22 +377,27 @@ def block_occurrences(offsets: list[int], results: list[SymbolResult], *,
                        _member_times(last, base, offsets[-1]))
 
 
-def _by_codes(targets: int, r: SymbolResult, code_members: bool | None) -> bool:
+def _by_codes(targets: int, r: SymbolResult, code_members: bool | None,
+              costs: MemberTestCosts) -> bool:
     """Whether ``targets`` candidates are tested against deferred ``r`` by its files' rank
-    codes (``code_members``: always, never, or None: where the cost model finds it cheaper)."""
+    codes (``code_members``: always, never, or None: where ``costs`` find it cheaper than
+    the cheaper of a scan and the bitmap)."""
     if code_members is False or r.pieces is None or not coded(r.pieces):
         return False
     if code_members:
         return True
-    return targets * len(r.pieces) * CODE_NS < member_test_ns(targets, len(r), r.bound)
+    return costs.codes_ns(targets, len(r.pieces)) < member_test_ns(targets, len(r), r.bound,
+                                                                    costs)
 
 
-def _scans(targets: int, r: SymbolResult, scan_members: bool | None) -> bool:
+def _scans(targets: int, r: SymbolResult, scan_members: bool | None,
+           costs: MemberTestCosts) -> bool:
     """Whether ``targets`` candidates are tested against deferred ``r`` by a scan of its seqs
-    (``scan_members``: always, never, or None: where :func:`scan_pays` finds it cheaper)."""
+    (``scan_members``: always, never, or None: where :func:`scan_pays` finds it cheaper by
+    ``costs``)."""
     if scan_members is not None:
         return scan_members
-    return scan_pays(targets, len(r), r.bound)
+    return scan_pays(targets, len(r), r.bound, costs)
 
 
 def _met_in_anchor_bits(offsets: list[int], results: list[SymbolResult], anchor: int,
@@ -429,12 +439,13 @@ class IntervalStats:
 
 
 def candidate_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
-                        geo: Geometry, *, members: PatternPlannerOptions = MEMBER_TESTS
+                        geo: Geometry, *, members: PatternPlannerOptions = MEMBER_TESTS,
+                        costs: MemberTestCosts = DEFAULT_MEMBER_COSTS
                         ) -> tuple[np.ndarray, np.ndarray, IntervalStats]:
     """Closed intervals ``[A, B]`` (one per first event with a candidate), sorted by ``A``.
 
-    ``selected`` maps BS index -> its (intersected) result; ``members``: how a tight block
-    tests its members (:func:`block_occurrences`). See the module docstring.
+    ``selected`` maps BS index -> its (intersected) result; ``members`` and ``costs``: how a
+    tight block tests its members (:func:`block_occurrences`). See the module docstring.
     """
     idxs = sorted(selected)
     if not idxs:
@@ -453,7 +464,7 @@ def candidate_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
             occs.append(Occurrences(r.seq, r.seq, r.t, r.t))
         else:
             offs = [rp.symbols[i].offset for i in bss]
-            occs.append(block_occurrences(offs, res, members=members))
+            occs.append(block_occurrences(offs, res, members=members, costs=costs))
     first_bs, last_bs = groups[order[0]][0], groups[order[-1]][-1]
     p, q = first_bs, rp.n - 1 - last_bs
     gmin, gmax = geo.gap_min, geo.gap_max
@@ -616,11 +627,13 @@ def _coalesce(iv: np.ndarray, leaf_t_min: np.ndarray, leaf_t_max: np.ndarray,
 
 
 def replay_intervals(rp: RewrittenPattern, selected: dict[int, SymbolResult],
-                     geo: Geometry, *, members: PatternPlannerOptions = MEMBER_TESTS
+                     geo: Geometry, *, members: PatternPlannerOptions = MEMBER_TESTS,
+                     costs: MemberTestCosts = DEFAULT_MEMBER_COSTS
                      ) -> tuple[np.ndarray, IntervalStats]:
     """Algorithm 3.1: sorted disjoint half-open replay intervals (rows ``[a, b)``);
-    ``members``: how a tight block tests its members (:func:`block_occurrences`)."""
-    a, b, st = candidate_intervals(rp, selected, geo, members=members)
+    ``members`` and ``costs``: how a tight block tests its members
+    (:func:`block_occurrences`)."""
+    a, b, st = candidate_intervals(rp, selected, geo, members=members, costs=costs)
     iv = merge_closed(a, b, geo)
     st.raw_intervals = int(a.size)
     return iv, st

@@ -84,7 +84,6 @@ from replaydb.planner.pattern.cost import (
     CondInfo,
     CostModel,
     Estimate,
-    Weights,
     deferred_lookups,
     load_weights,
 )
@@ -101,6 +100,7 @@ from replaydb.planner.pattern.intervals import (
     sorted_alone,
     widen_for_navigation,
 )
+from replaydb.planner.pattern.membercosts import DEFAULT_MEMBER_COSTS
 from replaydb.planner.pattern.navigation import navigation_extent
 from replaydb.planner.pattern.rewrite import RewrittenPattern, rewrite
 from replaydb.planner.pattern.selection import STRATEGIES, Selection
@@ -388,7 +388,9 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
     with ``probes``: a deferred member may test the block's last candidates by reading
     their values (:func:`condition_probe`; the intervals are the same). ``members``: how a
     tight block tests its members (the member-test fields of
-    :class:`~replaydb.planner.options.PatternPlannerOptions`; the intervals are the same)."""
+    :class:`~replaydb.planner.options.PatternPlannerOptions`; the intervals are the same),
+    choosing by cost with the member tests' costs of the cost model's weights
+    (:attr:`~.cost.Weights.member_tests`)."""
     rp, geo = st.rp, st.geo
     assert rp is not None and geo is not None
     by_id = {c.id: c for c in st.conds}
@@ -425,7 +427,8 @@ def compute_intervals(st: PatternPlanState, config: frozenset[int], n_events: in
         per_bs.setdefault(c.bs, []).append(results[c.lookup])
     selected = {bs: (parts[0] if len(parts) == 1 else intersect_results(parts))
                 for bs, parts in per_bs.items()}
-    iv, ist = replay_intervals(rp, selected, geo, members=members)
+    costs = st.model.weights.member_tests if st.model is not None else DEFAULT_MEMBER_COSTS
+    iv, ist = replay_intervals(rp, selected, geo, members=members, costs=costs)
     # a deferred member whose test set its bitmap after all (many candidates) was read in full
     st.deferred = {lk for lk in deferred if results[lk].pieces is not None}
     st.interval_counts.update({"first_events": ist.first_events,
@@ -562,14 +565,8 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     st.conds, st.lookups = gather_conditions(rp, indexes, geo.n_events)
     timings["statistics"] = time.perf_counter() - t0
     weights = load_weights(ctx.store)
-    override = opts.weights
-    if override is not None:
-        weights = Weights(float(override.get("w_pio", weights.w_pio)),
-                          float(override.get("w_sio", weights.w_sio)),
-                          float(override.get("w_sort", weights.w_sort)), "option",
-                          float(override.get("interval_events", weights.interval_events)),
-                          None if (wi := override.get("w_pio_interval", weights.w_pio_interval))
-                          is None else float(wi))
+    if opts.weights is not None:
+        weights = weights.overridden(opts.weights)
     model = CostModel(rp, st.conds, geo, st.scope, weights, snap.schema.leaf_capacity,
                       snap.schema.event_width, before=nav[0],
                       after=nav[1])

@@ -28,11 +28,10 @@ spec (plain data) and build their operator from it; they never see query text. T
     (Arrow IPC chunks through the JVM).
 
   The scan does ``S - 1`` redundant reads; the shuffle serializes, shuffles, sorts and decodes
-  every event. Per event, reading and hashing costs a fraction of what the shuffle adds (task
-  CPU and the JVM's shuffle; measured in ``bench/results/spark``, whose design note derives the
-  crossover), so ``auto`` scans while a query has at most :data:`SCAN_MAX_TASKS` tasks and
-  shuffles with more executor cores, where reading the whole replay in every task would
-  dominate.
+  every event. ``auto`` scans while a query has at most :data:`SCAN_MAX_TASKS` tasks (one per
+  executor core unless ``tasks`` says otherwise): one more than the passes over every event
+  that the shuffle adds, each counted as one read (derived in its docstring); with more tasks,
+  reading the whole replay in every one would dominate, and it shuffles.
 
 * ``single`` - the **full-replay fallback** for queries that are neither: one task replays
   everything (the whole stream, or the planned intervals, in order) into one operator. Reading
@@ -56,7 +55,9 @@ Options (keyword arguments or environment): ``mode`` (``REPLAYDB_SPARK_MODE``: a
 partition | single), ``tasks`` (``REPLAYDB_SPARK_TASKS``: interval tasks / key targets; default
 one interval task or scan task per executor core, two shuffle targets per core),
 ``read_tasks`` (the shuffle's read tasks; default two per core), ``partition_read``
-(``REPLAYDB_SPARK_PARTITION_READ``: auto | scan | shuffle), ``result_dir``
+(``REPLAYDB_SPARK_PARTITION_READ``: auto | scan | shuffle), ``scan_max_tasks``
+(``REPLAYDB_SPARK_SCAN_MAX_TASKS``: the most tasks ``auto`` scans with; default
+:data:`SCAN_MAX_TASKS`, for a cluster whose measured crossover differs), ``result_dir``
 (``REPLAYDB_SPARK_RESULT_DIR``): where tasks leave their results for the driver. By default
 results of ``local[...]`` masters (executors on the driver's machine) travel as Arrow IPC files
 in a fresh temporary directory that the driver memory-maps and removes (no JVM transfer and no
@@ -102,13 +103,20 @@ TASKS_PER_CORE = 2
 INTERVAL_TASKS_PER_CORE = 1
 """Interval tasks per executor core: the groups are balanced by the tree's event counts, and
 every extra task costs a Python worker round trip and its own operator."""
-SCAN_MAX_TASKS = 3
-"""Partition mode scans (no shuffle) up to this many tasks, shuffles beyond: ``S`` scan tasks
-cost ``S - 1`` extra reads of the replay, the shuffle its serializing, shuffling, sorting and
-decoding of every event. A scan does less work per core while ``S`` stays below the ratio of
-the shuffle's per-event cost to a read's; ``bench/results/spark/design.md`` derives that
-crossover from its measurements, and this default sits inside it (``partition_read`` forces
-either way)."""
+SHUFFLE_PASSES = 2
+"""Passes over every event that the shuffle makes and a scan task does not: each event written
+into Spark's shuffle and read back out of it. What makes a shuffle one, on any machine."""
+SCAN_MAX_TASKS = 1 + SHUFFLE_PASSES
+"""Partition mode scans (no shuffle) up to this many tasks by default, shuffles beyond. For
+``E`` events, a read (and hash) of an event costing ``r`` and the operator ``o``, ``S`` scan
+tasks take ``E r + E o / S`` a core (every task reads everything); the shuffle reads every
+event once and adds ``x`` an event to move it, ``E (r + x + o) / S``. The scan costs no more
+while ``S - 1 <= x / r``. Counting every pass over every event alike - the shuffle's write and
+read (:data:`SHUFFLE_PASSES`) as a scan task's read - ``x = 2 r``: scan up to 3 tasks. Derived
+from what each way does, not measured: the shuffle also sorts its chunks and moves them
+through the JVM (a network on a cluster), which only moves the crossover up; where a
+measurement (``bench/bench_spark.py``) finds it elsewhere, the engine option
+``scan_max_tasks`` sets it, and ``partition_read`` forces either way."""
 IMBALANCE = 1.25
 """Interval mode is chosen over partition mode while the largest interval holds at most this
 many times a task's share of the events."""
@@ -137,20 +145,33 @@ def choose_mode(mode: str, tr: Traits, counts: np.ndarray, slots: int) -> str:
     return "single"
 
 
-def choose_partition_read(read: str, n_tasks: int) -> str:
+def choose_partition_read(read: str, n_tasks: int, scan_max_tasks: int = SCAN_MAX_TASKS
+                          ) -> str:
     """How partition mode's tasks get their events: ``scan`` or ``shuffle`` (module
-    docstring); ``auto`` scans while ``n_tasks <= SCAN_MAX_TASKS``."""
+    docstring); ``auto`` scans while ``n_tasks <= scan_max_tasks`` (0: always shuffles).
+    UsageError for another read or a negative ``scan_max_tasks``."""
     if read not in PARTITION_READS:
         raise UsageError(f"unknown partition read {read!r}",
                          hint=f"use one of {', '.join(PARTITION_READS)}")
+    if isinstance(scan_max_tasks, bool) or not isinstance(scan_max_tasks, int) \
+            or scan_max_tasks < 0:
+        raise UsageError(f"scan_max_tasks must be a count of tasks (>= 0), not "
+                         f"{scan_max_tasks!r}")
     if read != "auto":
         return read
-    return "scan" if n_tasks <= SCAN_MAX_TASKS else "shuffle"
+    return "scan" if n_tasks <= scan_max_tasks else "shuffle"
 
 
 def _env_int(name: str) -> int | None:
+    """The integer of environment variable ``name`` (None when unset or empty); UsageError
+    for another value."""
     v = os.environ.get(name)
-    return int(v) if v else None
+    if not v:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise UsageError(f"{name} must be an integer, not {v!r}") from None
 
 
 def _executor(master: str | None, executor: Any) -> Any:
@@ -166,7 +187,8 @@ def run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None, *
              operator: Any = None, master: str | None = None, mode: str | None = None,
              tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
              progress: bool | None = None, partition_read: str | None = None,
-             result_dir: str | None = None) -> tuple[pa.Table, dict[str, Any]]:
+             result_dir: str | None = None, scan_max_tasks: int | None = None
+             ) -> tuple[pa.Table, dict[str, Any]]:
     """Execute ``plan`` over the pinned ``snapshots`` on Spark; returns ``(result table,
     stats)`` (see the module docstring). ``operator``: a fresh operator built from
     ``plan.operator`` (None: built here)."""
@@ -215,9 +237,11 @@ def run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None, *
     n_tasks = tasks or _env_int("REPLAYDB_SPARK_TASKS")
     read = None
     if chosen == "partition":
+        scan_max = scan_max_tasks if scan_max_tasks is not None else \
+            _env_int("REPLAYDB_SPARK_SCAN_MAX_TASKS")
         read = choose_partition_read(
             partition_read or os.environ.get("REPLAYDB_SPARK_PARTITION_READ") or "auto",
-            n_tasks or slots)
+            n_tasks or slots, SCAN_MAX_TASKS if scan_max is None else scan_max)
         n_tasks = n_tasks or (slots if read == "scan" else TASKS_PER_CORE * slots)
     n_tasks = n_tasks or (INTERVAL_TASKS_PER_CORE if chosen == "interval" else 1) * slots
     info: dict[str, Any] = {"mode": chosen, "executor": ex.name, "slots": slots,

@@ -1,5 +1,6 @@
-"""``replaydb calibrate``: fit the pattern planner's cost weights on this machine, or with
-``--window`` the windowed-aggregation cost model's (index-path merges vs replay merges)."""
+"""``replaydb calibrate``: fit the pattern planner's cost weights on this machine (and measure
+the costs of its tight blocks' member tests), or with ``--window`` the windowed-aggregation cost
+model's (index-path merges vs replay merges)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"  navigation {cal.interval_seconds * 1000:.3g} ms per replay interval "
           f"(= {w.interval_events:,.0f} events replayed)")
     print(f"  fixed overhead per query {cal.intercept * 1000:.1f} ms (not used to rank plans)")
+    m = w.member_tests
+    print(f"  member tests (ns): scan {m.scan_value:.3g} a seq + {m.scan_pass:.3g} a seq "
+          f"passing; bitmap {m.bits_bound:.3g} a bit + {m.bits_value:.3g} a seq + "
+          f"{m.bits_target:.3g} a candidate; rank codes {m.code_target:.3g} a candidate "
+          "and file")
     print(f"fit: R^2 (log times) = {cal.r2:.3f}, median relative error {cal.median_rel_error:.1%}, "
           f"Spearman(estimated cost, time) = {cal.spearman_estimated:.3f}")
     print("weights stored in the store configuration" if not args.dry_run

@@ -314,18 +314,80 @@ def test_members_in_pieces_equal_isin(seed, n, k, parts, buffer) -> None:
 
 
 def test_scan_pays_where_measured() -> None:
-    """The scan-or-bitmap choice of a tight block's member test picks, on the cases it was
-    fitted to, the way that was faster: the scan for few targets whatever the values, and
-    for many targets against few values; the bitmap for many targets against many values.
-    The scan's cost grows with the targets, the bitmap's does not."""
+    """With the costs measured on the development machine (the planner's defaults until a
+    store is calibrated), the scan-or-bitmap choice of a tight block's member test picks, on
+    the cases it was fitted to, the way that was faster there: the scan for few targets
+    whatever the values, and for many targets against few values; the bitmap for many
+    targets against many values. The scan's cost grows with the targets, the bitmap's does
+    not."""
     from replaydb.indexes.membership import scan_pays
+    from replaydb.planner.pattern.membercosts import DEFAULT_MEMBER_COSTS as dev
 
     bound = 10_000_000
-    assert scan_pays(46, 953_327, bound) and scan_pays(2_429, 173_300, bound)
-    assert scan_pays(28_527, 65_448, bound)
-    assert not scan_pays(16_096, 885_644, bound) and not scan_pays(30_750, 388_501, bound)
-    flips = [scan_pays(t, 500_000, bound) for t in (10, 1_000, 10_000, 100_000, 1_000_000)]
+    assert scan_pays(46, 953_327, bound, dev) and scan_pays(2_429, 173_300, bound, dev)
+    assert scan_pays(28_527, 65_448, bound, dev)
+    assert not scan_pays(16_096, 885_644, bound, dev)
+    assert not scan_pays(30_750, 388_501, bound, dev)
+    flips = [scan_pays(t, 500_000, bound, dev) for t in (10, 1_000, 10_000, 100_000, 1_000_000)]
     assert flips == sorted(flips, reverse=True) and flips[0] and not flips[-1]
+
+
+SCAN_WINS = dict(scan_value=0.0, scan_pass=0.0, bits_value=1.0, bits_bound=1.0,
+                 bits_target=1.0, code_target=1.0)
+BITS_WIN = dict(scan_value=1e6, scan_pass=1e6, bits_value=0.0, bits_bound=0.0,
+                bits_target=0.0, code_target=1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.sampled_from([1, 500, 40_000]),
+       k=st.integers(1, 2000), parts=st.integers(1, 3))
+def test_scan_pays_follows_the_costs_and_both_ways_agree(seed, n, k, parts) -> None:
+    """:func:`scan_pays` takes the way its costs make cheaper - always the scan with a free
+    scan, always the bitmap with a free bitmap - and the two ways find the same members of
+    the lookup (the bitmap set where the values lie, a bit read per target; the scan
+    against the targets' coarse bitmap). :func:`member_test_ns` is the cheaper way's
+    cost."""
+    from replaydb.indexes.bitsets import member_bits
+    from replaydb.indexes.membership import (
+        MemberTestCosts,
+        member_test_ns,
+        members_in_pieces,
+        scan_pays,
+    )
+
+    rng = np.random.default_rng(seed)
+    bound = 4 * n + 64
+    vals = np.unique(rng.integers(0, bound, n)).astype(np.int64)
+    targets = np.unique(rng.integers(0, bound, k)).astype(np.int64)
+    scan_wins, bits_win = MemberTestCosts(**SCAN_WINS), MemberTestCosts(**BITS_WIN)
+    assert scan_pays(targets.size, vals.size, bound, scan_wins)
+    assert not scan_pays(targets.size, vals.size, bound, bits_win)
+    assert member_test_ns(targets.size, vals.size, bound, scan_wins) == 0.0
+    assert member_test_ns(targets.size, vals.size, bound, bits_win) == 0.0
+    pieces = _split_pieces(vals, parts, seed)
+    by_scan = members_in_pieces(targets, pieces, bound)
+    bits = union_bits_of(pieces, bound)
+    if bits is None:  # too few for the planner's bitmap (it sorts them): one set by hand
+        bits = np.zeros((bound + 63) >> 6, np.uint64)
+        np.bitwise_or.at(bits, vals >> 6, np.uint64(1) << (vals & 63).astype(np.uint64))
+    by_bits = np.isin(targets, member_bits(targets, 0, bits, bound))
+    assert np.array_equal(by_scan, by_bits)
+    assert np.array_equal(by_scan, np.isin(targets, vals))
+
+
+def test_member_test_costs_are_costs() -> None:
+    """Each way's cost is its linear model; a negative or non-finite cost is refused."""
+    from replaydb.indexes.membership import MemberTestCosts
+
+    c = MemberTestCosts(scan_value=1.0, scan_pass=100.0, bits_value=2.0, bits_bound=0.5,
+                        bits_target=3.0, code_target=50.0)
+    assert c.scan_ns(10, 1000, 80) == 1000 * (1.0 + 100.0 * 1.0)  # every value passes
+    assert c.scan_ns(1, 1000, 8000) == 1000 * (1.0 + 100.0 * 8 / 8000)
+    assert c.bits_ns(10, 1000, 8000) == 0.5 * 8000 + 2.0 * 1000 + 3.0 * 10
+    assert c.codes_ns(10, 3) == 50.0 * 30
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="scan_pass"):
+            MemberTestCosts(**{**SCAN_WINS, "scan_pass": bad})
 
 
 @settings(max_examples=60, deadline=None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,8 @@ from hypothesis import strategies as hs
 import replaydb
 from replaydb.indexes.manage import create_index
 from replaydb.planner.pattern import intervals as iv
+from replaydb.planner.pattern.cost import DEFAULT_WEIGHTS
+from replaydb.planner.pattern.membercosts import DEFAULT_MEMBER_COSTS, costs_config
 from replaydb.planner.pattern.planner import _deferrable
 from replaydb.planner.query import QueryOptions, plan_query
 from replaydb.store import pagecodec
@@ -284,3 +287,31 @@ def test_members_by_rank_codes_change_no_interval(seed, w, lo, width, k_lo, stri
         same_as_full_replay(store, q, [("all", {**EVERY_MEMBER_TESTED, "code_members": True}),
                                        ("optimal", {**EVERY_MEMBER_TESTED,
                                                     "code_members": True})])
+
+
+def test_calibrated_member_costs_choose_the_way() -> None:
+    """The member tests' costs of a store's calibration choose how a tight block tests its
+    deferred member (no option forcing a way): its run files' rank codes when they cost
+    nothing, never when they cost too much; EXPLAIN shows the calibrated costs, the
+    intervals are the same either way and the matches are full replay's."""
+    conds = ["A AS A.u >= -1.0 AND A.u <= 1.0", "B AS B.k >= 0 AND B.k < 30 * 281474976710656",
+             "C AS C.u >= -0.5 AND C.u <= 1.5", "D AS D.u >= -1.0 AND D.u <= 1.0"]
+    q = ("SELECT * FROM p MATCH_RECOGNIZE (MEASURES FIRST(A.t) AS a_t, LAST(D.t) AS d_t "
+         f"PATTERN (A B C D) WITHIN 1 DEFINE {', '.join(conds)})")
+    opts = {"rivals": False, "weights": {"interval_events": 0.0}, "probes": False}
+    with _probe_store(0, 1500) as store:
+        got = {}
+        for code_target in (0.0, 1e9):
+            costs = replace(DEFAULT_MEMBER_COSTS, code_target=code_target)
+            store.update_config(calibration={"pattern": {
+                **DEFAULT_WEIGHTS, "member_tests": costs_config(costs)}})
+            with _codes_spied() as calls:
+                plan = plan_query(store, q, QueryOptions(plan="all", extra=opts))
+            st = plan.pattern_state
+            assert _deferrable(st, st.chosen.config)
+            assert bool(calls) is (code_target == 0.0)
+            shown = plan.details["pattern"]["weights"]["member_tests"]
+            assert shown["source"] == "calibrated" and shown["code_target_ns"] == code_target
+            got[code_target] = plan.intervals
+            same_as_full_replay(store, q, [("all", opts)])
+        assert got[0.0] == got[1e9]

@@ -17,8 +17,11 @@ from hypothesis import strategies as hs
 
 import replaydb
 from replaydb.indexes.bitsets import keys_of_bits, member_bits, unique_bits
+from replaydb.indexes.membership import MemberTestCosts
 from replaydb.indexes.plainread import Spans
+from replaydb.indexes.rankcodes import RankCodes, build_codes
 from replaydb.planner.options import PatternPlannerOptions
+from replaydb.planner.pattern import intervals as iv
 from replaydb.planner.pattern.intervals import Geometry, SymbolResult, block_occurrences
 from replaydb.planner.query import QueryOptions, plan_query
 from tests.planner_cases import same_as_full_replay, xy_range_query, xy_store
@@ -168,6 +171,83 @@ def test_block_occurrences_with_bitmaps_equal_the_merge(offsets: list[int], seed
     sets = [set(r.seq.tolist()) for r in plain]
     want = [x for x in range(-4, bound + 4) if all(x + o in s for o, s in zip(offsets, sets))]
     for occ in occs:
+        assert occ.first_seq.tolist() == [x + offsets[0] for x in want]
+        assert occ.last_t.tolist() == [(x + offsets[-1]) * 3 + 1 for x in want]
+
+
+FREE_SCAN = MemberTestCosts(scan_value=0.0, scan_pass=0.0, bits_value=1.0, bits_bound=1.0,
+                            bits_target=1.0, code_target=1e9)
+FREE_BITS = MemberTestCosts(scan_value=1e9, scan_pass=1e9, bits_value=0.0, bits_bound=0.0,
+                            bits_target=0.0, code_target=1e9)
+FREE_CODES = MemberTestCosts(scan_value=1.0, scan_pass=1.0, bits_value=1.0, bits_bound=1.0,
+                             bits_target=1.0, code_target=0.0)
+
+
+def _coded_piece(seq: np.ndarray, bound: int, rng: np.random.Generator) -> Spans:
+    """``seq`` (distinct, in ``[0, bound)``) where it lies in a run file holding every seq of
+    ``[0, bound)`` once: a range of the file's ranks, with the file's rank codes."""
+    others = rng.permutation(np.setdiff1d(np.arange(bound), seq))
+    cut = int(rng.integers(0, others.size + 1))
+    file_seq = np.concatenate([others[:cut], rng.permutation(seq), others[cut:]]).astype("<i8")
+    codes = build_codes(file_seq, 0, bound - 1)
+    assert codes is not None
+    return Spans(file_seq.view(np.uint8), np.array([8 * cut], np.int64),
+                 np.array([seq.size], np.int64), np.dtype("<i8"), cut,
+                 RankCodes(codes, bound, 0, bound))
+
+
+@contextmanager
+def _ways_spied() -> Iterator[list[str]]:
+    """Within the block, the way of every member test by a scan or rank codes that the
+    block merge makes (``scan``, ``codes``)."""
+    scan, codes = iv.members_in_pieces, iv.members_by_codes
+    calls: list[str] = []
+
+    def spy_scan(*args: Any) -> Any:
+        calls.append("scan")
+        return scan(*args)
+
+    def spy_codes(*args: Any) -> Any:
+        calls.append("codes")
+        return codes(*args)
+
+    iv.members_in_pieces, iv.members_by_codes = spy_scan, spy_codes
+    try:
+        yield calls
+    finally:
+        iv.members_in_pieces, iv.members_by_codes = scan, codes
+
+
+@settings(max_examples=30, deadline=None)
+@given(hs.lists(hs.integers(0, 3), min_size=2, max_size=4, unique=True), hs.integers(0, 2**16),
+       hs.integers(1, 2000))
+def test_member_tests_follow_the_costs_and_agree(offsets: list[int], seed: int,
+                                                 n: int) -> None:
+    """Where no option forces a way, a tight block tests its deferred members the way the
+    costs make cheapest: a free scan scans their seqs, a free bitmap settles them (their
+    bitmap, or their sort where too few for one), free rank codes read their files' codes.
+    Every way gives the same occurrences: the set join of the members at their offsets."""
+    offsets = sorted(offsets)
+    rng = np.random.default_rng(seed)
+    bound = 4 * n + 8
+    seqs = [np.unique(rng.integers(0, bound, int(rng.integers(1, n + 1)) if k else n))
+            for k in range(len(offsets))]
+    anchor = min(range(len(offsets)), key=lambda j: seqs[j].size)
+    sets = [set(s.tolist()) for s in seqs]
+    want = [x for x in range(-4, bound + 4) if all(x + o in s for o, s in zip(offsets, sets))]
+    for costs, way in ((FREE_SCAN, "scan"), (FREE_BITS, "bits"), (FREE_CODES, "codes")):
+        results = [SymbolResult(s, s * 3 + 1) if k == anchor else
+                   SymbolResult(None, None, bound=bound, n=s.size,
+                                pieces=[_coded_piece(s, bound, rng)],
+                                times=lambda s, out=None: s * 3 + 1)
+                   for k, s in enumerate(seqs)]
+        with _ways_spied() as calls:
+            occ = block_occurrences(offsets, results, costs=costs)
+        settled = [k for k, r in enumerate(results) if k != anchor and r.pieces is None]
+        assert set(calls) == ({way} if way != "bits" else set())
+        assert (len(settled) if way == "bits" else len(calls)) >= 1  # the first member
+        if way != "bits":
+            assert not settled
         assert occ.first_seq.tolist() == [x + offsets[0] for x in want]
         assert occ.last_t.tolist() == [(x + offsets[-1]) * 3 + 1 for x in want]
 

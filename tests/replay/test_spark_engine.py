@@ -29,6 +29,7 @@ from replaydb.errors import StateCapExceeded, UsageError
 from replaydb.operators.traits import Traits
 from replaydb.planner.query import QueryOptions, execute, plan_query
 from replaydb.replay.spark import run_plan
+from replaydb.replay.spark.engine import SCAN_MAX_TASKS
 from replaydb.replay.spark.executors import SparkExecutor
 from replaydb.replay.spark.keys import bijective_slots, spark_hash_int
 from replaydb.replay.spark.progress import Progress
@@ -165,6 +166,31 @@ def test_scan_tasks_split_the_events_by_key(spark: Any, store: replaydb.Store) -
     assert stats["replay"]["events"] == len(per) * execute(plan).stats["replay"]["events"]
     assert sum(t["events"] for t in per) == sum(
         store.stream("ev").read(a, b).num_rows for a, b in ivs)
+
+
+def test_auto_partition_read_follows_the_crossover(spark: Any, store: replaydb.Store,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` scans with as many tasks as the derived crossover and shuffles with one more;
+    ``scan_max_tasks`` (or its environment variable, which the keyword overrides) moves the
+    crossover, and a value that is no count of tasks is refused. Every run equals local
+    execution."""
+    ivs = [(50, 400), (420, 1300)]
+
+    def read(tasks: int, **options: Any) -> str:
+        local, got, stats = local_and_spark(spark, store, QUERIES["tps_part"], ivs,
+                                            "partition", tasks=tasks, **options)
+        check_equal(local, got, stats)
+        return stats["spark"]["partition_read"]
+
+    assert read(SCAN_MAX_TASKS) == "scan"
+    assert read(SCAN_MAX_TASKS + 1) == "shuffle"
+    assert read(SCAN_MAX_TASKS + 1, scan_max_tasks=SCAN_MAX_TASKS + 1) == "scan"
+    monkeypatch.setenv("REPLAYDB_SPARK_SCAN_MAX_TASKS", "0")
+    assert read(1) == "shuffle"
+    assert read(1, scan_max_tasks=1) == "scan"
+    monkeypatch.setenv("REPLAYDB_SPARK_SCAN_MAX_TASKS", "many")
+    with pytest.raises(UsageError, match="REPLAYDB_SPARK_SCAN_MAX_TASKS"):
+        read(1)
 
 
 def test_partition_results_do_not_depend_on_the_task_count(spark: Any,

@@ -28,7 +28,12 @@ from replaydb.replay.spark.drive import (
     integer_sort_order,
     read_result_file,
 )
-from replaydb.replay.spark.engine import SCAN_MAX_TASKS, choose_mode, choose_partition_read
+from replaydb.replay.spark.engine import (
+    SCAN_MAX_TASKS,
+    SHUFFLE_PASSES,
+    choose_mode,
+    choose_partition_read,
+)
 from replaydb.replay.spark.keys import (
     _hashed_targets,
     bijective_slots,
@@ -61,12 +66,22 @@ def test_choose_mode_prefers_partitions_for_one_big_interval() -> None:
 
 
 def test_partition_read_choice() -> None:
+    """``auto`` scans up to the crossover derived from the shuffle's passes over every event
+    (one task more than them), or the one given, and shuffles beyond; a forced read stays."""
+    assert SCAN_MAX_TASKS == 1 + SHUFFLE_PASSES
     assert choose_partition_read("auto", 1) == "scan"
     assert choose_partition_read("auto", SCAN_MAX_TASKS) == "scan"
     assert choose_partition_read("auto", SCAN_MAX_TASKS + 1) == "shuffle"
+    assert choose_partition_read("auto", 8, 8) == "scan"
+    assert choose_partition_read("auto", 9, 8) == "shuffle"
+    assert choose_partition_read("auto", 1, 0) == "shuffle"
     assert choose_partition_read("shuffle", 1) == "shuffle"
+    assert choose_partition_read("scan", 100, 0) == "scan"
     with pytest.raises(UsageError, match="partition read"):
         choose_partition_read("broadcast", 2)
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(UsageError, match="scan_max_tasks"):
+            choose_partition_read("auto", 2, bad)  # type: ignore[arg-type]
 
 
 def test_traits_of_each_operator(store: replaydb.Store) -> None:
