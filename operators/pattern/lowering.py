@@ -35,18 +35,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from replaydb.errors import QueryError
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Call,
-    Column,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Star,
-    Unary,
-)
+from replaydb.operators import expr as ex
 
 AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 NAVIGATION = ("PREV", "NEXT", "FIRST", "LAST")
@@ -54,7 +43,7 @@ NAVIGATION = ("PREV", "NEXT", "FIRST", "LAST")
 
 # --------------------------------------------------------------------------- lowered leaves
 @dataclass(frozen=True)
-class Cur(Expr):
+class Cur(ex.Expr):
     """The current event's column ``col``, ``nav`` rows back in the partition."""
 
     col: str
@@ -62,7 +51,7 @@ class Cur(Expr):
 
 
 @dataclass(frozen=True)
-class Bound(Expr):
+class Bound(ex.Expr):
     """Column ``col`` (``nav`` rows back) of a bound row: ``kind`` 'last' | 'first' | 'firstcur'.
 
     ``var`` None means any variable (the match's first / previous row).
@@ -75,7 +64,7 @@ class Bound(Expr):
 
 
 @dataclass(frozen=True)
-class Agg(Expr):
+class Agg(ex.Expr):
     """Running aggregate ``fn`` over column ``col`` of rows bound to ``var`` (None: all rows)."""
 
     fn: str
@@ -85,7 +74,7 @@ class Agg(Expr):
 
 
 @dataclass(frozen=True)
-class Rows(Expr):
+class Rows(ex.Expr):
     """Number of rows bound to ``var`` (None: all rows), plus one with the current row."""
 
     var: str | None
@@ -128,19 +117,19 @@ def _at(msg: str, pos: int | None) -> str:
     return msg if pos is None else f"{msg} (at position {pos})"
 
 
-def _int_arg(e: Expr, what: str) -> int:
-    if isinstance(e, Literal) and isinstance(e.value, int) and not isinstance(e.value, bool) \
+def _int_arg(e: ex.Expr, what: str) -> int:
+    if isinstance(e, ex.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool) \
             and e.value >= 0:
         return int(e.value)
     raise QueryError(_at(f"{what} must be a non-negative integer literal", getattr(e, "pos", None)))
 
 
-def column_var(e: Expr) -> Column | None:
+def column_var(e: ex.Expr) -> ex.Column | None:
     """The single column of a plain column reference (through unary +/- none), else None."""
-    return e if isinstance(e, Column) else None
+    return e if isinstance(e, ex.Column) else None
 
 
-def lower_condition(expr: Expr, var: str, ctx: LowerContext) -> Expr:
+def lower_condition(expr: ex.Expr, var: str, ctx: LowerContext) -> ex.Expr:
     """Lower the condition of variable ``var`` (see module docstring)."""
     return _Lowerer(var, ctx).lower(expr, nav=0, sel=None)
 
@@ -150,31 +139,31 @@ class _Lowerer:
         self.var = var
         self.ctx = ctx
 
-    def lower(self, e: Expr, nav: int, sel: tuple[str, int] | None) -> Expr:  # noqa: C901
-        if isinstance(e, Literal):
+    def lower(self, e: ex.Expr, nav: int, sel: tuple[str, int] | None) -> ex.Expr:  # noqa: C901
+        if isinstance(e, ex.Literal):
             return e
-        if isinstance(e, Column):
+        if isinstance(e, ex.Column):
             return self.column(e, nav, sel)
-        if isinstance(e, Star):
+        if isinstance(e, ex.Star):
             raise QueryError(_at("'*' is only allowed in COUNT(*)", e.pos))
-        if isinstance(e, Unary):
-            return Unary(e.op, self.lower(e.operand, nav, sel), pos=e.pos)
-        if isinstance(e, Binary):
-            return Binary(e.op, self.lower(e.left, nav, sel), self.lower(e.right, nav, sel),
+        if isinstance(e, ex.Unary):
+            return ex.Unary(e.op, self.lower(e.operand, nav, sel), pos=e.pos)
+        if isinstance(e, ex.Binary):
+            return ex.Binary(e.op, self.lower(e.left, nav, sel), self.lower(e.right, nav, sel),
                           pos=e.pos)
-        if isinstance(e, Between):
-            return Between(self.lower(e.operand, nav, sel), self.lower(e.low, nav, sel),
+        if isinstance(e, ex.Between):
+            return ex.Between(self.lower(e.operand, nav, sel), self.lower(e.low, nav, sel),
                            self.lower(e.high, nav, sel), e.negated, pos=e.pos)
-        if isinstance(e, InList):
-            return InList(self.lower(e.operand, nav, sel),
+        if isinstance(e, ex.InList):
+            return ex.InList(self.lower(e.operand, nav, sel),
                           tuple(self.lower(v, nav, sel) for v in e.values), e.negated, pos=e.pos)
-        if isinstance(e, IsNull):
-            return IsNull(self.lower(e.operand, nav, sel), e.negated, pos=e.pos)
-        if isinstance(e, Call):
+        if isinstance(e, ex.IsNull):
+            return ex.IsNull(self.lower(e.operand, nav, sel), e.negated, pos=e.pos)
+        if isinstance(e, ex.Call):
             return self.call(e, nav, sel)
         raise QueryError(f"unsupported expression {e}")  # pragma: no cover
 
-    def call(self, e: Call, nav: int, sel: tuple[str, int] | None) -> Expr:
+    def call(self, e: ex.Call, nav: int, sel: tuple[str, int] | None) -> ex.Expr:
         name = e.name
         if e.qualifier == "FINAL":
             raise QueryError(_at("FINAL is not allowed in a pattern variable's condition", e.pos))
@@ -201,20 +190,20 @@ class _Lowerer:
         if name == "CLASSIFIER":
             if e.args:
                 raise QueryError(_at("CLASSIFIER() takes no arguments", e.pos))
-            return Literal(self.var, pos=e.pos)
+            return ex.Literal(self.var, pos=e.pos)
         if name == "MATCH_NUMBER":
             raise QueryError(_at("MATCH_NUMBER() is not allowed in a condition", e.pos))
-        return Call(name, tuple(self.lower(a, nav, sel) for a in e.args), None, pos=e.pos)
+        return ex.Call(name, tuple(self.lower(a, nav, sel) for a in e.args), None, pos=e.pos)
 
-    def aggregate(self, e: Call) -> Expr:
+    def aggregate(self, e: ex.Call) -> ex.Expr:
         if len(e.args) != 1:
             raise QueryError(_at(f"{e.name} takes one argument", e.pos))
         a = e.args[0]
-        if isinstance(a, Star):
+        if isinstance(a, ex.Star):
             if e.name != "COUNT":
                 raise QueryError(_at(f"{e.name}(*) is not allowed", e.pos))
             return Rows(None, True)
-        if not isinstance(a, Column):
+        if not isinstance(a, ex.Column):
             raise QueryError(_at(f"{e.name} over an expression is not supported; "
                                  "aggregate a column", e.pos))
         var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
@@ -227,7 +216,7 @@ class _Lowerer:
         col = self.ctx.resolve_column(a.name, a.pos)
         return Agg(e.name, var, col, include)
 
-    def column(self, c: Column, nav: int, sel: tuple[str, int] | None) -> Expr:
+    def column(self, c: ex.Column, nav: int, sel: tuple[str, int] | None) -> ex.Expr:
         if c.name == "*":
             raise QueryError(_at(f"{c.qualifier}.* is only allowed in COUNT", c.pos))
         if c.index is not None and c.index[0] == "all_prev":
@@ -248,18 +237,18 @@ class _Lowerer:
             return self._bound("first", var, col, nav)
         raise QueryError(_at(f"{kind.upper()}(..., {k}) is not supported in a condition", c.pos))
 
-    def _cur(self, col: str, nav: int) -> Expr:
+    def _cur(self, col: str, nav: int) -> ex.Expr:
         if nav:
             self.ctx.navs.add((col, nav))
         return Cur(col, nav)
 
-    def _bound(self, kind: str, var: str | None, col: str, nav: int) -> Expr:
+    def _bound(self, kind: str, var: str | None, col: str, nav: int) -> ex.Expr:
         if nav:
             self.ctx.navs.add((col, nav))
         return Bound(kind, var, col, nav)
 
 
-def is_local(e: Expr) -> bool:
+def is_local(e: ex.Expr) -> bool:
     """True if a lowered expression refers only to the current event."""
     return not any(isinstance(n, Bound | Agg | Rows) for n in e.walk())
 
@@ -269,24 +258,24 @@ def nav_name(col: str, nav: int) -> str:
     return col if nav == 0 else f"{col}\x00prev{nav}"
 
 
-def to_batch_expr(e: Expr) -> Expr:
+def to_batch_expr(e: ex.Expr) -> ex.Expr:
     """Turn a local lowered expression into an ordinary expression over batch columns."""
     if isinstance(e, Cur):
-        return Column(nav_name(e.col, e.nav))
-    if isinstance(e, Literal | Column):
+        return ex.Column(nav_name(e.col, e.nav))
+    if isinstance(e, ex.Literal | ex.Column):
         return e
-    if isinstance(e, Unary):
-        return Unary(e.op, to_batch_expr(e.operand), pos=e.pos)
-    if isinstance(e, Binary):
-        return Binary(e.op, to_batch_expr(e.left), to_batch_expr(e.right), pos=e.pos)
-    if isinstance(e, Between):
-        return Between(to_batch_expr(e.operand), to_batch_expr(e.low), to_batch_expr(e.high),
+    if isinstance(e, ex.Unary):
+        return ex.Unary(e.op, to_batch_expr(e.operand), pos=e.pos)
+    if isinstance(e, ex.Binary):
+        return ex.Binary(e.op, to_batch_expr(e.left), to_batch_expr(e.right), pos=e.pos)
+    if isinstance(e, ex.Between):
+        return ex.Between(to_batch_expr(e.operand), to_batch_expr(e.low), to_batch_expr(e.high),
                        e.negated, pos=e.pos)
-    if isinstance(e, InList):
-        return InList(to_batch_expr(e.operand), tuple(to_batch_expr(v) for v in e.values),
+    if isinstance(e, ex.InList):
+        return ex.InList(to_batch_expr(e.operand), tuple(to_batch_expr(v) for v in e.values),
                       e.negated, pos=e.pos)
-    if isinstance(e, IsNull):
-        return IsNull(to_batch_expr(e.operand), e.negated, pos=e.pos)
-    if isinstance(e, Call):
-        return Call(e.name, tuple(to_batch_expr(a) for a in e.args), e.qualifier, pos=e.pos)
+    if isinstance(e, ex.IsNull):
+        return ex.IsNull(to_batch_expr(e.operand), e.negated, pos=e.pos)
+    if isinstance(e, ex.Call):
+        return ex.Call(e.name, tuple(to_batch_expr(a) for a in e.args), e.qualifier, pos=e.pos)
     raise QueryError(f"cannot evaluate {type(e).__name__} over a batch")  # pragma: no cover

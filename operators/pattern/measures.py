@@ -33,20 +33,7 @@ import pyarrow as pa
 from numba import njit
 
 from replaydb.errors import QueryError
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Call,
-    Column,
-    ColumnsEnv,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Star,
-    Unary,
-    compile_expr,
-)
+from replaydb.operators import expr as ex
 from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
 from replaydb.operators.pattern.lowering import AGGREGATES, LowerContext, nav_name
 
@@ -112,7 +99,7 @@ class Frame:
 
 # --------------------------------------------------------------------------- leaves
 @dataclass(frozen=True)
-class _Sel(Expr):
+class _Sel(ex.Expr):
     """Column ``col`` of the row chosen by (var, from_end, k, final), navigated ``nav`` rows."""
 
     var: int | None
@@ -124,7 +111,7 @@ class _Sel(Expr):
 
 
 @dataclass(frozen=True)
-class _AggLeaf(Expr):
+class _AggLeaf(ex.Expr):
     fn: str
     var: int | None
     col: str | None  # None: row count
@@ -132,13 +119,26 @@ class _AggLeaf(Expr):
 
 
 @dataclass(frozen=True)
-class _Special(Expr):
+class _Special(ex.Expr):
     what: str  # classifier | match_number
     final: bool
 
 
 def _at(msg: str, pos: int | None) -> str:
     return msg if pos is None else f"{msg} (at position {pos})"
+
+
+def _offset(e: ex.Call, default: int) -> int:
+    """The row offset of navigation ``e`` (``PREV(x, k)``, ``FIRST(x, k)`` ...): its optional
+    second argument, a non-negative integer literal, else ``default``."""
+    if not 1 <= len(e.args) <= 2:
+        raise QueryError(_at(f"{e.name} takes 1 or 2 arguments", e.pos))
+    if len(e.args) == 1:
+        return default
+    a = e.args[1]
+    if not (isinstance(a, ex.Literal) and isinstance(a.value, int) and a.value >= 0):
+        raise QueryError(_at(f"the offset of {e.name} must be a non-negative integer", e.pos))
+    return int(a.value)
 
 
 class MeasureLowerer:
@@ -149,12 +149,12 @@ class MeasureLowerer:
         self.vidx = var_index
         self.all_rows = all_rows
 
-    def lower(self, e: Expr, nav: int = 0, sel: tuple[str, int, bool] | None = None,
-              final: bool | None = None) -> Expr:
+    def lower(self, e: ex.Expr, nav: int = 0, sel: tuple[str, int, bool] | None = None,
+              final: bool | None = None) -> ex.Expr:
         fin = (not self.all_rows) if final is None else final
-        if isinstance(e, Literal):
+        if isinstance(e, ex.Literal):
             return e
-        if isinstance(e, Column):
+        if isinstance(e, ex.Column):
             if e.name == "*":
                 raise QueryError(_at(f"{e.qualifier}.* is only allowed in COUNT", e.pos))
             if e.index is not None:
@@ -165,28 +165,28 @@ class MeasureLowerer:
             if nav > 0:
                 self.ctx.navs.add((col, nav))
             return _Sel(None if var is None else self.vidx[var], kind == "last", k, f2, col, nav)
-        if isinstance(e, Star):
+        if isinstance(e, ex.Star):
             raise QueryError(_at("'*' is only allowed in COUNT(*)", e.pos))
-        if isinstance(e, Unary):
-            return Unary(e.op, self.lower(e.operand, nav, sel, final), pos=e.pos)
-        if isinstance(e, Binary):
-            return Binary(e.op, self.lower(e.left, nav, sel, final),
+        if isinstance(e, ex.Unary):
+            return ex.Unary(e.op, self.lower(e.operand, nav, sel, final), pos=e.pos)
+        if isinstance(e, ex.Binary):
+            return ex.Binary(e.op, self.lower(e.left, nav, sel, final),
                           self.lower(e.right, nav, sel, final), pos=e.pos)
-        if isinstance(e, Between):
-            return Between(self.lower(e.operand, nav, sel, final), self.lower(e.low, nav, sel, final),
+        if isinstance(e, ex.Between):
+            return ex.Between(self.lower(e.operand, nav, sel, final), self.lower(e.low, nav, sel, final),
                            self.lower(e.high, nav, sel, final), e.negated, pos=e.pos)
-        if isinstance(e, InList):
-            return InList(self.lower(e.operand, nav, sel, final),
+        if isinstance(e, ex.InList):
+            return ex.InList(self.lower(e.operand, nav, sel, final),
                           tuple(self.lower(v, nav, sel, final) for v in e.values), e.negated,
                           pos=e.pos)
-        if isinstance(e, IsNull):
-            return IsNull(self.lower(e.operand, nav, sel, final), e.negated, pos=e.pos)
-        if isinstance(e, Call):
+        if isinstance(e, ex.IsNull):
+            return ex.IsNull(self.lower(e.operand, nav, sel, final), e.negated, pos=e.pos)
+        if isinstance(e, ex.Call):
             return self.call(e, nav, sel, final)
         raise QueryError(f"unsupported measure expression {type(e).__name__}")  # pragma: no cover
 
-    def call(self, e: Call, nav: int, sel: tuple[str, int, bool] | None,
-             final: bool | None) -> Expr:
+    def call(self, e: ex.Call, nav: int, sel: tuple[str, int, bool] | None,
+             final: bool | None) -> ex.Expr:
         name = e.name
         fin = (not self.all_rows) if final is None else final
         if e.qualifier == "FINAL":
@@ -194,36 +194,20 @@ class MeasureLowerer:
         elif e.qualifier == "RUNNING":
             fin = not self.all_rows
         if name in ("PREV", "NEXT"):
-            if not 1 <= len(e.args) <= 2:
-                raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
-            k = 1
-            if len(e.args) == 2:
-                a = e.args[1]
-                if not (isinstance(a, Literal) and isinstance(a.value, int) and a.value >= 0):
-                    raise QueryError(_at(f"the offset of {name} must be a non-negative integer",
-                                         e.pos))
-                k = int(a.value)
+            k = _offset(e, default=1)
             return self.lower(e.args[0], nav + (k if name == "PREV" else -k), sel, final)
         if name in ("FIRST", "LAST"):
-            if not 1 <= len(e.args) <= 2:
-                raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
-            k = 0
-            if len(e.args) == 2:
-                a = e.args[1]
-                if not (isinstance(a, Literal) and isinstance(a.value, int) and a.value >= 0):
-                    raise QueryError(_at(f"the offset of {name} must be a non-negative integer",
-                                         e.pos))
-                k = int(a.value)
+            k = _offset(e, default=0)
             return self.lower(e.args[0], nav, (name.lower(), k, fin), final)
         if name in AGGREGATES:
             if len(e.args) != 1:
                 raise QueryError(_at(f"{name} takes one argument", e.pos))
             a = e.args[0]
-            if isinstance(a, Star):
+            if isinstance(a, ex.Star):
                 if name != "COUNT":
                     raise QueryError(_at(f"{name}(*) is not allowed", e.pos))
                 return _AggLeaf("COUNT", None, None, fin)
-            if not isinstance(a, Column):
+            if not isinstance(a, ex.Column):
                 raise QueryError(_at(f"{name} over an expression is not supported; aggregate a "
                                      "column", e.pos))
             var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
@@ -240,10 +224,10 @@ class MeasureLowerer:
             return _Special("classifier", fin)
         if name == "MATCH_NUMBER":
             return _Special("match_number", fin)
-        return Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
+        return ex.Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
 
 
-def rows_of_vars_unread(lowered: Iterable[Expr], vars: Collection[int], all_rows: bool
+def rows_of_vars_unread(lowered: Iterable[ex.Expr], vars: Collection[int], all_rows: bool
                         ) -> bool:
     """Whether lowered measures give the same values on a match that leaves out its rows bound
     to ``vars``, provided the match's first and last rows stay: ONE ROW PER MATCH (ALL ROWS
@@ -403,7 +387,7 @@ class Evaluator:
         names = np.array(self.var_names, dtype=object)
         return pa.array(names[self.f.ms.var[end]], type=pa.string())
 
-    def evaluate(self, e: Expr) -> pa.Array:
+    def evaluate(self, e: ex.Expr) -> pa.Array:
         if isinstance(e, _Sel):
             return self.leaf_arrow(e)
         if isinstance(e, _AggLeaf):
@@ -415,7 +399,7 @@ class Evaluator:
         leaves: dict[str, np.ndarray] = {}
         expr = self._replace(e, leaves)
         n = len(self.f.mid)
-        r = compile_expr(expr)(ColumnsEnv(leaves))
+        r = ex.compile_expr(expr)(ex.ColumnsEnv(leaves))
         arr = np.asarray(r)
         if arr.ndim == 0:
             arr = np.full(n, arr.item() if arr.dtype != object else r, dtype=arr.dtype)
@@ -423,7 +407,7 @@ class Evaluator:
             return pa.array(arr.tolist())
         return pa.array(arr, from_pandas=True)
 
-    def _replace(self, e: Expr, leaves: dict[str, np.ndarray]) -> Expr:
+    def _replace(self, e: ex.Expr, leaves: dict[str, np.ndarray]) -> ex.Expr:
         if isinstance(e, _Sel | _AggLeaf | _Special):
             name = f"\x00leaf{len(leaves)}"
             if isinstance(e, _AggLeaf):
@@ -431,27 +415,27 @@ class Evaluator:
             else:
                 arr = self.leaf_arrow(e) if isinstance(e, _Sel) else self.special(e)
                 leaves[name] = arrow_to_numpy(arr)
-            return Column(name)
-        if isinstance(e, Literal):
+            return ex.Column(name)
+        if isinstance(e, ex.Literal):
             return e
-        if isinstance(e, Unary):
-            return Unary(e.op, self._replace(e.operand, leaves))
-        if isinstance(e, Binary):
-            return Binary(e.op, self._replace(e.left, leaves), self._replace(e.right, leaves))
-        if isinstance(e, Between):
-            return Between(self._replace(e.operand, leaves), self._replace(e.low, leaves),
+        if isinstance(e, ex.Unary):
+            return ex.Unary(e.op, self._replace(e.operand, leaves))
+        if isinstance(e, ex.Binary):
+            return ex.Binary(e.op, self._replace(e.left, leaves), self._replace(e.right, leaves))
+        if isinstance(e, ex.Between):
+            return ex.Between(self._replace(e.operand, leaves), self._replace(e.low, leaves),
                            self._replace(e.high, leaves), e.negated)
-        if isinstance(e, InList):
-            return InList(self._replace(e.operand, leaves),
+        if isinstance(e, ex.InList):
+            return ex.InList(self._replace(e.operand, leaves),
                           tuple(self._replace(v, leaves) for v in e.values), e.negated)
-        if isinstance(e, IsNull):
-            return IsNull(self._replace(e.operand, leaves), e.negated)
-        if isinstance(e, Call):
-            return Call(e.name, tuple(self._replace(a, leaves) for a in e.args))
+        if isinstance(e, ex.IsNull):
+            return ex.IsNull(self._replace(e.operand, leaves), e.negated)
+        if isinstance(e, ex.Call):
+            return ex.Call(e.name, tuple(self._replace(a, leaves) for a in e.args))
         raise QueryError(f"cannot evaluate {type(e).__name__}")  # pragma: no cover
 
 
-def infer_type(e: Expr, schema: pa.Schema) -> pa.DataType:
+def infer_type(e: ex.Expr, schema: pa.Schema) -> pa.DataType:
     """The Arrow type a lowered measure produces (results are cast to it)."""
     if isinstance(e, _Sel):
         return schema.field(e.col).type
@@ -459,7 +443,7 @@ def infer_type(e: Expr, schema: pa.Schema) -> pa.DataType:
         return pa.int64() if e.fn == "COUNT" else pa.float64()
     if isinstance(e, _Special):
         return pa.string() if e.what == "classifier" else pa.int64()
-    if isinstance(e, Literal):
+    if isinstance(e, ex.Literal):
         v = e.value
         if isinstance(v, bool):
             return pa.bool_()
@@ -468,15 +452,15 @@ def infer_type(e: Expr, schema: pa.Schema) -> pa.DataType:
         if isinstance(v, str):
             return pa.string()
         return pa.float64()
-    if isinstance(e, Unary):
+    if isinstance(e, ex.Unary):
         return pa.bool_() if e.op == "not" else pa.float64()
-    if isinstance(e, Binary):
+    if isinstance(e, ex.Binary):
         if e.op in ("and", "or", "=", "!=", "<", "<=", ">", ">="):
             return pa.bool_()
         return pa.float64()
-    if isinstance(e, Between | InList | IsNull):
+    if isinstance(e, ex.Between | ex.InList | ex.IsNull):
         return pa.bool_()
-    if isinstance(e, Call):
+    if isinstance(e, ex.Call):
         if e.name in ("LOWER", "UPPER"):
             return pa.string()
         return pa.float64()

@@ -32,118 +32,92 @@ import numpy as np
 import pyarrow as pa
 
 from replaydb.errors import OperatorError
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Call,
-    Column,
-    ColumnsEnv,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Star,
-    Unary,
-    compile_expr,
-    compile_predicate,
-    conjuncts,
-)
-from replaydb.operators.pattern.model import (
-    Alt,
-    Neg,
-    PatternNode,
-    PatternSpec,
-    Repeat,
-    Semantics,
-    Seq,
-    SkipKind,
-    Strategy,
-    Var,
-)
+from replaydb.operators import expr as ex
+from replaydb.operators.pattern import model as pm
 
 Match = tuple[Any, tuple[int, ...], tuple[str, ...]]
 
 # --------------------------------------------------------------------------- derivatives
-_EMPTY = Seq(())          # matches the empty word
-_NONE = Alt(())           # matches nothing
+_EMPTY = pm.Seq(())          # matches the empty word
+_NONE = pm.Alt(())           # matches nothing
 
 
-def nullable(n: PatternNode) -> bool:
-    if isinstance(n, Var):
+def nullable(n: pm.PatternNode) -> bool:
+    if isinstance(n, pm.Var):
         return False
-    if isinstance(n, Neg):
+    if isinstance(n, pm.Neg):
         return True
-    if isinstance(n, Seq):
+    if isinstance(n, pm.Seq):
         return all(nullable(i) for i in n.items)
-    if isinstance(n, Alt):
+    if isinstance(n, pm.Alt):
         return any(nullable(o) for o in n.options)
-    if isinstance(n, Repeat):
+    if isinstance(n, pm.Repeat):
         return n.min == 0 or nullable(n.body)
     raise TypeError(n)
 
 
-def derive(n: PatternNode, label: str) -> PatternNode:
+def derive(n: pm.PatternNode, label: str) -> pm.PatternNode:
     """Brzozowski derivative: the words w such that ``label w`` is in the language of ``n``."""
-    if isinstance(n, Var):
+    if isinstance(n, pm.Var):
         return _EMPTY if n.name == label else _NONE
-    if isinstance(n, Neg):
+    if isinstance(n, pm.Neg):
         return _NONE
-    if isinstance(n, Seq):
+    if isinstance(n, pm.Seq):
         if not n.items:
             return _NONE
-        head, rest = n.items[0], Seq(n.items[1:])
+        head, rest = n.items[0], pm.Seq(n.items[1:])
         d = _seq(derive(head, label), rest)
         if nullable(head):
             return _alt(d, derive(rest, label))
         return d
-    if isinstance(n, Alt):
-        out: PatternNode = _NONE
+    if isinstance(n, pm.Alt):
+        out: pm.PatternNode = _NONE
         for o in n.options:
             out = _alt(out, derive(o, label))
         return out
-    if isinstance(n, Repeat):
+    if isinstance(n, pm.Repeat):
         if n.max == 0:
             return _NONE
-        rest = Repeat(n.body, max(n.min - 1, 0), None if n.max is None else n.max - 1, n.greedy)
+        rest = pm.Repeat(n.body, max(n.min - 1, 0), None if n.max is None else n.max - 1, n.greedy)
         if rest.max == 0:
-            rest_n: PatternNode = _EMPTY
+            rest_n: pm.PatternNode = _EMPTY
         else:
             rest_n = rest
         return _seq(derive(n.body, label), rest_n)
     raise TypeError(n)
 
 
-def _seq(a: PatternNode, b: PatternNode) -> PatternNode:
+def _seq(a: pm.PatternNode, b: pm.PatternNode) -> pm.PatternNode:
     if a == _NONE or b == _NONE:
         return _NONE
     if a == _EMPTY:
         return b
     if b == _EMPTY:
         return a
-    return Seq((a, b))
+    return pm.Seq((a, b))
 
 
-def _alt(a: PatternNode, b: PatternNode) -> PatternNode:
+def _alt(a: pm.PatternNode, b: pm.PatternNode) -> pm.PatternNode:
     if a == _NONE:
         return b
     if b == _NONE:
         return a
     if a == b:
         return a
-    return Alt((a, b))
+    return pm.Alt((a, b))
 
 
-def nonempty(n: PatternNode) -> bool:
+def nonempty(n: pm.PatternNode) -> bool:
     """True if the language of ``n`` contains some word."""
-    if isinstance(n, Var):
+    if isinstance(n, pm.Var):
         return True
-    if isinstance(n, Neg):
+    if isinstance(n, pm.Neg):
         return True
-    if isinstance(n, Seq):
+    if isinstance(n, pm.Seq):
         return all(nonempty(i) for i in n.items)
-    if isinstance(n, Alt):
+    if isinstance(n, pm.Alt):
         return any(nonempty(o) for o in n.options)
-    if isinstance(n, Repeat):
+    if isinstance(n, pm.Repeat):
         return n.min == 0 or nonempty(n.body)
     raise TypeError(n)
 
@@ -192,7 +166,7 @@ class _Running:
         m = self.match[:-1] if exclude_current else self.match
         return [r for r, lab in m if q is None or lab == q]
 
-    def row_for(self, c: Column, sel: tuple[str, int] | None) -> int | None:
+    def row_for(self, c: ex.Column, sel: tuple[str, int] | None) -> int | None:
         q = c.qualifier
         kind, k = sel if sel is not None else ("last", 0)
         own = q is None or q == self.var
@@ -203,13 +177,13 @@ class _Running:
             return rows[-1 - k] if k < len(rows) else None
         return rows[k] if k < len(rows) else None
 
-    def leaf(self, e: Expr, nav: int, sel: tuple[str, int] | None) -> Expr:
-        if isinstance(e, Column):
+    def leaf(self, e: ex.Expr, nav: int, sel: tuple[str, int] | None) -> ex.Expr:
+        if isinstance(e, ex.Column):
             r = self.row_for(e, sel)
             if r is not None:
                 r = r - nav
-            return Literal(_val(self.rows, self.col(e.name), r))
-        if isinstance(e, Call):
+            return ex.Literal(_val(self.rows, self.col(e.name), r))
+        if isinstance(e, ex.Call):
             n = e.name
             if n == "PREV":
                 k = e.args[1].value if len(e.args) > 1 else 1  # type: ignore[attr-defined]
@@ -219,50 +193,50 @@ class _Running:
                 return self.leaf(e.args[0], nav, (n.lower(), k))
             if n in ("COUNT", "SUM", "AVG", "MIN", "MAX"):
                 a = e.args[0]
-                if isinstance(a, Star):
-                    return Literal(len(self.match))
-                assert isinstance(a, Column)
+                if isinstance(a, ex.Star):
+                    return ex.Literal(len(self.match))
+                assert isinstance(a, ex.Column)
                 excl = a.index is not None and a.index[0] == "all_prev"
                 rs = self.rows_of(a.qualifier, excl)
                 if a.name == "*":
-                    return Literal(len(rs))
+                    return ex.Literal(len(rs))
                 vals = [_val(self.rows, self.col(a.name), r) for r in rs]
                 vals = [v for v in vals if not _null(v)]
                 if n == "COUNT":
-                    return Literal(len(vals))
+                    return ex.Literal(len(vals))
                 if not vals:
-                    return Literal(float("nan"))
+                    return ex.Literal(float("nan"))
                 f = {"SUM": sum, "MIN": min, "MAX": max,
                      "AVG": lambda xs: sum(xs) / len(xs)}[n]
-                return Literal(float(f(vals)))
+                return ex.Literal(float(f(vals)))
             if n == "CLASSIFIER":
-                return Literal(self.var)
-            return Call(n, tuple(self.leaf(a, nav, sel) for a in e.args), e.qualifier)
-        if isinstance(e, Literal):
+                return ex.Literal(self.var)
+            return ex.Call(n, tuple(self.leaf(a, nav, sel) for a in e.args), e.qualifier)
+        if isinstance(e, ex.Literal):
             return e
-        if isinstance(e, Unary):
-            return Unary(e.op, self.leaf(e.operand, nav, sel))
-        if isinstance(e, Binary):
-            return Binary(e.op, self.leaf(e.left, nav, sel), self.leaf(e.right, nav, sel))
-        if isinstance(e, Between):
-            return Between(self.leaf(e.operand, nav, sel), self.leaf(e.low, nav, sel),
+        if isinstance(e, ex.Unary):
+            return ex.Unary(e.op, self.leaf(e.operand, nav, sel))
+        if isinstance(e, ex.Binary):
+            return ex.Binary(e.op, self.leaf(e.left, nav, sel), self.leaf(e.right, nav, sel))
+        if isinstance(e, ex.Between):
+            return ex.Between(self.leaf(e.operand, nav, sel), self.leaf(e.low, nav, sel),
                            self.leaf(e.high, nav, sel), e.negated)
-        if isinstance(e, InList):
-            return InList(self.leaf(e.operand, nav, sel),
+        if isinstance(e, ex.InList):
+            return ex.InList(self.leaf(e.operand, nav, sel),
                           tuple(self.leaf(v, nav, sel) for v in e.values), e.negated)
-        if isinstance(e, IsNull):
-            return IsNull(self.leaf(e.operand, nav, sel), e.negated)
+        if isinstance(e, ex.IsNull):
+            return ex.IsNull(self.leaf(e.operand, nav, sel), e.negated)
         raise TypeError(e)
 
 
-def eval_condition(cond: Expr | None, rows: Rows, match: list[tuple[int, str]], var: str,
+def eval_condition(cond: ex.Expr | None, rows: Rows, match: list[tuple[int, str]], var: str,
                    cur: int, names: dict[str, str]) -> bool:
     """Does row ``cur`` satisfy ``var``'s condition, given the running ``match`` before it?"""
     if cond is None:
         return True
     interp = _Running(rows, match, var, cur, names)
     closed = interp.leaf(cond, 0, None)
-    r = compile_predicate(closed)(ColumnsEnv({}))
+    r = ex.compile_predicate(closed)(ex.ColumnsEnv({}))
     return bool(np.asarray(r).item())
 
 
@@ -288,27 +262,27 @@ def _partitions(table: pa.Table, keys: tuple[str, ...]) -> dict[Any, Rows]:
     return out
 
 
-def _conditions(spec: PatternSpec) -> dict[str, Expr | None]:
-    conds: dict[str, Expr | None] = {}
-    eq: list[Expr] = []
-    if spec.equivalence and spec.strategy == Strategy.CONTIGUOUS:
-        eq = [Binary("=", Column(a), Call("FIRST", (Column(a),))) for a in spec.equivalence]
+def _conditions(spec: pm.PatternSpec) -> dict[str, ex.Expr | None]:
+    conds: dict[str, ex.Expr | None] = {}
+    eq: list[ex.Expr] = []
+    if spec.equivalence and spec.strategy == pm.Strategy.CONTIGUOUS:
+        eq = [ex.Binary("=", ex.Column(a), ex.Call("FIRST", (ex.Column(a),))) for a in spec.equivalence]
     for v in spec.variables():
         d = spec.define(v)
-        parts = conjuncts(d.condition) + eq
+        parts = ex.conjuncts(d.condition) + eq
         if d.event_types:
-            parts.insert(0, InList(Column(spec.type_column),
-                                   tuple(Literal(x) for x in d.event_types)))
-        c: Expr | None = None
+            parts.insert(0, ex.InList(ex.Column(spec.type_column),
+                                   tuple(ex.Literal(x) for x in d.event_types)))
+        c: ex.Expr | None = None
         for p in parts:
-            c = p if c is None else Binary("and", c, p)
+            c = p if c is None else ex.Binary("and", c, p)
         conds[v] = c
     return conds
 
 
-def _keys(spec: PatternSpec) -> tuple[str, ...]:
+def _keys(spec: pm.PatternSpec) -> tuple[str, ...]:
     keys = tuple(spec.partition_by)
-    if spec.equivalence and spec.strategy != Strategy.CONTIGUOUS:
+    if spec.equivalence and spec.strategy != pm.Strategy.CONTIGUOUS:
         keys = keys + tuple(a for a in spec.equivalence if a not in keys)
     return keys
 
@@ -318,26 +292,26 @@ def _names(table: pa.Table) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- all runs
-def _flat_negations(spec: PatternSpec) -> tuple[dict[str, int], list[tuple[int, str]]]:
+def _flat_negations(spec: pm.PatternSpec) -> tuple[dict[str, int], list[tuple[int, str]]]:
     """For flat sequences: component index per positive variable, (index, var) per negation."""
-    items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
+    items = spec.pattern.items if isinstance(spec.pattern, pm.Seq) else (spec.pattern,)
     idx: dict[str, int] = {}
     negs: list[tuple[int, str]] = []
     for i, it in enumerate(items):
-        if isinstance(it, Neg):
+        if isinstance(it, pm.Neg):
             body = it.body
-            while isinstance(body, Seq) and len(body.items) == 1:
+            while isinstance(body, pm.Seq) and len(body.items) == 1:
                 body = body.items[0]
-            assert isinstance(body, Var)
+            assert isinstance(body, pm.Var)
             negs.append((i, body.name))
             continue
         for v in it.walk():
-            if isinstance(v, Var):
+            if isinstance(v, pm.Var):
                 idx[v.name] = i
     return idx, negs
 
 
-def all_runs_matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
+def all_runs_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
     """Every match under the dissertation / SASE+ strategies (see module docstring), in the
     operator's documented order: by last event, then row indices, then variables."""
     pvars = [v for v in spec.variables() if v not in spec.negated_variables()]
@@ -352,7 +326,7 @@ def all_runs_matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
 class _AllRuns:
     """Depth-first enumeration of one partition's labelled subsequences."""
 
-    def __init__(self, spec: PatternSpec, key: Any, rows: Rows, names: dict[str, str],
+    def __init__(self, spec: pm.PatternSpec, key: Any, rows: Rows, names: dict[str, str],
                  pvars: list[str], out: list[Match]) -> None:
         self.spec = spec
         self.key = key
@@ -363,7 +337,7 @@ class _AllRuns:
         self.conds = _conditions(spec)
         self.w = spec.window
         self.strat = spec.strategy
-        self.contiguous = spec.strategy in (Strategy.CONTIGUOUS, Strategy.PARTITION_CONTIGUITY)
+        self.contiguous = spec.strategy in (pm.Strategy.CONTIGUOUS, pm.Strategy.PARTITION_CONTIGUITY)
         has_neg = bool(spec.negated_variables())
         self.comp_idx, self.negs = _flat_negations(spec) if has_neg else ({}, [])
 
@@ -382,7 +356,7 @@ class _AllRuns:
                     return True
         return False
 
-    def transitions(self, match: list[tuple[int, str]], d: PatternNode, j: int) -> list[str]:
+    def transitions(self, match: list[tuple[int, str]], d: pm.PatternNode, j: int) -> list[str]:
         rows = self.rows
         if self.w is not None and rows.t[j] - rows.t[match[0][0]] > self.w:
             return []
@@ -396,7 +370,7 @@ class _AllRuns:
                 ys.append(y)
         return ys
 
-    def dfs(self, match: list[tuple[int, str]], d: PatternNode) -> None:
+    def dfs(self, match: list[tuple[int, str]], d: pm.PatternNode) -> None:
         rows = self.rows
         if nullable(d):
             self.out.append((self.key, tuple(rows.index[r] for r, _ in match),
@@ -410,7 +384,7 @@ class _AllRuns:
             ys = self.transitions(match, d, j)
             for y in ys:
                 self.dfs(match + [(j, y)], derive(d, y))
-            if self.strat == Strategy.SKIP_TILL_NEXT and ys:
+            if self.strat == pm.Strategy.SKIP_TILL_NEXT and ys:
                 break
 
     def run(self) -> None:
@@ -422,25 +396,25 @@ class _AllRuns:
 
 
 # --------------------------------------------------------------------------- SQL
-def _bt(node: PatternNode, rows: Rows, conds: dict[str, Expr | None], names: dict[str, str],
+def _bt(node: pm.PatternNode, rows: Rows, conds: dict[str, ex.Expr | None], names: dict[str, str],
         pos: int, match: list[tuple[int, str]], t0: int | None,
         window: int | None) -> Iterator[tuple[int, list[tuple[int, str]]]]:
     """Backtracking matcher yielding (next row, match) in SQL:2016 preferment order."""
-    if isinstance(node, Var):
+    if isinstance(node, pm.Var):
         if pos < len(rows.t):
             start_t = rows.t[pos] if t0 is None else t0
             if window is None or rows.t[pos] - start_t <= window:
                 if eval_condition(conds[node.name], rows, match, node.name, pos, names):
                     yield pos + 1, match + [(pos, node.name)]
         return
-    if isinstance(node, Seq):
+    if isinstance(node, pm.Seq):
         yield from _bt_seq(list(node.items), rows, conds, names, pos, match, t0, window)
         return
-    if isinstance(node, Alt):
+    if isinstance(node, pm.Alt):
         for o in node.options:
             yield from _bt(o, rows, conds, names, pos, match, t0, window)
         return
-    if isinstance(node, Repeat):
+    if isinstance(node, pm.Repeat):
         yield from _bt_rep(node, 0, rows, conds, names, pos, match, t0, window)
         return
     raise TypeError(node)
@@ -450,7 +424,7 @@ def _t0(match: list[tuple[int, str]], rows: Rows, t0: int | None) -> int | None:
     return rows.t[match[0][0]] if match else t0
 
 
-def _bt_seq(items: list[PatternNode], rows: Rows, conds: dict, names: dict, pos: int,
+def _bt_seq(items: list[pm.PatternNode], rows: Rows, conds: dict, names: dict, pos: int,
             match: list[tuple[int, str]], t0: int | None, window: int | None) -> Iterator:
     if not items:
         yield pos, match
@@ -459,7 +433,7 @@ def _bt_seq(items: list[PatternNode], rows: Rows, conds: dict, names: dict, pos:
         yield from _bt_seq(items[1:], rows, conds, names, p2, m2, _t0(m2, rows, t0), window)
 
 
-def _bt_rep(node: Repeat, count: int, rows: Rows, conds: dict, names: dict, pos: int,
+def _bt_rep(node: pm.Repeat, count: int, rows: Rows, conds: dict, names: dict, pos: int,
             match: list[tuple[int, str]], t0: int | None, window: int | None) -> Iterator:
     can_more = node.max is None or count < node.max
     can_stop = count >= node.min
@@ -483,13 +457,13 @@ def _bt_rep(node: Repeat, count: int, rows: Rows, conds: dict, names: dict, pos:
         yield from more()
 
 
-def sql_matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
+def sql_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
     """SQL:2016 MATCH_RECOGNIZE matches (see module docstring), per partition in order.
 
     Raises :class:`~replaydb.errors.OperatorError` where the standard raises an exception
     (AFTER MATCH SKIP TO a variable that bound no row / the match's first row).
     """
-    assert spec.semantics == Semantics.SQL
+    assert spec.semantics == pm.Semantics.SQL
     conds = _conditions(spec)
     names = _names(table)
     out: list[Match] = []
@@ -508,29 +482,29 @@ def sql_matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
                 continue
             out.append((key, tuple(rows.index[r] for r, _ in found),
                         tuple(lab for _, lab in found)))
-            if sk.kind == SkipKind.PAST_LAST_ROW:
+            if sk.kind == pm.SkipKind.PAST_LAST_ROW:
                 s = found[-1][0] + 1
-            elif sk.kind == SkipKind.TO_NEXT_ROW:
+            elif sk.kind == pm.SkipKind.TO_NEXT_ROW:
                 s = s + 1
             else:
                 rs = [r for r, lab in found if lab == sk.var]
                 if not rs:
                     raise OperatorError(f"AFTER MATCH SKIP TO {sk.var}: no row bound")
-                r = rs[0] if sk.kind == SkipKind.TO_FIRST else rs[-1]
+                r = rs[0] if sk.kind == pm.SkipKind.TO_FIRST else rs[-1]
                 if r == s:
                     raise OperatorError(f"AFTER MATCH SKIP TO {sk.var}: first row of the match")
                 s = r
     return out
 
 
-def matches(spec: PatternSpec, table: pa.Table) -> list[Match]:
+def matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
     """Dispatch on the spec's semantics."""
-    if spec.semantics == Semantics.SQL:
+    if spec.semantics == pm.Semantics.SQL:
         return sql_matches(spec, table)
     return all_runs_matches(spec, table)
 
 
-def measure_value(expr: Expr, table: pa.Table, rows_idx: tuple[int, ...],
+def measure_value(expr: ex.Expr, table: pa.Table, rows_idx: tuple[int, ...],
                   labels: tuple[str, ...]) -> Any:
     """ONE ROW PER MATCH value of a simple measure (columns of variables, FIRST/LAST,
     aggregates, CLASSIFIER) over a match given by input row indices - for tests."""
@@ -546,20 +520,20 @@ def measure_value(expr: Expr, table: pa.Table, rows_idx: tuple[int, ...],
     interp.var = "\x00none"  # FINAL semantics: unqualified refer to the last row via rows_of
     interp.match = match
     closed = _final_leaf(interp, expr)
-    r = compile_expr(closed)(ColumnsEnv({}))
+    r = ex.compile_expr(closed)(ex.ColumnsEnv({}))
     v = np.asarray(r).item() if not isinstance(r, str | type(None)) else r
     return v
 
 
-def _final_leaf(interp: _Running, e: Expr) -> Expr:
-    if isinstance(e, Column) and e.qualifier is None:
-        return Literal(_val(interp.rows, interp.col(e.name), len(interp.match) - 1))
-    if isinstance(e, Call) and e.name == "CLASSIFIER":
-        return Literal(interp.match[-1][1])
+def _final_leaf(interp: _Running, e: ex.Expr) -> ex.Expr:
+    if isinstance(e, ex.Column) and e.qualifier is None:
+        return ex.Literal(_val(interp.rows, interp.col(e.name), len(interp.match) - 1))
+    if isinstance(e, ex.Call) and e.name == "CLASSIFIER":
+        return ex.Literal(interp.match[-1][1])
     return interp.leaf(e, 0, None)
 
 
-def run_operator(spec: PatternSpec, table: pa.Table, batch_rows: int | None = None,
+def run_operator(spec: pm.PatternSpec, table: pa.Table, batch_rows: int | None = None,
                  state_cap: int | None = None, time_unit: str | None = None) -> list[Match]:
     """Run the real operator on ``table`` and return its matches in this module's format.
 
@@ -573,7 +547,7 @@ def run_operator(spec: PatternSpec, table: pa.Table, batch_rows: int | None = No
     from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
 
     spec2 = replace(spec, rows_per_match=RowsPerMatch.ALL, select=None,
-                    measures=(Measure("\x00cls", Call("CLASSIFIER")),))
+                    measures=(Measure("\x00cls", ex.Call("CLASSIFIER")),))
     op = PatternOperator(PatternConfig(spec2, table.schema, time_unit), state_cap=state_cap)
     for b in table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]:
         op.push(b)

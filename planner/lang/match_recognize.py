@@ -60,23 +60,8 @@ import pyarrow as pa
 from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Column, Expr, to_text
+from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern.config import PatternConfig
-from replaydb.operators.pattern.model import (
-    AfterMatchSkip,
-    Alt,
-    Measure,
-    PatternNode,
-    PatternSpec,
-    Repeat,
-    RowsPerMatch,
-    SelectItem,
-    Semantics,
-    Seq,
-    SkipKind,
-    Strategy,
-    Var,
-    VarDef,
-)
 from replaydb.operators.pattern.operator import PatternOperator
 from replaydb.planner.lang.parser_base import MAX_DEPTH, ParserBase
 from replaydb.timeunits import to_units
@@ -105,7 +90,7 @@ class Duration:
 class MatchRecognizeQuery:
     """The logical query: a :class:`PatternSpec` whose window is still a written duration."""
 
-    spec: PatternSpec
+    spec: pm.PatternSpec
     window: Duration | None
     sources: tuple[str, ...]
     text: str
@@ -114,7 +99,7 @@ class MatchRecognizeQuery:
     """The ORDER BY column and its position in the text: ``t`` or the stream's source time
     column (an alias of ``t``), checked by :func:`bind` against the stream."""
 
-    def pattern_spec(self, time_unit: str | None) -> PatternSpec:
+    def pattern_spec(self, time_unit: str | None) -> pm.PatternSpec:
         """The spec with WITHIN converted into stream units."""
         w = None if self.window is None else self.window.units(time_unit, self.text)
         if w is not None and w < 0:
@@ -193,27 +178,22 @@ class _Parser(ParserBase):
         return MatchRecognizeQuery(spec, window, (str(src.value),), self.original,
                                    order_by=getattr(self, "order_by", ("t", -1)))
 
-    def parse_select_list(self) -> tuple[SelectItem, ...] | None:
-        items: list[SelectItem] = []
+    def parse_select_list(self) -> tuple[pm.SelectItem, ...] | None:
+        items: list[pm.SelectItem] = []
         while True:
             if self.at_op("*"):
                 self.advance()
-                items.append(SelectItem(None, None, True))
+                items.append(pm.SelectItem(None, None, True))
             else:
                 e = self.parse_expr()
-                alias = None
-                if self.accept_kw("AS"):
-                    alias = str(self.expect_ident("an alias").value)
-                elif self.tok.kind == "ident" and not self.tok.is_kw("FROM"):
-                    alias = str(self.advance().value)
-                items.append(SelectItem(e, alias))
+                items.append(pm.SelectItem(e, self.parse_alias("FROM")))
             if not self.accept_op(","):
                 break
         if len(items) == 1 and items[0].star:
             return None
         return tuple(items)
 
-    def parse_body(self) -> tuple[PatternSpec, Duration | None]:
+    def parse_body(self) -> tuple[pm.PatternSpec, Duration | None]:
         partition: list[str] = []
         if self.accept_kw("PARTITION"):
             self.expect_kw("BY")
@@ -221,10 +201,10 @@ class _Parser(ParserBase):
         if self.accept_kw("ORDER"):
             self.expect_kw("BY")
             self.parse_order_by()
-        measures: list[Measure] = []
+        measures: list[pm.Measure] = []
         if self.accept_kw("MEASURES"):
             measures = self.parse_measures()
-        rows = RowsPerMatch.ONE
+        rows = pm.RowsPerMatch.ONE
         if self.at_kw("ONE"):
             self.advance()
             self.expect_kw("ROW")
@@ -235,14 +215,14 @@ class _Parser(ParserBase):
             self.expect_kw("ROWS")
             self.expect_kw("PER")
             self.expect_kw("MATCH")
-            rows = RowsPerMatch.ALL
+            rows = pm.RowsPerMatch.ALL
             if self.at_kw("SHOW", "OMIT"):
                 self.advance()
                 self.expect_kw("EMPTY")
                 self.expect_kw("MATCHES")
             elif self.at_kw("WITH"):
                 raise self.error("WITH UNMATCHED ROWS is not supported")
-        skip = AfterMatchSkip()
+        skip = pm.AfterMatchSkip()
         if self.accept_kw("AFTER"):
             skip = self.parse_skip()
         self.expect_kw("PATTERN")
@@ -253,20 +233,20 @@ class _Parser(ParserBase):
             window = Duration(amount, word, pos)
         if self.at_kw("SUBSET"):
             raise self.error("SUBSET is not supported")
-        defines: list[VarDef] = []
+        defines: list[pm.VarDef] = []
         if self.accept_kw("DEFINE"):
             while True:
                 vt = self.expect_ident("a pattern variable")
                 self.expect_kw("AS")
                 cond = self.parse_expr()
-                defines.append(VarDef(self.var_name(vt), cond, pos=vt.pos))
+                defines.append(pm.VarDef(self.var_name(vt), cond, pos=vt.pos))
                 if not self.accept_op(","):
                     break
         else:
             self._expected.append("DEFINE")
-        spec = PatternSpec(
-            pattern=pattern, defines=tuple(defines), window=None, strategy=Strategy.CONTIGUOUS,
-            semantics=Semantics.SQL, partition_by=tuple(partition), measures=tuple(measures),
+        spec = pm.PatternSpec(
+            pattern=pattern, defines=tuple(defines), window=None, strategy=pm.Strategy.CONTIGUOUS,
+            semantics=pm.Semantics.SQL, partition_by=tuple(partition), measures=tuple(measures),
             rows_per_match=rows, after_match_skip=skip)
         return spec, window
 
@@ -291,8 +271,8 @@ class _Parser(ParserBase):
             raise self.error("ORDER BY ... DESC is not supported: rows are in stream order")
         self.accept_kw("ASC")
 
-    def parse_measures(self) -> list[Measure]:
-        out: list[Measure] = []
+    def parse_measures(self) -> list[pm.Measure]:
+        out: list[pm.Measure] = []
         while True:
             start = self.tok.pos
             e = self.parse_expr()
@@ -305,33 +285,33 @@ class _Parser(ParserBase):
             else:
                 name = self.text[start: end.pos + len(end.text)].strip()
                 name = re.sub(r"\s+", " ", name) if name else to_text(e)
-            out.append(Measure(name, e, pos=start))
+            out.append(pm.Measure(name, e, pos=start))
             if not self.accept_op(","):
                 return out
 
-    def parse_skip(self) -> AfterMatchSkip:
+    def parse_skip(self) -> pm.AfterMatchSkip:
         self.expect_kw("MATCH")
         self.expect_kw("SKIP")
         if self.accept_kw("PAST"):
             self.expect_kw("LAST")
             self.expect_kw("ROW")
-            return AfterMatchSkip(SkipKind.PAST_LAST_ROW)
+            return pm.AfterMatchSkip(pm.SkipKind.PAST_LAST_ROW)
         self.expect_kw("TO")
         if self.at_kw("NEXT"):
             self.advance()
             self.expect_kw("ROW")
-            return AfterMatchSkip(SkipKind.TO_NEXT_ROW)
+            return pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW)
         if self.at_kw("FIRST") and self.peek().kind == "ident":
             self.advance()
-            return AfterMatchSkip(SkipKind.TO_FIRST, self.var_name(self.expect_ident()))
+            return pm.AfterMatchSkip(pm.SkipKind.TO_FIRST, self.var_name(self.expect_ident()))
         if self.at_kw("LAST") and self.peek().kind == "ident":
             self.advance()
-            return AfterMatchSkip(SkipKind.TO_LAST, self.var_name(self.expect_ident()))
+            return pm.AfterMatchSkip(pm.SkipKind.TO_LAST, self.var_name(self.expect_ident()))
         tok = self.expect_ident("NEXT ROW, FIRST v, LAST v or a variable")
-        return AfterMatchSkip(SkipKind.TO_LAST, self.var_name(tok))
+        return pm.AfterMatchSkip(pm.SkipKind.TO_LAST, self.var_name(tok))
 
     # ------------------------------------------------------------------ row pattern
-    def parse_pattern_clause(self) -> PatternNode:
+    def parse_pattern_clause(self) -> pm.PatternNode:
         if self.at_op("("):
             # parenthesized unless the parenthesis only groups the first term of a bare pattern
             save = self.i
@@ -353,22 +333,22 @@ class _Parser(ParserBase):
             return True
         return False
 
-    def parse_alt(self, bare: bool) -> PatternNode:
+    def parse_alt(self, bare: bool) -> pm.PatternNode:
         opts = [self.parse_seq(bare)]
         while self.accept_op("|"):
             opts.append(self.parse_seq(bare))
-        return opts[0] if len(opts) == 1 else Alt(tuple(opts))
+        return opts[0] if len(opts) == 1 else pm.Alt(tuple(opts))
 
-    def parse_seq(self, bare: bool) -> PatternNode:
-        items: list[PatternNode] = []
+    def parse_seq(self, bare: bool) -> pm.PatternNode:
+        items: list[pm.PatternNode] = []
         while not self._pattern_end(bare):
             items.append(self.parse_term(bare))
         if not items:
             self._expected.extend(["a pattern variable", "'('"])
             raise self.error(f"unexpected {self.tok.describe()} (empty pattern)")
-        return items[0] if len(items) == 1 else Seq(tuple(items))
+        return items[0] if len(items) == 1 else pm.Seq(tuple(items))
 
-    def parse_term(self, bare: bool) -> PatternNode:
+    def parse_term(self, bare: bool) -> pm.PatternNode:
         t = self.tok
         if t.is_op("("):
             self.advance()
@@ -380,7 +360,7 @@ class _Parser(ParserBase):
             finally:
                 self._depth -= 1
             self.expect_op(")")
-            node: PatternNode = inner if isinstance(inner, Seq) else Seq((inner,))
+            node: pm.PatternNode = inner if isinstance(inner, pm.Seq) else pm.Seq((inner,))
         elif t.is_op("^", "$"):
             raise self.error("row pattern anchors ^ and $ are not supported")
         elif t.is_op("{") and self.peek().is_op("-"):
@@ -389,13 +369,13 @@ class _Parser(ParserBase):
             raise self.error("PERMUTE is not supported")
         elif t.kind == "ident":
             self.advance()
-            node = Var(self.var_name(t), pos=t.pos)
+            node = pm.Var(self.var_name(t), pos=t.pos)
         else:
             self._expected.extend(["a pattern variable", "'('"])
             raise self.error(f"unexpected {t.describe()}")
         return self.parse_quantifier(node)
 
-    def parse_quantifier(self, node: PatternNode) -> PatternNode:
+    def parse_quantifier(self, node: pm.PatternNode) -> pm.PatternNode:
         t = self.tok
         if t.is_op("*", "+", "?"):
             self.advance()
@@ -419,7 +399,7 @@ class _Parser(ParserBase):
             self._expected.extend(["'*'", "'+'", "'?'", "'{'"])
             return node
         greedy = not self.accept_op("?")
-        return Repeat(node, lo, hi, greedy)
+        return pm.Repeat(node, lo, hi, greedy)
 
     def _int(self, tok) -> int:  # type: ignore[no-untyped-def]
         if not isinstance(tok.value, int) or tok.unit:

@@ -105,6 +105,15 @@ class ParserBase:
     def accept_op(self, *ops: str) -> Token | None:
         return self.advance() if self.at_op(*ops) else None
 
+    def parse_alias(self, *followers: str) -> str | None:
+        """An optional alias: ``AS name``, or a bare identifier that is not one of the keywords
+        ``followers`` (those that may follow the aliased item). None without one."""
+        if self.accept_kw("AS"):
+            return str(self.expect_ident("an alias").value)
+        if self.tok.kind == "ident" and not self.tok.is_kw(*followers):
+            return str(self.advance().value)
+        return None
+
     def expect_kw(self, *words: str) -> Token:
         if self.at_kw(*words):
             return self.advance()

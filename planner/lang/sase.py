@@ -59,19 +59,8 @@ import pyarrow as pa
 from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators import expr as ex
 from replaydb.operators.base import DEFAULT_STATE_CAP
+from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern.config import PatternConfig
-from replaydb.operators.pattern.model import (
-    Measure,
-    Neg,
-    PatternNode,
-    PatternSpec,
-    Repeat,
-    Semantics,
-    Seq,
-    Strategy,
-    Var,
-    VarDef,
-)
 from replaydb.operators.pattern.operator import PatternOperator
 from replaydb.planner.lang.parser_base import ParserBase
 from replaydb.timeunits import to_units
@@ -79,10 +68,10 @@ from replaydb.timeunits import to_units
 LANGUAGE = "sase"
 
 STRATEGIES = {
-    "STRICT_CONTIGUITY": Strategy.CONTIGUOUS,
-    "PARTITION_CONTIGUITY": Strategy.PARTITION_CONTIGUITY,
-    "SKIP_TILL_NEXT_MATCH": Strategy.SKIP_TILL_NEXT,
-    "SKIP_TILL_ANY_MATCH": Strategy.SKIP_TILL_ANY,
+    "STRICT_CONTIGUITY": pm.Strategy.CONTIGUOUS,
+    "PARTITION_CONTIGUITY": pm.Strategy.PARTITION_CONTIGUITY,
+    "SKIP_TILL_NEXT_MATCH": pm.Strategy.SKIP_TILL_NEXT,
+    "SKIP_TILL_ANY_MATCH": pm.Strategy.SKIP_TILL_ANY,
 }
 _AGGS = ("AVG", "SUM", "MIN", "MAX", "COUNT")
 
@@ -103,14 +92,14 @@ class Component:
 class SaseQuery:
     """The logical query: a :class:`PatternSpec` whose window is still a written duration."""
 
-    spec: PatternSpec
+    spec: pm.PatternSpec
     window: tuple[Fraction, str, int] | None
     components: tuple[Component, ...]
     sources: tuple[str, ...]
     event_types: tuple[str, ...]
     text: str
 
-    def pattern_spec(self, time_unit: str | None, type_column: str = "type") -> PatternSpec:
+    def pattern_spec(self, time_unit: str | None, type_column: str = "type") -> pm.PatternSpec:
         w = None
         if self.window is not None:
             amount, word, pos = self.window
@@ -218,7 +207,7 @@ class _Parser(ParserBase):
         if dup:
             raise self.error(f"variable {dup[0]} declared twice",
                              [c.pos for c in comps if c.var == dup[0]][1])
-        strategy = Strategy.SKIP_TILL_NEXT
+        strategy = pm.Strategy.SKIP_TILL_NEXT
         conds: list[ex.Expr] = []
         equiv: list[str] = []
         if self.accept_kw("WHERE"):
@@ -338,7 +327,7 @@ class _Translator:
     """SASE+ components and conditions -> :class:`PatternSpec` (see module docstring)."""
 
     def __init__(self, p: _Parser, comps: list[Component], conds: list[ex.Expr], equiv: list[str],
-                 strategy: Strategy, returns: list[tuple[ex.Expr, str | None, int]],
+                 strategy: pm.Strategy, returns: list[tuple[ex.Expr, str | None, int]],
                  window: tuple[Fraction, str, int] | None, sources: tuple[str, ...]) -> None:
         self.p = p
         self.comps = comps
@@ -359,26 +348,26 @@ class _Translator:
         if comps[0].negated or comps[-1].negated:
             c = comps[0] if comps[0].negated else comps[-1]
             raise self.err("a negated component must stand between two positive ones", c.pos)
-        items: list[PatternNode] = []
+        items: list[pm.PatternNode] = []
         for c in comps:
-            v = Var(c.var, pos=c.pos)
+            v = pm.Var(c.var, pos=c.pos)
             if c.negated:
-                items.append(Neg(v, pos=c.pos))
+                items.append(pm.Neg(v, pos=c.pos))
             elif c.kleene:
-                items.append(Repeat(v, 0 if c.star else 1, None))
+                items.append(pm.Repeat(v, 0 if c.star else 1, None))
             else:
                 items.append(v)
         attached: dict[str, list[ex.Expr]] = {c.var: [] for c in comps}
         for cond in self.conds:
             target, e = self.attach(cond)
             attached[target].append(e)
-        defines = tuple(VarDef(c.var, ex.and_all(attached[c.var]) if attached[c.var] else None,
+        defines = tuple(pm.VarDef(c.var, ex.and_all(attached[c.var]) if attached[c.var] else None,
                                c.types, pos=c.pos) for c in comps)
         measures = self.measures()
         strategy = self.strategy
-        spec = PatternSpec(
-            pattern=Seq(tuple(items)) if len(items) > 1 else items[0], defines=defines,
-            strategy=strategy, semantics=Semantics.ALL_RUNS, measures=tuple(measures),
+        spec = pm.PatternSpec(
+            pattern=pm.Seq(tuple(items)) if len(items) > 1 else items[0], defines=defines,
+            strategy=strategy, semantics=pm.Semantics.ALL_RUNS, measures=tuple(measures),
             equivalence=tuple(dict.fromkeys(self.equiv)), sources=self.sources,
             text=self.p.text)
         types = tuple(dict.fromkeys(t for c in comps for t in c.types))
@@ -510,22 +499,22 @@ class _Translator:
         raise self.err(f"{ex.to_text(c)} is only allowed inside an aggregate", c.pos)
 
     # ------------------------------------------------------------------ RETURN
-    def measures(self) -> list[Measure]:
-        out: list[Measure] = []
+    def measures(self) -> list[pm.Measure]:
+        out: list[pm.Measure] = []
         if not self.returns:
             for c in self.comps:
                 if c.negated:
                     continue
                 if c.kleene:
-                    out += [Measure(f"{c.var}.first_seq", ex.Call("FIRST", (ex.Column("seq", c.var),))),
-                            Measure(f"{c.var}.last_seq", ex.Call("LAST", (ex.Column("seq", c.var),))),
-                            Measure(f"{c.var}.len", ex.Call("COUNT", (ex.Column("*", c.var),)))]
+                    out += [pm.Measure(f"{c.var}.first_seq", ex.Call("FIRST", (ex.Column("seq", c.var),))),
+                            pm.Measure(f"{c.var}.last_seq", ex.Call("LAST", (ex.Column("seq", c.var),))),
+                            pm.Measure(f"{c.var}.len", ex.Call("COUNT", (ex.Column("*", c.var),)))]
                 else:
-                    out.append(Measure(f"{c.var}.seq", ex.Column("seq", c.var)))
+                    out.append(pm.Measure(f"{c.var}.seq", ex.Column("seq", c.var)))
             return out
         for e, alias, pos in self.returns:
             m = self._ret(e)
-            out.append(Measure(alias or ex.to_text(e), m, pos=pos))
+            out.append(pm.Measure(alias or ex.to_text(e), m, pos=pos))
         return out
 
     def _ret(self, e: ex.Expr) -> ex.Expr:

@@ -199,12 +199,7 @@ class _Parser(ParserBase):
             raise self.error("SELECT * is not supported; list the window columns, keys and "
                              "aggregates")
         e = self.parse_expr()
-        alias = None
-        if self.accept_kw("AS"):
-            alias = str(self.expect_ident("an alias").value)
-        elif self.tok.kind == "ident" and not self.tok.is_kw("FROM"):
-            alias = str(self.advance().value)
-        return e, alias, pos
+        return e, self.parse_alias("FROM"), pos
 
     def _group_item(self) -> Column:
         tok = self.expect_ident("a column")
@@ -252,13 +247,8 @@ class _Parser(ParserBase):
             if req not in args:
                 raise self.error(f"{fn} needs the {req} argument", name_tok.pos)
         self.expect_op(")")
-        alias = None
-        if self.accept_kw("AS"):
-            alias = str(self.expect_ident("an alias").value)
-        elif self.tok.kind == "ident" and not self.tok.is_kw("WHERE", "GROUP", "HAVING", "ORDER"):
-            alias = str(self.advance().value)
         args["_fn"] = fn
-        args["_alias"] = alias
+        args["_alias"] = self.parse_alias("WHERE", "GROUP", "HAVING", "ORDER")
         args["_pos"] = name_tok.pos
         return args
 

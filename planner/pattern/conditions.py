@@ -36,17 +36,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from replaydb.operators.expr import (
-    Between,
-    Binary,
-    Column,
-    Expr,
-    InList,
-    Literal,
-    Unary,
-    conjuncts,
-    to_text,
-)
+from replaydb.operators import expr as ex
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 
@@ -177,8 +167,8 @@ class _Extractor:
         self.names = list(kinds)
         self.sql = sql
 
-    def column(self, e: Expr) -> str | None:
-        if not isinstance(e, Column) or e.index is not None or e.name == "*":
+    def column(self, e: ex.Expr) -> str | None:
+        if not isinstance(e, ex.Column) or e.index is not None or e.name == "*":
             return None
         if e.qualifier is not None:
             q, v = e.qualifier, self.var
@@ -186,11 +176,11 @@ class _Extractor:
                 return None
         return resolve_column(self.names, e.name)
 
-    def literal(self, e: Expr, kind: str) -> tuple[bool, Any]:
-        if isinstance(e, Unary) and e.op == "neg" and isinstance(e.operand, Literal):
+    def literal(self, e: ex.Expr, kind: str) -> tuple[bool, Any]:
+        if isinstance(e, ex.Unary) and e.op == "neg" and isinstance(e.operand, ex.Literal):
             ok, v = self.literal(e.operand, kind)
             return (ok, -v) if ok and kind == "numeric" else (False, None)
-        if not isinstance(e, Literal) or e.value is None or isinstance(e.value, bool):
+        if not isinstance(e, ex.Literal) or e.value is None or isinstance(e.value, bool):
             return False, None
         v = e.value
         if kind == "string":
@@ -199,15 +189,15 @@ class _Extractor:
             return True, v
         return False, None
 
-    def ranges(self, e: Expr) -> tuple[str, tuple[Range, ...]] | None:
+    def ranges(self, e: ex.Expr) -> tuple[str, tuple[Range, ...]] | None:
         """``(column, ranges)`` equivalent to (or wider than nothing: exactly) ``e``, or None."""
-        if isinstance(e, Binary) and e.op in ("and", "or"):
+        if isinstance(e, ex.Binary) and e.op in ("and", "or"):
             a, b = self.ranges(e.left), self.ranges(e.right)
             if a is None or b is None or a[0] != b[0]:
                 return None
             rs = intersect(a[1], b[1]) if e.op == "and" else normalize(a[1] + b[1])
             return a[0], rs
-        if isinstance(e, Binary) and e.op in _FLIP:
+        if isinstance(e, ex.Binary) and e.op in _FLIP:
             col, other, op = self.column(e.left), e.right, e.op
             if col is None:
                 col, other, op = self.column(e.right), e.left, _FLIP[e.op]
@@ -226,7 +216,7 @@ class _Extractor:
             if op in ("<", "<="):
                 return col, normalize([Range(None, v, True, op == "<=")])
             return col, normalize([Range(v, None, op == ">=", True)])
-        if isinstance(e, Between) and not e.negated:
+        if isinstance(e, ex.Between) and not e.negated:
             col = self.column(e.operand)
             if col is None:
                 return None
@@ -236,7 +226,7 @@ class _Extractor:
             if not (ok1 and ok2):
                 return None
             return col, normalize([Range(lo, hi)])
-        if isinstance(e, InList) and not e.negated:
+        if isinstance(e, ex.InList) and not e.negated:
             col = self.column(e.operand)
             if col is None:
                 return None
@@ -251,7 +241,7 @@ class _Extractor:
         return None
 
 
-def extract_conditions(var: str, condition: Expr | None, kinds: dict[str, str], *,
+def extract_conditions(var: str, condition: ex.Expr | None, kinds: dict[str, str], *,
                        sql: bool = False,
                        extra: list[tuple[str, tuple[Range, ...]]] | None = None
                        ) -> tuple[tuple[Condition, ...], list[str]]:
@@ -265,12 +255,12 @@ def extract_conditions(var: str, condition: Expr | None, kinds: dict[str, str], 
     ex = _Extractor(var, kinds, sql)
     per: dict[str, tuple[Range, ...]] = {}
     dropped: list[str] = []
-    for c in conjuncts(condition):
-        if isinstance(c, Literal) and c.value is True:
+    for c in ex.conjuncts(condition):
+        if isinstance(c, ex.Literal) and c.value is True:
             continue
         got = ex.ranges(c)
         if got is None:
-            dropped.append(to_text(c))
+            dropped.append(ex.to_text(c))
             continue
         col, rs = got
         per[col] = intersect(per[col], rs) if col in per else rs

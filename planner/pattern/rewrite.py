@@ -39,17 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from replaydb.operators.pattern.model import (
-    Alt,
-    Neg,
-    PatternNode,
-    PatternSpec,
-    Repeat,
-    Semantics,
-    Seq,
-    Strategy,
-    Var,
-)
+from replaydb.operators.pattern import model as pm
 from replaydb.planner.pattern.conditions import Condition, Range, extract_conditions
 
 MAX_COPIES = 16
@@ -143,44 +133,44 @@ class RewrittenPattern:
         return [" ".join(self.symbols[i].var or "true" for i in blk) for blk in self.blocks]
 
 
-def length_bounds(n: PatternNode) -> tuple[int, float]:
+def length_bounds(n: pm.PatternNode) -> tuple[int, float]:
     """(min, max) number of events a match of ``n`` binds (max may be inf)."""
-    if isinstance(n, Var):
+    if isinstance(n, pm.Var):
         return 1, 1
-    if isinstance(n, Neg):
+    if isinstance(n, pm.Neg):
         return 0, 0
-    if isinstance(n, Seq):
+    if isinstance(n, pm.Seq):
         lo, hi = 0, 0.0
         for i in n.items:
             a, b = length_bounds(i)
             lo, hi = lo + a, hi + b
         return lo, hi
-    if isinstance(n, Alt):
+    if isinstance(n, pm.Alt):
         bounds = [length_bounds(o) for o in n.options]
         return min(b[0] for b in bounds), max(b[1] for b in bounds)
-    if isinstance(n, Repeat):
+    if isinstance(n, pm.Repeat):
         a, b = length_bounds(n.body)
         return a * n.min, (float("inf") if n.max is None and b > 0 else b * (n.max or 0))
     raise TypeError(f"unknown pattern node {n!r}")  # pragma: no cover
 
 
-def _items(n: PatternNode) -> list[str | None]:
+def _items(n: pm.PatternNode) -> list[str | None]:
     """Flat rewrite: variable names (BS), None (unconstrained BS) and ``_STAR`` (gap)."""
-    if isinstance(n, Var):
+    if isinstance(n, pm.Var):
         return [n.name]
-    if isinstance(n, Neg):
+    if isinstance(n, pm.Neg):
         return [_STAR]
-    if isinstance(n, Seq):
+    if isinstance(n, pm.Seq):
         out: list[str | None] = []
         for i in n.items:
             out.extend(_items(i))
         return out
-    if isinstance(n, Alt):
+    if isinstance(n, pm.Alt):
         lo, hi = length_bounds(n)
         if lo == hi:
             return [None] * lo
         return [None] * lo + [_STAR]
-    if isinstance(n, Repeat):
+    if isinstance(n, pm.Repeat):
         if n.min == 0:
             return [_STAR]
         body = _items(n.body)
@@ -192,23 +182,23 @@ def _items(n: PatternNode) -> list[str | None]:
     raise TypeError(f"unknown pattern node {n!r}")  # pragma: no cover
 
 
-def is_tight(spec: PatternSpec, n_streams: int = 1) -> bool:
+def is_tight(spec: pm.PatternSpec, n_streams: int = 1) -> bool:
     """Whether consecutive BSs of a block are adjacent in the (single) stream."""
     if n_streams != 1 or spec.partition_by:
         return False
-    if spec.semantics == Semantics.SQL:
-        return spec.strategy == Strategy.CONTIGUOUS
-    return spec.strategy == Strategy.CONTIGUOUS
+    if spec.semantics == pm.Semantics.SQL:
+        return spec.strategy == pm.Strategy.CONTIGUOUS
+    return spec.strategy == pm.Strategy.CONTIGUOUS
 
 
-def rewrite(spec: PatternSpec, kinds: dict[str, str], *, n_streams: int = 1,
+def rewrite(spec: pm.PatternSpec, kinds: dict[str, str], *, n_streams: int = 1,
             type_column: str | None = None) -> RewrittenPattern:
     """Rewrite ``spec`` (see the module docstring).
 
     ``kinds``: the stream's indexable columns ("numeric"/"string"); ``type_column``: where SASE+
     event types live (their names become point ranges on it).
     """
-    sql = spec.semantics == Semantics.SQL
+    sql = spec.semantics == pm.Semantics.SQL
     tight = is_tight(spec, n_streams)
     raw = _items(spec.pattern)
     notes: list[str] = []

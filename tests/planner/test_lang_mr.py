@@ -6,16 +6,8 @@ import pyarrow as pa
 import pytest
 
 from replaydb.errors import ParseError, QueryError
+from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern import oracle
-from replaydb.operators.pattern.model import (
-    Alt,
-    Repeat,
-    RowsPerMatch,
-    Semantics,
-    Seq,
-    SkipKind,
-    Var,
-)
 from replaydb.planner.lang import match_recognize as mr
 
 # Listing 3.1 of the dissertation, as printed (typographic quotes and comments included).
@@ -50,8 +42,8 @@ def test_listing_3_1_parses_and_runs_as_written() -> None:
     q = mr.parse(LISTING_3_1)
     assert q.sources == ("CRIMES",) and q.event_types == () and q.text == LISTING_3_1
     spec = q.spec
-    assert spec.pattern == Seq((Var("A"), Repeat(Var("T"), 0, None), Var("B"),
-                                Repeat(Var("T"), 0, None), Var("C")))
+    assert spec.pattern == pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("T"), 0, None), pm.Var("B"),
+                                pm.Repeat(pm.Var("T"), 0, None), pm.Var("C")))
     assert [m.name for m in spec.measures] == ["A.ID", "B.ID", "C.ID"]
     assert q.pattern_spec("s").window == 30 * MIN
     assert q.pattern_spec("ms").window == 30 * MIN * 1000
@@ -81,11 +73,11 @@ def test_clauses_and_quantifiers() -> None:
         DEFINE a AS x > 0, b AS x > PREV(x, 2)
     ) AS m;""")
     s = q.spec
-    assert s.semantics == Semantics.SQL and s.partition_by == ("k",)
-    assert s.rows_per_match == RowsPerMatch.ALL
-    assert (s.after_match_skip.kind, s.after_match_skip.var) == (SkipKind.TO_FIRST, "B")
-    assert s.pattern == Seq((Seq((Alt((Var("A"), Var("C"))),)), Repeat(Var("B"), 2, None, False),
-                             Repeat(Var("D"), 0, 3), Repeat(Var("E"), 2, 2)))
+    assert s.semantics == pm.Semantics.SQL and s.partition_by == ("k",)
+    assert s.rows_per_match == pm.RowsPerMatch.ALL
+    assert (s.after_match_skip.kind, s.after_match_skip.var) == (pm.SkipKind.TO_FIRST, "B")
+    assert s.pattern == pm.Seq((pm.Seq((pm.Alt((pm.Var("A"), pm.Var("C"))),)), pm.Repeat(pm.Var("B"), 2, None, False),
+                             pm.Repeat(pm.Var("D"), 0, 3), pm.Repeat(pm.Var("E"), 2, 2)))
     assert [m.name for m in s.measures] == ["mn", "n", "lb"]
     assert q.window is not None and q.pattern_spec("ms").window == 5000
     assert [i.alias for i in s.select] == [None, "cnt"]

@@ -18,17 +18,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from replaydb.errors import QueryError  # noqa: E402
-from replaydb.operators.expr import (  # noqa: E402
-    Between,
-    Binary,
-    Call,
-    Column,
-    Expr,
-    InList,
-    IsNull,
-    Literal,
-    Unary,
-)
+from replaydb.operators import expr as ex  # noqa: E402
 from replaydb.operators.filter import FilterConfig, FilterOperator  # noqa: E402
 from replaydb.operators.gpu.exprvm import GpuUnsupported  # noqa: E402
 from replaydb.operators.gpu.filter import GpuFilterOperator  # noqa: E402
@@ -64,7 +54,7 @@ def test_fig_2_3_filter_v_greater_3() -> None:
     t = 100
     tab = pa.table({"t": [t, t + 1, t + 3, t + 6, t + 7], "seq": [0, 1, 2, 3, 4],
                     "v": [2, 7, 5, 3, 4]})
-    out = GpuFilterOperator(FilterConfig(Binary(">", Column("v"), Literal(3)))).process(tab)
+    out = GpuFilterOperator(FilterConfig(ex.Binary(">", ex.Column("v"), ex.Literal(3)))).process(tab)
     assert out.column("v").to_pylist() == [7, 5, 4]
     assert out.column("t").to_pylist() == [t + 1, t + 3, t + 7]
     assert out.schema == tab.schema
@@ -73,23 +63,23 @@ def test_fig_2_3_filter_v_greater_3() -> None:
 def test_batches_projection_and_nulls() -> None:
     tab = pa.table({"t": [1, 2, 3, 4], "seq": [0, 1, 2, 3], "v": [1.0, None, 5.0, 4.0],
                     "s": ["a", "b", "a", None]})
-    cfg = FilterConfig(Binary("=", Column("s"), Literal("a")), tab.schema, ("t", "v"))
+    cfg = FilterConfig(ex.Binary("=", ex.Column("s"), ex.Literal("a")), tab.schema, ("t", "v"))
     cpu, gpu, _ = both(cfg, tab, chunk=1)
     assert gpu.to_pydict() == {"t": [1, 3], "v": [1.0, 5.0]} and gpu.equals(cpu)
-    cpu, gpu, _ = both(FilterConfig(Binary(">", Column("v"), Literal(0))), tab)
+    cpu, gpu, _ = both(FilterConfig(ex.Binary(">", ex.Column("v"), ex.Literal(0))), tab)
     assert gpu.column("t").to_pylist() == [1, 3, 4] and gpu.equals(cpu)
 
 
 def test_errors_name_the_column() -> None:
     tab = pa.table({"t": [1], "seq": [0], "v": [1]})
-    op = GpuFilterOperator(FilterConfig(Binary(">", Column("w"), Literal(3))))
+    op = GpuFilterOperator(FilterConfig(ex.Binary(">", ex.Column("w"), ex.Literal(3))))
     with pytest.raises(QueryError, match="'w'"):
         op.push(tab)
 
 
 def test_snapshot_restore_and_interval() -> None:
     tab = pa.table({"t": [1, 2, 3, 4, 5], "seq": [0, 1, 2, 3, 4], "v": [2, 7, 5, 3, 4]})
-    op = GpuFilterOperator(FilterConfig(Binary(">", Column("v"), Literal(3))))
+    op = GpuFilterOperator(FilterConfig(ex.Binary(">", ex.Column("v"), ex.Literal(3))))
     full = rerun_from_snapshot(op, tab, 2, end_interval=True)
     assert op.results().equals(full)
 
@@ -106,52 +96,52 @@ SEM = pa.table({
     "n32": pa.array([1, 2, 3, 4, 5, 6, 7], pa.int32()),
 })
 
-PREDICATES: list[Expr] = [
-    Binary(">", Column("i"), Literal(0)),
-    Binary(">", Binary("%", Column("i"), Literal(3)), Literal(0)),
-    Binary("=", Binary("%", Column("i"), Literal(-4)), Literal(-3)),
-    Binary(">", Binary("%", Column("x"), Literal(2)), Literal(0)),          # fmod on floats
-    Binary("<", Binary("%", Column("i"), Column("x")), Literal(1)),         # mixed: fmod
-    Binary(">=", Binary("/", Column("i"), Column("j")), Literal(0)),        # x/0, null
-    Binary("=", Binary("/", Column("i"), Literal(0)), Literal(float("inf"))),
-    Binary("<", Binary("*", Column("i"), Column("i")), Binary("+", Column("j"), Literal(40))),
-    Binary("!=", Column("x"), Literal(4.0)),                                  # NaN != 4: false
-    Binary("!=", Column("j"), Column("i")),
-    Binary("=", Column("b"), Literal(True)),
-    Binary("and", Column("b"), Binary("<", Column("i"), Literal(5))),
-    Unary("not", Column("x")),                                               # NaN is false
-    Binary("or", Column("i"), IsNull(Column("x"))),
-    Binary("=", Column("s"), Literal("a")),
-    Binary("!=", Column("s"), Literal("a")),
-    Binary("=", Column("s"), Column("s2")),
-    Binary("!=", Column("s"), Column("s2")),
-    Binary("=", Column("s"), Literal("zz")),                                 # absent literal
-    InList(Column("s"), (Literal("a"), Literal("c"))),
-    InList(Column("s"), (Literal("a"), Literal("c")), negated=True),
-    InList(Column("i"), (Literal(3), Literal(10), Literal(2.0))),
-    IsNull(Column("s")),
-    IsNull(Column("j"), negated=True),
-    IsNull(Column("i")),
-    Between(Column("i"), Literal(0), Literal(9.5)),
-    Between(Column("x"), Literal(-3), Literal(2), negated=True),
-    Binary("<", Column("s2"), Literal("c")),                                 # no nulls: ordered
-    Binary("<", Column("s"), Literal("b")),                                  # CPU raises
-    Binary("<=", Column("s"), Column("s2")),                                 # CPU raises
-    Binary(">", Call("SQRT", (Column("i"),)), Literal(1.5)),
-    Binary(">", Call("LN", (Column("x"),)), Literal(0)),
-    Binary("<", Call("LOG10", (Column("i"),)), Literal(0.5)),
-    Binary(">", Call("EXP", (Column("x"),)), Literal(2)),
-    Binary("=", Call("FLOOR", (Column("x"),)), Literal(1)),
-    Binary("=", Call("CEIL", (Column("i"),)), Literal(3.0)),
-    Binary(">", Call("ABS", (Column("i"),)), Literal(2)),
-    Binary(">", Call("POWER", (Column("i"), Literal(2))), Literal(50)),
-    Binary(">", Call("LEAST", (Column("i"), Column("x"), Literal(3))), Literal(0)),
-    Binary("<", Call("GREATEST", (Column("i"), Column("j"))), Literal(3)),
-    Binary(">", Unary("neg", Column("x")), Literal(0)),
-    Binary("<", Column("n32"), Literal(4)),
-    Binary(">", Column("t"), Column("seq")),
-    Literal(True),
-    Literal(None),
+PREDICATES: list[ex.Expr] = [
+    ex.Binary(">", ex.Column("i"), ex.Literal(0)),
+    ex.Binary(">", ex.Binary("%", ex.Column("i"), ex.Literal(3)), ex.Literal(0)),
+    ex.Binary("=", ex.Binary("%", ex.Column("i"), ex.Literal(-4)), ex.Literal(-3)),
+    ex.Binary(">", ex.Binary("%", ex.Column("x"), ex.Literal(2)), ex.Literal(0)),          # fmod on floats
+    ex.Binary("<", ex.Binary("%", ex.Column("i"), ex.Column("x")), ex.Literal(1)),         # mixed: fmod
+    ex.Binary(">=", ex.Binary("/", ex.Column("i"), ex.Column("j")), ex.Literal(0)),        # x/0, null
+    ex.Binary("=", ex.Binary("/", ex.Column("i"), ex.Literal(0)), ex.Literal(float("inf"))),
+    ex.Binary("<", ex.Binary("*", ex.Column("i"), ex.Column("i")), ex.Binary("+", ex.Column("j"), ex.Literal(40))),
+    ex.Binary("!=", ex.Column("x"), ex.Literal(4.0)),                                  # NaN != 4: false
+    ex.Binary("!=", ex.Column("j"), ex.Column("i")),
+    ex.Binary("=", ex.Column("b"), ex.Literal(True)),
+    ex.Binary("and", ex.Column("b"), ex.Binary("<", ex.Column("i"), ex.Literal(5))),
+    ex.Unary("not", ex.Column("x")),                                               # NaN is false
+    ex.Binary("or", ex.Column("i"), ex.IsNull(ex.Column("x"))),
+    ex.Binary("=", ex.Column("s"), ex.Literal("a")),
+    ex.Binary("!=", ex.Column("s"), ex.Literal("a")),
+    ex.Binary("=", ex.Column("s"), ex.Column("s2")),
+    ex.Binary("!=", ex.Column("s"), ex.Column("s2")),
+    ex.Binary("=", ex.Column("s"), ex.Literal("zz")),                                 # absent literal
+    ex.InList(ex.Column("s"), (ex.Literal("a"), ex.Literal("c"))),
+    ex.InList(ex.Column("s"), (ex.Literal("a"), ex.Literal("c")), negated=True),
+    ex.InList(ex.Column("i"), (ex.Literal(3), ex.Literal(10), ex.Literal(2.0))),
+    ex.IsNull(ex.Column("s")),
+    ex.IsNull(ex.Column("j"), negated=True),
+    ex.IsNull(ex.Column("i")),
+    ex.Between(ex.Column("i"), ex.Literal(0), ex.Literal(9.5)),
+    ex.Between(ex.Column("x"), ex.Literal(-3), ex.Literal(2), negated=True),
+    ex.Binary("<", ex.Column("s2"), ex.Literal("c")),                                 # no nulls: ordered
+    ex.Binary("<", ex.Column("s"), ex.Literal("b")),                                  # CPU raises
+    ex.Binary("<=", ex.Column("s"), ex.Column("s2")),                                 # CPU raises
+    ex.Binary(">", ex.Call("SQRT", (ex.Column("i"),)), ex.Literal(1.5)),
+    ex.Binary(">", ex.Call("LN", (ex.Column("x"),)), ex.Literal(0)),
+    ex.Binary("<", ex.Call("LOG10", (ex.Column("i"),)), ex.Literal(0.5)),
+    ex.Binary(">", ex.Call("EXP", (ex.Column("x"),)), ex.Literal(2)),
+    ex.Binary("=", ex.Call("FLOOR", (ex.Column("x"),)), ex.Literal(1)),
+    ex.Binary("=", ex.Call("CEIL", (ex.Column("i"),)), ex.Literal(3.0)),
+    ex.Binary(">", ex.Call("ABS", (ex.Column("i"),)), ex.Literal(2)),
+    ex.Binary(">", ex.Call("POWER", (ex.Column("i"), ex.Literal(2))), ex.Literal(50)),
+    ex.Binary(">", ex.Call("LEAST", (ex.Column("i"), ex.Column("x"), ex.Literal(3))), ex.Literal(0)),
+    ex.Binary("<", ex.Call("GREATEST", (ex.Column("i"), ex.Column("j"))), ex.Literal(3)),
+    ex.Binary(">", ex.Unary("neg", ex.Column("x")), ex.Literal(0)),
+    ex.Binary("<", ex.Column("n32"), ex.Literal(4)),
+    ex.Binary(">", ex.Column("t"), ex.Column("seq")),
+    ex.Literal(True),
+    ex.Literal(None),
     None,
 ]
 
@@ -175,10 +165,10 @@ def test_kinds_the_device_does_not_model_fall_back_per_batch() -> None:
     tab = pa.table({"t": [1, 2, 3], "seq": [0, 1, 2], "f": pa.array([0.1, 0.2, 0.3],
                                                                     pa.float32()),
                     "b": pa.array([True, None, False]), "n": pa.array([1, 2, 3], pa.int16())})
-    for pred in (Binary(">", Column("f"), Literal(0.1)),                   # float32 rounding
-                 Binary("=", Column("b"), Literal(True)),                  # bool with nulls
-                 Binary(">", Binary("+", Column("n"), Literal(1)), Literal(2)),  # narrow int add
-                 Binary(">", Binary("%", Column("t"), Column("seq")), Literal(0))):
+    for pred in (ex.Binary(">", ex.Column("f"), ex.Literal(0.1)),                   # float32 rounding
+                 ex.Binary("=", ex.Column("b"), ex.Literal(True)),                  # bool with nulls
+                 ex.Binary(">", ex.Binary("+", ex.Column("n"), ex.Literal(1)), ex.Literal(2)),  # narrow int add
+                 ex.Binary(">", ex.Binary("%", ex.Column("t"), ex.Column("seq")), ex.Literal(0))):
         cpu, gpu, op = both(FilterConfig(pred), tab)
         assert op.counters.extra["cpu_fallback_batches"] == 1
         if isinstance(cpu, pa.Table):
@@ -188,13 +178,13 @@ def test_kinds_the_device_does_not_model_fall_back_per_batch() -> None:
 
 
 @pytest.mark.parametrize("pred,feature", [
-    (Binary(">", Call("ROUND", (Column("v"),)), Literal(1)), "ROUND"),
-    (Binary("=", Call("LOWER", (Column("s"),)), Literal("a")), "LOWER"),
-    (Binary("=", Call("PREV", (Column("v"),)), Literal(1)), "PREV"),
-    (Binary(">", Call("SUM", (Column("v"),), "RUNNING"), Literal(1)), "RUNNING SUM"),
-    (Binary(">", Column("v", "b", ("prev", 1)), Literal(1)), "subscripted"),
+    (ex.Binary(">", ex.Call("ROUND", (ex.Column("v"),)), ex.Literal(1)), "ROUND"),
+    (ex.Binary("=", ex.Call("LOWER", (ex.Column("s"),)), ex.Literal("a")), "LOWER"),
+    (ex.Binary("=", ex.Call("PREV", (ex.Column("v"),)), ex.Literal(1)), "PREV"),
+    (ex.Binary(">", ex.Call("SUM", (ex.Column("v"),), "RUNNING"), ex.Literal(1)), "RUNNING SUM"),
+    (ex.Binary(">", ex.Column("v", "b", ("prev", 1)), ex.Literal(1)), "subscripted"),
 ])
-def test_unsupported_features_are_refused_by_name(pred: Expr, feature: str) -> None:
+def test_unsupported_features_are_refused_by_name(pred: ex.Expr, feature: str) -> None:
     with pytest.raises(GpuUnsupported, match=feature) as ei:
         GpuFilterOperator(FilterConfig(pred))
     assert "GPU filter" in str(ei.value) and ei.value.hint
@@ -202,7 +192,7 @@ def test_unsupported_features_are_refused_by_name(pred: Expr, feature: str) -> N
 
 def test_cpu_backend_is_the_cpu_filter() -> None:
     tab = pa.table({"t": [1, 2], "seq": [0, 1], "v": [1, 5]})
-    op = GpuFilterOperator(FilterConfig(Binary(">", Column("v"), Literal(3))), backend="cpu")
+    op = GpuFilterOperator(FilterConfig(ex.Binary(">", ex.Column("v"), ex.Literal(3))), backend="cpu")
     assert op.process(tab).column("v").to_pylist() == [5]
 
 
@@ -216,13 +206,13 @@ def test_random_streams_equal_the_cpu(rows: list, c: int, chunk: int, which: int
                     "v": pa.array([r[0] for r in rows], pa.int64()),
                     "w": pa.array([r[1] for r in rows], pa.float64()),
                     "s": pa.array([r[2] for r in rows], pa.string())})
-    pred = [Binary(">=", Column("v"), Literal(c)),
-            Binary("<", Binary("+", Column("w"), Column("v")), Literal(c)),
-            Binary("or", Binary("=", Column("s"), Literal("xy")), IsNull(Column("w"))),
-            Between(Column("w"), Literal(c), Literal(c + 2.5)),
-            Binary("and", Binary(">", Binary("%", Column("v"), Literal(2)), Literal(0)),
-                   Binary("!=", Column("s"), Literal("x"))),
-            InList(Column("v"), (Literal(c), Literal(c + 1)), negated=True)][which]
+    pred = [ex.Binary(">=", ex.Column("v"), ex.Literal(c)),
+            ex.Binary("<", ex.Binary("+", ex.Column("w"), ex.Column("v")), ex.Literal(c)),
+            ex.Binary("or", ex.Binary("=", ex.Column("s"), ex.Literal("xy")), ex.IsNull(ex.Column("w"))),
+            ex.Between(ex.Column("w"), ex.Literal(c), ex.Literal(c + 2.5)),
+            ex.Binary("and", ex.Binary(">", ex.Binary("%", ex.Column("v"), ex.Literal(2)), ex.Literal(0)),
+                   ex.Binary("!=", ex.Column("s"), ex.Literal("x"))),
+            ex.InList(ex.Column("v"), (ex.Literal(c), ex.Literal(c + 1)), negated=True)][which]
     cpu, gpu, op = both(FilterConfig(pred, tab.schema), tab, chunk)
     assert gpu.equals(cpu)
     assert op.counters.events_in == n and op.counters.results_out == gpu.num_rows
@@ -237,7 +227,7 @@ def test_large_batches_on_the_device() -> None:  # pragma: no cover - GPU machin
     tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "x": rng.random(n),
                     "y": rng.random(n)})
     for sel in (1.0, 1e-3, 1e-5):
-        pred = Binary("<", Binary("+", Binary("*", Column("x"), Column("x")),
-                                  Binary("*", Column("y"), Column("y"))), Literal(sel))
+        pred = ex.Binary("<", ex.Binary("+", ex.Binary("*", ex.Column("x"), ex.Column("x")),
+                                  ex.Binary("*", ex.Column("y"), ex.Column("y"))), ex.Literal(sel))
         cpu, gpu, _ = both(FilterConfig(pred), tab, chunk=1 << 20)
         assert gpu.equals(cpu)

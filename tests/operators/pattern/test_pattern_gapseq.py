@@ -11,19 +11,8 @@ import pytest
 
 from replaydb.errors import StateCapExceeded
 from replaydb.operators.expr import Binary, Call, Column, Literal
+from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern import oracle
-from replaydb.operators.pattern.model import (
-    AfterMatchSkip,
-    Measure,
-    PatternSpec,
-    Repeat,
-    RowsPerMatch,
-    Semantics,
-    Seq,
-    SkipKind,
-    Var,
-    VarDef,
-)
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
 from tests.operators.pattern.test_pattern_operator import SCH, random_stream
 
@@ -32,18 +21,18 @@ CONDS = [None, Binary("=", Column("type"), Literal("a")),
          Binary(">", Column("temp"), Literal(4.0)),
          Binary("<=", Column("temp"), Literal(2.0)),
          Binary(">=", Column("temp"), Call("PREV", (Column("temp"),)))]
-MEASURES = (Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
-            Measure("last_seq", Call("LAST", (Column("seq"),))),
-            Measure("n", Call("COUNT", (Column("*"),))),
-            Measure("cls", Call("CLASSIFIER")),
-            Measure("gap", Call("COUNT", (Column("*", "T1"),))))
-MORE_MEASURES = (Measure("second_seq", Call("FIRST", (Column("seq"), Literal(1)))),
-                 Measure("b_temp", Call("LAST", (Column("temp", "B"), Literal(1)))),
-                 Measure("a_sum", Call("SUM", (Column("temp", "A"),))),
-                 Measure("avg_temp", Call("AVG", (Column("temp"),))),
-                 Measure("gap_temp", Call("LAST", (Column("temp", "T1"),))),
-                 Measure("no", Call("MATCH_NUMBER")),
-                 Measure("a_count", Call("COUNT", (Column("*", "A"),))))
+MEASURES = (pm.Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
+            pm.Measure("last_seq", Call("LAST", (Column("seq"),))),
+            pm.Measure("n", Call("COUNT", (Column("*"),))),
+            pm.Measure("cls", Call("CLASSIFIER")),
+            pm.Measure("gap", Call("COUNT", (Column("*", "T1"),))))
+MORE_MEASURES = (pm.Measure("second_seq", Call("FIRST", (Column("seq"), Literal(1)))),
+                 pm.Measure("b_temp", Call("LAST", (Column("temp", "B"), Literal(1)))),
+                 pm.Measure("a_sum", Call("SUM", (Column("temp", "A"),))),
+                 pm.Measure("avg_temp", Call("AVG", (Column("temp"),))),
+                 pm.Measure("gap_temp", Call("LAST", (Column("temp", "T1"),))),
+                 pm.Measure("no", Call("MATCH_NUMBER")),
+                 pm.Measure("a_count", Call("COUNT", (Column("*", "A"),))))
 """More measures, with :data:`MEASURES` the pool :func:`_gap_specs` draws from: some read
 only the blocks' rows (FIRST/LAST of a block variable, with an offset too, SUM over one,
 CLASSIFIER, MATCH_NUMBER, FIRST/LAST of the match without an offset), the others a gap row
@@ -52,25 +41,25 @@ offset)."""
 GAP_ROW_READERS = {"n", "gap", "second_seq", "avg_temp", "gap_temp"}
 
 
-def gap_spec(blocks: list[list[int]], conds: list[int], window: int, skip: SkipKind,
-             all_rows: bool = False, measures: tuple[Measure, ...] = MEASURES) -> PatternSpec:
+def gap_spec(blocks: list[list[int]], conds: list[int], window: int, skip: pm.SkipKind,
+             all_rows: bool = False, measures: tuple[pm.Measure, ...] = MEASURES) -> pm.PatternSpec:
     """``B1 T1* B2 T2* ...``: block variables A, B, C, ... with conditions ``CONDS[conds[i]]``;
     gap ``j`` is the always-true variable ``Tj``."""
     items: list = []
-    defines: list[VarDef] = []
+    defines: list[pm.VarDef] = []
     names = iter("ABCDEFGHIJKLMNOP")
     ci = iter(conds)
     for j, blk in enumerate(blocks):
         if j:
-            items.append(Repeat(Var(f"T{j}"), 0, None))
-            defines.append(VarDef(f"T{j}", Literal(True) if j % 2 else None))
+            items.append(pm.Repeat(pm.Var(f"T{j}"), 0, None))
+            defines.append(pm.VarDef(f"T{j}", Literal(True) if j % 2 else None))
         for _ in blk:
             v = next(names)
-            items.append(Var(v))
-            defines.append(VarDef(v, CONDS[next(ci)]))
-    return PatternSpec(Seq(tuple(items)), tuple(defines), window, semantics=Semantics.SQL,
-                       after_match_skip=AfterMatchSkip(skip), measures=measures,
-                       rows_per_match=RowsPerMatch.ALL if all_rows else RowsPerMatch.ONE)
+            items.append(pm.Var(v))
+            defines.append(pm.VarDef(v, CONDS[next(ci)]))
+    return pm.PatternSpec(pm.Seq(tuple(items)), tuple(defines), window, semantics=pm.Semantics.SQL,
+                       after_match_skip=pm.AfterMatchSkip(skip), measures=measures,
+                       rows_per_match=pm.RowsPerMatch.ALL if all_rows else pm.RowsPerMatch.ONE)
 
 
 def _gap_specs():  # type: ignore[no-untyped-def]
@@ -82,7 +71,7 @@ def _gap_specs():  # type: ignore[no-untyped-def]
         blocks = [[0] * draw(st.integers(1, 3)) for _ in range(k)]
         conds = [draw(st.integers(0, len(CONDS) - 1)) for _ in range(sum(map(len, blocks)))]
         window = draw(st.integers(0, 14))
-        skip = draw(st.sampled_from([SkipKind.PAST_LAST_ROW, SkipKind.TO_NEXT_ROW]))
+        skip = draw(st.sampled_from([pm.SkipKind.PAST_LAST_ROW, pm.SkipKind.TO_NEXT_ROW]))
         pool = MEASURES + MORE_MEASURES
         measures = tuple(pool[i] for i in draw(st.lists(st.integers(0, len(pool) - 1),
                                                         max_size=4, unique=True)))
@@ -92,7 +81,7 @@ def _gap_specs():  # type: ignore[no-untyped-def]
     return build()
 
 
-def _ops(spec: PatternSpec, **kw: object) -> PatternOperator:
+def _ops(spec: pm.PatternSpec, **kw: object) -> PatternOperator:
     return PatternOperator(PatternConfig(spec, SCH), **kw)  # type: ignore[arg-type]
 
 
@@ -129,7 +118,7 @@ def test_blocks_and_gaps_equal_the_general_matcher() -> None:
     @settings(max_examples=150, deadline=None)
     @given(_gap_specs(), st.integers(0, 120), st.integers(0, 10_000), st.integers(1, 50),
            st.lists(st.integers(0, 119), max_size=6), st.integers(0, 3))
-    def check(spec: PatternSpec, n: int, seed: int, chunk: int, raw: list[int],
+    def check(spec: pm.PatternSpec, n: int, seed: int, chunk: int, raw: list[int],
               ties: int) -> None:
         tab = random_stream(n, seed, ties)
         breaks = sorted(b for b in raw if b < n)
@@ -137,7 +126,7 @@ def test_blocks_and_gaps_equal_the_general_matcher() -> None:
         assert type(fast._engine).__name__ == "GapSeqEngine"
         assert type(slow._engine).__name__ == "SqlEngine"
         readers = {m.name for m in spec.measures} & GAP_ROW_READERS
-        one_row = spec.rows_per_match == RowsPerMatch.ONE
+        one_row = spec.rows_per_match == pm.RowsPerMatch.ONE
         assert fast._engine.block_rows_only == (one_row and not readers)
         a = _run(fast, tab, chunk, breaks)
         b = _run(slow, tab, chunk, breaks)
@@ -155,7 +144,7 @@ def test_blocks_and_gaps_equal_the_oracle() -> None:
         blocks = [[0] * rng.randint(1, 2) for _ in range(k)]
         conds = [rng.randint(0, len(CONDS) - 1) for _ in range(sum(map(len, blocks)))]
         spec = gap_spec(blocks, conds, rng.randint(0, 10),
-                        rng.choice([SkipKind.PAST_LAST_ROW, SkipKind.TO_NEXT_ROW]))
+                        rng.choice([pm.SkipKind.PAST_LAST_ROW, pm.SkipKind.TO_NEXT_ROW]))
         tab = random_stream(rng.randint(0, 70), trial)
         want = oracle.matches(spec, tab)
         got = oracle.run_operator(spec, tab, batch_rows=rng.randint(1, 30))
@@ -171,7 +160,7 @@ def test_a_dense_stream_matches_like_the_general_matcher() -> None:
     x = rng.random(n)
     tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": ["a"] * n,
                     "temp": x * 10}, schema=SCH)
-    spec = gap_spec([[0], [0], [0], [0]], [3, 4, 3, 4], 300, SkipKind.TO_NEXT_ROW)
+    spec = gap_spec([[0], [0], [0], [0]], [3, 4, 3, 4], 300, pm.SkipKind.TO_NEXT_ROW)
     fast, slow = _ops(spec), _ops(spec, vectorized=False)
     assert type(fast._engine).__name__ == "GapSeqEngine"
     for b in tab.to_batches(max_chunksize=700):
@@ -195,9 +184,9 @@ def test_matches_without_gap_rows_when_no_measure_reads_them() -> None:
     n = 3000
     tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": ["a"] * n,
                     "temp": rng.random(n) * 10}, schema=SCH)
-    bench = (Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
-             Measure("last_seq", Call("LAST", (Column("seq", "D"),))))
-    spec = gap_spec([[0], [0, 0], [0]], [3, 4, 3, 4], 200, SkipKind.TO_NEXT_ROW,
+    bench = (pm.Measure("first_seq", Call("FIRST", (Column("seq", "A"),))),
+             pm.Measure("last_seq", Call("LAST", (Column("seq", "D"),))))
+    spec = gap_spec([[0], [0, 0], [0]], [3, 4, 3, 4], 200, pm.SkipKind.TO_NEXT_ROW,
                     measures=bench)
     fast = _ops(spec)
     assert fast._engine.block_rows_only and fast.match_rows == "block rows"
@@ -223,32 +212,32 @@ def test_matches_without_gap_rows_when_no_measure_reads_them() -> None:
                                     "skip to", "cross-row", "leading gap", "trailing gap",
                                     "no gap", "bounded gap"])
 def test_other_shapes_run_on_the_general_matcher(change: str) -> None:
-    spec = gap_spec([[0], [0, 0]], [1, 2, 3], 5, SkipKind.PAST_LAST_ROW)
+    spec = gap_spec([[0], [0, 0]], [1, 2, 3], 5, pm.SkipKind.PAST_LAST_ROW)
     items = list(spec.pattern.items)
     defines = list(spec.defines)
     if change == "reluctant":
-        items[1] = Repeat(Var("T1"), 0, None, greedy=False)
+        items[1] = pm.Repeat(pm.Var("T1"), 0, None, greedy=False)
     elif change == "gap condition":
-        defines[1] = VarDef("T1", CONDS[1])
+        defines[1] = pm.VarDef("T1", CONDS[1])
     elif change == "bounded gap":
-        items[1] = Repeat(Var("T1"), 0, 5)
+        items[1] = pm.Repeat(pm.Var("T1"), 0, 5)
     elif change == "leading gap":
-        items.insert(0, Repeat(Var("T1"), 0, None))
+        items.insert(0, pm.Repeat(pm.Var("T1"), 0, None))
     elif change == "trailing gap":
-        items.append(Repeat(Var("T1"), 0, None))
+        items.append(pm.Repeat(pm.Var("T1"), 0, None))
     elif change == "no gap":
         del items[1]
         del defines[1]
         spec = replace(spec, measures=MEASURES[:4])
     elif change == "cross-row":
-        defines[2] = VarDef("B", Binary(">", Column("temp"), Column("temp", "A")))
-    spec = replace(spec, pattern=Seq(tuple(items)), defines=tuple(defines))
+        defines[2] = pm.VarDef("B", Binary(">", Column("temp"), Column("temp", "A")))
+    spec = replace(spec, pattern=pm.Seq(tuple(items)), defines=tuple(defines))
     if change == "partition":
         spec = replace(spec, partition_by=("type",))
     elif change == "no window":
         spec = replace(spec, window=None)
     elif change == "skip to":
-        spec = replace(spec, after_match_skip=AfterMatchSkip(SkipKind.TO_LAST, "B"))
+        spec = replace(spec, after_match_skip=pm.AfterMatchSkip(pm.SkipKind.TO_LAST, "B"))
     op = _ops(spec)
     assert type(op._engine).__name__ != "GapSeqEngine"
     tab = random_stream(80, 2)
@@ -263,7 +252,7 @@ def test_other_shapes_run_on_the_general_matcher(change: str) -> None:
 
 def test_state_cap_counts_the_waiting_rows() -> None:
     """A window much longer than a batch keeps its rows; the state cap stops it."""
-    spec = gap_spec([[0], [0]], [0, 0], 10**6, SkipKind.TO_NEXT_ROW)
+    spec = gap_spec([[0], [0]], [0, 0], 10**6, pm.SkipKind.TO_NEXT_ROW)
     n = 5000
     tab = pa.table({"t": np.arange(n), "seq": np.arange(n), "type": ["a"] * n,
                     "temp": np.zeros(n)}, schema=SCH)
@@ -274,7 +263,7 @@ def test_state_cap_counts_the_waiting_rows() -> None:
 
 
 def test_seeded_stress_keeps_the_invariants() -> None:
-    spec = gap_spec([[0, 0], [0], [0]], [2, 5, 3, 1], 20, SkipKind.PAST_LAST_ROW)
+    spec = gap_spec([[0, 0], [0], [0]], [2, 5, 3, 1], 20, pm.SkipKind.PAST_LAST_ROW)
     tab = random_stream(20_000, 99, ties=1)
     op = _ops(spec)
     rng = random.Random(1)

@@ -16,22 +16,9 @@ from hypothesis import strategies as st
 
 from replaydb.errors import OperatorError, QueryError
 from replaydb.operators import expr as ex
+from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern import oracle
 from replaydb.operators.pattern.automaton import build_automaton
-from replaydb.operators.pattern.model import (
-    AfterMatchSkip,
-    Alt,
-    Neg,
-    PatternNode,
-    PatternSpec,
-    Repeat,
-    Semantics,
-    Seq,
-    SkipKind,
-    Strategy,
-    Var,
-    VarDef,
-)
 
 SCHEMA = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
                     ("x", pa.float64()), ("k", pa.int64())])
@@ -54,20 +41,20 @@ def streams(draw, max_len: int = 9) -> pa.Table:
                     schema=SCHEMA)
 
 
-def patterns(depth: int = 3) -> st.SearchStrategy[PatternNode]:
-    var = st.sampled_from(VARS).map(Var)
+def patterns(depth: int = 3) -> st.SearchStrategy[pm.PatternNode]:
+    var = st.sampled_from(VARS).map(pm.Var)
     if depth == 0:
         return var
 
-    def rep(body: PatternNode, q: tuple[int, int | None], greedy: bool) -> PatternNode:
-        return Repeat(body, q[0], q[1], greedy)
+    def rep(body: pm.PatternNode, q: tuple[int, int | None], greedy: bool) -> pm.PatternNode:
+        return pm.Repeat(body, q[0], q[1], greedy)
 
     sub = patterns(depth - 1)
     quant = st.sampled_from([(0, None), (1, None), (0, 1), (1, 2), (2, 3), (0, 2), (2, None)])
     return st.one_of(
         var,
-        st.lists(sub, min_size=2, max_size=3).map(lambda xs: Seq(tuple(xs))),
-        st.lists(sub, min_size=2, max_size=2).map(lambda xs: Alt(tuple(xs))),
+        st.lists(sub, min_size=2, max_size=3).map(lambda xs: pm.Seq(tuple(xs))),
+        st.lists(sub, min_size=2, max_size=2).map(lambda xs: pm.Alt(tuple(xs))),
         st.builds(rep, sub, quant, st.booleans()),
     )
 
@@ -105,32 +92,32 @@ def conditions(var: str, used: list[str]) -> st.SearchStrategy[ex.Expr | None]:
 
 
 @st.composite
-def specs(draw, semantics: Semantics) -> PatternSpec:
+def specs(draw, semantics: pm.Semantics) -> pm.PatternSpec:
     pat = draw(patterns())
     try:
         auto = build_automaton(pat)
     except QueryError:
         assume(False)
-    if semantics == Semantics.ALL_RUNS:
+    if semantics == pm.Semantics.ALL_RUNS:
         assume(auto.unambiguous_labels())
     used = pat.variables()
-    defines = tuple(VarDef(v, draw(conditions(v, used))) for v in used)
+    defines = tuple(pm.VarDef(v, draw(conditions(v, used))) for v in used)
     window = draw(st.one_of(st.none(), st.integers(0, 5)))
     part = draw(st.sampled_from([(), ("k",)]))
-    if semantics == Semantics.SQL:
-        skip = draw(st.sampled_from([AfterMatchSkip(SkipKind.PAST_LAST_ROW),
-                                     AfterMatchSkip(SkipKind.TO_NEXT_ROW),
-                                     AfterMatchSkip(SkipKind.TO_LAST, draw(st.sampled_from(used))),
-                                     AfterMatchSkip(SkipKind.TO_FIRST,
+    if semantics == pm.Semantics.SQL:
+        skip = draw(st.sampled_from([pm.AfterMatchSkip(pm.SkipKind.PAST_LAST_ROW),
+                                     pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW),
+                                     pm.AfterMatchSkip(pm.SkipKind.TO_LAST, draw(st.sampled_from(used))),
+                                     pm.AfterMatchSkip(pm.SkipKind.TO_FIRST,
                                                     draw(st.sampled_from(used)))]))
-        return PatternSpec(pat, defines, window, Strategy.CONTIGUOUS, Semantics.SQL, part,
+        return pm.PatternSpec(pat, defines, window, pm.Strategy.CONTIGUOUS, pm.Semantics.SQL, part,
                            after_match_skip=skip)
-    strat = draw(st.sampled_from([Strategy.CONTIGUOUS, Strategy.SKIP_TILL_NEXT,
-                                  Strategy.SKIP_TILL_ANY]))
-    return PatternSpec(pat, defines, window, strat, Semantics.ALL_RUNS, part)
+    strat = draw(st.sampled_from([pm.Strategy.CONTIGUOUS, pm.Strategy.SKIP_TILL_NEXT,
+                                  pm.Strategy.SKIP_TILL_ANY]))
+    return pm.PatternSpec(pat, defines, window, strat, pm.Semantics.ALL_RUNS, part)
 
 
-def _compare(spec: PatternSpec, table: pa.Table, batch: int) -> None:
+def _compare(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     try:
         expected = oracle.matches(spec, table)
     except OperatorError:
@@ -138,7 +125,7 @@ def _compare(spec: PatternSpec, table: pa.Table, batch: int) -> None:
             oracle.run_operator(spec, table, batch_rows=batch)
         return
     got = oracle.run_operator(spec, table, batch_rows=batch)
-    if spec.semantics == Semantics.SQL:  # compare per partition, in order
+    if spec.semantics == pm.Semantics.SQL:  # compare per partition, in order
         def per(ms: list) -> dict:
             d: dict = {}
             for m in ms:
@@ -154,46 +141,46 @@ SETTINGS = settings(max_examples=150, deadline=None,
 
 
 @SETTINGS
-@given(specs(Semantics.ALL_RUNS), streams(), st.integers(1, 4))
-def test_all_runs_matches_oracle(spec: PatternSpec, table: pa.Table, batch: int) -> None:
+@given(specs(pm.Semantics.ALL_RUNS), streams(), st.integers(1, 4))
+def test_all_runs_matches_oracle(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     _compare(spec, table, batch)
 
 
 @SETTINGS
-@given(specs(Semantics.SQL), streams(), st.integers(1, 4))
-def test_sql_matches_oracle(spec: PatternSpec, table: pa.Table, batch: int) -> None:
+@given(specs(pm.Semantics.SQL), streams(), st.integers(1, 4))
+def test_sql_matches_oracle(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     _compare(spec, table, batch)
 
 
 @st.composite
-def negation_specs(draw) -> PatternSpec:
+def negation_specs(draw) -> pm.PatternSpec:
     """Flat SASE-like sequences of distinct variables with negations between positives."""
     n = draw(st.integers(2, 3))
     names = VARS[:n]
-    items: list[PatternNode] = []
+    items: list[pm.PatternNode] = []
     negs = []
     for i, v in enumerate(names):
-        items.append(draw(st.sampled_from([Var(v), Repeat(Var(v), 1, None)])))
+        items.append(draw(st.sampled_from([pm.Var(v), pm.Repeat(pm.Var(v), 1, None)])))
         if i < n - 1 and draw(st.booleans()):
             nv = f"N{i}"
             negs.append(nv)
-            items.append(Neg(Var(nv)))
+            items.append(pm.Neg(pm.Var(nv)))
     assume(negs)
-    defines = [VarDef(v, draw(conditions(v, names))) for v in names]
+    defines = [pm.VarDef(v, draw(conditions(v, names))) for v in names]
     for nv in negs:
         cond = draw(st.sampled_from([ex.Binary("=", ex.Column("type"), ex.Literal("c")),
                                      ex.Binary(">", ex.Column("x"), ex.Column("x", "A")), None]))
-        defines.append(VarDef(nv, cond))
-    strat = draw(st.sampled_from([Strategy.SKIP_TILL_NEXT, Strategy.SKIP_TILL_ANY,
-                                  Strategy.CONTIGUOUS]))
-    return PatternSpec(Seq(tuple(items)), tuple(defines), draw(st.one_of(st.none(),
+        defines.append(pm.VarDef(nv, cond))
+    strat = draw(st.sampled_from([pm.Strategy.SKIP_TILL_NEXT, pm.Strategy.SKIP_TILL_ANY,
+                                  pm.Strategy.CONTIGUOUS]))
+    return pm.PatternSpec(pm.Seq(tuple(items)), tuple(defines), draw(st.one_of(st.none(),
                                                                           st.integers(0, 6))),
-                       strat, Semantics.ALL_RUNS, draw(st.sampled_from([(), ("k",)])))
+                       strat, pm.Semantics.ALL_RUNS, draw(st.sampled_from([(), ("k",)])))
 
 
 @SETTINGS
 @given(negation_specs(), streams(), st.integers(1, 4))
-def test_negation_matches_oracle(spec: PatternSpec, table: pa.Table, batch: int) -> None:
+def test_negation_matches_oracle(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     _compare(spec, table, batch)
 
 
@@ -203,20 +190,20 @@ SLOW = settings(max_examples=2500, deadline=None,
 
 @pytest.mark.slow
 @SLOW
-@given(specs(Semantics.ALL_RUNS), streams(11), st.integers(1, 5))
-def test_all_runs_matches_oracle_thousands(spec: PatternSpec, table: pa.Table, batch: int) -> None:
+@given(specs(pm.Semantics.ALL_RUNS), streams(11), st.integers(1, 5))
+def test_all_runs_matches_oracle_thousands(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     _compare(spec, table, batch)
 
 
 @pytest.mark.slow
 @SLOW
-@given(specs(Semantics.SQL), streams(11), st.integers(1, 5))
-def test_sql_matches_oracle_thousands(spec: PatternSpec, table: pa.Table, batch: int) -> None:
+@given(specs(pm.Semantics.SQL), streams(11), st.integers(1, 5))
+def test_sql_matches_oracle_thousands(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     _compare(spec, table, batch)
 
 
 @pytest.mark.slow
 @SLOW
 @given(negation_specs(), streams(11), st.integers(1, 5))
-def test_negation_matches_oracle_thousands(spec: PatternSpec, table: pa.Table, batch: int) -> None:
+def test_negation_matches_oracle_thousands(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     _compare(spec, table, batch)
