@@ -29,6 +29,7 @@ import pyarrow as pa
 from replaydb.operators.greta.edgecode import eval_edge
 from replaydb.operators.greta.events import EventChunk, encode_keys, null_mask
 from replaydb.operators.greta.plan import FENWICK, NONE, POINT, SCAN, CompiledPlan, compile_plan
+from replaydb.operators.greta.runtime import occurrences
 from replaydb.planner.lang.greta import parse, to_config
 
 _OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4}
@@ -195,7 +196,7 @@ class TwoStepBaseline:
         t0 = time.perf_counter()
         plan, g = self.plan, self.g
         ev = EventChunk(table, plan.config.type_column)
-        rows, xs = _occurrences(ev, g)
+        rows, xs = occurrences(ev, g)
         n = len(rows)
         inv, keys = encode_keys(ev, rows, g.part_attrs)
         inp = _inputs(ev, plan, g, rows, xs)
@@ -301,24 +302,6 @@ class _Inputs:
     case3: int
     buf: np.ndarray
     stack_buf: np.ndarray
-
-
-def _occurrences(ev: EventChunk, g: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(event rows, states) of the main graph's occurrences, in event order."""
-    rows_l, x_l = [], []
-    for k, ty in enumerate(g.types):
-        code = ev.type_index.get(ty)
-        if code is None:
-            continue
-        rows = np.flatnonzero(ev.type_codes == code)
-        if g.local[k] is not None and rows.size:
-            rows = rows[np.asarray(ev.values(g.local[k], rows), bool)]
-        rows_l.append(rows)
-        x_l.append(np.full(rows.size, k, np.int64))
-    rows = np.concatenate(rows_l) if rows_l else np.zeros(0, np.int64)
-    xs = np.concatenate(x_l) if x_l else np.zeros(0, np.int64)
-    order = np.argsort(rows, kind="stable")
-    return rows[order], xs[order]
 
 
 def _inputs(ev: EventChunk, plan: CompiledPlan, g: Any, rows: np.ndarray, xs: np.ndarray

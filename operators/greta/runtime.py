@@ -68,6 +68,29 @@ OUTT = namedtuple("OUTT", [
     "qh", "qt", "qtotI", "qtotF", "co_t", "co_ls", "co_pid"])
 
 
+def occurrences(ev: EventChunk, g: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(event rows, states) of the occurrences of graph ``g``'s states in ``ev``, in event
+    order (stable: a row's states in state order): the rows of each state's event type that
+    pass its local predicate (a null or NaN predicate value counts as false).
+    O(events + occurrences log occurrences)."""
+    rows_l, x_l = [], []
+    for k, ty in enumerate(g.types):
+        code = ev.type_index.get(ty)
+        if code is None:
+            continue
+        rows = np.flatnonzero(ev.type_codes == code)
+        if rows.size and g.local[k] is not None:
+            rows = rows[as_bool(ev.values(g.local[k], rows))]
+        rows_l.append(rows)
+        x_l.append(np.full(rows.size, k, np.int64))
+    if not rows_l:
+        return EMPTY_I, EMPTY_I
+    rows = np.concatenate(rows_l)
+    xs = np.concatenate(x_l)
+    order = np.argsort(rows, kind="stable")
+    return rows[order], xs[order]
+
+
 class GraphState(IndexUniverses):
     """Runtime state of one graph (see the module docstring)."""
 
@@ -88,6 +111,28 @@ class GraphState(IndexUniverses):
         fwI, fwF = (self.ptI, self.ptF) if self.fw_in_pt else (self.fwI, self.fwF)
         return IXT(off=self.off, sz=self.sz, ptI=self.ptI, ptF=self.ptF, fwI=fwI, fwF=fwF,
                    appM=self.appM)
+
+    def _rct(self) -> RCT:
+        """The kernel's view of the run table: its current arrays (rebuild it after
+        :meth:`widen` or any other reallocation). O(1)."""
+        return RCT(I=self.rI, F=self.rF, t=self.r_t, rank=self.r_rank, alive=self.r_alive,
+                   nxt=self.r_nxt, pid=self.r_pid, ix=self.r_ix, occ=self.r_occ, g=self.r_g,
+                   head=self.r_head, tail=self.r_tail)
+
+    def _outt(self) -> OUTT:
+        """The kernel's output arrays: finals, queued results and this call's completions
+        (the current arrays; rebuild after a reallocation). O(1)."""
+        return OUTT(finI=self.finI, finF=self.finF, fin_seq=self.fin_seq, p_gid=self.p_gid,
+                    qI=self.qI, qF=self.qF, q_t=self.q_t, q_seq=self.q_seq, q_pid=self.q_pid,
+                    q_alive=self.q_alive, q_nxt=self.q_nxt, qh=self.qh, qt=self.qt,
+                    qtotI=self.qtotI, qtotF=self.qtotF, co_t=self.co_t, co_ls=self.co_ls,
+                    co_pid=self.co_pid)
+
+    def _ngt(self, cc: tuple[np.ndarray, ...]) -> NGT:
+        """The kernel's negation bundle: the bucket layout and the children's completions
+        ``cc`` (times, lengths, slots, buckets). O(1)."""
+        return NGT(bM=self.bM, bL=self.bL, blk=self.blk, p_bucket=self.p_bucket,
+                   cc_t=cc[0], cc_ls=cc[1], cc_slot=cc[2], cc_bucket=cc[3])
 
     # ------------------------------------------------------------------ partitions
     def new_partitions(self, first: int, keys: list[tuple], runtime: Runtime) -> None:
@@ -167,29 +212,9 @@ class GraphState(IndexUniverses):
         return True
 
     # ------------------------------------------------------------------ sub-chunk preparation
-    def occurrences(self, ev: EventChunk) -> tuple[np.ndarray, np.ndarray]:
-        """(event rows, states) of the graph's occurrences in ``ev``, in event order."""
-        g = self.g
-        rows_l, x_l = [], []
-        for k, ty in enumerate(g.types):
-            code = ev.type_index.get(ty)
-            if code is None:
-                continue
-            rows = np.flatnonzero(ev.type_codes == code)
-            if rows.size and g.local[k] is not None:
-                rows = rows[as_bool(ev.values(g.local[k], rows))]
-            rows_l.append(rows)
-            x_l.append(np.full(rows.size, k, np.int64))
-        if not rows_l:
-            return EMPTY_I, EMPTY_I
-        rows = np.concatenate(rows_l)
-        xs = np.concatenate(x_l)
-        order = np.argsort(rows, kind="stable")
-        return rows[order], xs[order]
-
     def prepare(self, ev: EventChunk, runtime: Runtime, W0: int) -> OCC | None:
         cp, g = self.cp, self.g
-        rows, xs = self.occurrences(ev)
+        rows, xs = occurrences(ev, g)
         t = ev.t[rows]
         if self.is_main:
             d, s = cp.within, cp.slide
@@ -331,19 +356,12 @@ class GraphState(IndexUniverses):
                 self.widen(limbs_needed())
         CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
         Zarr = np.array([self.Z], np.float64)
-        ngt = NGT(bM=self.bM, bL=self.bL, blk=self.blk, p_bucket=self.p_bucket,
-                  cc_t=cc[0], cc_ls=cc[1], cc_slot=cc[2], cc_bucket=cc[3])
+        ngt = self._ngt(cc)
         while True:
             gc = self.gc(slack, max_group)
             ixt = self._ixt()
-            rct = RCT(I=self.rI, F=self.rF, t=self.r_t, rank=self.r_rank, alive=self.r_alive,
-                      nxt=self.r_nxt, pid=self.r_pid, ix=self.r_ix, occ=self.r_occ, g=self.r_g,
-                      head=self.r_head, tail=self.r_tail)
-            outt = OUTT(finI=self.finI, finF=self.finF, fin_seq=self.fin_seq, p_gid=self.p_gid,
-                        qI=self.qI, qF=self.qF, q_t=self.q_t, q_seq=self.q_seq, q_pid=self.q_pid,
-                        q_alive=self.q_alive, q_nxt=self.q_nxt, qh=self.qh, qt=self.qt,
-                        qtotI=self.qtotI, qtotF=self.qtotF, co_t=self.co_t, co_ls=self.co_ls,
-                        co_pid=self.co_pid)
+            rct = self._rct()
+            outt = self._outt()
             pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr)
             if pos >= n:
                 break
@@ -372,19 +390,12 @@ class GraphState(IndexUniverses):
                   wb=EMPTY_I, ai=np.zeros((0, 1), np.int64), af=np.zeros((0, 1)),
                   rank=np.zeros((0, 1), np.int64), bound=np.zeros((0, 1), np.int64),
                   g=np.zeros((0, 1)))
-        ngt = NGT(bM=self.bM, bL=self.bL, blk=self.blk, p_bucket=self.p_bucket,
-                  cc_t=cc[0], cc_ls=cc[1], cc_slot=cc[2], cc_bucket=cc[3])
+        ngt = self._ngt(cc)
         CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
         gc = self.gc(0.0, 1)
         ixt = self._ixt()
-        rct = RCT(I=self.rI, F=self.rF, t=self.r_t, rank=self.r_rank, alive=self.r_alive,
-                  nxt=self.r_nxt, pid=self.r_pid, ix=self.r_ix, occ=self.r_occ, g=self.r_g,
-                  head=self.r_head, tail=self.r_tail)
-        outt = OUTT(finI=self.finI, finF=self.finF, fin_seq=self.fin_seq, p_gid=self.p_gid,
-                    qI=self.qI, qF=self.qF, q_t=self.q_t, q_seq=self.q_seq, q_pid=self.q_pid,
-                    q_alive=self.q_alive, q_nxt=self.q_nxt, qh=self.qh, qt=self.qt,
-                    qtotI=self.qtotI, qtotF=self.qtotF, co_t=self.co_t, co_ls=self.co_ls,
-                    co_pid=self.co_pid)
+        rct = self._rct()
+        outt = self._outt()
         kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, np.array([self.Z]))
 
     # ------------------------------------------------------------------ checks
