@@ -252,13 +252,13 @@ def extract_conditions(var: str, condition: ex.Expr | None, kinds: dict[str, str
     (SASE+ event types on the type column). Returns the conditions (one per column, sorted by
     column) and the texts of the conjuncts that were dropped (replaced by TRUE).
     """
-    ex = _Extractor(var, kinds, sql)
+    extractor = _Extractor(var, kinds, sql)
     per: dict[str, tuple[Range, ...]] = {}
     dropped: list[str] = []
     for c in ex.conjuncts(condition):
         if isinstance(c, ex.Literal) and c.value is True:
             continue
-        got = ex.ranges(c)
+        got = extractor.ranges(c)
         if got is None:
             dropped.append(ex.to_text(c))
             continue
