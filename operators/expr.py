@@ -299,7 +299,22 @@ def _nan_safe_cmp(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
 def _obj_eq(a: Any, b: Any) -> Any:
     r = _op.eq(a, b)
-    return r.astype(bool) if isinstance(r, np.ndarray) and r.dtype == object else r
+    if _plain(a) and _plain(b):
+        return r
+    if isinstance(r, np.ndarray) and r.dtype == object:
+        r = r.astype(bool)
+    if a is None or b is None:  # = NULL: false, like every comparison with NULL
+        return r & False
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):  # NULL = NULL row by row
+        return r & ~(_none_mask(a) | _none_mask(b))
+    return r  # a NULL row never equals a non-null scalar
+
+
+def _none_mask(v: np.ndarray) -> np.ndarray:
+    """Where an object array holds None (one comparison per row, in C)."""
+    if v.dtype != object:
+        return np.zeros(v.shape, bool)
+    return np.asarray(v == None, dtype=bool)  # noqa: E711 - elementwise, not identity
 
 
 def _div(a: Any, b: Any) -> Any:
@@ -364,7 +379,13 @@ def _as_bool(v: Any) -> Any:
 
 
 def _scalar_fn(fn: Callable[..., Any], arity: int | tuple[int, int]) -> tuple[Callable, tuple[int, int]]:
-    return fn, (arity, arity) if isinstance(arity, int) else arity
+    """A builtin with its arity; a domain error (``LN(-1)``, ``SQRT(-1)``) is NaN, silently."""
+
+    def quiet(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    return quiet, (arity, arity) if isinstance(arity, int) else arity
 
 
 def _round(x: Any, nd: Any = 0) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -9,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaydb.errors import QueryError
-from replaydb.operators.expr import Binary, Column, Literal
+from replaydb.operators.expr import Binary, Call, Column, Literal
 from replaydb.operators.filter import FilterConfig, FilterOperator
 from tests.helpers import rerun_from_snapshot
 
@@ -44,6 +46,30 @@ def test_filter_batches_projection_and_nulls() -> None:
     assert out.to_pydict() == {"t": [1, 3], "v": [1.0, 5.0]}
     op2 = FilterOperator(FilterConfig(Binary(">", Column("v"), Literal(0))))
     assert op2.process(tab).column("t").to_pylist() == [1, 3, 4]  # NULL > 0 is false
+
+
+def test_a_comparison_of_two_string_nulls_is_false() -> None:
+    """Two-valued logic: ``s = s`` keeps no row where ``s`` is NULL, for strings as for
+    numbers, and ``s != s`` keeps none either (docs/decisions.md, Null logic)."""
+    tab = pa.table({"t": [1, 2, 3], "seq": [0, 1, 2], "s": ["a", None, "b"],
+                    "v": [1.0, None, 2.0]})
+    for col in ("s", "v"):
+        same = FilterOperator(FilterConfig(Binary("=", Column(col), Column(col)), tab.schema))
+        assert same.process(tab).column("t").to_pylist() == [1, 3]
+        differ = FilterOperator(FilterConfig(Binary("!=", Column(col), Column(col)), tab.schema))
+        assert differ.process(tab).column("t").to_pylist() == []
+
+
+def test_domain_errors_are_null_without_warnings() -> None:
+    """``LN`` and ``SQRT`` of a negative value are NULL (NaN), so a comparison with them is
+    false, and no floating-point warning escapes."""
+    tab = pa.table({"t": [1, 2], "seq": [0, 1], "v": [-1.0, 4.0]})
+    for fn in ("LN", "SQRT"):
+        op = FilterOperator(FilterConfig(Binary(">", Call(fn, (Column("v"),)), Literal(-10)),
+                                         tab.schema))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert op.process(tab).column("t").to_pylist() == [2]
 
 
 def test_filter_errors_name_the_column() -> None:
