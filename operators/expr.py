@@ -16,8 +16,12 @@ Semantics (documented decisions):
 * Nulls are NaN (floats) or None (strings). Every comparison involving a null is False, and NOT of
   such a comparison is True (two-valued logic, as the filter operator of the dissertation assumes,
   Def 2.10) - not SQL's three-valued logic.
-* ``/`` is true division (float); ``%`` is floor modulo on integers, ``fmod`` on floats; division by
-  zero gives +-inf or NaN, never an exception (so a bad row cannot abort a replay).
+* ``/`` is true division (float); ``%`` is floor modulo (NumPy's ``remainder``, Python's ``%``:
+  the result has the divisor's sign) on integers and floats alike; division by zero gives +-inf
+  or NaN and ``x % 0`` NULL, never an exception (so a bad row cannot abort a replay).
+* The compiled evaluators (pattern conditions across events, GRETA edge predicates, the GPU
+  filter and join) share one typed form and one definition of these scalar semantics
+  (:mod:`replaydb.operators.exprcode`); this module is the reference they are tested against.
 * ``=`` on strings is exact, case-sensitive equality.
 
 Complexity: compiling is O(size of the tree); evaluating is O(size of the tree x length of the
@@ -299,7 +303,11 @@ def _nan_safe_cmp(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
 def _obj_eq(a: Any, b: Any) -> Any:
     r = _op.eq(a, b)
-    return r.astype(bool) if isinstance(r, np.ndarray) and r.dtype == object else r
+    if _plain(a) and _plain(b):
+        return r
+    if isinstance(r, np.ndarray) and r.dtype == object:
+        r = r.astype(bool)
+    return r & ~(_isnull(a) | _isnull(b))  # NULL = NULL is false, like every comparison with NULL
 
 
 def _div(a: Any, b: Any) -> Any:
@@ -317,7 +325,7 @@ def _mod(a: Any, b: Any) -> Any:
                 r = np.where(b_arr == 0, np.nan, r)
             return r if r.ndim else r[()]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.fmod(a, b)
+        return np.mod(a, b)
 
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
@@ -364,7 +372,13 @@ def _as_bool(v: Any) -> Any:
 
 
 def _scalar_fn(fn: Callable[..., Any], arity: int | tuple[int, int]) -> tuple[Callable, tuple[int, int]]:
-    return fn, (arity, arity) if isinstance(arity, int) else arity
+    """A builtin with its arity; a domain error (``LN(-1)``, ``SQRT(-1)``) is NaN, silently."""
+
+    def quiet(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    return quiet, (arity, arity) if isinstance(arity, int) else arity
 
 
 def _round(x: Any, nd: Any = 0) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -92,6 +93,44 @@ def test_running_example_temperature_increase() -> None:
     assert (1, 2, 3) in rows          # 21, 23, 26 >= 26
     assert all(tab.column("temp")[m[-1]].as_py() >= tab.column("temp")[m[0]].as_py() + 5
                for m in rows)
+
+
+def test_cross_event_conditions_decide_like_the_numpy_evaluator() -> None:
+    """A condition on an earlier bound event runs on the compiled machine, a condition on the
+    current event on NumPy; both share one definition of ``%`` (floor modulo on floats too:
+    -7.0 % 3 is 2, -0.5 % 3 is 2.5) and FLOOR (a float: 1e20 and inf stay themselves), so the
+    operator, the oracle and the local evaluation agree."""
+    temps = [-7.0, 1.0, 1e20, -1.0, -0.5, 0.0, math.inf, 2.0, 5.0]
+    tab = typed("x" * len(temps), temps)
+    skip = AfterMatchSkip(SkipKind.TO_NEXT_ROW)
+    pair = Seq((Var("A"), Var("B")))
+
+    def matched_a(cond: Binary, local: bool = False) -> list[int]:
+        defs = (VarDef("A", cond), VarDef("B")) if local else (VarDef("A"), VarDef("B", cond))
+        spec = PatternSpec(pair, defs, strategy=Strategy.CONTIGUOUS, semantics=Semantics.SQL,
+                           after_match_skip=skip)
+        got = oracle.run_operator(spec, tab, batch_rows=3)
+        assert got == oracle.matches(spec, tab)
+        return [m[1][0] for m in got]
+
+    mod2 = lambda x: Binary("=", Binary("%", x, Literal(3)), Literal(2.5))  # noqa: E731
+    assert matched_a(mod2(Column("temp", "A"))) == [4]          # -0.5 % 3 = 2.5
+    assert matched_a(mod2(Column("temp")), local=True) == [4]
+    mod = lambda x: Binary("=", Binary("%", x, Literal(3)), Literal(2))  # noqa: E731
+    assert matched_a(mod(Column("temp", "A"))) == [0, 3, 7]   # -7, -1 and 2 (1e20 % 3 = 1)
+    assert matched_a(mod(Column("temp")), local=True) == [0, 3, 7]
+    big = Binary(">", Call("FLOOR", (Column("temp", "A"),)), Literal(1e19))
+    assert matched_a(big) == [2, 6]
+
+
+def test_cross_event_conditions_refuse_arithmetic_on_booleans() -> None:
+    """NumPy's ``bool + bool`` is OR and Python's is 2: a compiled condition refuses it."""
+    flag = Binary("=", Column("type", "A"), Literal("x"))
+    spec = PatternSpec(Seq((Var("A"), Var("B"))),
+                       (VarDef("A"), VarDef("B", Binary(">", Binary("+", flag, flag),
+                                                        Literal(1)))))
+    with pytest.raises(QueryError, match="arithmetic on a boolean"):
+        PatternOperator(PatternConfig(spec, SCH))
 
 
 def _ops(spec: PatternSpec, **kw: object) -> PatternOperator:
