@@ -98,155 +98,174 @@ from replaydb.operators.exprcode.scalar import (
     truth,
 )
 
-_INLINE = {"inline": "always", "error_model": "numpy"}
+_JIT = {"error_model": "numpy"}
 
 
-@register_jitable(**_INLINE)
-def _int_op(o, si, pi, m, c):
+@register_jitable(**_JIT)
+def _int_op(o, si, pi, m):
     """Int64 arithmetic (wrapping like NumPy); returns the new int depth."""
     if o >= NEGI:
-        u = si[(pi - 1) * m + c]
-        si[(pi - 1) * m + c] = -u if (o == NEGI or u < 0) else u
+        for c in range((pi - 1) * m, pi * m):
+            u = si[c]
+            si[c] = -u if (o == NEGI or u < 0) else u
         return pi
     pi -= 1
-    u = si[(pi - 1) * m + c]
-    v = si[pi * m + c]
-    if o == ADDI:
-        w = u + v
-    elif o == SUBI:
-        w = u - v
-    elif o == MULI:
-        w = u * v
-    elif o == MODI:
-        w = mod_i(u, v)
-    elif o == MINI:
-        w = u if u <= v else v
-    else:
-        w = u if u >= v else v
-    si[(pi - 1) * m + c] = w
+    for c in range(m):
+        u = si[(pi - 1) * m + c]
+        v = si[pi * m + c]
+        if o == ADDI:
+            w = u + v
+        elif o == SUBI:
+            w = u - v
+        elif o == MULI:
+            w = u * v
+        elif o == MODI:
+            w = mod_i(u, v)
+        elif o == MINI:
+            w = u if u <= v else v
+        else:
+            w = u if u >= v else v
+        si[(pi - 1) * m + c] = w
     return pi
 
 
-@register_jitable(**_INLINE)
-def _float_binary(o, sf, pf, m, c):
+@register_jitable(**_JIT)
+def _float_binary(o, sf, pf, m):
     """Float64 operators; returns the new float depth."""
     pf -= 1
-    x = sf[(pf - 1) * m + c]
-    y = sf[pf * m + c]
-    if o == ADDF:
-        r = fadd(x, y)
-    elif o == SUBF:
-        r = fsub(x, y)
-    elif o == MULF:
-        r = fmul(x, y)
-    elif o == DIVF:
-        r = fdiv(x, y)
-    elif o == MODF:
-        r = mod_f(x, y)
-    elif o == MODFI:
-        r = mod_fi(x, y)
-    elif o == POWF:
-        r = fpow(x, y)
-    elif o == MINF:
-        r = min_f(x, y)
-    else:
-        r = max_f(x, y)
-    sf[(pf - 1) * m + c] = r
+    for c in range(m):
+        x = sf[(pf - 1) * m + c]
+        y = sf[pf * m + c]
+        if o == ADDF:
+            r = fadd(x, y)
+        elif o == SUBF:
+            r = fsub(x, y)
+        elif o == MULF:
+            r = fmul(x, y)
+        elif o == DIVF:
+            r = fdiv(x, y)
+        elif o == MODF:
+            r = mod_f(x, y)
+        elif o == MODFI:
+            r = mod_fi(x, y)
+        elif o == POWF:
+            r = fpow(x, y)
+        elif o == MINF:
+            r = min_f(x, y)
+        else:
+            r = max_f(x, y)
+        sf[(pf - 1) * m + c] = r
     return pf
 
 
-@register_jitable(**_INLINE)
-def _float_unary(o, a, sf, pf, m, c):
+@register_jitable(**_JIT)
+def _float_unary(o, a, sf, pf, m):
     """Float64 functions of one value (``a``: ROUND's digits)."""
-    x = sf[(pf - 1) * m + c]
-    if o == NEGF:
-        r = -x
-    elif o == ABSF:
-        r = abs(x)
-    elif o == SQRTF:
-        r = sqrt_f(x)
-    elif o == LNF:
-        r = ln_f(x)
-    elif o == LOG10F:
-        r = log10_f(x)
-    elif o == EXPF:
-        r = fexp(x)
-    elif o == FLOORF:
-        r = ffloor(x)
-    elif o == CEILF:
-        r = fceil(x)
-    else:
-        r = round_f(x, a)
-    sf[(pf - 1) * m + c] = r
+    for c in range((pf - 1) * m, pf * m):
+        x = sf[c]
+        if o == NEGF:
+            r = -x
+        elif o == ABSF:
+            r = abs(x)
+        elif o == SQRTF:
+            r = sqrt_f(x)
+        elif o == LNF:
+            r = ln_f(x)
+        elif o == LOG10F:
+            r = log10_f(x)
+        elif o == EXPF:
+            r = fexp(x)
+        elif o == FLOORF:
+            r = ffloor(x)
+        elif o == CEILF:
+            r = fceil(x)
+        else:
+            r = round_f(x, a)
+        sf[c] = r
 
 
-@register_jitable(**_INLINE)
-def _logic_op(o, a, si, sf, pi, pf, m, c):
-    """Comparisons, logic and NULL tests (booleans 0/1 on the int stack); returns the depths."""
+@register_jitable(**_JIT)
+def _float_test(o, a, si, sf, pi, pf, m):
+    """Float comparisons, truth and NULL tests (booleans 0/1 onto the int stack); returns the
+    new depths."""
     if o == CMPF:
         pf -= 2
-        si[pi * m + c] = cmp_f(a, sf[pf * m + c], sf[(pf + 1) * m + c])
+        for c in range(m):
+            si[pi * m + c] = cmp_f(a, sf[pf * m + c], sf[(pf + 1) * m + c])
         return pi + 1, pf
-    if o == TRUTHF or o == ISNULLF or o == NOTNULLF:
-        pf -= 1
+    pf -= 1
+    for c in range(m):
         x = sf[pf * m + c]
         if o == TRUTHF:
             si[pi * m + c] = 1 if truth(x) else 0
         else:
             si[pi * m + c] = 1 if (x != x) == (o == ISNULLF) else 0
-        return pi + 1, pf
+    return pi + 1, pf
+
+
+@register_jitable(**_JIT)
+def _int_logic(o, a, si, pi, m):
+    """Int comparisons, logic and string NULL tests (booleans 0/1); returns the new int
+    depth."""
     if o == CMPI or o == CMPS or o == AND or o == OR:
         pi -= 1
-        u = si[(pi - 1) * m + c]
-        v = si[pi * m + c]
-        if o == CMPI:
-            w = cmp_i(a, u, v)
-        elif o == CMPS:
-            w = cmp_s(a, u, v)
-        elif o == AND:
-            w = 1 if (u != 0 and v != 0) else 0
-        else:
-            w = 1 if (u != 0 or v != 0) else 0
-        si[(pi - 1) * m + c] = w
-        return pi, pf
-    u = si[(pi - 1) * m + c]
-    if o == NOT:
-        w = 0 if u != 0 else 1
-    elif o == TRUTHI:
-        w = 1 if u != 0 else 0
-    elif o == ISNULLS:
-        w = 1 if u < 0 else 0
-    else:  # NOTNULLS
-        w = 0 if u < 0 else 1
-    si[(pi - 1) * m + c] = w
-    return pi, pf
+        for c in range(m):
+            u = si[(pi - 1) * m + c]
+            v = si[pi * m + c]
+            if o == CMPI:
+                w = cmp_i(a, u, v)
+            elif o == CMPS:
+                w = cmp_s(a, u, v)
+            elif o == AND:
+                w = 1 if (u != 0 and v != 0) else 0
+            else:
+                w = 1 if (u != 0 or v != 0) else 0
+            si[(pi - 1) * m + c] = w
+        return pi
+    for c in range((pi - 1) * m, pi * m):
+        u = si[c]
+        if o == NOT:
+            w = 0 if u != 0 else 1
+        elif o == TRUTHI:
+            w = 1 if u != 0 else 0
+        elif o == ISNULLS:
+            w = 1 if u < 0 else 0
+        else:  # NOTNULLS
+            w = 0 if u < 0 else 1
+        si[c] = w
+    return pi
 
 
-@register_jitable(**_INLINE)
-def exec_op(o, a, fc, ic, si, sf, pi, pf, m, c):
-    """Run instruction ``o`` (operands ``a``, ``fc``, ``ic``) for evaluation ``c`` of ``m`` on
-    the int stack ``si`` (depth ``pi``) and the float stack ``sf`` (depth ``pf``); returns the
-    new depths (the same for every evaluation)."""
+@register_jitable(**_JIT)
+def exec_op(o, a, fc, ic, si, sf, pi, pf, m):
+    """Run instruction ``o`` (operands ``a``, ``fc``, ``ic``) for the ``m`` evaluations that
+    share the int stack ``si`` (depth ``pi``) and the float stack ``sf`` (depth ``pf``); returns
+    the new depths (the same for every evaluation). O(m)."""
     if o == CF:
-        sf[pf * m + c] = fc
+        for c in range(m):
+            sf[pf * m + c] = fc
         return pi, pf + 1
     if o == CI:
-        si[pi * m + c] = ic
+        for c in range(m):
+            si[pi * m + c] = ic
         return pi + 1, pf
     if o == I2F:
-        sf[pf * m + c] = float(si[(pi - 1) * m + c])
+        for c in range(m):
+            sf[pf * m + c] = float(si[(pi - 1) * m + c])
         return pi - 1, pf + 1
     if o < ADDF:
-        return _int_op(o, si, pi, m, c), pf
+        return _int_op(o, si, pi, m), pf
     if o <= MAXF:
-        return pi, _float_binary(o, sf, pf, m, c)
+        return pi, _float_binary(o, sf, pf, m)
     if o <= ROUNDF:
-        _float_unary(o, a, sf, pf, m, c)
+        _float_unary(o, a, sf, pf, m)
         return pi, pf
-    return _logic_op(o, a, si, sf, pi, pf, m, c)
+    if o == CMPF or o == TRUTHF or o == ISNULLF or o == NOTNULLF:
+        return _float_test(o, a, si, sf, pi, pf, m)
+    return _int_logic(o, a, si, pi, m), pf
 
 
-@register_jitable(**_INLINE)
+@register_jitable(**_JIT)
 def eval_rows(op, a, b, fc, ic, lo, hi, strc, im0, fm0, r0, im1, fm1, r1, si, sf):
     """Evaluate program ``[lo, hi)`` on row ``r0`` of source 0 and row ``r1`` of source 1;
     returns the final boolean (``si``/``sf``: the stacks of one evaluation).
@@ -259,7 +278,7 @@ def eval_rows(op, a, b, fc, ic, lo, hi, strc, im0, fm0, r0, im1, fm1, r1, si, sf
     for k in range(lo, hi):
         o = op[k]
         if o >= FIRST_COMPUTE:
-            pi, pf = exec_op(o, a[k], fc[k], ic[k], si, sf, pi, pf, 1, 0)
+            pi, pf = exec_op(o, a[k], fc[k], ic[k], si, sf, pi, pf, 1)
         elif o == LDI:
             si[pi] = im0[a[k], r0] if b[k] == 0 else im1[a[k], r1]
             pi += 1

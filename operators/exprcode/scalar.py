@@ -4,7 +4,7 @@ Each function here is plain Python that Numba compiles for whichever target call
 machines (``numba.njit`` loops of the pattern matchers and GRETA) and the CUDA kernels (filter,
 join, pattern matcher) call the *same* definitions, and the CUDA simulator runs them as Python.
 The vectorized NumPy evaluator (:mod:`replaydb.operators.expr`) is the reference they agree with
-(``tests/test_expr_machines.py`` holds every evaluator to it on random expressions and data).
+(``tests/operators/test_expr_machines.py`` holds every evaluator to it on random expressions and data).
 
 Two layers:
 

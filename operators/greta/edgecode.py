@@ -115,5 +115,5 @@ def eval_edge(code, arg, start, length, prev, prow, nxt, nrow, stack) -> bool:
             pf += 1
         else:
             pi, pf = exec_op(o, a, arg[k], np.int64(arg[k]) if o == oc.CI else 0, si, sf, pi,
-                             pf, 1, 0)
+                             pf, 1)
     return pi == 0 or si[pi - 1] != 0

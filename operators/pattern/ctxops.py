@@ -34,7 +34,7 @@ def copy_row(dst, src, ctx_i, ctx_f):
         ctx_f[dst, s] = ctx_f[src, s]
 
 
-@register_jitable
+@register_jitable(inline="always")
 def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
     """Update the state rows ``ci``/``cf`` for event ``g`` bound to variable ``v``; the matchers
     on the CPU (arena rows) and on the GPU (a thread's local rows) share it. ``rows[g - base,
@@ -65,6 +65,39 @@ def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, ba
                             cf[s] = x
                     elif x > cf[s]:
                         cf[s] = x
+
+
+@register_jitable
+def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
+    """Update the state rows ``ci``/``cf`` for event ``g`` bound to variable ``v``; the matchers
+    on the CPU (arena rows) and on the GPU (a thread's local rows) share it. ``rows[g - base,
+    c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
+    for s in range(ci_kind.shape[0]):
+        cv = ci_var[s]
+        if cv == v or cv == -1:
+            if ci_kind[s] == CI_LAST:
+                ci[nid, s] = g
+            elif ci[nid, s] < 0:
+                ci[nid, s] = g
+    for s in range(cf_kind.shape[0]):
+        cv = cf_var[s]
+        if cv == v or cv == -1:
+            kind = cf_kind[s]
+            if kind == CF_ROWS:
+                cf[nid, s] += 1.0
+            else:
+                x = rows[g - base, cf_col[s]]
+                if x == x:
+                    j = kind - 1
+                    if j == 0:
+                        cf[nid, s] += 1.0
+                    elif j == 1:
+                        cf[nid, s] = fadd(cf[nid, s], x)
+                    elif j == 2:
+                        if x < cf[nid, s]:
+                            cf[nid, s] = x
+                    elif x > cf[nid, s]:
+                        cf[nid, s] = x
 
 
 @njit(cache=True, inline="always")

@@ -53,7 +53,7 @@ import numpy as np
 from numba import njit
 
 from replaydb.operators.pattern.ctxops import (
-    bind_update,
+    bind_update_row,
     copy_row,
     init_row,
     row_hash,
@@ -76,7 +76,7 @@ def _make_node(q, src, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart,
         copy_row(nid, src, ctx_i, ctx_f)
     else:
         init_row(nid, ctx_i, ctx_f, init_f)
-    bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i[nid], ctx_f[nid], rows,
+    bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, rows,
                 base)
     mask = ht.shape[0] - 1
     h = row_hash(q, nid, ctx_i) & mask

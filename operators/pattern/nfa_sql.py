@@ -30,7 +30,13 @@ from __future__ import annotations
 
 from numba import njit
 
-from replaydb.operators.pattern.ctxops import bind_update, copy_row, init_row, row_hash, rows_equal
+from replaydb.operators.pattern.ctxops import (
+    bind_update_row,
+    copy_row,
+    init_row,
+    row_hash,
+    rows_equal,
+)
 from replaydb.operators.pattern.vm import vm_eval_node
 
 SKIP_PAST_LAST = 0
@@ -53,7 +59,7 @@ def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, 
         copy_row(nid, src, ctx_i, ctx_f)
     else:
         init_row(nid, ctx_i, ctx_f, init_f)
-    bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i[nid], ctx_f[nid], rows,
+    bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, rows,
                 base)
     mask = ht.shape[0] - 1
     h = row_hash(q, nid, ctx_i) & mask

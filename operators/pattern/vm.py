@@ -61,7 +61,7 @@ __all__ = ["AGG_AVG", "AGG_COUNT", "AGG_MAX", "AGG_MIN", "AGG_SUM", "PATTERN_LOA
 PATTERN_LOADS = frozenset({LDF, LDBOUND, LDFIRSTCUR, LDAGG, LDROWS})
 """The load instructions of pattern programs."""
 
-@register_jitable(inline="always", error_model="numpy")
+@register_jitable(error_model="numpy")
 def _load(o, s0, b, col, rows, base, g, ctx_i, ctx_f, ci0, init_f, nd):
     """The value load ``o`` (operands ``s0``, ``b``, ``col``) pushes for the partial match in
     state row ``nd`` (-1: a run just starting, state ``ci0``/``init_f``)."""
@@ -85,7 +85,7 @@ def _load(o, s0, b, col, rows, base, g, ctx_i, ctx_f, ci0, init_f, nd):
     return x
 
 
-@register_jitable(inline="always", error_model="numpy")
+@register_jitable(error_model="numpy")
 def vm_eval(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, nodes, sel,
             m, si, sf, out):
     """Run program ``[lo, hi)`` for event ``g`` against ``m`` partial matches at once.
@@ -101,11 +101,7 @@ def vm_eval(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f
     for k in range(lo, hi):
         o = op[k]
         if o >= FIRST_COMPUTE:
-            a, x, y = ia[k], fc[k], ic[k]
-            npi, npf = pi, pf
-            for c in range(m):
-                npi, npf = exec_op(o, a, x, y, si, sf, pi, pf, m, c)
-            pi, pf = npi, npf
+            pi, pf = exec_op(o, ia[k], fc[k], ic[k], si, sf, pi, pf, m)
         else:
             for c in range(m):
                 sf[pf * m + c] = _load(o, ia[k], ib[k], ic[k], rows, base, g, ctx_i, ctx_f, ci0,
@@ -115,7 +111,7 @@ def vm_eval(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f
         out[sel[c]] = pi == 0 or si[(pi - 1) * m + c] != 0
 
 
-@register_jitable(inline="always", error_model="numpy")
+@register_jitable(error_model="numpy")
 def vm_eval_node(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, nd, si,
                  sf):
     """Run program ``[lo, hi)`` for event ``g`` against the one partial match in state row
@@ -125,7 +121,7 @@ def vm_eval_node(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, i
     for k in range(lo, hi):
         o = op[k]
         if o >= FIRST_COMPUTE:
-            pi, pf = exec_op(o, ia[k], fc[k], ic[k], si, sf, pi, pf, 1, 0)
+            pi, pf = exec_op(o, ia[k], fc[k], ic[k], si, sf, pi, pf, 1)
         else:
             sf[pf] = _load(o, ia[k], ib[k], ic[k], rows, base, g, ctx_i, ctx_f, ci0, init_f, nd)
             pf += 1
