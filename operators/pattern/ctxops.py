@@ -67,7 +67,7 @@ def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, ba
                         cf[s] = x
 
 
-@register_jitable
+@register_jitable(inline="always")
 def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
     """Update the state rows ``ci``/``cf`` for event ``g`` bound to variable ``v``; the matchers
     on the CPU (arena rows) and on the GPU (a thread's local rows) share it. ``rows[g - base,

@@ -102,7 +102,7 @@ def _make_node(q, src, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart,
 def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             pos_var, start, fol_ptr, fol_to, fol_neg, pos_final, pos_has_next, pos_negmask,
             neg_var, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var, cf_kind,
-            cf_var, cf_col, init_f, buf, base, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge,
+            cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge,
             n_isstart, ctx_i, ctx_f, e_src, e_next, fp, f_off, f_len, f_cap, out_node, cnt, maxdeg,
             ht, ht_gen, ci0, si, sf, has_prog, cand_node, cand_k, cand_ok, alive, sel):
     """Process events ``[i0, n)`` of a batch; returns the index where it stopped.
@@ -118,7 +118,6 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
     nstart = start.shape[0]
     nneg = neg_var.shape[0]
     nvars = prog_lo.shape[0]
-    rows = buf.T
     for i in range(i0, n):
         p = pid[i]
         flen = f_len[p]

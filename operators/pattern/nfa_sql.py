@@ -129,7 +129,7 @@ def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_st
 @njit(cache=True, error_model="numpy")
 def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind,  # noqa: C901
             skip_var, pos_var, start, fol_ptr, fol_to, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc,
-            p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, buf, base, n_ev, n_pos, n_pred,
+            p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_pred,
             n_t, ctx_i, ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap,
             a_next, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node,
             o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht, ht_gen, ci0, si, sf):
@@ -145,7 +145,6 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
     ``si``/``sf``: scratch stacks).
     """
     nstart = start.shape[0]
-    rows = buf.T
     has_brk = brk.shape[0] > 0
     for i in range(i0, n):
         if has_brk and brk[i]:

@@ -61,28 +61,49 @@ __all__ = ["AGG_AVG", "AGG_COUNT", "AGG_MAX", "AGG_MIN", "AGG_SUM", "PATTERN_LOA
 PATTERN_LOADS = frozenset({LDF, LDBOUND, LDFIRSTCUR, LDAGG, LDROWS})
 """The load instructions of pattern programs."""
 
-@register_jitable(error_model="numpy")
-def _load(o, s0, b, col, rows, base, g, ctx_i, ctx_f, ci0, init_f, nd):
-    """The value load ``o`` (operands ``s0``, ``b``, ``col``) pushes for the partial match in
-    state row ``nd`` (-1: a run just starting, state ``ci0``/``init_f``)."""
-    if o == LDF:
-        x = rows[g - base, s0]
-    elif o == LDBOUND or o == LDFIRSTCUR:
-        idx = ctx_i[nd, s0] if nd >= 0 else ci0[s0]
-        if idx < 0 and o == LDFIRSTCUR:
-            idx = g
-        x = math.nan if idx < 0 else rows[idx - base, b]
-    elif o == LDAGG:
-        cur = rows[g - base, col] if b & 1 else math.nan
-        if nd >= 0:
-            x = agg_value(b >> 1, ctx_f[nd, s0], ctx_f[nd, s0 + 1], ctx_f[nd, s0 + 2],
-                          ctx_f[nd, s0 + 3], cur)
-        else:
-            x = agg_value(b >> 1, init_f[s0], init_f[s0 + 1], init_f[s0 + 2], init_f[s0 + 3],
-                          cur)
-    else:  # LDROWS
-        x = (ctx_f[nd, s0] if nd >= 0 else init_f[s0]) + b
-    return x
+@register_jitable(inline="always", error_model="numpy")
+def _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, nodes, sel, m,
+         nd, si, sf):
+    """Run program ``[lo, hi)`` for event ``g``: for ``m`` partial matches at once, the state
+    rows ``nodes[sel[c]]``, or (``m == 0``) for the one in state row ``nd``; returns the int
+    stack's final depth (the results are its top ``max(m, 1)`` entries).
+
+    A state row of -1 is a run just starting (state ``ci0``/``init_f``). The loads are written
+    here, in the loop over the partial matches, and every other instruction goes to
+    :func:`~replaydb.operators.exprcode.machine.exec_op` once for all of them.
+    """
+    w = max(m, 1)
+    pi = 0
+    pf = 0
+    for k in range(lo, hi):
+        o = op[k]
+        if o >= FIRST_COMPUTE:
+            pi, pf = exec_op(o, ia[k], fc[k], ic[k], si, sf, pi, pf, w)
+            continue
+        s0 = ia[k]
+        b = ib[k]
+        for c in range(w):
+            node = nodes[sel[c]] if m > 0 else nd
+            if o == LDF:
+                x = rows[g - base, s0]
+            elif o == LDBOUND or o == LDFIRSTCUR:
+                idx = ctx_i[node, s0] if node >= 0 else ci0[s0]
+                if idx < 0 and o == LDFIRSTCUR:
+                    idx = g
+                x = math.nan if idx < 0 else rows[idx - base, b]
+            elif o == LDAGG:
+                cur = rows[g - base, ic[k]] if b & 1 else math.nan
+                if node >= 0:
+                    x = agg_value(b >> 1, ctx_f[node, s0], ctx_f[node, s0 + 1],
+                                  ctx_f[node, s0 + 2], ctx_f[node, s0 + 3], cur)
+                else:
+                    x = agg_value(b >> 1, init_f[s0], init_f[s0 + 1], init_f[s0 + 2],
+                                  init_f[s0 + 3], cur)
+            else:  # LDROWS
+                x = (ctx_f[node, s0] if node >= 0 else init_f[s0]) + b
+            sf[pf * w + c] = x
+        pf += 1
+    return pi
 
 
 @register_jitable(error_model="numpy")
@@ -96,17 +117,8 @@ def vm_eval(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f
     least depth x ``m`` entries. Column-at-a-time: an instruction is fetched once for all
     candidates.
     """
-    pi = 0
-    pf = 0
-    for k in range(lo, hi):
-        o = op[k]
-        if o >= FIRST_COMPUTE:
-            pi, pf = exec_op(o, ia[k], fc[k], ic[k], si, sf, pi, pf, m)
-        else:
-            for c in range(m):
-                sf[pf * m + c] = _load(o, ia[k], ib[k], ic[k], rows, base, g, ctx_i, ctx_f, ci0,
-                                       init_f, nodes[sel[c]])
-            pf += 1
+    pi = _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, nodes, sel,
+              m, -1, si, sf)
     for c in range(m):
         out[sel[c]] = pi == 0 or si[(pi - 1) * m + c] != 0
 
@@ -116,13 +128,6 @@ def vm_eval_node(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, i
                  sf):
     """Run program ``[lo, hi)`` for event ``g`` against the one partial match in state row
     ``nd`` (-1: a run just starting); returns the condition's truth."""
-    pi = 0
-    pf = 0
-    for k in range(lo, hi):
-        o = op[k]
-        if o >= FIRST_COMPUTE:
-            pi, pf = exec_op(o, ia[k], fc[k], ic[k], si, sf, pi, pf, 1)
-        else:
-            sf[pf] = _load(o, ia[k], ib[k], ic[k], rows, base, g, ctx_i, ctx_f, ci0, init_f, nd)
-            pf += 1
+    pi = _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, ci0, ci0, 0,
+              nd, si, sf)
     return pi == 0 or si[pi - 1] != 0
