@@ -32,6 +32,7 @@ from numba.core.extending import register_jitable
 
 from replaydb.operators.exprcode.opcodes import (
     ABSF,
+    ABSI,
     ADDF,
     ADDI,
     AND,
@@ -54,6 +55,7 @@ from replaydb.operators.exprcode.opcodes import (
     LNF,
     LOG10F,
     MAXF,
+    MAXI,
     MINF,
     MINI,
     MODF,
@@ -64,7 +66,7 @@ from replaydb.operators.exprcode.opcodes import (
     NEGF,
     NEGI,
     NOT,
-    NOTNULLF,
+    NOTNULLS,
     OR,
     POWF,
     ROUNDF,
@@ -99,170 +101,148 @@ from replaydb.operators.exprcode.scalar import (
 )
 
 _JIT = {"error_model": "numpy"}
+_SCALAR = {"inline": "always", "error_model": "numpy"}
 
 
-@register_jitable(**_JIT)
-def _int_op(o, si, pi, m):
-    """Int64 arithmetic (wrapping like NumPy); returns the new int depth."""
-    if o >= NEGI:
-        for c in range((pi - 1) * m, pi * m):
-            u = si[c]
-            si[c] = -u if (o == NEGI or u < 0) else u
-        return pi
-    pi -= 1
-    for c in range(m):
-        u = si[(pi - 1) * m + c]
-        v = si[pi * m + c]
-        if o == ADDI:
-            w = u + v
-        elif o == SUBI:
-            w = u - v
-        elif o == MULI:
-            w = u * v
-        elif o == MODI:
-            w = mod_i(u, v)
-        elif o == MINI:
-            w = u if u <= v else v
-        else:
-            w = u if u >= v else v
-        si[(pi - 1) * m + c] = w
-    return pi
+@register_jitable(**_SCALAR)
+def int_binary(o, u, v):
+    """Int64 operator ``o`` of two values (wrapping like NumPy; logic gives 0/1)."""
+    if o == ADDI:
+        return u + v
+    if o == SUBI:
+        return u - v
+    if o == MULI:
+        return u * v
+    if o == MODI:
+        return mod_i(u, v)
+    if o == MINI:
+        return u if u <= v else v
+    if o == MAXI:
+        return u if u >= v else v
+    if o == AND:
+        return 1 if (u != 0 and v != 0) else 0
+    return 1 if (u != 0 or v != 0) else 0  # OR
 
 
-@register_jitable(**_JIT)
-def _float_binary(o, sf, pf, m):
-    """Float64 operators; returns the new float depth."""
-    pf -= 1
-    for c in range(m):
-        x = sf[(pf - 1) * m + c]
-        y = sf[pf * m + c]
-        if o == ADDF:
-            r = fadd(x, y)
-        elif o == SUBF:
-            r = fsub(x, y)
-        elif o == MULF:
-            r = fmul(x, y)
-        elif o == DIVF:
-            r = fdiv(x, y)
-        elif o == MODF:
-            r = mod_f(x, y)
-        elif o == MODFI:
-            r = mod_fi(x, y)
-        elif o == POWF:
-            r = fpow(x, y)
-        elif o == MINF:
-            r = min_f(x, y)
-        else:
-            r = max_f(x, y)
-        sf[(pf - 1) * m + c] = r
-    return pf
+@register_jitable(**_SCALAR)
+def int_unary(o, u):
+    """Int64 function ``o`` of one value (negation, absolute value, logic and string NULL
+    tests: 0/1)."""
+    if o == NEGI:
+        return -u
+    if o == ABSI:
+        return -u if u < 0 else u
+    if o == NOT:
+        return 0 if u != 0 else 1
+    if o == TRUTHI:
+        return 1 if u != 0 else 0
+    if o == ISNULLS:
+        return 1 if u < 0 else 0
+    return 0 if u < 0 else 1  # NOTNULLS
 
 
-@register_jitable(**_JIT)
-def _float_unary(o, a, sf, pf, m):
-    """Float64 functions of one value (``a``: ROUND's digits)."""
-    for c in range((pf - 1) * m, pf * m):
-        x = sf[c]
-        if o == NEGF:
-            r = -x
-        elif o == ABSF:
-            r = abs(x)
-        elif o == SQRTF:
-            r = sqrt_f(x)
-        elif o == LNF:
-            r = ln_f(x)
-        elif o == LOG10F:
-            r = log10_f(x)
-        elif o == EXPF:
-            r = fexp(x)
-        elif o == FLOORF:
-            r = ffloor(x)
-        elif o == CEILF:
-            r = fceil(x)
-        else:
-            r = round_f(x, a)
-        sf[c] = r
+@register_jitable(**_SCALAR)
+def float_binary(o, x, y):
+    """Float64 operator ``o`` of two values."""
+    if o == ADDF:
+        return fadd(x, y)
+    if o == SUBF:
+        return fsub(x, y)
+    if o == MULF:
+        return fmul(x, y)
+    if o == DIVF:
+        return fdiv(x, y)
+    if o == MODF:
+        return mod_f(x, y)
+    if o == MODFI:
+        return mod_fi(x, y)
+    if o == POWF:
+        return fpow(x, y)
+    if o == MINF:
+        return min_f(x, y)
+    return max_f(x, y)
 
 
-@register_jitable(**_JIT)
-def _float_test(o, a, si, sf, pi, pf, m):
-    """Float comparisons, truth and NULL tests (booleans 0/1 onto the int stack); returns the
-    new depths."""
-    if o == CMPF:
-        pf -= 2
-        for c in range(m):
-            si[pi * m + c] = cmp_f(a, sf[pf * m + c], sf[(pf + 1) * m + c])
-        return pi + 1, pf
-    pf -= 1
-    for c in range(m):
-        x = sf[pf * m + c]
-        if o == TRUTHF:
-            si[pi * m + c] = 1 if truth(x) else 0
-        else:
-            si[pi * m + c] = 1 if (x != x) == (o == ISNULLF) else 0
-    return pi + 1, pf
+@register_jitable(**_SCALAR)
+def float_unary(o, a, x):
+    """Float64 function ``o`` of one value (``a``: ROUND's digits)."""
+    if o == NEGF:
+        return -x
+    if o == ABSF:
+        return abs(x)
+    if o == SQRTF:
+        return sqrt_f(x)
+    if o == LNF:
+        return ln_f(x)
+    if o == LOG10F:
+        return log10_f(x)
+    if o == EXPF:
+        return fexp(x)
+    if o == FLOORF:
+        return ffloor(x)
+    if o == CEILF:
+        return fceil(x)
+    return round_f(x, a)
 
 
-@register_jitable(**_JIT)
-def _int_logic(o, a, si, pi, m):
-    """Int comparisons, logic and string NULL tests (booleans 0/1); returns the new int
-    depth."""
-    if o == CMPI or o == CMPS or o == AND or o == OR:
-        pi -= 1
-        for c in range(m):
-            u = si[(pi - 1) * m + c]
-            v = si[pi * m + c]
-            if o == CMPI:
-                w = cmp_i(a, u, v)
-            elif o == CMPS:
-                w = cmp_s(a, u, v)
-            elif o == AND:
-                w = 1 if (u != 0 and v != 0) else 0
-            else:
-                w = 1 if (u != 0 or v != 0) else 0
-            si[(pi - 1) * m + c] = w
-        return pi
-    for c in range((pi - 1) * m, pi * m):
-        u = si[c]
-        if o == NOT:
-            w = 0 if u != 0 else 1
-        elif o == TRUTHI:
-            w = 1 if u != 0 else 0
-        elif o == ISNULLS:
-            w = 1 if u < 0 else 0
-        else:  # NOTNULLS
-            w = 0 if u < 0 else 1
-        si[c] = w
-    return pi
+@register_jitable(**_SCALAR)
+def float_test(o, x):
+    """0/1: the truth of ``x`` (NULL and 0 are false) or whether it is (not) NULL."""
+    if o == TRUTHF:
+        return 1 if truth(x) else 0
+    return 1 if (x != x) == (o == ISNULLF) else 0
 
 
 @register_jitable(**_JIT)
 def exec_op(o, a, fc, ic, si, sf, pi, pf, m):
     """Run instruction ``o`` (operands ``a``, ``fc``, ``ic``) for the ``m`` evaluations that
-    share the int stack ``si`` (depth ``pi``) and the float stack ``sf`` (depth ``pf``); returns
-    the new depths (the same for every evaluation). O(m)."""
+    share the int stack ``si`` (depth ``pi``) and the float stack ``sf`` (depth ``pf``): entry
+    ``p`` of evaluation ``c`` is at ``p * m + c``. Returns the new depths (the same for every
+    evaluation). The scalar functions above compute every value; this one moves them on the
+    stacks, one loop over the evaluations per instruction. O(m)."""
+    ti = (pi - 1) * m  # top of the int stack
+    tf = (pf - 1) * m  # top of the float stack
     if o == CF:
         for c in range(m):
-            sf[pf * m + c] = fc
+            sf[tf + m + c] = fc
         return pi, pf + 1
     if o == CI:
         for c in range(m):
-            si[pi * m + c] = ic
+            si[ti + m + c] = ic
         return pi + 1, pf
     if o == I2F:
         for c in range(m):
-            sf[pf * m + c] = float(si[(pi - 1) * m + c])
+            sf[tf + m + c] = float(si[ti + c])
         return pi - 1, pf + 1
-    if o < ADDF:
-        return _int_op(o, si, pi, m), pf
-    if o <= MAXF:
-        return pi, _float_binary(o, sf, pf, m)
-    if o <= ROUNDF:
-        _float_unary(o, a, sf, pf, m)
+    if o == NEGI or o == ABSI or o == NOT or o == TRUTHI or o == ISNULLS or o == NOTNULLS:
+        for c in range(m):
+            si[ti + c] = int_unary(o, si[ti + c])
         return pi, pf
-    if o == CMPF or o == TRUTHF or o == ISNULLF or o == NOTNULLF:
-        return _float_test(o, a, si, sf, pi, pf, m)
-    return _int_logic(o, a, si, pi, m), pf
+    if o <= MAXI or o == AND or o == OR:
+        for c in range(m):
+            si[ti - m + c] = int_binary(o, si[ti - m + c], si[ti + c])
+        return pi - 1, pf
+    if o == CMPI or o == CMPS:
+        for c in range(m):
+            u = si[ti - m + c]
+            v = si[ti + c]
+            si[ti - m + c] = cmp_i(a, u, v) if o == CMPI else cmp_s(a, u, v)
+        return pi - 1, pf
+    if o <= MAXF:
+        for c in range(m):
+            sf[tf - m + c] = float_binary(o, sf[tf - m + c], sf[tf + c])
+        return pi, pf - 1
+    if o <= ROUNDF:
+        for c in range(m):
+            sf[tf + c] = float_unary(o, a, sf[tf + c])
+        return pi, pf
+    if o == CMPF:
+        for c in range(m):
+            si[ti + m + c] = cmp_f(a, sf[tf - m + c], sf[tf + c])
+        return pi + 1, pf - 2
+    for c in range(m):  # TRUTHF, ISNULLF, NOTNULLF
+        si[ti + m + c] = float_test(o, sf[tf + c])
+    return pi + 1, pf - 1
 
 
 @register_jitable(**_JIT)
