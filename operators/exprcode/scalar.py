@@ -50,7 +50,7 @@ def _targets(cpu_impl, cuda_impl=None):  # type: ignore[no-untyped-def]
     ``cuda_impl(libdevice)`` (which returns one; None: ``cpu_impl`` too) for the CUDA target."""
 
     def wrap(fn):  # type: ignore[no-untyped-def]
-        overload(fn, target="cpu", jit_options=_JIT, strict=False)(lambda *args: cpu_impl)
+        overload(fn, target="cpu", jit_options=_JIT, strict=False, inline="always")(lambda *args: cpu_impl)
 
         def for_cuda(*args):  # type: ignore[no-untyped-def]
             if cuda_impl is None:
