@@ -28,7 +28,8 @@ callers' ``__pycache__/*.nbi`` / ``*.nbc`` files (a fresh checkout has none).
 
 from __future__ import annotations
 
-from numba.core.extending import register_jitable
+from numba.core.extending import intrinsic, overload, register_jitable
+from numba.np.arrayobj import populate_array
 
 from replaydb.operators.exprcode.opcodes import (
     ABSF,
@@ -101,6 +102,37 @@ from replaydb.operators.exprcode.scalar import (
 )
 
 _JIT = {"error_model": "numpy"}
+
+
+def borrowed(arr):  # type: ignore[no-untyped-def]
+    """``arr`` itself, for an evaluator's scratch stacks. Compiled for the CPU it is a view
+    without a reference count (no memory-info pointer), so handing the stacks to
+    :func:`exec_op` once per instruction costs no atomic reference counting; the caller owns
+    ``arr`` for as long as the view is used (an evaluation's stacks). On the GPU and in the
+    CUDA simulator it is the array. O(1)."""
+    return arr
+
+
+@intrinsic
+def _view_without_refcount(typingctx, arr):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        out = context.make_array(sig.return_type)(context, builder)
+        populate_array(out, data=ary.data, shape=ary.shape, strides=ary.strides,
+                       itemsize=ary.itemsize, meminfo=None)
+        return out._getvalue()
+
+    return arr(arr), codegen
+
+
+@overload(borrowed, target="cpu", inline="always")
+def _borrowed_cpu(arr):  # type: ignore[no-untyped-def]
+    return lambda arr: _view_without_refcount(arr)
+
+
+@overload(borrowed, target="cuda")
+def _borrowed_cuda(arr):  # type: ignore[no-untyped-def]
+    return lambda arr: arr
 _SCALAR = {"inline": "always", "error_model": "numpy"}
 
 
@@ -193,7 +225,7 @@ def float_test(o, x):
     return 1 if (x != x) == (o == ISNULLF) else 0
 
 
-@register_jitable(**_JIT)
+@register_jitable(**_SCALAR)
 def exec_op(o, a, fc, ic, si, sf, pi, pf, m):
     """Run instruction ``o`` (operands ``a``, ``fc``, ``ic``) for the ``m`` evaluations that
     share the int stack ``si`` (depth ``pi``) and the float stack ``sf`` (depth ``pf``): entry
@@ -253,6 +285,8 @@ def eval_rows(op, a, b, fc, ic, lo, hi, strc, im0, fm0, r0, im1, fm1, r1, si, sf
     A source is an int64 and a float64 matrix of shape (columns, rows): ``LDI``/``LDF`` read
     column ``a`` of source ``b``; ``CS`` pushes ``strc[a]``, a string literal's code.
     """
+    si = borrowed(si)
+    sf = borrowed(sf)
     pi = 0
     pf = 0
     for k in range(lo, hi):

@@ -45,12 +45,17 @@ AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX, AGG_COUNT = 0, 1, 2, 3, 4
 _JIT = {"error_model": "numpy"}
 
 
-def _targets(cpu_impl, cuda_impl=None):  # type: ignore[no-untyped-def]
+def _targets(cpu_impl, cuda_impl=None, *, total=False):  # type: ignore[no-untyped-def]
     """Register ``cpu_impl`` (a function of the primitive's arguments) for the CPU target and
-    ``cuda_impl(libdevice)`` (which returns one; None: ``cpu_impl`` too) for the CUDA target."""
+    ``cuda_impl(libdevice)`` (which returns one; None: ``cpu_impl`` too) for the CUDA target.
+
+    A ``total`` primitive (no argument makes it raise: sums, differences, products, floor,
+    ceiling, rounding) is inlined into its callers on the CPU; the others are compiled apart
+    with NumPy's error model, so a division by zero is inf or NaN whatever the caller's model."""
 
     def wrap(fn):  # type: ignore[no-untyped-def]
-        overload(fn, target="cpu", jit_options=_JIT, strict=False, inline="always")(lambda *args: cpu_impl)
+        options = {"inline": "always"} if total else {"jit_options": _JIT}
+        overload(fn, target="cpu", strict=False, **options)(lambda *args: cpu_impl)
 
         def for_cuda(*args):  # type: ignore[no-untyped-def]
             if cuda_impl is None:
@@ -66,19 +71,19 @@ def _targets(cpu_impl, cuda_impl=None):  # type: ignore[no-untyped-def]
 
 
 # --------------------------------------------------------------------------- target primitives
-@_targets(lambda a, b: a + b, lambda ld: lambda a, b: ld.dadd_rn(a, b))
+@_targets(lambda a, b: a + b, lambda ld: lambda a, b: ld.dadd_rn(a, b), total=True)
 def fadd(a: float, b: float) -> float:
     """``a + b`` (never fused with a product)."""
     return np.float64(a) + np.float64(b)
 
 
-@_targets(lambda a, b: a - b, lambda ld: lambda a, b: ld.dadd_rn(a, -b))
+@_targets(lambda a, b: a - b, lambda ld: lambda a, b: ld.dadd_rn(a, -b), total=True)
 def fsub(a: float, b: float) -> float:
     """``a - b`` (never fused with a product)."""
     return np.float64(a) - np.float64(b)
 
 
-@_targets(lambda a, b: a * b, lambda ld: lambda a, b: ld.dmul_rn(a, b))
+@_targets(lambda a, b: a * b, lambda ld: lambda a, b: ld.dmul_rn(a, b), total=True)
 def fmul(a: float, b: float) -> float:
     """``a * b`` (never fused with a sum)."""
     with np.errstate(all="ignore"):
@@ -129,18 +134,18 @@ def flog10(x: float) -> float:
         return np.log10(np.float64(x))
 
 
-@_targets(lambda x: np.floor(x), lambda ld: lambda x: ld.floor(x))
+@_targets(lambda x: np.floor(x), lambda ld: lambda x: ld.floor(x), total=True)
 def ffloor(x: float) -> float:
     """Floor as a float (infinities and NaN pass through; no integer conversion)."""
     return np.floor(np.float64(x))
 
 
-@_targets(lambda x: np.ceil(x), lambda ld: lambda x: ld.ceil(x))
+@_targets(lambda x: np.ceil(x), lambda ld: lambda x: ld.ceil(x), total=True)
 def fceil(x: float) -> float:
     return np.ceil(np.float64(x))
 
 
-@_targets(lambda x: np.rint(x), lambda ld: lambda x: ld.rint(x))
+@_targets(lambda x: np.rint(x), lambda ld: lambda x: ld.rint(x), total=True)
 def frint(x: float) -> float:
     """Round half to even, as a float."""
     return np.rint(np.float64(x))

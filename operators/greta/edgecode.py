@@ -30,7 +30,7 @@ import numpy as np
 
 from replaydb.operators.expr import Call, Column, Expr, ExprError
 from replaydb.operators.exprcode import opcodes as oc
-from replaydb.operators.exprcode.machine import exec_op
+from replaydb.operators.exprcode.machine import borrowed, exec_op
 from replaydb.operators.exprcode.program import PACK_A_SHIFT, PACK_OP_BITS, lower
 from replaydb.operators.exprcode.typed import Typed, type_condition
 
@@ -102,8 +102,8 @@ def eval_edge(code, arg, start, length, prev, prow, nxt, nrow, stack) -> bool:
     ``prev[prow]`` and ``nxt[nrow]`` are the two events' columns; ``stack`` is a float64 scratch
     of :data:`STACK_SLOTS` entries (its second half holds the int stack)."""
     h = stack.shape[0] // 2
-    sf = stack[:h]
-    si = stack[h:2 * h].view(np.int64)
+    sf = borrowed(stack[:h])
+    si = borrowed(stack[h:2 * h].view(np.int64))
     pi = 0
     pf = 0
     for k in range(start, start + length):

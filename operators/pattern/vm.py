@@ -37,7 +37,7 @@ import math
 
 from numba.core.extending import register_jitable
 
-from replaydb.operators.exprcode.machine import exec_op
+from replaydb.operators.exprcode.machine import borrowed, exec_op
 from replaydb.operators.exprcode.opcodes import (
     FIRST_COMPUTE,
     LDAGG,
@@ -73,6 +73,8 @@ def _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, n
     :func:`~replaydb.operators.exprcode.machine.exec_op` once for all of them.
     """
     w = max(m, 1)
+    si = borrowed(si)
+    sf = borrowed(sf)
     pi = 0
     pf = 0
     for k in range(lo, hi):
