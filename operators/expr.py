@@ -16,8 +16,12 @@ Semantics (documented decisions):
 * Nulls are NaN (floats) or None (strings). Every comparison involving a null is False, and NOT of
   such a comparison is True (two-valued logic, as the filter operator of the dissertation assumes,
   Def 2.10) - not SQL's three-valued logic.
-* ``/`` is true division (float); ``%`` is floor modulo on integers, ``fmod`` on floats; division by
-  zero gives +-inf or NaN, never an exception (so a bad row cannot abort a replay).
+* ``/`` is true division (float); ``%`` is floor modulo (NumPy's ``remainder``, Python's ``%``:
+  the result has the divisor's sign) on integers and floats alike; division by zero gives +-inf
+  or NaN and ``x % 0`` NULL, never an exception (so a bad row cannot abort a replay).
+* The compiled evaluators (pattern conditions across events, GRETA edge predicates, the GPU
+  filter and join) share one typed form and one definition of these scalar semantics
+  (:mod:`replaydb.operators.exprcode`); this module is the reference they are tested against.
 * ``=`` on strings is exact, case-sensitive equality.
 
 Complexity: compiling is O(size of the tree); evaluating is O(size of the tree x length of the
@@ -332,7 +336,7 @@ def _mod(a: Any, b: Any) -> Any:
                 r = np.where(b_arr == 0, np.nan, r)
             return r if r.ndim else r[()]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.fmod(a, b)
+        return np.mod(a, b)
 
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {

@@ -44,9 +44,10 @@ windows) before they are copied back.
 Numerics
 --------
 NVVM fuses ``a * b + c`` into one fused multiply-add by default, which rounds once where the CPU
-rounds twice. Kernels that must reproduce the CPU's float results bit for bit use :func:`fmul`,
-:func:`fadd`, :func:`fsub` (``__dmul_rn``-style intrinsics on the device, which are never fused;
-plain operators under the simulator) wherever a product meets a sum.
+rounds twice. Kernels that must reproduce the CPU's float results bit for bit use the arithmetic
+of :mod:`replaydb.operators.exprcode.scalar` (``fmul``, ``fadd``, ``fsub``: ``__dmul_rn``-style
+intrinsics on the device, which are never fused; plain operators on the CPU and under the
+simulator) wherever a product meets a sum.
 """
 
 from __future__ import annotations
@@ -178,37 +179,6 @@ TPB = block_size()
 
 def blocks_for(n: int, tpb: int = TPB) -> int:
     return max(1, (int(n) + tpb - 1) // tpb)
-
-
-# --------------------------------------------------------------------------- numerics
-if simulator_active():  # the simulator runs kernels as Python: IEEE operators, no fusion
-
-    @cuda.jit(device=True, inline=True)
-    def fmul(a, b):  # type: ignore[no-untyped-def]
-        return a * b
-
-    @cuda.jit(device=True, inline=True)
-    def fadd(a, b):  # type: ignore[no-untyped-def]
-        return a + b
-
-    @cuda.jit(device=True, inline=True)
-    def fsub(a, b):  # type: ignore[no-untyped-def]
-        return a - b
-
-else:  # on the device: round-to-nearest intrinsics NVVM never contracts into an FMA
-    from numba.cuda import libdevice
-
-    @cuda.jit(device=True, inline=True)
-    def fmul(a, b):  # type: ignore[no-untyped-def]
-        return libdevice.dmul_rn(a, b)
-
-    @cuda.jit(device=True, inline=True)
-    def fadd(a, b):  # type: ignore[no-untyped-def]
-        return libdevice.dadd_rn(a, b)
-
-    @cuda.jit(device=True, inline=True)
-    def fsub(a, b):  # type: ignore[no-untyped-def]
-        return libdevice.dadd_rn(a, -b)
 
 
 # --------------------------------------------------------------------------- device choice

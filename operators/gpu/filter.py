@@ -32,16 +32,17 @@ from numba import cuda, float64, int64
 
 from replaydb.errors import QueryError
 from replaydb.operators.base import DEFAULT_STATE_CAP, column_np
+from replaydb.operators.exprcode.machine import eval_rows
+from replaydb.operators.exprcode.program import Program
 from replaydb.operators.filter import FilterConfig, FilterOperator
 from replaydb.operators.gpu.columns import ColumnSet, Source, is_string_type
 from replaydb.operators.gpu.device import TPB, DeviceArrays, Staging, blocks_for, resolve_backend
 from replaydb.operators.gpu.exprvm import (
     DEPTH,
     NotCompilable,
-    Program,
     check_expr,
     compile_predicate,
-    run,
+    on_device,
 )
 from replaydb.operators.gpu.scan import exclusive_sum
 
@@ -59,7 +60,7 @@ def filter_eval(op, a, b, fc, ic, n_ops, strc, im, fm, n, bitmap, counts):  # pr
     c = 0
     for j in range(8):
         i = t * 8 + j
-        if i < n and run(op, a, b, fc, ic, n_ops, strc, im, fm, i, im, fm, i, si, sf):
+        if i < n and eval_rows(op, a, b, fc, ic, 0, n_ops, strc, im, fm, i, im, fm, i, si, sf):
             byte |= 1 << j
             c += 1
     bitmap[t] = byte
@@ -91,7 +92,7 @@ def device_filter(prog: Program, strc: np.ndarray, im: np.ndarray, fm: np.ndarra
     nthr = (n + 7) // 8
     bitmap = dev.get("bitmap", nthr, np.uint8)
     counts = dev.get("counts", nthr, np.int64)
-    op, a, b, fc, ic = prog.on_device()
+    op, a, b, fc, ic = on_device(prog)
     filter_eval[blocks_for(nthr), TPB](op, a, b, fc, ic, prog.n_ops, d_strc, d_im, d_fm, n,
                                        bitmap, counts)
     offs, total = exclusive_sum(counts, nthr, out=dev.get("offs", nthr, np.int64))

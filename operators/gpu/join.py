@@ -41,15 +41,16 @@ from numba import cuda, float64, int64
 
 from replaydb.operators.base import DEFAULT_STATE_CAP, column_np
 from replaydb.operators.expr import columns
+from replaydb.operators.exprcode.machine import eval_rows
+from replaydb.operators.exprcode.program import Program
 from replaydb.operators.gpu.columns import ColumnSet, Source
 from replaydb.operators.gpu.device import TPB, DeviceArrays, Staging, resolve_backend
 from replaydb.operators.gpu.exprvm import (
     DEPTH,
     NotCompilable,
-    Program,
     check_expr,
     compile_predicate,
-    run,
+    on_device,
 )
 from replaydb.operators.gpu.scan import exclusive_sum
 from replaydb.operators.join import JoinConfig, JoinOperator, _np
@@ -91,9 +92,11 @@ def join_slices(op, a, b, fc, ic, n_ops, strc, im0, fm0, im1, fm1, probe_left,  
         p = pidx[j]
         if pos < cnt[j]:
             if probe_left:
-                ok = run(op, a, b, fc, ic, n_ops, strc, im0, fm0, p, im1, fm1, o, si, sf)
+                ok = eval_rows(op, a, b, fc, ic, 0, n_ops, strc, im0, fm0, p, im1, fm1, o, si,
+                               sf)
             else:
-                ok = run(op, a, b, fc, ic, n_ops, strc, im0, fm0, o, im1, fm1, p, si, sf)
+                ok = eval_rows(op, a, b, fc, ic, 0, n_ops, strc, im0, fm0, o, im1, fm1, p, si,
+                               sf)
             if ok:
                 hit = 1
         rank[tid] = hit
@@ -154,7 +157,7 @@ def device_pairs(prog: Program, strc: np.ndarray, mats: list[tuple[np.ndarray, n
     (im0, fm0), (im1, fm1) = mats
     d_im0, d_fm0 = staging.stage("j_im0", im0), staging.stage("j_fm0", fm0)
     d_im1, d_fm1 = staging.stage("j_im1", im1), staging.stage("j_fm1", fm1)
-    op, a, b, fc, ic = prog.on_device()
+    op, a, b, fc, ic = on_device(prog)
     s_base = dev.get("j_sbase", n_slices, np.int64)
     s_cnt = dev.get("j_scnt", n_slices, np.int64)
     pairs = int(cnt.sum())

@@ -50,8 +50,8 @@ skip-till-next and skip-till-any strategies), any pattern of variables, sequence
 quantifiers (Kleene plus and star included), WITHIN windows, partitions and equivalence tests,
 conditions on the current event and on bound events and running aggregates of the PM. Refused at
 bind time with :class:`~replaydb.operators.gpu.exprvm.GpuUnsupported` naming the feature:
-negation, SQL MATCH_RECOGNIZE semantics (preferment, AFTER MATCH SKIP), ROUND in a cross-event
-condition, and conditions needing more device state than
+negation, SQL MATCH_RECOGNIZE semantics (preferment, AFTER MATCH SKIP), and conditions needing
+more device state than
 :data:`~replaydb.operators.gpu.pattern_kernels.CI_MAX` /
 :data:`~replaydb.operators.gpu.pattern_kernels.CF_MAX` slots or a deeper stack than
 :data:`~replaydb.operators.gpu.pattern_kernels.STACK_MAX`.
@@ -79,7 +79,6 @@ from replaydb.operators.pattern.compile import CompiledPattern
 from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.measures import MatchSet
 from replaydb.operators.pattern.operator import PatternOperator
-from replaydb.operators.pattern.vm import max_stack_depth
 
 INT64_MAX = np.iinfo(np.int64).max
 GC_MIN = 1 << 16
@@ -93,19 +92,13 @@ def check_supported(cp: CompiledPattern) -> None:
                                                 "strategies")
     if len(cp.neg_var):
         raise GpuUnsupported("pattern matcher", "negation")
-    bad = sorted({int(o) for o in cp.p_op.tolist()} - pk.DEVICE_OPS)
-    if bad:
-        raise GpuUnsupported("pattern matcher", "ROUND in a condition that refers to other "
-                                                "events" if bad == [49] else f"opcode(s) {bad}")
     if len(cp.ci_kind) > pk.CI_MAX:
         raise GpuUnsupported("pattern matcher", f"conditions referring to more than "
                                                 f"{pk.CI_MAX} bound events")
     if len(cp.cf_kind) > pk.CF_MAX:
         raise GpuUnsupported("pattern matcher", f"more than {pk.CF_MAX} running count/aggregate "
                                                 "slots in conditions")
-    depth = max([1] + [max_stack_depth(cp.p_op, int(lo), int(hi))
-                       for lo, hi in zip(cp.prog_lo, cp.prog_hi)])
-    if depth > pk.STACK_MAX:
+    if max(cp.depth_i, cp.depth_f) > pk.STACK_MAX:
         raise GpuUnsupported("pattern matcher", f"conditions nested deeper than "
                                                 f"{pk.STACK_MAX} stack entries")
 
@@ -239,7 +232,8 @@ class GpuAllRunsEngine:
         self.staging = Staging()
         d = {k: getattr(cp, k) for k in (
             "pos_var", "start", "fol_ptr", "fol_to", "prog_lo", "prog_hi", "p_op", "p_ia",
-            "p_ib", "p_fc", "ci_kind", "ci_var", "cf_kind", "cf_var", "cf_col", "init_f")}
+            "p_ib", "p_fc", "p_ic", "ci_kind", "ci_var", "cf_kind", "cf_var", "cf_col",
+            "init_f")}
         d["pos_final"] = cp.pos_final.astype(np.uint8)
         d["pos_has_next"] = cp.pos_has_next.astype(np.uint8)
         self.auto = {k: cuda.to_device(v if len(v) else np.zeros(1, v.dtype))
@@ -382,8 +376,8 @@ class GpuAllRunsEngine:
         cp = self.cp
         return (cp.strategy, cp.window, a["pos_var"], a["fol_ptr"], a["fol_to"],
                 a["pos_final"], a["pos_has_next"], a["prog_lo"], a["prog_hi"], a["p_op"],
-                a["p_ia"], a["p_ib"], a["p_fc"], a["ci_kind"], a["ci_var"], a["cf_kind"],
-                a["cf_var"], a["cf_col"])
+                a["p_ia"], a["p_ib"], a["p_fc"], a["p_ic"], a["ci_kind"], a["ci_var"],
+                a["cf_kind"], a["cf_var"], a["cf_col"])
 
     def _run_step(self, kind: str, n: int, ev: tuple[Any, ...], work_in: _Work | None,
                   n_in: int, work_out: _Work, out: _Pool, s_cnt: Any, states: bool = False
@@ -406,9 +400,9 @@ class GpuAllRunsEngine:
                 pk.start_kernel[blocks_for(n), TPB](
                     n, g0, d_t, d_pid, d_vm, a["start"], a["pos_var"], a["pos_final"],
                     a["pos_has_next"], a["prog_lo"], a["prog_hi"], a["p_op"], a["p_ia"],
-                    a["p_ib"], a["p_fc"], a["ci_kind"], a["ci_var"], a["cf_kind"], a["cf_var"],
-                    a["cf_col"], a["init_f"], self.dbuf, self.dbase, *hist, *matches, *wout,
-                    self.ctr)
+                    a["p_ib"], a["p_fc"], a["p_ic"], a["ci_kind"], a["ci_var"], a["cf_kind"],
+                    a["cf_var"], a["cf_col"], a["init_f"], self.dbuf, self.dbase, *hist, *matches,
+                    *wout, self.ctr)
             else:
                 common = (n, g0, d_t, d_pid, d_vm, *self._automaton_args(), *tail)
                 if states:

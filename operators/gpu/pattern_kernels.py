@@ -1,11 +1,12 @@
 """Device code of the GPU pattern matcher (see :mod:`replaydb.operators.gpu.pattern`).
 
-Everything a kernel calls lives in this module: the port of the CPU matcher's condition machine
-(:mod:`replaydb.operators.pattern.vm`) and computation-state updates
-(:mod:`replaydb.operators.pattern.ctxops`), the *check* and *propagate* steps of the operational
-table (:func:`advance`), the start, round, path and garbage-collection kernels. (The CUDA
-simulator swaps the ``cuda`` module per call of a device function from another module, so device
-code that allocates local arrays or uses atomics is kept in the kernels' own module.)
+The *check* and *propagate* steps of the operational table (:func:`advance`), the start, round,
+path and garbage-collection kernels. Conditions and computation-state updates are the CPU
+matcher's own functions (:func:`replaydb.operators.pattern.vm.vm_eval_node`,
+:func:`replaydb.operators.pattern.ctxops.bind_update`), compiled for the device from the same
+source. (The CUDA simulator swaps the ``cuda`` module per call of a device function from another
+module, so device code that allocates local arrays or uses atomics is kept in this module; the
+shared functions use neither.)
 
 A partial match (PM) is one record: NFA position, partition, start time and start event, the head
 of its event history (a node in the shared history arena: event, position, parent), and its
@@ -13,28 +14,24 @@ computation state (``ci``: bound-event slots, ``cf``: running counts and aggrega
 matcher's ``ctx_i``/``ctx_f`` row). A clone shares its history with the original (persistent
 linked list), so cloning and moving cost O(state slots), not O(events matched).
 
-Floating point: the machine's arithmetic uses the non-fusing intrinsics of
-:mod:`~replaydb.operators.gpu.device`, and ``exp``/``log`` guard the same cases as the CPU machine,
-so conditions decide exactly as on the CPU (transcendental functions on a real device aside, see
-:mod:`~replaydb.operators.gpu.exprvm`).
+Floating point: the shared machine's arithmetic uses non-fusing intrinsics on the device
+(:mod:`replaydb.operators.exprcode.scalar`), so conditions decide exactly as on the CPU
+(transcendental functions on a real device aside).
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 from numba import cuda, float64, int64
 
-from replaydb.operators.gpu.device import fadd, fmul, fsub, simulator_active
-from replaydb.operators.pattern import vm
+from replaydb.operators.pattern.ctxops import bind_update
+from replaydb.operators.pattern.vm import vm_eval_node
 
 CI_MAX = 16
 """Bound-event slots a PM may carry on the device."""
 CF_MAX = 32
 """Running-count/aggregate slots a PM may carry on the device."""
 STACK_MAX = 32
-"""Stack depth of the device condition machine."""
+"""Depth of each stack (int and float) of the device condition machine."""
 
 STRAT_CONTIGUOUS = 0
 STRAT_NEXT = 1
@@ -51,327 +48,6 @@ OVF_HIST = 1
 OVF_MATCH = 2
 OVF_WORK = 4
 OVF_STATE = 8
-
-OP_CONST = vm.OP_CONST
-OP_CUR = vm.OP_CUR
-OP_BOUND = vm.OP_BOUND
-OP_FIRSTCUR = vm.OP_FIRSTCUR
-OP_AGG = vm.OP_AGG
-OP_ROWS = vm.OP_ROWS
-OP_ADD = vm.OP_ADD
-OP_SUB = vm.OP_SUB
-OP_MUL = vm.OP_MUL
-OP_DIV = vm.OP_DIV
-OP_MOD = vm.OP_MOD
-OP_NEG = vm.OP_NEG
-OP_EQ = vm.OP_EQ
-OP_NE = vm.OP_NE
-OP_LT = vm.OP_LT
-OP_LE = vm.OP_LE
-OP_GT = vm.OP_GT
-OP_AND = vm.OP_AND
-OP_OR = vm.OP_OR
-OP_NOT = vm.OP_NOT
-OP_ISNULL = vm.OP_ISNULL
-OP_NOTNULL = vm.OP_NOTNULL
-OP_ABS = vm.OP_ABS
-OP_SQRT = vm.OP_SQRT
-OP_FLOOR = vm.OP_FLOOR
-OP_CEIL = vm.OP_CEIL
-OP_EXP = vm.OP_EXP
-OP_LN = vm.OP_LN
-OP_POW = vm.OP_POW
-OP_MIN2 = vm.OP_MIN2
-OP_MAX2 = vm.OP_MAX2
-OP_LOG10 = vm.OP_LOG10
-OP_TRUTH = vm.OP_TRUTH
-AGG_SUM = vm.AGG_SUM
-AGG_AVG = vm.AGG_AVG
-AGG_MIN = vm.AGG_MIN
-AGG_COUNT = vm.AGG_COUNT
-CI_LAST = 0
-CF_ROWS = 0
-
-DEVICE_OPS = frozenset({OP_CONST, OP_CUR, OP_BOUND, OP_FIRSTCUR, OP_AGG, OP_ROWS, OP_ADD, OP_SUB,
-                        OP_MUL, OP_DIV, OP_MOD, OP_NEG, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT,
-                        vm.OP_GE, OP_AND, OP_OR, OP_NOT, OP_ISNULL, OP_NOTNULL, OP_ABS, OP_SQRT,
-                        OP_FLOOR, OP_CEIL, OP_EXP, OP_LN, OP_POW, OP_MIN2, OP_MAX2, OP_LOG10,
-                        OP_TRUTH})
-"""Condition-machine opcodes the device port implements (ROUND is the one it lacks)."""
-
-
-# --------------------------------------------------------------------------- math helpers
-if simulator_active():  # the CPU machine's functions (Numba's math = the C library's)
-
-    @cuda.jit(device=True)
-    def _exp(x):  # type: ignore[no-untyped-def]
-        try:
-            return math.exp(x)
-        except OverflowError:
-            return math.inf
-
-    @cuda.jit(device=True)
-    def _fmod(a, b):  # type: ignore[no-untyped-def]
-        return math.fmod(a, b)
-
-    @cuda.jit(device=True)
-    def _floor(x):  # type: ignore[no-untyped-def]
-        return np.floor(np.float64(x))
-
-    @cuda.jit(device=True)
-    def _ceil(x):  # type: ignore[no-untyped-def]
-        return np.ceil(np.float64(x))
-
-    @cuda.jit(device=True)
-    def _pow(a, b):  # type: ignore[no-untyped-def]
-        with np.errstate(all="ignore"):
-            return np.float64(a) ** np.float64(b)
-
-    @cuda.jit(device=True)
-    def _div(a, b):  # type: ignore[no-untyped-def]
-        with np.errstate(all="ignore"):
-            return np.float64(a) / np.float64(b)
-
-else:  # pragma: no cover - device code
-    from numba.cuda import libdevice
-
-    @cuda.jit(device=True)
-    def _exp(x):  # type: ignore[no-untyped-def]
-        return math.exp(x)
-
-    @cuda.jit(device=True)
-    def _fmod(a, b):  # type: ignore[no-untyped-def]
-        return math.fmod(a, b)
-
-    @cuda.jit(device=True)
-    def _floor(x):  # type: ignore[no-untyped-def]
-        return libdevice.floor(x)
-
-    @cuda.jit(device=True)
-    def _ceil(x):  # type: ignore[no-untyped-def]
-        return libdevice.ceil(x)
-
-    @cuda.jit(device=True)
-    def _pow(a, b):  # type: ignore[no-untyped-def]
-        return a ** b
-
-    @cuda.jit(device=True)
-    def _div(a, b):  # type: ignore[no-untyped-def]
-        return a / b
-
-
-@cuda.jit(device=True, inline=True)
-def _truth(x):  # pragma: no cover - device code
-    return x == x and x != 0.0
-
-
-TWO63 = 9223372036854775808.0
-
-
-@cuda.jit(device=True, inline=True)
-def _nfloor(x):  # pragma: no cover - device code
-    """``math.floor`` as the CPU machine (compiled by Numba) sees it: an int64, so NaN and
-    values outside int64 become -2**63."""
-    f = _floor(x)
-    if f == f and -TWO63 <= f < TWO63:
-        return f
-    return -TWO63
-
-
-@cuda.jit(device=True, inline=True)
-def _nceil(x):  # pragma: no cover - device code
-    f = _ceil(x)
-    if f == f and -TWO63 <= f < TWO63:
-        return f
-    return -TWO63
-
-
-# --------------------------------------------------------------------------- condition machine
-@cuda.jit(device=True)
-def vm_eval(p_op, p_ia, p_ib, p_fc, lo, hi, buf, dbase, g, ci, cf, st):  # noqa: C901
-    """Port of :func:`replaydb.operators.pattern.vm.vm_eval` for one PM (state ``ci``/``cf``).
-
-    ``buf[g - dbase, col]`` holds the VM columns of event ``g``; ``st`` is a scratch stack.
-    """
-    sp = 0
-    nan = math.nan
-    for k in range(lo, hi):
-        o = p_op[k]
-        if o == OP_CONST:
-            st[sp] = p_fc[k]
-            sp += 1
-        elif o == OP_CUR:
-            st[sp] = buf[g - dbase, p_ia[k]]
-            sp += 1
-        elif o == OP_BOUND or o == OP_FIRSTCUR:
-            idx = ci[p_ia[k]]
-            if idx < 0 and o == OP_FIRSTCUR:
-                idx = g
-            if idx < 0:
-                st[sp] = nan
-            else:
-                st[sp] = buf[idx - dbase, p_ib[k]]
-            sp += 1
-        elif o == OP_AGG:
-            s0 = p_ia[k]
-            nn = cf[s0]
-            sm = cf[s0 + 1]
-            mn = cf[s0 + 2]
-            mx = cf[s0 + 3]
-            fn = p_ib[k] >> 1
-            if p_ib[k] & 1:
-                x = buf[g - dbase, int(p_fc[k])]
-                if x == x:
-                    nn += 1.0
-                    sm = fadd(sm, x)
-                    if x < mn:
-                        mn = x
-                    if x > mx:
-                        mx = x
-            if fn == AGG_COUNT:
-                r = nn
-            elif nn == 0.0:
-                r = nan
-            elif fn == AGG_SUM:
-                r = sm
-            elif fn == AGG_AVG:
-                r = _div(sm, nn)
-            elif fn == AGG_MIN:
-                r = mn
-            else:
-                r = mx
-            st[sp] = r
-            sp += 1
-        elif o == OP_ROWS:
-            st[sp] = cf[p_ia[k]] + p_ib[k]
-            sp += 1
-        elif o < 20:
-            if o == OP_NEG:
-                st[sp - 1] = -st[sp - 1]
-                continue
-            b = st[sp - 1]
-            a = st[sp - 2]
-            sp -= 1
-            if o == OP_ADD:
-                r = fadd(a, b)
-            elif o == OP_SUB:
-                r = fsub(a, b)
-            elif o == OP_MUL:
-                r = fmul(a, b)
-            elif o == OP_DIV:
-                r = _div(a, b)
-            else:  # OP_MOD: floor modulo on integral values, fmod otherwise
-                if b == 0.0 or a != a or b != b:
-                    r = nan
-                elif a == _nfloor(a) and b == _nfloor(b):
-                    r = fsub(a, fmul(b, _nfloor(_div(a, b))))
-                else:
-                    r = _fmod(a, b)
-            st[sp - 1] = r
-        elif o < 30:
-            b = st[sp - 1]
-            a = st[sp - 2]
-            sp -= 1
-            if a != a or b != b:
-                r = 0.0
-            elif o == OP_EQ:
-                r = 1.0 if a == b else 0.0
-            elif o == OP_NE:
-                r = 1.0 if a != b else 0.0
-            elif o == OP_LT:
-                r = 1.0 if a < b else 0.0
-            elif o == OP_LE:
-                r = 1.0 if a <= b else 0.0
-            elif o == OP_GT:
-                r = 1.0 if a > b else 0.0
-            else:
-                r = 1.0 if a >= b else 0.0
-            st[sp - 1] = r
-        elif o == OP_AND or o == OP_OR:
-            b = st[sp - 1]
-            a = st[sp - 2]
-            sp -= 1
-            if o == OP_AND:
-                st[sp - 1] = 1.0 if (_truth(a) and _truth(b)) else 0.0
-            else:
-                st[sp - 1] = 1.0 if (_truth(a) or _truth(b)) else 0.0
-        elif o == OP_NOT:
-            st[sp - 1] = 0.0 if _truth(st[sp - 1]) else 1.0
-        elif o == OP_TRUTH:
-            st[sp - 1] = 1.0 if _truth(st[sp - 1]) else 0.0
-        elif o == OP_ISNULL:
-            x = st[sp - 1]
-            st[sp - 1] = 1.0 if x != x else 0.0
-        elif o == OP_NOTNULL:
-            x = st[sp - 1]
-            st[sp - 1] = 0.0 if x != x else 1.0
-        elif o == OP_ABS:
-            st[sp - 1] = abs(st[sp - 1])
-        elif o == OP_SQRT:
-            x = st[sp - 1]
-            st[sp - 1] = math.sqrt(x) if x >= 0 else nan
-        elif o == OP_FLOOR:
-            x = st[sp - 1]
-            st[sp - 1] = _nfloor(x) if x == x else nan
-        elif o == OP_CEIL:
-            x = st[sp - 1]
-            st[sp - 1] = _nceil(x) if x == x else nan
-        elif o == OP_EXP:
-            st[sp - 1] = _exp(st[sp - 1])
-        elif o == OP_LN:
-            x = st[sp - 1]
-            st[sp - 1] = math.log(x) if x > 0 else (-math.inf if x == 0 else nan)
-        elif o == OP_LOG10:
-            x = st[sp - 1]
-            st[sp - 1] = math.log10(x) if x > 0 else (-math.inf if x == 0 else nan)
-        elif o == OP_POW or o == OP_MIN2 or o == OP_MAX2:
-            b = st[sp - 1]
-            a = st[sp - 2]
-            sp -= 1
-            if o == OP_POW:
-                r = _pow(a, b)
-            elif a != a or b != b:
-                r = nan
-            elif o == OP_MIN2:
-                r = a if a < b else b
-            else:
-                r = a if a > b else b
-            st[sp - 1] = r
-    if sp == 0:
-        return True
-    return _truth(st[sp - 1])
-
-
-@cuda.jit(device=True)
-def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, buf, dbase):
-    """Port of :func:`replaydb.operators.pattern.ctxops.bind_update` on local state rows."""
-    for s in range(ci_kind.shape[0]):
-        cv = ci_var[s]
-        if cv == v or cv == -1:
-            if ci_kind[s] == CI_LAST:
-                ci[s] = g
-            elif ci[s] < 0:
-                ci[s] = g
-    for s in range(cf_kind.shape[0]):
-        cv = cf_var[s]
-        if cv == v or cv == -1:
-            kind = cf_kind[s]
-            if kind == CF_ROWS:
-                cf[s] += 1.0
-            else:
-                x = buf[g - dbase, cf_col[s]]
-                if x == x:
-                    j = kind - 1
-                    if j == 0:
-                        cf[s] += 1.0
-                    elif j == 1:
-                        cf[s] = fadd(cf[s], x)
-                    elif j == 2:
-                        if x < cf[s]:
-                            cf[s] = x
-                    elif x > cf[s]:
-                        cf[s] = x
-
 
 @cuda.jit(device=True, inline=True)
 def _copy(src_i, src_f, dst_i, dst_f, ni, nf):  # pragma: no cover - device code
@@ -441,9 +117,9 @@ def _survive(q, pid, st_t, st_g, h, ci, cf, ni, nf, s_off, s_cap, s_cnt, o_pid, 
 
 
 @cuda.jit(device=True)
-def advance(pos, pid, st_t, st_g, hist, r, ci, cf, ci2, cf2, ci3, cf3, stack,  # noqa: C901
+def advance(pos, pid, st_t, st_g, hist, r, ci, cf, ci2, cf2, ci3, cf3, si, sf,  # noqa: C901
             n, g0, t, epid, vmask, strategy, window, pos_var, fol_ptr, fol_to, pos_final,
-            pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind,
+            pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var, cf_kind,
             cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos, w_pid, w_t,
             w_g, w_hist, w_res, w_ci, w_cf, s_off, s_cap, s_cnt, o_pid, o_t, o_g, o_hist, o_ci,
             o_cf, ctr):  # pragma: no cover - device code
@@ -461,6 +137,8 @@ def advance(pos, pid, st_t, st_g, hist, r, ci, cf, ci2, cf2, ci3, cf3, stack,  #
     """
     ni = ci_kind.shape[0]
     nf = cf_kind.shape[0]
+    ci_row = ci.reshape((1, ci.shape[0]))  # the state as the machine's one-row state table
+    cf_row = cf.reshape((1, cf.shape[0]))
     cont_h = -1
     i = r
     while i < n:
@@ -480,8 +158,9 @@ def advance(pos, pid, st_t, st_g, hist, r, ci, cf, ci2, cf2, ci3, cf3, stack,  #
             v = pos_var[q]
             if vmask[i, v] == 0:
                 continue
-            if prog_lo[v] < prog_hi[v] and not vm_eval(p_op, p_ia, p_ib, p_fc, prog_lo[v],
-                                                       prog_hi[v], buf, dbase, g, ci, cf, stack):
+            if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], buf, dbase, g, ci_row,
+                    cf_row, ci, cf, 0, si, sf):
                 continue
             fired += 1
             _copy(ci, cf, ci2, cf2, ni, nf)
@@ -513,7 +192,7 @@ def advance(pos, pid, st_t, st_g, hist, r, ci, cf, ci2, cf2, ci3, cf3, stack,  #
 # --------------------------------------------------------------------------- kernels
 @cuda.jit
 def start_kernel(n, g0, t, epid, vmask, start, pos_var, pos_final, pos_has_next,  # pragma: no cover
-                 prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind, cf_var,
+                 prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var, cf_kind, cf_var,
                  cf_col, init_f, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos, w_pid,
                  w_t, w_g, w_hist, w_res, w_ci, w_cf, ctr):
     """One thread per event: every first position whose variable accepts it starts a PM."""
@@ -522,7 +201,10 @@ def start_kernel(n, g0, t, epid, vmask, start, pos_var, pos_final, pos_has_next,
         return
     ci = cuda.local.array(CI_MAX, int64)
     cf = cuda.local.array(CF_MAX, float64)
-    stack = cuda.local.array(STACK_MAX, float64)
+    si = cuda.local.array(STACK_MAX, int64)
+    sf = cuda.local.array(STACK_MAX, float64)
+    ci_row = ci.reshape((1, CI_MAX))
+    cf_row = cf.reshape((1, CF_MAX))
     ni = ci_kind.shape[0]
     nf = cf_kind.shape[0]
     g = g0 + i
@@ -535,8 +217,9 @@ def start_kernel(n, g0, t, epid, vmask, start, pos_var, pos_final, pos_has_next,
             ci[s] = -1
         for s in range(nf):
             cf[s] = init_f[s]
-        if prog_lo[v] < prog_hi[v] and not vm_eval(p_op, p_ia, p_ib, p_fc, prog_lo[v],
-                                                   prog_hi[v], buf, dbase, g, ci, cf, stack):
+        if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], buf, dbase, g, ci_row,
+                cf_row, ci, cf, 0, si, sf):
             continue
         bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, buf, dbase)
         h = _new_hist(g, q, -1, h_ev, h_pos, h_par, ctr)
@@ -552,10 +235,10 @@ def start_kernel(n, g0, t, epid, vmask, start, pos_var, pos_final, pos_has_next,
 @cuda.jit
 def state_kernel(q, base, count, a_pid, a_t, a_g, a_hist, a_ci, a_cf,  # pragma: no cover
                  n, g0, t, epid, vmask, strategy, window, pos_var, fol_ptr, fol_to, pos_final,
-                 pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind,
-                 cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos, w_pid, w_t,
-                 w_g, w_hist, w_res, w_ci, w_cf, s_off, s_cap, s_cnt, o_pid, o_t, o_g, o_hist,
-                 o_ci, o_cf, ctr):
+                 pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var,
+                 cf_kind, cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos,
+                 w_pid, w_t, w_g, w_hist, w_res, w_ci, w_cf, s_off, s_cap, s_cnt, o_pid, o_t,
+                 o_g, o_hist, o_ci, o_cf, ctr):
     """The kernel of NFA state ``q``: one thread per PM of its dense array, from event 0."""
     j = cuda.grid(1)
     if j >= count:
@@ -567,14 +250,15 @@ def state_kernel(q, base, count, a_pid, a_t, a_g, a_hist, a_ci, a_cf,  # pragma:
     cf2 = cuda.local.array(CF_MAX, float64)
     ci3 = cuda.local.array(CI_MAX, int64)
     cf3 = cuda.local.array(CF_MAX, float64)
-    stack = cuda.local.array(STACK_MAX, float64)
+    si = cuda.local.array(STACK_MAX, int64)
+    sf = cuda.local.array(STACK_MAX, float64)
     for s in range(ci_kind.shape[0]):
         ci[s] = a_ci[x, s]
     for s in range(cf_kind.shape[0]):
         cf[s] = a_cf[x, s]
-    advance(q, a_pid[x], a_t[x], a_g[x], a_hist[x], 0, ci, cf, ci2, cf2, ci3, cf3, stack,
+    advance(q, a_pid[x], a_t[x], a_g[x], a_hist[x], 0, ci, cf, ci2, cf2, ci3, cf3, si, sf,
             n, g0, t, epid, vmask, strategy, window, pos_var, fol_ptr, fol_to, pos_final,
-            pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind,
+            pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var, cf_kind,
             cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos, w_pid, w_t,
             w_g, w_hist, w_res, w_ci, w_cf, s_off, s_cap, s_cnt, o_pid, o_t, o_g, o_hist, o_ci,
             o_cf, ctr)
@@ -583,10 +267,10 @@ def state_kernel(q, base, count, a_pid, a_t, a_g, a_hist, a_ci, a_cf,  # pragma:
 @cuda.jit
 def work_kernel(count, i_pos, i_pid, i_t, i_g, i_hist, i_res, i_ci, i_cf,  # pragma: no cover
                 n, g0, t, epid, vmask, strategy, window, pos_var, fol_ptr, fol_to, pos_final,
-                pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind,
-                cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos, w_pid, w_t,
-                w_g, w_hist, w_res, w_ci, w_cf, s_off, s_cap, s_cnt, o_pid, o_t, o_g, o_hist,
-                o_ci, o_cf, ctr):
+                pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var,
+                cf_kind, cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos,
+                w_pid, w_t, w_g, w_hist, w_res, w_ci, w_cf, s_off, s_cap, s_cnt, o_pid, o_t,
+                o_g, o_hist, o_ci, o_cf, ctr):
     """One thread per worklist PM (started or cloned this batch), from its resume event."""
     j = cuda.grid(1)
     if j >= count:
@@ -597,15 +281,16 @@ def work_kernel(count, i_pos, i_pid, i_t, i_g, i_hist, i_res, i_ci, i_cf,  # pra
     cf2 = cuda.local.array(CF_MAX, float64)
     ci3 = cuda.local.array(CI_MAX, int64)
     cf3 = cuda.local.array(CF_MAX, float64)
-    stack = cuda.local.array(STACK_MAX, float64)
+    si = cuda.local.array(STACK_MAX, int64)
+    sf = cuda.local.array(STACK_MAX, float64)
     for s in range(ci_kind.shape[0]):
         ci[s] = i_ci[j, s]
     for s in range(cf_kind.shape[0]):
         cf[s] = i_cf[j, s]
     advance(i_pos[j], i_pid[j], i_t[j], i_g[j], i_hist[j], i_res[j], ci, cf, ci2, cf2, ci3, cf3,
-            stack, n, g0, t, epid, vmask, strategy, window, pos_var, fol_ptr, fol_to, pos_final,
-            pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind,
-            cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos, w_pid, w_t,
+            si, sf, n, g0, t, epid, vmask, strategy, window, pos_var, fol_ptr, fol_to,
+            pos_final, pos_has_next, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind,
+            ci_var, cf_kind, cf_var, cf_col, buf, dbase, h_ev, h_pos, h_par, m_hist, m_end, w_pos, w_pid, w_t,
             w_g, w_hist, w_res, w_ci, w_cf, s_off, s_cap, s_cnt, o_pid, o_t, o_g, o_hist, o_ci,
             o_cf, ctr)
 

@@ -48,7 +48,7 @@ import math
 import numba as nb
 import numpy as np
 
-from replaydb.operators.greta.edgecode import eval_edge
+from replaydb.operators.greta.edgecode import STACK_SLOTS, eval_edge
 
 LIMB = 30
 MASK = (1 << LIMB) - 1
@@ -397,7 +397,7 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
     scI = np.zeros((maxg, max(G.Wi, 1)), np.int64)
     scF = np.zeros((maxg, max(G.Wf, 1)), np.float64)
     alive = np.zeros(maxg, np.bool_)
-    stack = np.zeros(64, np.float64)
+    stack = np.zeros(STACK_SLOTS, np.float64)
     cap_bits = LIMB * L - 1
     ncc = NG.cc_t.shape[0]
     i = CNT[4]

@@ -425,7 +425,9 @@ class _Binder:
         spec.op = op
         spec.probe = probe
         if kind == SCAN:
-            spec.program = EdgeProgram(and_all(preds), g.gcols)
+            spec.program = EdgeProgram(
+                and_all(preds), g.gcols,
+                lambda c: "i" if _is_integer(self.field_type(c, None)) else "f")
             for cname in g.gcols:
                 ft = self.field_type(cname, None)
                 if not _is_numeric(ft):

@@ -6,14 +6,15 @@ NumPy arrays:
 * the position automaton (:mod:`replaydb.operators.pattern.automaton`) as CSR arrays;
 * per variable, a *local* condition (the conjuncts that refer only to the current event,
   evaluated vectorized per batch into one boolean column per variable - event-type tests and
-  ``PREV`` of the current row included) and a *cross-event* VM program (the other conjuncts, see
-  :mod:`replaydb.operators.pattern.vm` and :mod:`replaydb.operators.pattern.lowering`);
+  ``PREV`` of the current row included) and a *cross-event* program (the other conjuncts in the
+  shared typed form of :mod:`replaydb.operators.exprcode`, run by
+  :mod:`replaydb.operators.pattern.vm`; see :mod:`replaydb.operators.pattern.lowering`);
 * the layout of the computation state (SASE+'s vector V): int slots holding the index of the
   last/first event bound to a variable, float slots holding running row counts and
   (non-null count, sum, min, max) blocks per (variable, column). Only what some cross-event
   condition reads is kept, so runs that agree on it can be merged;
-* the columns the VM reads (``buf_cols``: (column, rows back)), strings among them dictionary
-  coded.
+* the columns the programs read (``buf_cols``: (column, rows back)), strings among them
+  dictionary coded, and the stack depths the programs need (``depth_i``, ``depth_f``).
 
 Decisions: SASE+ ``[attr]`` equivalence becomes partition keys for the non-contiguous strategies
 (an event of another partition can never extend a run there, so both are the same) and, under
@@ -32,19 +33,19 @@ import pyarrow as pa
 
 from replaydb.errors import QueryError
 from replaydb.operators.expr import (
-    Between,
     Binary,
     Call,
     Column,
     Expr,
     InList,
-    IsNull,
     Literal,
-    Unary,
     and_all,
     conjuncts,
 )
-from replaydb.operators.pattern import vm
+from replaydb.operators.exprcode import opcodes as oc
+from replaydb.operators.exprcode.program import Builder
+from replaydb.operators.exprcode.scalar import AGG_AVG, AGG_COUNT, AGG_MAX, AGG_MIN, AGG_SUM
+from replaydb.operators.exprcode.typed import Typed, type_condition
 from replaydb.operators.pattern.automaton import ACCEPT, Automaton, build_automaton
 from replaydb.operators.pattern.lowering import (
     Agg,
@@ -81,8 +82,7 @@ CI_FIRST = 1
 CF_ROWS = 0
 CF_AGG = 1  # a block of 4 slots: nn, sum, min, max
 
-_AGG_FN = {"SUM": vm.AGG_SUM, "AVG": vm.AGG_AVG, "MIN": vm.AGG_MIN, "MAX": vm.AGG_MAX,
-           "COUNT": vm.AGG_COUNT}
+_AGG_FN = {"SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN, "MAX": AGG_MAX, "COUNT": AGG_COUNT}
 
 
 class StringCodes:
@@ -131,6 +131,9 @@ class CompiledPattern:
     p_ia: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     p_ib: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     p_fc: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
+    p_ic: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
+    depth_i: int = 1
+    depth_f: int = 1
     # computation state layout
     ci_kind: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     ci_var: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
@@ -309,10 +312,6 @@ class _Codegen:
         self.cf_col: list[int] = []
         self.init_f: list[float] = []
         self.bufcol: dict[tuple[str, int], int] = {}
-        self.op: list[int] = []
-        self.ia: list[int] = []
-        self.ib: list[int] = []
-        self.fc: list[float] = []
 
     # ---------------------------------------------------------------- slots and columns
     def col(self, name: str, nav: int) -> int:
@@ -359,30 +358,23 @@ class _Codegen:
         return self.cf_agg[key]
 
     # ---------------------------------------------------------------- code
-    def emit(self, op: int, ia: int = 0, ib: int = 0, fc: float = 0.0) -> None:
-        self.op.append(op)
-        self.ia.append(ia)
-        self.ib.append(ib)
-        self.fc.append(fc)
-
     def build(self, cross: list[Expr | None]) -> None:
         cp = self.cp
+        code = Builder()
+        scope = _PatternScope(self)
         lo: list[int] = []
         hi: list[int] = []
         for e in cross:
-            lo.append(len(self.op))
+            start = end = len(code)
             if e is not None:
-                kind = self.gen(e)
-                if kind == "str":
-                    raise QueryError("a condition must be true or false, not a string")
-                self.emit(vm.OP_TRUTH)
-            hi.append(len(self.op))
+                start, end = code.add(type_condition(e, scope))
+            lo.append(start)
+            hi.append(end)
+        prog = code.build()
         cp.prog_lo = np.array(lo, dtype=np.int64)
         cp.prog_hi = np.array(hi, dtype=np.int64)
-        cp.p_op = np.array(self.op, dtype=np.int64)
-        cp.p_ia = np.array(self.ia, dtype=np.int64)
-        cp.p_ib = np.array(self.ib, dtype=np.int64)
-        cp.p_fc = np.array(self.fc, dtype=np.float64)
+        cp.p_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic = prog.op, prog.a, prog.b, prog.fc, prog.ic
+        cp.depth_i, cp.depth_f = max(1, prog.depth_i), max(1, prog.depth_f)
         ci_items = sorted(self.ci.items(), key=lambda kv: kv[1])
         cp.ci_kind = np.array([k[0] for k, _ in ci_items], dtype=np.int64)
         cp.ci_var = np.array([k[1] for k, _ in ci_items], dtype=np.int64)
@@ -391,150 +383,60 @@ class _Codegen:
         cp.cf_col = np.array(self.cf_col, dtype=np.int64)
         cp.init_f = np.array(self.init_f, dtype=np.float64)
 
-    def gen(self, e: Expr) -> str:  # noqa: C901 - one case per node type
-        """Emit code for ``e``; returns its kind: 'num' | 'str' | 'bool'."""
-        if isinstance(e, Literal):
-            v = e.value
-            if isinstance(v, str):
-                self.emit(vm.OP_CONST, fc=self.cp.strings.code(v))
-                return "str"
-            if v is None:
-                self.emit(vm.OP_CONST, fc=np.nan)
-                return "num"
-            if isinstance(v, bool):
-                self.emit(vm.OP_CONST, fc=1.0 if v else 0.0)
-                return "bool"
-            self.emit(vm.OP_CONST, fc=float(v))
-            return "num"
+    def kind(self, name: str) -> str:
+        """The column's kind in the typed form (its values are float64 in the buffer)."""
+        t = self.schema.field(name).type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if self.is_string(name):
+            return "s"
+        if pa.types.is_boolean(t):
+            return "b"
+        if pa.types.is_integer(t) or pa.types.is_temporal(t):
+            return "i"
+        return "f"
+
+
+class _PatternScope:
+    """The pattern machine's side of the typed form (:class:`~replaydb.operators.exprcode.typed.
+    Scope`): float-domain loads of the lowered leaves; strings compare for equality only (their
+    codes are in first-seen order)."""
+
+    float_domain = True
+    ordered_strings = False
+
+    def __init__(self, gen: _Codegen) -> None:
+        self.gen = gen
+
+    def leaf(self, e: Expr) -> Typed:
+        g = self.gen
         if isinstance(e, Cur):
-            self.emit(vm.OP_CUR, ia=self.col(e.col, e.nav))
-            return "str" if self.is_string(e.col) else "num"
+            return Typed(oc.LDF, g.kind(e.col), "F", a=g.col(e.col, e.nav))
         if isinstance(e, Bound):
             kind = CI_FIRST if e.kind in ("first", "firstcur") else CI_LAST
-            slot = self.islot(kind, self.var(e.var))
-            self.emit(vm.OP_FIRSTCUR if e.kind == "firstcur" else vm.OP_BOUND, ia=slot,
-                      ib=self.col(e.col, e.nav))
-            return "str" if self.is_string(e.col) else "num"
+            slot = g.islot(kind, g.var(e.var))
+            return Typed(oc.LDFIRSTCUR if e.kind == "firstcur" else oc.LDBOUND, g.kind(e.col), "F",
+                         a=slot, b=g.col(e.col, e.nav))
         if isinstance(e, Agg):
-            if self.is_string(e.col):
-                raise QueryError(f"{e.fn} over the string column {e.col!r} is not supported")
-            bcol = self.col(e.col, 0)
-            slot = self.agg_slot(self.var(e.var), bcol)
-            self.emit(vm.OP_AGG, ia=slot, ib=_AGG_FN[e.fn] * 2 + int(e.include_current),
-                      fc=float(bcol))
-            return "num"
+            if g.is_string(e.col):
+                raise self.error(f"{e.fn} over the string column {e.col!r}", e)
+            bcol = g.col(e.col, 0)
+            slot = g.agg_slot(g.var(e.var), bcol)
+            kind = "f" if e.fn == "AVG" else ("i" if e.fn == "COUNT" else g.kind(e.col))
+            return Typed(oc.LDAGG, kind, "F", a=slot, b=_AGG_FN[e.fn] * 2 + int(e.include_current),
+                         ic=bcol)
         if isinstance(e, Rows):
-            self.emit(vm.OP_ROWS, ia=self.rows_slot(self.var(e.var)), ib=int(e.include_current))
-            return "num"
-        if isinstance(e, Unary):
-            k = self.gen(e.operand)
-            if e.op == "not":
-                self.emit(vm.OP_NOT)
-                return "bool"
-            self._num(k, e)
-            self.emit(vm.OP_NEG)
-            return "num"
-        if isinstance(e, Binary):
-            return self.binary(e)
-        if isinstance(e, Between):
-            # x >= lo AND x <= hi (NOT BETWEEN: NOT(...) AND x IS NOT NULL)
-            self._cmp_pair(e.operand, e.low, vm.OP_GE, e)
-            self._cmp_pair(e.operand, e.high, vm.OP_LE, e)
-            self.emit(vm.OP_AND)
-            if e.negated:
-                self.emit(vm.OP_NOT)
-                self.gen(e.operand)
-                self.emit(vm.OP_NOTNULL)
-                self.emit(vm.OP_AND)
-            return "bool"
-        if isinstance(e, InList):
-            for i, v in enumerate(e.values):
-                self._cmp_pair(e.operand, v, vm.OP_EQ, e)
-                if i:
-                    self.emit(vm.OP_OR)
-            if e.negated:
-                self.emit(vm.OP_NOT)
-                self.gen(e.operand)
-                self.emit(vm.OP_NOTNULL)
-                self.emit(vm.OP_AND)
-            return "bool"
-        if isinstance(e, IsNull):
-            self.gen(e.operand)
-            self.emit(vm.OP_NOTNULL if e.negated else vm.OP_ISNULL)
-            return "bool"
-        if isinstance(e, Call):
-            return self.call(e)
+            return Typed(oc.LDROWS, "i", "F", a=g.rows_slot(g.var(e.var)), b=int(e.include_current))
         if isinstance(e, Column):  # pragma: no cover - lowered away
             raise QueryError(f"unresolved column {e.name!r}")
         raise QueryError(f"unsupported expression in a condition: {type(e).__name__}")
 
-    def _num(self, kind: str, e: Expr) -> None:
-        if kind == "str":
-            raise QueryError(_at("arithmetic on strings is not supported in a condition that "
-                                 "refers to other events", getattr(e, "pos", None)))
+    def string(self, value: str, e: Expr) -> Typed:
+        return Typed(oc.CF, "s", "F", fc=self.gen.cp.strings.code(value))
 
-    def _cmp_pair(self, a: Expr, b: Expr, op: int, e: Expr) -> None:
-        ka = self.gen(a)
-        kb = self.gen(b)
-        if "str" in (ka, kb) and (ka != kb or op not in (vm.OP_EQ, vm.OP_NE)):
-            raise QueryError(_at("only = and != compare strings in a condition that refers to "
-                                 "other events", getattr(e, "pos", None)))
-        self.emit(op)
+    def call(self, e: Call) -> Typed:
+        raise self.error(f"the function {e.name}", e)
 
-    def binary(self, e: Binary) -> str:
-        if e.op in ("and", "or"):
-            self.gen(e.left)
-            self.gen(e.right)
-            self.emit(vm.OP_AND if e.op == "and" else vm.OP_OR)
-            return "bool"
-        cmp = {"=": vm.OP_EQ, "!=": vm.OP_NE, "<": vm.OP_LT, "<=": vm.OP_LE, ">": vm.OP_GT,
-               ">=": vm.OP_GE}
-        if e.op in cmp:
-            self._cmp_pair(e.left, e.right, cmp[e.op], e)
-            return "bool"
-        arith = {"+": vm.OP_ADD, "-": vm.OP_SUB, "*": vm.OP_MUL, "/": vm.OP_DIV, "%": vm.OP_MOD}
-        if e.op not in arith:
-            raise QueryError(_at(f"unknown operator {e.op!r}", e.pos))
-        self._num(self.gen(e.left), e)
-        self._num(self.gen(e.right), e)
-        self.emit(arith[e.op])
-        return "num"
-
-    def call(self, e: Call) -> str:
-        unary = {"ABS": vm.OP_ABS, "SQRT": vm.OP_SQRT, "FLOOR": vm.OP_FLOOR, "CEIL": vm.OP_CEIL,
-                 "EXP": vm.OP_EXP, "LN": vm.OP_LN, "LOG10": vm.OP_LOG10}
-        if e.name in unary:
-            if len(e.args) != 1:
-                raise QueryError(_at(f"{e.name} takes one argument", e.pos))
-            self._num(self.gen(e.args[0]), e)
-            self.emit(unary[e.name])
-            return "num"
-        if e.name == "POWER":
-            if len(e.args) != 2:
-                raise QueryError(_at("POWER takes two arguments", e.pos))
-            for a in e.args:
-                self._num(self.gen(a), e)
-            self.emit(vm.OP_POW)
-            return "num"
-        if e.name in ("LEAST", "GREATEST"):
-            if not e.args:
-                raise QueryError(_at(f"{e.name} needs arguments", e.pos))
-            for i, a in enumerate(e.args):
-                self._num(self.gen(a), e)
-                if i:
-                    self.emit(vm.OP_MIN2 if e.name == "LEAST" else vm.OP_MAX2)
-            return "num"
-        if e.name == "ROUND":
-            if len(e.args) not in (1, 2):
-                raise QueryError(_at("ROUND takes 1 or 2 arguments", e.pos))
-            nd = 0
-            if len(e.args) == 2:
-                a1 = e.args[1]
-                if not (isinstance(a1, Literal) and isinstance(a1.value, int)):
-                    raise QueryError(_at("ROUND's digits must be an integer literal", e.pos))
-                nd = int(a1.value)
-            self._num(self.gen(e.args[0]), e)
-            self.emit(vm.OP_ROUND, ia=nd)
-            return "num"
-        raise QueryError(_at(f"function {e.name} is not supported in a condition that refers to "
-                             "other events", e.pos))
+    def error(self, message: str, e: Expr) -> Exception:
+        return QueryError(_at(f"{message} (not supported in a condition that refers to other "
+                              "events)", getattr(e, "pos", None)))

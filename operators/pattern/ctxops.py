@@ -10,6 +10,9 @@ kept, so two runs with equal rows behave the same from now on and may be merged.
 from __future__ import annotations
 
 from numba import njit
+from numba.core.extending import register_jitable
+
+from replaydb.operators.exprcode.scalar import fadd
 
 CI_LAST = 0
 CF_ROWS = 0
@@ -31,35 +34,70 @@ def copy_row(dst, src, ctx_i, ctx_f):
         ctx_f[dst, s] = ctx_f[src, s]
 
 
-@njit(cache=True, inline="always")
-def bind_update(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, buf, base):
-    """Update state row ``nid`` for event ``g`` bound to variable ``v``. O(slots)."""
+@register_jitable(inline="always")
+def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
+    """Update the state rows ``ci``/``cf`` for event ``g`` bound to variable ``v``; the matchers
+    on the CPU (arena rows) and on the GPU (a thread's local rows) share it. ``rows[g - base,
+    c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
     for s in range(ci_kind.shape[0]):
         cv = ci_var[s]
         if cv == v or cv == -1:
             if ci_kind[s] == CI_LAST:
-                ctx_i[nid, s] = g
-            elif ctx_i[nid, s] < 0:
-                ctx_i[nid, s] = g
+                ci[s] = g
+            elif ci[s] < 0:
+                ci[s] = g
     for s in range(cf_kind.shape[0]):
         cv = cf_var[s]
         if cv == v or cv == -1:
             kind = cf_kind[s]
             if kind == CF_ROWS:
-                ctx_f[nid, s] += 1.0
+                cf[s] += 1.0
             else:
-                x = buf[cf_col[s], g - base]
+                x = rows[g - base, cf_col[s]]
                 if x == x:
                     j = kind - 1
                     if j == 0:
-                        ctx_f[nid, s] += 1.0
+                        cf[s] += 1.0
                     elif j == 1:
-                        ctx_f[nid, s] += x
+                        cf[s] = fadd(cf[s], x)
                     elif j == 2:
-                        if x < ctx_f[nid, s]:
-                            ctx_f[nid, s] = x
-                    elif x > ctx_f[nid, s]:
-                        ctx_f[nid, s] = x
+                        if x < cf[s]:
+                            cf[s] = x
+                    elif x > cf[s]:
+                        cf[s] = x
+
+
+@register_jitable(inline="always")
+def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
+    """Update the state rows ``ci``/``cf`` for event ``g`` bound to variable ``v``; the matchers
+    on the CPU (arena rows) and on the GPU (a thread's local rows) share it. ``rows[g - base,
+    c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
+    for s in range(ci_kind.shape[0]):
+        cv = ci_var[s]
+        if cv == v or cv == -1:
+            if ci_kind[s] == CI_LAST:
+                ci[nid, s] = g
+            elif ci[nid, s] < 0:
+                ci[nid, s] = g
+    for s in range(cf_kind.shape[0]):
+        cv = cf_var[s]
+        if cv == v or cv == -1:
+            kind = cf_kind[s]
+            if kind == CF_ROWS:
+                cf[nid, s] += 1.0
+            else:
+                x = rows[g - base, cf_col[s]]
+                if x == x:
+                    j = kind - 1
+                    if j == 0:
+                        cf[nid, s] += 1.0
+                    elif j == 1:
+                        cf[nid, s] = fadd(cf[nid, s], x)
+                    elif j == 2:
+                        if x < cf[nid, s]:
+                            cf[nid, s] = x
+                    elif x > cf[nid, s]:
+                        cf[nid, s] = x
 
 
 @njit(cache=True, inline="always")

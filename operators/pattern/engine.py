@@ -23,7 +23,6 @@ from replaydb.errors import OperatorError
 from replaydb.operators.pattern import nfa_cep, nfa_sql
 from replaydb.operators.pattern.compile import CompiledPattern
 from replaydb.operators.pattern.measures import MatchSet
-from replaydb.operators.pattern.vm import max_stack_depth
 
 MIN_T = np.iinfo(np.int64).min
 GC_MIN = 1 << 16
@@ -56,10 +55,12 @@ class _Base:
         degs = [int(np.sum(cp.fol_to[cp.fol_ptr[p]:cp.fol_ptr[p + 1]] >= 0))
                 for p in range(len(cp.pos_var))]
         self.maxdeg = max(1, max(degs) if degs else 1)
-        self.stack = np.empty(256, dtype=np.float64)
+        # the unset int state of a starting run and the stacks of one condition program (the
+        # all-runs engine keeps stacks for every candidate in its scratch)
+        self.ci0 = np.full(max(1, self.CI), -1, dtype=np.int64)
+        self.si = np.empty(cp.depth_i, dtype=np.int64)
+        self.sf = np.empty(cp.depth_f, dtype=np.float64)
         self.has_prog = bool(np.any(cp.prog_hi > cp.prog_lo))
-        self.depth = max([1] + [max_stack_depth(cp.p_op, int(lo), int(hi))
-                                for lo, hi in zip(cp.prog_lo, cp.prog_hi)])
         self.reset()
 
     def reset(self) -> None:  # pragma: no cover - overridden
@@ -125,7 +126,8 @@ class AllRunsEngine(_Base):
                 "cand_ok": np.empty(cap, dtype=np.bool_),
                 "alive": np.empty(cap, dtype=np.bool_),
                 "sel": np.empty(cap, dtype=np.int64),
-                "st": np.empty((self.depth, cap), dtype=np.float64)}
+                "si": np.empty(self.cp.depth_i * cap, dtype=np.int64),
+                "sf": np.empty(self.cp.depth_f * cap, dtype=np.float64)}
 
     @property
     def state_size(self) -> int:
@@ -147,12 +149,13 @@ class AllRunsEngine(_Base):
                 i, n, g0, pid, t, vmask, startable, cp.strategy, cp.window, cp.pos_var,
                 cp.start, cp.fol_ptr, cp.fol_to, cp.fol_neg, cp.pos_final, cp.pos_has_next,
                 cp.pos_negmask, cp.neg_var, cp.prog_lo, cp.prog_hi, cp.p_op, cp.p_ia, cp.p_ib,
-                cp.p_fc, cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f,
-                buf, base, s["n_ev"], s["n_pos"], s["n_t"], s["n_lstart"], s["n_neg"],
+                cp.p_fc, cp.p_ic, cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col,
+                cp.init_f,
+                buf.T, base, s["n_ev"], s["n_pos"], s["n_t"], s["n_lstart"], s["n_neg"],
                 s["n_edge"], s["n_isstart"], s["ctx_i"], s["ctx_f"], s["e_src"], s["e_next"],
                 s["fp"], s["f_off"], s["f_len"], s["f_cap"], s["out_node"], s["cnt"],
-                self.maxdeg, s["ht"], s["ht_gen"], self.stack, self.has_prog,
-                s["cand_node"], s["cand_k"], s["cand_ok"], s["alive"], s["sel"], s["st"]))
+                self.maxdeg, s["ht"], s["ht_gen"], self.ci0, s["si"], s["sf"],
+                self.has_prog, s["cand_node"], s["cand_k"], s["cand_ok"], s["alive"], s["sel"]))
             if i < n:
                 p = int(pid[i])
                 if i > 0:
@@ -365,14 +368,14 @@ class SqlEngine(_Base):
             i, st = nfa_sql.sql_run(
                 i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window,
                 cp.skip_kind, cp.skip_var, cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to,
-                cp.prog_lo, cp.prog_hi, cp.p_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.ci_kind,
-                cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f, buf, base, s["n_ev"],
+                cp.prog_lo, cp.prog_hi, cp.p_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic, cp.ci_kind,
+                cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f, buf.T, base, s["n_ev"],
                 s["n_pos"], s["n_pred"], s["n_t"],
                 s["ctx_i"], s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"],
                 s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], s["tp"],
                 s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"], s["p_natt"],
                 s["p_nthr"], *self._kernel_args_tail(), self.maxdeg, s["ht"], s["ht_gen"],
-                self.stack)
+                self.ci0, self.si, self.sf)
             i = int(i)
             self._check_status(int(st), g0 + i)
             if i < n:

@@ -53,13 +53,13 @@ import numpy as np
 from numba import njit
 
 from replaydb.operators.pattern.ctxops import (
-    bind_update,
+    bind_update_row,
     copy_row,
     init_row,
     row_hash,
     rows_equal,
 )
-from replaydb.operators.pattern.vm import vm_eval, vm_eval_many
+from replaydb.operators.pattern.vm import vm_eval, vm_eval_node
 
 STRAT_CONTIGUOUS = 0
 STRAT_NEXT = 1
@@ -69,14 +69,15 @@ MIN_T = np.iinfo(np.int64).min
 
 @njit(cache=True, inline="always")
 def _make_node(q, src, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge,
-               n_isstart, ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, buf,
+               n_isstart, ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, rows,
                base, ht, ht_gen):
     nid = cnt[0]
     if src >= 0:
         copy_row(nid, src, ctx_i, ctx_f)
     else:
         init_row(nid, ctx_i, ctx_f, init_f)
-    bind_update(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, buf, base)
+    bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, rows,
+                base)
     mask = ht.shape[0] - 1
     h = row_hash(q, nid, ctx_i) & mask
     while ht_gen[h] == stamp:
@@ -100,17 +101,19 @@ def _make_node(q, src, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart,
 @njit(cache=True, error_model="numpy")
 def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             pos_var, start, fol_ptr, fol_to, fol_neg, pos_final, pos_has_next, pos_negmask,
-            neg_var, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, ci_kind, ci_var, cf_kind, cf_var,
-            cf_col, init_f, buf, base, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge, n_isstart,
-            ctx_i, ctx_f, e_src, e_next, fp, f_off, f_len, f_cap, out_node, cnt, maxdeg, ht,
-            ht_gen, stack, has_prog, cand_node, cand_k, cand_ok, alive, sel, st):
+            neg_var, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var, cf_kind,
+            cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge,
+            n_isstart, ctx_i, ctx_f, e_src, e_next, fp, f_off, f_len, f_cap, out_node, cnt, maxdeg,
+            ht, ht_gen, ci0, si, sf, has_prog, cand_node, cand_k, cand_ok, alive, sel):
     """Process events ``[i0, n)`` of a batch; returns the index where it stopped.
 
     Stops early (returns ``i < n``) when an arena may be too small for event ``i``; the caller
     grows or collects and calls again from ``i``. ``cnt`` = [nodes, edges, pool end, outputs,
     hash stamp]. Per event: (A) collect the (partial match, option) pairs whose per-event
     condition holds, (B) run each variable's cross-event program over all its pairs at once
-    (:func:`vm_eval_many`), (C) apply the operational table in frontier order.
+    (:func:`vm_eval`; ``ci0`` is the unset int state of a starting run, ``si``/``sf`` scratch
+    stacks for ``cand_node``'s capacity of candidates), (C) apply the operational table in
+    frontier order.
     """
     nstart = start.shape[0]
     nneg = neg_var.shape[0]
@@ -124,8 +127,7 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
         if (cnt[0] + need > n_ev.shape[0] or cnt[1] + need > e_src.shape[0]
                 or cnt[2] + 2 * (flen + need) + 8 > fp.shape[0]
                 or cnt[3] + need > out_node.shape[0] or 2 * need + 2 > ht.shape[0]
-                or need > cand_node.shape[0] or flen > alive.shape[0]
-                or need > st.shape[1]):
+                or need > cand_node.shape[0] or flen > alive.shape[0]):
             return i
         g = g0 + i
         te = t[i]
@@ -137,13 +139,13 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             v = pos_var[q]
             if not vmask[i, v]:
                 continue
-            if prog_lo[v] < prog_hi[v] and not vm_eval(p_op, p_ia, p_ib, p_fc, prog_lo[v],
-                                                       prog_hi[v], buf, base, g, ctx_i, ctx_f,
-                                                       init_f, -1, stack):
+            if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g, ctx_i,
+                    ctx_f, ci0, init_f, -1, si, sf):
                 continue
             nid = _make_node(q, -1, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart,
                              n_neg, n_edge, n_isstart, ctx_i, ctx_f, init_f, ci_kind, ci_var,
-                             cf_kind, cf_var, cf_col, buf, base, ht, ht_gen)
+                             cf_kind, cf_var, cf_col, rows, base, ht, ht_gen)
             n_isstart[nid] = 1
             if te > n_lstart[nid]:
                 n_lstart[nid] = te
@@ -176,8 +178,8 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
                         sel[m] = c
                         m += 1
                 if m > 0:
-                    vm_eval_many(p_op, p_ia, p_ib, p_fc, prog_lo[v], prog_hi[v], buf, base, g,
-                                 ctx_i, ctx_f, init_f, cand_node, sel, m, st, cand_ok)
+                    vm_eval(p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
+                            ctx_i, ctx_f, ci0, init_f, cand_node, sel, m, si, sf, cand_ok)
         # (C) the operational table, in frontier order
         w = cnt[2]
         nw = 0
@@ -193,7 +195,7 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
                     v = pos_var[q]
                     nid = _make_node(q, nd, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t,
                                      n_lstart, n_neg, n_edge, n_isstart, ctx_i, ctx_f, init_f,
-                                     ci_kind, ci_var, cf_kind, cf_var, cf_col, buf, base, ht,
+                                     ci_kind, ci_var, cf_kind, cf_var, cf_col, rows, base, ht,
                                      ht_gen)
                     ec = cnt[1]
                     e_src[ec] = nd
@@ -211,9 +213,9 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
                         bit = np.int64(1) << kk
                         if (nm & bit) != 0 and (n_neg[nd] & bit) == 0:
                             v = neg_var[kk]
-                            if vmask[i, v] and (prog_lo[v] == prog_hi[v] or vm_eval(
-                                    p_op, p_ia, p_ib, p_fc, prog_lo[v], prog_hi[v], buf, base, g,
-                                    ctx_i, ctx_f, init_f, nd, stack)):
+                            if vmask[i, v] and (prog_lo[v] == prog_hi[v] or vm_eval_node(
+                                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows,
+                                    base, g, ctx_i, ctx_f, ci0, init_f, nd, si, sf)):
                                 n_neg[nd] |= bit
                 fp[w + nw] = nd
                 nw += 1

@@ -30,8 +30,14 @@ from __future__ import annotations
 
 from numba import njit
 
-from replaydb.operators.pattern.ctxops import bind_update, copy_row, init_row, row_hash, rows_equal
-from replaydb.operators.pattern.vm import vm_eval
+from replaydb.operators.pattern.ctxops import (
+    bind_update_row,
+    copy_row,
+    init_row,
+    row_hash,
+    rows_equal,
+)
+from replaydb.operators.pattern.vm import vm_eval_node
 
 SKIP_PAST_LAST = 0
 SKIP_NEXT_ROW = 1
@@ -46,14 +52,15 @@ ST_SKIP_FIRST = 3   # AFTER MATCH SKIP TO v: that row is the match's first row
 
 @njit(cache=True, inline="always")
 def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, ctx_f, init_f,
-                 ci_kind, ci_var, cf_kind, cf_var, cf_col, buf, base, ht, ht_gen):
+                 ci_kind, ci_var, cf_kind, cf_var, cf_col, rows, base, ht, ht_gen):
     """Create a thread node for ``q`` from ``src``; -1 if an equal thread already exists."""
     nid = cnt[0]
     if src >= 0:
         copy_row(nid, src, ctx_i, ctx_f)
     else:
         init_row(nid, ctx_i, ctx_f, init_f)
-    bind_update(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, buf, base)
+    bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ctx_i, ctx_f, rows,
+                base)
     mask = ht.shape[0] - 1
     h = row_hash(q, nid, ctx_i) & mask
     while ht_gen[h] == stamp:
@@ -122,10 +129,10 @@ def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_st
 @njit(cache=True, error_model="numpy")
 def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind,  # noqa: C901
             skip_var, pos_var, start, fol_ptr, fol_to, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc,
-            ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, buf, base, n_ev, n_pos, n_pred, n_t, ctx_i,
-            ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap, a_next, tp,
-            p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid,
-            o_number, o_confirm, cnt, maxdeg, ht, ht_gen, stack):
+            p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_pred,
+            n_t, ctx_i, ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap,
+            a_next, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node,
+            o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht, ht_gen, ci0, si, sf):
     """Process events ``[i0, n)``; returns (index where it stopped, status).
 
     ``cnt`` = [nodes, attempts, thread pool end, outputs, hash stamp, error node]. Status
@@ -134,6 +141,8 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
     every running attempt of every partition first ends as at end of input (the work of
     :func:`sql_finish`, done here so that many short intervals cost one call). Ending is
     idempotent, so a call resumed at a flagged event after ``ST_SPACE`` does no harm.
+    Conditions run :func:`vm_eval_node` (``ci0``: the unset int state of a starting attempt;
+    ``si``/``sf``: scratch stacks).
     """
     nstart = start.shape[0]
     has_brk = brk.shape[0] > 0
@@ -187,13 +196,13 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                         v = pos_var[q]
                         if not vmask[i, v]:
                             continue
-                        if prog_lo[v] < prog_hi[v] and not vm_eval(
-                                p_op, p_ia, p_ib, p_fc, prog_lo[v], prog_hi[v], buf, base, g,
-                                ctx_i, ctx_f, init_f, nd, stack):
+                        if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                                p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base,
+                                g, ctx_i, ctx_f, ci0, init_f, nd, si, sf):
                             continue
                         nid = _thread_node(q, nd, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t,
                                            ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind,
-                                           cf_var, cf_col, buf, base, ht, ht_gen)
+                                           cf_var, cf_col, rows, base, ht, ht_gen)
                         if nid >= 0:
                             tp[w + nw] = nid
                             nw += 1
@@ -222,12 +231,12 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 v = pos_var[q]
                 if not vmask[i, v]:
                     continue
-                if prog_lo[v] < prog_hi[v] and not vm_eval(p_op, p_ia, p_ib, p_fc, prog_lo[v],
-                                                           prog_hi[v], buf, base, g, ctx_i,
-                                                           ctx_f, init_f, -1, stack):
+                if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                        p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
+                        ctx_i, ctx_f, ci0, init_f, -1, si, sf):
                     continue
                 nid = _thread_node(q, -1, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i,
-                                   ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, buf,
+                                   ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, rows,
                                    base, ht, ht_gen)
                 if nid >= 0:
                     tp[w + nw] = nid

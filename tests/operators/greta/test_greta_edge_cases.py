@@ -81,6 +81,18 @@ def test_nulls_in_keys_types_and_groups(seed: int) -> None:
             "WITHIN 9 SLIDE 3", t)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_scanned_edge_predicates_share_the_expression_semantics(seed: int) -> None:
+    """Edge predicates that no index answers run the shared expression machine: LEAST and
+    GREATEST of a NULL are NULL (so the comparison is false), ``%`` is floor modulo on negative
+    floats, like the oracle's NumPy evaluation."""
+    t = rand_table(16, seed, nulls=True)
+    compare("RETURN COUNT(*) PATTERN A+ WHERE LEAST(A.x, NEXT(A).y) < 2 WITHIN 8 SLIDE 4", t)
+    compare("RETURN COUNT(*) PATTERN A+ WHERE GREATEST(NEXT(A).x, A.y) >= 3 WITHIN 8 SLIDE 4",
+            t)
+    compare("RETURN COUNT(*) PATTERN A+ WHERE (A.y - NEXT(A).y) % 2 < 1 WITHIN 8 SLIDE 4", t)
+
+
 def test_equal_timestamps_never_follow_each_other() -> None:
     t = pa.table({"t": pa.array([1, 1, 1, 2, 2], pa.int64()),
                   "seq": pa.array(range(5), pa.int64()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -11,21 +12,8 @@ import pytest
 
 from replaydb.errors import DataError, OperatorError, QueryError, StateCapExceeded
 from replaydb.operators.expr import Binary, Call, Column, Literal
+from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern import oracle
-from replaydb.operators.pattern.model import (
-    AfterMatchSkip,
-    Alt,
-    Measure,
-    PatternSpec,
-    Repeat,
-    RowsPerMatch,
-    Semantics,
-    Seq,
-    SkipKind,
-    Strategy,
-    Var,
-    VarDef,
-)
 from replaydb.operators.pattern.operator import PatternConfig, PatternOperator
 
 SCH = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("type", pa.string()),
@@ -39,26 +27,26 @@ def typed(types: str | list[str], temps: list[float] | None = None, t0: int = 1)
                      "temp": temps if temps is not None else [0.0] * n}, schema=SCH)
 
 
-def is_type(v: str) -> VarDef:
-    return VarDef(v, Binary("=", Column("type"), Literal(v.lower())))
+def is_type(v: str) -> pm.VarDef:
+    return pm.VarDef(v, Binary("=", Column("type"), Literal(v.lower())))
 
 
-ABC = Seq((Var("A"), Repeat(Var("B"), 0, None), Var("C")))
+ABC = pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 0, None), pm.Var("C")))
 FIG26 = typed("abacbc")
 NAMES = ["a1", "b1", "a2", "c1", "b2", "c2"]
 
 
-def fig26(strategy: Strategy, batch: int | None = None) -> list[tuple[str, ...]]:
-    spec = PatternSpec(ABC, (is_type("A"), is_type("B"), is_type("C")), strategy=strategy)
+def fig26(strategy: pm.Strategy, batch: int | None = None) -> list[tuple[str, ...]]:
+    spec = pm.PatternSpec(ABC, (is_type("A"), is_type("B"), is_type("C")), strategy=strategy)
     return [tuple(NAMES[i] for i in m[1]) for m in oracle.run_operator(spec, FIG26, batch)]
 
 
 @pytest.mark.parametrize("batch", [None, 1, 4])
 def test_fig_2_6_rows(batch: int | None) -> None:
-    assert fig26(Strategy.CONTIGUOUS, batch) == [("a2", "c1")]
-    assert sorted(fig26(Strategy.SKIP_TILL_NEXT, batch)) == sorted([("a2", "c1"),
+    assert fig26(pm.Strategy.CONTIGUOUS, batch) == [("a2", "c1")]
+    assert sorted(fig26(pm.Strategy.SKIP_TILL_NEXT, batch)) == sorted([("a2", "c1"),
                                                                     ("a1", "b1", "c1")])
-    got = fig26(Strategy.SKIP_TILL_ANY, batch)
+    got = fig26(pm.Strategy.SKIP_TILL_ANY, batch)
     # the figure lists <a1,c2> twice and omits <a2,c2>: nine distinct subsequences exist
     expected = {("a2", "c1"), ("a1", "b1", "c1"), ("a1", "b1", "c2"), ("a1", "c1"),
                 ("a1", "c2"), ("a1", "b1", "b2", "c2"), ("a1", "b2", "c2"), ("a2", "c2"),
@@ -68,7 +56,7 @@ def test_fig_2_6_rows(batch: int | None) -> None:
 
 def test_fig_2_6_documented_order() -> None:
     """All-runs output: by completing event, then lexicographically by event positions."""
-    assert fig26(Strategy.SKIP_TILL_ANY) == [
+    assert fig26(pm.Strategy.SKIP_TILL_ANY) == [
         ("a1", "b1", "c1"), ("a1", "c1"), ("a2", "c1"),
         ("a1", "b1", "b2", "c2"), ("a1", "b1", "c2"), ("a1", "b2", "c2"), ("a1", "c2"),
         ("a2", "b2", "c2"), ("a2", "c2")]
@@ -78,12 +66,12 @@ def test_running_example_temperature_increase() -> None:
     """Dissertation 2.3.5: A B* C, B: temp > prev(temp), C: temp >= A.temp + 5, contiguous."""
     temps = [20.0, 21.0, 23.0, 26.0, 25.0, 31.0, 30.0]
     tab = typed("x" * len(temps), temps)
-    spec = PatternSpec(ABC, (
-        VarDef("A"),
-        VarDef("B", Binary(">", Column("temp"), Call("PREV", (Column("temp"),)))),
-        VarDef("C", Binary(">=", Column("temp", "C"),
+    spec = pm.PatternSpec(ABC, (
+        pm.VarDef("A"),
+        pm.VarDef("B", Binary(">", Column("temp"), Call("PREV", (Column("temp"),)))),
+        pm.VarDef("C", Binary(">=", Column("temp", "C"),
                            Binary("+", Column("temp", "A"), Literal(5)))),
-    ), strategy=Strategy.CONTIGUOUS)
+    ), strategy=pm.Strategy.CONTIGUOUS)
     got = oracle.run_operator(spec, tab)
     assert got == oracle.matches(spec, tab)
     rows = {m[1] for m in got}
@@ -94,11 +82,49 @@ def test_running_example_temperature_increase() -> None:
                for m in rows)
 
 
-def _ops(spec: PatternSpec, **kw: object) -> PatternOperator:
+def test_cross_event_conditions_decide_like_the_numpy_evaluator() -> None:
+    """A condition on an earlier bound event runs on the compiled machine, a condition on the
+    current event on NumPy; both share one definition of ``%`` (floor modulo on floats too:
+    -7.0 % 3 is 2, -0.5 % 3 is 2.5) and FLOOR (a float: 1e20 and inf stay themselves), so the
+    operator, the oracle and the local evaluation agree."""
+    temps = [-7.0, 1.0, 1e20, -1.0, -0.5, 0.0, math.inf, 2.0, 5.0]
+    tab = typed("x" * len(temps), temps)
+    skip = pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW)
+    pair = pm.Seq((pm.Var("A"), pm.Var("B")))
+
+    def matched_a(cond: Binary, local: bool = False) -> list[int]:
+        defs = (pm.VarDef("A", cond), pm.VarDef("B")) if local else (pm.VarDef("A"), pm.VarDef("B", cond))
+        spec = pm.PatternSpec(pair, defs, strategy=pm.Strategy.CONTIGUOUS, semantics=pm.Semantics.SQL,
+                           after_match_skip=skip)
+        got = oracle.run_operator(spec, tab, batch_rows=3)
+        assert got == oracle.matches(spec, tab)
+        return [m[1][0] for m in got]
+
+    mod2 = lambda x: Binary("=", Binary("%", x, Literal(3)), Literal(2.5))  # noqa: E731
+    assert matched_a(mod2(Column("temp", "A"))) == [4]          # -0.5 % 3 = 2.5
+    assert matched_a(mod2(Column("temp")), local=True) == [4]
+    mod = lambda x: Binary("=", Binary("%", x, Literal(3)), Literal(2))  # noqa: E731
+    assert matched_a(mod(Column("temp", "A"))) == [0, 3, 7]   # -7, -1 and 2 (1e20 % 3 = 1)
+    assert matched_a(mod(Column("temp")), local=True) == [0, 3, 7]
+    big = Binary(">", Call("FLOOR", (Column("temp", "A"),)), Literal(1e19))
+    assert matched_a(big) == [2, 6]
+
+
+def test_cross_event_conditions_refuse_arithmetic_on_booleans() -> None:
+    """NumPy's ``bool + bool`` is OR and Python's is 2: a compiled condition refuses it."""
+    flag = Binary("=", Column("type", "A"), Literal("x"))
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Var("B"))),
+                       (pm.VarDef("A"), pm.VarDef("B", Binary(">", Binary("+", flag, flag),
+                                                        Literal(1)))))
+    with pytest.raises(QueryError, match="arithmetic on a boolean"):
+        PatternOperator(PatternConfig(spec, SCH))
+
+
+def _ops(spec: pm.PatternSpec, **kw: object) -> PatternOperator:
     return PatternOperator(PatternConfig(spec, SCH), **kw)  # type: ignore[arg-type]
 
 
-def _fed(spec: PatternSpec, tab: pa.Table, chunk: int, check: bool = False) -> PatternOperator:
+def _fed(spec: pm.PatternSpec, tab: pa.Table, chunk: int, check: bool = False) -> PatternOperator:
     """An operator for ``spec`` fed ``tab`` in batches of ``chunk`` rows (its invariants checked
     after each when ``check``) and flushed; its results are not taken yet."""
     op = _ops(spec)
@@ -120,28 +146,28 @@ def random_stream(n: int, seed: int, ties: int = 2) -> pa.Table:
 
 
 SPECS = {
-    "any": PatternSpec(ABC, (is_type("A"), VarDef("B", Binary(">", Column("temp"),
+    "any": pm.PatternSpec(ABC, (is_type("A"), pm.VarDef("B", Binary(">", Column("temp"),
                                                               Column("temp", "A"))),
-                             is_type("C")), window=6, strategy=Strategy.SKIP_TILL_ANY),
-    "next": PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
-                        (is_type("A"), VarDef("B", Binary(">=", Column("temp"),
+                             is_type("C")), window=6, strategy=pm.Strategy.SKIP_TILL_ANY),
+    "next": pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 1, None), pm.Var("C"))),
+                        (is_type("A"), pm.VarDef("B", Binary(">=", Column("temp"),
                                                           Call("AVG", (Column("temp", "B"),)))),
-                         is_type("C")), window=8, strategy=Strategy.SKIP_TILL_NEXT),
-    "sql": PatternSpec(Seq((Var("A"), Repeat(Var("T"), 0, None), Alt((Var("B"), Var("C"))))),
-                       (is_type("A"), is_type("B"), VarDef("C", Binary(">", Column("temp"),
+                         is_type("C")), window=8, strategy=pm.Strategy.SKIP_TILL_NEXT),
+    "sql": pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("T"), 0, None), pm.Alt((pm.Var("B"), pm.Var("C"))))),
+                       (is_type("A"), is_type("B"), pm.VarDef("C", Binary(">", Column("temp"),
                                                                        Literal(5)))),
-                       window=10, semantics=Semantics.SQL,
-                       measures=(Measure("n", Call("COUNT", (Column("*", "T"),))),
-                                 Measure("fa", Call("FIRST", (Column("seq", "A"),))))),
+                       window=10, semantics=pm.Semantics.SQL,
+                       measures=(pm.Measure("n", Call("COUNT", (Column("*", "T"),))),
+                                 pm.Measure("fa", Call("FIRST", (Column("seq", "A"),))))),
     # blocks and greedy always-true gaps: the vectorized GapSeqEngine
-    "sql_gaps": PatternSpec(Seq((Var("A"), Repeat(Var("T"), 0, None), Var("B"), Var("C"),
-                                 Repeat(Var("U"), 0, None), Var("A"))),
+    "sql_gaps": pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("T"), 0, None), pm.Var("B"), pm.Var("C"),
+                                 pm.Repeat(pm.Var("U"), 0, None), pm.Var("A"))),
                             (is_type("A"), is_type("B"),
-                             VarDef("C", Binary(">", Column("temp"), Literal(3)))),
-                            window=9, semantics=Semantics.SQL,
-                            after_match_skip=AfterMatchSkip(SkipKind.TO_NEXT_ROW),
-                            measures=(Measure("n", Call("COUNT", (Column("*", "T"),))),
-                                      Measure("fa", Call("FIRST", (Column("seq", "A"),))))),
+                             pm.VarDef("C", Binary(">", Column("temp"), Literal(3)))),
+                            window=9, semantics=pm.Semantics.SQL,
+                            after_match_skip=pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW),
+                            measures=(pm.Measure("n", Call("COUNT", (Column("*", "T"),))),
+                                      pm.Measure("fa", Call("FIRST", (Column("seq", "A"),))))),
 }
 
 
@@ -185,8 +211,8 @@ def test_batch_size_does_not_change_results(name: str) -> None:
 
 
 def test_end_interval_drops_partial_matches_all_runs() -> None:
-    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
-                       strategy=Strategy.SKIP_TILL_ANY)
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Var("B"))), (is_type("A"), is_type("B")),
+                       strategy=pm.Strategy.SKIP_TILL_ANY)
     op = _ops(spec)
     op.push(typed("ab a", t0=1).filter(pa.array([True, True, False, True])))   # a b . a
     op.end_interval()                       # gap: the trailing 'a' must not pair with later b
@@ -204,9 +230,9 @@ def test_end_interval_drops_partial_matches_all_runs() -> None:
 
 
 def test_end_interval_sql_resolves_running_attempts() -> None:
-    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None))), (is_type("A"), is_type("B")),
-                       semantics=Semantics.SQL,
-                       measures=(Measure("nb", Call("COUNT", (Column("*", "B"),))),))
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 1, None))), (is_type("A"), is_type("B")),
+                       semantics=pm.Semantics.SQL,
+                       measures=(pm.Measure("nb", Call("COUNT", (Column("*", "B"),))),))
     op = _ops(spec)
     op.push(typed("abb"))
     assert op.results().num_rows == 0       # greedy B+ may still grow
@@ -221,9 +247,9 @@ def test_end_interval_sql_resolves_running_attempts() -> None:
 
 def test_state_cap_stops_skip_till_any_blow_up() -> None:
     """A B+ C under skip-till-any: every subset of the b's is a match - 2^k matches per c."""
-    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 1, None), pm.Var("C"))),
                        (is_type("A"), is_type("B"), is_type("C")),
-                       strategy=Strategy.SKIP_TILL_ANY)
+                       strategy=pm.Strategy.SKIP_TILL_ANY)
     tab = typed("a" + "b" * 22 + "c")
     with pytest.raises(StateCapExceeded, match="state_cap") as ei:
         _ops(spec, state_cap=100_000).process(tab)
@@ -236,17 +262,17 @@ def test_state_cap_stops_skip_till_any_blow_up() -> None:
 
 def test_state_cap_stops_distinct_running_aggregates() -> None:
     """Runs with distinct running sums cannot be merged: the run graph itself blows up."""
-    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
-                       (is_type("A"), VarDef("B", Binary("<", Call("SUM", (Column("temp", "B"),)),
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 1, None), pm.Var("C"))),
+                       (is_type("A"), pm.VarDef("B", Binary("<", Call("SUM", (Column("temp", "B"),)),
                                                          Literal(1e9))), is_type("C")),
-                       strategy=Strategy.SKIP_TILL_ANY)
+                       strategy=pm.Strategy.SKIP_TILL_ANY)
     tab = typed("a" + "b" * 24, [float(2 ** i) for i in range(25)])
     with pytest.raises(StateCapExceeded, match="state_cap"):
         _ops(spec, state_cap=50_000).process(tab)
 
 
 def test_input_order_errors_name_the_row() -> None:
-    spec = PatternSpec(Var("A"), (is_type("A"),))
+    spec = pm.PatternSpec(pm.Var("A"), (is_type("A"),))
     op = _ops(spec)
     bad = pa.table({"t": [1, 3, 2], "seq": [0, 1, 2], "type": ["a"] * 3, "temp": [0.0] * 3},
                    schema=SCH)
@@ -263,21 +289,21 @@ def test_input_order_errors_name_the_row() -> None:
 
 
 def test_measures_one_row() -> None:
-    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None), Var("C"))),
-                       (is_type("A"), is_type("B"), is_type("C")), semantics=Semantics.SQL,
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 1, None), pm.Var("C"))),
+                       (is_type("A"), is_type("B"), is_type("C")), semantics=pm.Semantics.SQL,
                        measures=(
-                           Measure("a_seq", Column("seq", "A")),
-                           Measure("first_b", Call("FIRST", (Column("temp", "B"),))),
-                           Measure("last_b", Call("LAST", (Column("temp", "B"),))),
-                           Measure("b1", Call("LAST", (Column("temp", "B"), Literal(1)))),
-                           Measure("avg_b", Call("AVG", (Column("temp", "B"),))),
-                           Measure("n", Call("COUNT", (Column("*", None),)) if False else
+                           pm.Measure("a_seq", Column("seq", "A")),
+                           pm.Measure("first_b", Call("FIRST", (Column("temp", "B"),))),
+                           pm.Measure("last_b", Call("LAST", (Column("temp", "B"),))),
+                           pm.Measure("b1", Call("LAST", (Column("temp", "B"), Literal(1)))),
+                           pm.Measure("avg_b", Call("AVG", (Column("temp", "B"),))),
+                           pm.Measure("n", Call("COUNT", (Column("*", None),)) if False else
                                    Call("COUNT", (Column("*", "B"),))),
-                           Measure("cls", Call("CLASSIFIER")),
-                           Measure("mn", Call("MATCH_NUMBER")),
-                           Measure("prev_c", Call("PREV", (Column("temp", "C"),))),
-                           Measure("next_a", Call("NEXT", (Column("temp", "A"),))),
-                           Measure("span", Binary("-", Column("t", "C"), Column("t", "A"))),
+                           pm.Measure("cls", Call("CLASSIFIER")),
+                           pm.Measure("mn", Call("MATCH_NUMBER")),
+                           pm.Measure("prev_c", Call("PREV", (Column("temp", "C"),))),
+                           pm.Measure("next_a", Call("NEXT", (Column("temp", "A"),))),
+                           pm.Measure("span", Binary("-", Column("t", "C"), Column("t", "A"))),
                        ))
     tab = typed("xabbbcx", [0.0, 1.0, 2.0, 4.0, 6.0, 7.0, 9.0])
     out = _ops(spec).process(tab).to_pylist()
@@ -290,15 +316,15 @@ def test_measures_one_row() -> None:
 
 
 def test_measures_all_rows_running_and_final() -> None:
-    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 1, None))), (is_type("A"), is_type("B")),
-                       semantics=Semantics.SQL, rows_per_match=RowsPerMatch.ALL,
-                       measures=(Measure("cls", Call("CLASSIFIER")),
-                                 Measure("run_sum", Call("SUM", (Column("temp"),))),
-                                 Measure("fin_sum", Call("SUM", (Column("temp"),), "FINAL")),
-                                 Measure("last_b", Column("temp", "B")),
-                                 Measure("fin_last_b", Call("LAST", (Column("temp", "B"),),
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 1, None))), (is_type("A"), is_type("B")),
+                       semantics=pm.Semantics.SQL, rows_per_match=pm.RowsPerMatch.ALL,
+                       measures=(pm.Measure("cls", Call("CLASSIFIER")),
+                                 pm.Measure("run_sum", Call("SUM", (Column("temp"),))),
+                                 pm.Measure("fin_sum", Call("SUM", (Column("temp"),), "FINAL")),
+                                 pm.Measure("last_b", Column("temp", "B")),
+                                 pm.Measure("fin_last_b", Call("LAST", (Column("temp", "B"),),
                                                             "FINAL")),
-                                 Measure("run_max", Call("MAX", (Column("temp", "B"),)))))
+                                 pm.Measure("run_max", Call("MAX", (Column("temp", "B"),)))))
     tab = typed("abbx", [1.0, 5.0, 3.0, 0.0])
     out = _ops(spec).process(tab).to_pylist()
     assert [r["seq"] for r in out] == [0, 1, 2]
@@ -315,10 +341,10 @@ def test_measures_match_oracle_on_random_matches() -> None:
     exprs = [Call("FIRST", (Column("temp", "B"),)), Call("SUM", (Column("temp", "B"),)),
              Call("MAX", (Column("temp"),)), Column("temp", "A"), Call("COUNT", (Column("*", "B"),)),
              Binary("+", Column("temp"), Call("LAST", (Column("temp", "B"), Literal(1))))]
-    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 0, None), Var("C"))),
-                       (is_type("A"), VarDef("B", Binary("!=", Column("type"), Literal("a"))),
-                        is_type("C")), window=6, strategy=Strategy.SKIP_TILL_ANY,
-                       measures=tuple(Measure(f"m{i}", e) for i, e in enumerate(exprs)))
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 0, None), pm.Var("C"))),
+                       (is_type("A"), pm.VarDef("B", Binary("!=", Column("type"), Literal("a"))),
+                        is_type("C")), window=6, strategy=pm.Strategy.SKIP_TILL_ANY,
+                       measures=tuple(pm.Measure(f"m{i}", e) for i, e in enumerate(exprs)))
     tab = random_stream(60, 11)
     out = _ops(spec).process(tab).to_pylist()
     ms = oracle.matches(spec, tab)
@@ -334,8 +360,8 @@ def test_measures_match_oracle_on_random_matches() -> None:
 
 
 def test_ambiguous_pattern_reports_each_labelled_match_once() -> None:
-    spec = PatternSpec(Alt((Seq((Var("A"), Var("B"))), Seq((Var("A"), Repeat(Var("B"), 0, 1))))),
-                       (VarDef("A"), VarDef("B")), strategy=Strategy.SKIP_TILL_ANY)
+    spec = pm.PatternSpec(pm.Alt((pm.Seq((pm.Var("A"), pm.Var("B"))), pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 0, 1))))),
+                       (pm.VarDef("A"), pm.VarDef("B")), strategy=pm.Strategy.SKIP_TILL_ANY)
     got = oracle.run_operator(spec, typed("xy"))
     assert got == [((), (0,), ("A",)), ((), (0, 1), ("A", "B")), ((), (1,), ("A",))]
 
@@ -345,10 +371,10 @@ def test_t_and_seq_are_columns_and_partitions_come_out() -> None:
                      ("k", pa.string())])
     tab = pa.table({"t": [1, 2, 3, 4], "seq": [10, 11, 12, 13], "type": list("aabb"),
                     "k": ["x", "y", "x", "y"]}, schema=sch)
-    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
-                       partition_by=("k",), semantics=Semantics.SQL,
-                       measures=(Measure("fa", Call("FIRST", (Column("seq", "A"),))),
-                                 Measure("dt", Binary("-", Column("t", "B"), Column("t", "A")))))
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Var("B"))), (is_type("A"), is_type("B")),
+                       partition_by=("k",), semantics=pm.Semantics.SQL,
+                       measures=(pm.Measure("fa", Call("FIRST", (Column("seq", "A"),))),
+                                 pm.Measure("dt", Binary("-", Column("t", "B"), Column("t", "A")))))
     op = PatternOperator(PatternConfig(spec, sch))
     out = op.process(tab)
     assert out.schema.names == ["t", "match_id", "match_number", "first_t", "first_seq",
@@ -361,26 +387,26 @@ def test_t_and_seq_are_columns_and_partitions_come_out() -> None:
 
 
 def test_skip_to_errors_follow_the_standard() -> None:
-    spec = PatternSpec(Seq((Var("A"), Repeat(Var("B"), 0, 1))), (is_type("A"), is_type("B")),
-                       semantics=Semantics.SQL,
-                       after_match_skip=AfterMatchSkip(SkipKind.TO_LAST, "B"))
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 0, 1))), (is_type("A"), is_type("B")),
+                       semantics=pm.Semantics.SQL,
+                       after_match_skip=pm.AfterMatchSkip(pm.SkipKind.TO_LAST, "B"))
     with pytest.raises(OperatorError, match="bound no row"):
         _ops(spec).process(typed("ax"))
-    spec2 = replace(spec, after_match_skip=AfterMatchSkip(SkipKind.TO_FIRST, "A"))
+    spec2 = replace(spec, after_match_skip=pm.AfterMatchSkip(pm.SkipKind.TO_FIRST, "A"))
     with pytest.raises(OperatorError, match="first row"):
         _ops(spec2).process(typed("ab"))
 
 
 def test_compile_errors() -> None:
     with pytest.raises(QueryError, match="zero events"):
-        _ops(PatternSpec(Repeat(Var("A"), 0, None)))
+        _ops(pm.PatternSpec(pm.Repeat(pm.Var("A"), 0, None)))
     with pytest.raises(QueryError, match="not in the pattern"):
-        _ops(PatternSpec(Var("A"), (VarDef("Z"),)))
+        _ops(pm.PatternSpec(pm.Var("A"), (pm.VarDef("Z"),)))
     with pytest.raises(QueryError, match="NEXT"):
-        _ops(PatternSpec(Var("A"), (VarDef("A", Binary(">", Column("temp"),
+        _ops(pm.PatternSpec(pm.Var("A"), (pm.VarDef("A", Binary(">", Column("temp"),
                                                        Call("NEXT", (Column("temp"),)))),)))
     with pytest.raises(QueryError, match="unknown column"):
-        _ops(PatternSpec(Var("A"), (VarDef("A", Binary(">", Column("nope", pos=3),
+        _ops(pm.PatternSpec(pm.Var("A"), (pm.VarDef("A", Binary(">", Column("nope", pos=3),
                                                        Literal(1))),)))
 
 
@@ -414,18 +440,18 @@ def _fixed_specs():  # type: ignore[no-untyped-def]
     def build(draw):  # type: ignore[no-untyped-def]
         k = draw(st.integers(1, 4))
         names = [draw(st.sampled_from("ABC")) for _ in range(k)]
-        pat = Seq(tuple(Var(v) for v in names)) if k > 1 else Var(names[0])
-        defines = tuple(VarDef(v, draw(conds)) for v in dict.fromkeys(names))
+        pat = pm.Seq(tuple(pm.Var(v) for v in names)) if k > 1 else pm.Var(names[0])
+        defines = tuple(pm.VarDef(v, draw(conds)) for v in dict.fromkeys(names))
         window = draw(st.one_of(st.none(), st.integers(0, 4)))
         if draw(st.booleans()):
-            skip = draw(st.sampled_from([AfterMatchSkip(SkipKind.PAST_LAST_ROW),
-                                         AfterMatchSkip(SkipKind.TO_NEXT_ROW),
-                                         AfterMatchSkip(SkipKind.TO_LAST, names[-1])]))
-            return PatternSpec(pat, defines, window, semantics=Semantics.SQL,
+            skip = draw(st.sampled_from([pm.AfterMatchSkip(pm.SkipKind.PAST_LAST_ROW),
+                                         pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW),
+                                         pm.AfterMatchSkip(pm.SkipKind.TO_LAST, names[-1])]))
+            return pm.PatternSpec(pat, defines, window, semantics=pm.Semantics.SQL,
                                after_match_skip=skip,
-                               measures=(Measure("s", Call("SUM", (Column("temp"),))),))
-        return PatternSpec(pat, defines, window, Strategy.CONTIGUOUS,
-                           measures=(Measure("f", Call("FIRST", (Column("seq"),))),))
+                               measures=(pm.Measure("s", Call("SUM", (Column("temp"),))),))
+        return pm.PatternSpec(pat, defines, window, pm.Strategy.CONTIGUOUS,
+                           measures=(pm.Measure("f", Call("FIRST", (Column("seq"),))),))
 
     return build()
 
@@ -436,7 +462,7 @@ def test_vectorized_fixed_sequences_equal_general_engines() -> None:
 
     @settings(max_examples=120, deadline=None)
     @given(_fixed_specs(), st.integers(0, 60), st.integers(0, 10_000), st.integers(1, 9))
-    def check(spec: PatternSpec, n: int, seed: int, chunk: int) -> None:
+    def check(spec: pm.PatternSpec, n: int, seed: int, chunk: int) -> None:
         tab = random_stream(n, seed)
         fast = PatternOperator(PatternConfig(spec, SCH))
         slow = PatternOperator(PatternConfig(spec, SCH), vectorized=False)
@@ -468,8 +494,8 @@ def test_vectorized_fixed_sequences_equal_general_engines() -> None:
 
 def test_dead_runs_do_not_pin_old_events() -> None:
     """Rare, short-lived runs over a long stream: the buffer stays small."""
-    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")), window=3,
-                       strategy=Strategy.SKIP_TILL_NEXT)
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Var("B"))), (is_type("A"), is_type("B")), window=3,
+                       strategy=pm.Strategy.SKIP_TILL_NEXT)
     op = _ops(spec)
     n = 1 << 20
     types = np.where(np.arange(n) % 1000 == 0, "a", "x")
@@ -485,8 +511,8 @@ def test_dead_runs_do_not_pin_old_events() -> None:
 def test_end_interval_keeps_match_numbers_of_many_partitions() -> None:
     """Regression: with more partitions than the engine's initial per-partition capacity, the
     match numbers carried across an interval end were copied into smaller arrays (crash)."""
-    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
-                       semantics=Semantics.SQL, partition_by=("temp",))
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Var("B"))), (is_type("A"), is_type("B")),
+                       semantics=pm.Semantics.SQL, partition_by=("temp",))
     op = _ops(spec)
     keys = 33
     n = 2 * keys
@@ -547,9 +573,9 @@ def test_many_intervals_build_rows_once_like_per_interval(name: str) -> None:
 
 
 def test_waiting_matches_keep_their_events_and_count_in_the_state() -> None:
-    spec = PatternSpec(Seq((Var("A"), Var("B"))), (is_type("A"), is_type("B")),
-                       semantics=Semantics.SQL,
-                       measures=(Measure("ta", Call("FIRST", (Column("temp", "A"),))),))
+    spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Var("B"))), (is_type("A"), is_type("B")),
+                       semantics=pm.Semantics.SQL,
+                       measures=(pm.Measure("ta", Call("FIRST", (Column("temp", "A"),))),))
     op = _ops(spec)
     op.push(typed("ab", [1.0, 2.0]))
     op.end_interval()
@@ -606,17 +632,17 @@ def test_input_columns_are_what_the_query_reads(query: str, cols: list[str]) -> 
             short.push(tab.select([c for c in cols if c != cols[-1]]))
 
 
-def _interval_specs() -> dict[str, PatternSpec]:
+def _interval_specs() -> dict[str, pm.PatternSpec]:
     sql = SPECS["sql"]
     specs = dict(SPECS)
     specs["sql_next_row_partitioned"] = replace(
-        sql, partition_by=("type",), after_match_skip=AfterMatchSkip(SkipKind.TO_NEXT_ROW))
-    specs["sql_greedy_to_next_row"] = PatternSpec(
-        Seq((Var("A"), Repeat(Var("B"), 1, None))),
-        (is_type("A"), VarDef("B", Binary(">", Column("temp"), Literal(2)))),
-        window=20, semantics=Semantics.SQL, after_match_skip=AfterMatchSkip(SkipKind.TO_NEXT_ROW),
-        measures=(Measure("n", Call("COUNT", (Column("*", "B"),))),))
-    specs["sql_prev"] = replace(sql, defines=(is_type("A"), is_type("B"), VarDef(
+        sql, partition_by=("type",), after_match_skip=pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW))
+    specs["sql_greedy_to_next_row"] = pm.PatternSpec(
+        pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 1, None))),
+        (is_type("A"), pm.VarDef("B", Binary(">", Column("temp"), Literal(2)))),
+        window=20, semantics=pm.Semantics.SQL, after_match_skip=pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW),
+        measures=(pm.Measure("n", Call("COUNT", (Column("*", "B"),))),))
+    specs["sql_prev"] = replace(sql, defines=(is_type("A"), is_type("B"), pm.VarDef(
         "C", Binary(">", Column("temp"), Call("PREV", (Column("temp"),))))))
     return specs
 
@@ -624,7 +650,7 @@ def _interval_specs() -> dict[str, PatternSpec]:
 INTERVAL_SPECS = _interval_specs()
 
 
-def _per_interval(spec: PatternSpec, tab: pa.Table, breaks: list[int]) -> tuple[pa.Table, int]:
+def _per_interval(spec: pm.PatternSpec, tab: pa.Table, breaks: list[int]) -> tuple[pa.Table, int]:
     """Reference: the slices between breaks pushed one by one, end_interval between them."""
     op = _ops(spec)
     prev = 0
