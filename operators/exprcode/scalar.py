@@ -13,7 +13,8 @@ Two layers:
   LLVM operation and a ``cuda`` overload the libdevice one. Sums and products use round-to-nearest
   intrinsics on the device, which NVVM never contracts into a fused multiply-add, so arithmetic is
   bit for bit the CPU's. ``exp``, ``log``, ``log10`` and ``pow`` may differ from NumPy's in the
-  last unit of precision (NumPy, the C library and libdevice are three implementations); a
+  last unit of precision (NumPy, the C library and libdevice are three implementations), and
+  ``pow`` in the sign of a zero (NumPy's ``power(-0.0, 0.5)`` is -0.0, C's +0.0); a
   comparison exactly at such a boundary is the one documented way evaluators may disagree.
 * **Semantic helpers** (:func:`truth` ... :func:`agg_value`): the documented decisions
   (``docs/decisions.md``, *Expressions*) - two-valued logic (a comparison with NULL/NaN is false,

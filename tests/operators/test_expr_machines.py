@@ -347,6 +347,10 @@ def _compiled_binary(xs, ys, out):
         out[8, k] = sc.cmp_f(sc.NE, xs[k], ys[k])
 
 
+POW_ROW = 4
+"""The row of ``fpow`` in :func:`_reference`."""
+
+
 def _reference(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         return np.array([np.mod(xs, ys), np.minimum(xs, ys), np.maximum(xs, ys), xs / ys,
@@ -370,8 +374,12 @@ def test_scalar_helpers_are_numpys_ufuncs(xs: list[float], ys: list[float]) -> N
                         sc.fpow(a, b), sc.round_f(a, 2), sc.round_f(a, -1),
                         sc.cmp_f(sc.LT, a, b), sc.cmp_f(sc.NE, a, b)]
                        for a, b in zip(x, y)], np.float64).T
-    assert np.array_equal(_bits(compiled), _bits(want)), (x, y)
-    assert np.array_equal(_bits(python), _bits(want)), (x, y)
+    # POWER is the C library's (NumPy's own takes sqrt for an exponent of 0.5, giving -0.0
+    # for -0.0 where C gives +0.0): its row is compared as values, the others bit for bit
+    exact = np.arange(want.shape[0]) != POW_ROW
+    assert np.array_equal(_bits(compiled[exact]), _bits(want[exact])), (x, y)
+    assert np.array_equal(_bits(python[exact]), _bits(want[exact])), (x, y)
+    assert np.array_equal(compiled[POW_ROW], want[POW_ROW], equal_nan=True), (x, y)
 
 
 def test_modulo_is_floor_modulo_on_every_number() -> None:
