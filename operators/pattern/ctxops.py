@@ -36,8 +36,8 @@ def copy_row(dst, src, ctx_i, ctx_f):
 
 @register_jitable(inline="always")
 def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
-    """Update the state rows ``ci``/``cf`` for event ``g`` bound to variable ``v``; the matchers
-    on the CPU (arena rows) and on the GPU (a thread's local rows) share it. ``rows[g - base,
+    """Update the 1-D state rows ``ci``/``cf`` (a GPU thread's local state) for event ``g``
+    bound to variable ``v``; the CPU matchers use :func:`bind_update_row`. ``rows[g - base,
     c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
     for s in range(ci_kind.shape[0]):
         cv = ci_var[s]
@@ -69,9 +69,12 @@ def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, ba
 
 @register_jitable(inline="always")
 def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
-    """Update the state rows ``ci``/``cf`` for event ``g`` bound to variable ``v``; the matchers
-    on the CPU (arena rows) and on the GPU (a thread's local rows) share it. ``rows[g - base,
-    c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
+    """:func:`bind_update` on row ``nid`` of the CPU matchers' state arenas ``ci``/``cf``.
+
+    The same rules as :func:`bind_update`, indexed in place: a row view (``ci[nid]``) made
+    inside the compiled matcher loop would cost atomic reference counts per bound event. The
+    GPU kernels keep a thread's state in local 1-D arrays and call :func:`bind_update`; the
+    two are held to each other by the CPU/GPU pattern tests. O(slots)."""
     for s in range(ci_kind.shape[0]):
         cv = ci_var[s]
         if cv == v or cv == -1:
