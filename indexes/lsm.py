@@ -252,17 +252,7 @@ class LSMIndex(LSMWrites, LSMStatistics):
         for cut, files in self._runs_to_read(kr, max_seq):
             run_parts = []
             for f in files:
-                e = read_file_range(
-                    self.path,
-                    f,
-                    kr.lo,
-                    kr.hi,
-                    kr.lo_inclusive,
-                    kr.hi_inclusive,
-                    self._files,
-                    self.counters,
-                    epp,
-                )
+                e = read_file_range(self.path, f, kr, self._files, self.counters, epp)
                 if cut <= f.seq_max and len(e):
                     e = e.filter(e.seq < cut)
                 run_parts.append(e)
@@ -322,8 +312,7 @@ class LSMIndex(LSMWrites, LSMStatistics):
             epp = self.entries_per_page
             for cut, files in self._runs_to_read(kr, max_seq):
                 for f in files:
-                    s, t = read_file_seq_pieces(self.path, f, kr.lo, kr.hi, kr.lo_inclusive,
-                                                kr.hi_inclusive, self._files, self.counters,
+                    s, t = read_file_seq_pieces(self.path, f, kr, self._files, self.counters,
                                                 epp, with_t)
                     if cut <= f.seq_max and s.size:
                         s = as_array(s)

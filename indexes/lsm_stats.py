@@ -70,7 +70,7 @@ class LSMStatistics:
             for f in run.files:
                 if not kr.overlaps(f.key_min, f.key_max):
                     continue
-                a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
+                a, b = row_group_span(f, kr)
                 plan["row_groups_read"] += b - a
                 plan["entries_read"] += int(f.rg_rows[a:b].sum())
                 plan["pages_read"] += f.pages_of(a, b, epp)

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from replaydb.indexes.bounds import KeyRange
 from replaydb.indexes.entries import Entries
 from replaydb.indexes.plainread import PlainFile, Spans
 from replaydb.indexes.rankcodes import RankCodes, open_codes
@@ -115,13 +116,11 @@ class FileCache:
             self._codes.clear()
 
 
-def row_group_span(
-    meta: RunFileMeta, lo: Any, hi: Any, lo_inclusive: bool, hi_inclusive: bool
-) -> tuple[int, int]:
-    """Row groups [a, b) of ``meta`` that may contain keys in the range. O(log G)."""
+def row_group_span(meta: RunFileMeta, kr: KeyRange) -> tuple[int, int]:
+    """Row groups [a, b) of ``meta`` that may contain keys in ``kr``. O(log G)."""
     g = meta.num_row_groups
-    a = 0 if lo is None else search(meta.rg_max, lo, "left" if lo_inclusive else "right")
-    b = g if hi is None else search(meta.rg_min, hi, "right" if hi_inclusive else "left")
+    a = 0 if kr.lo is None else search(meta.rg_max, kr.lo, "left" if kr.lo_inclusive else "right")
+    b = g if kr.hi is None else search(meta.rg_min, kr.hi, "right" if kr.hi_inclusive else "left")
     return a, max(a, b)
 
 
@@ -186,26 +185,20 @@ def _rg_counts(rg_rows: np.ndarray, rg_bytes: np.ndarray, a: int, b: int, epp: i
 
 
 def read_file_range(
-    directory: str,
-    meta: RunFileMeta,
-    lo: Any,
-    hi: Any,
-    lo_inclusive: bool,
-    hi_inclusive: bool,
-    files: FileCache,
-    counters: CostCounters,
+    directory: str, meta: RunFileMeta, kr: KeyRange, files: FileCache, counters: CostCounters,
     epp: int,
 ) -> Entries:
-    """Entries of one file with key in the range, sorted by (key, seq)."""
-    a, b = row_group_span(meta, lo, hi, lo_inclusive, hi_inclusive)
+    """Entries of one file with key in ``kr``, sorted by (key, seq)."""
+    a, b = row_group_span(meta, kr)
     counters.row_groups_skipped += meta.num_row_groups - (b - a)
     if b <= a:
         return Entries.empty(meta.key_type)
     counters.files_read += 1
     table = read_row_groups(directory, meta, a, b, files, counters, epp)
     ent = Entries.from_table(table, meta.key_type)
-    i0 = 0 if lo is None else _cut(ent.key, lo, "left" if lo_inclusive else "right")
-    i1 = len(ent) if hi is None else _cut(ent.key, hi, "right" if hi_inclusive else "left")
+    i0 = 0 if kr.lo is None else _cut(ent.key, kr.lo, "left" if kr.lo_inclusive else "right")
+    i1 = len(ent) if kr.hi is None else _cut(ent.key, kr.hi,
+                                             "right" if kr.hi_inclusive else "left")
     if i0 == 0 and i1 == len(ent):
         return ent
     return ent.slice(i0, max(i0, i1))
@@ -237,18 +230,10 @@ def _plain_of(files: Any, directory: str, meta: Any) -> PlainFile:
 
 
 def read_file_seq_pieces(
-    directory: str,
-    meta: RunFileMeta,
-    lo: Any,
-    hi: Any,
-    lo_inclusive: bool,
-    hi_inclusive: bool,
-    files: FileCache,
-    counters: CostCounters,
-    epp: int,
-    with_t: bool,
+    directory: str, meta: RunFileMeta, kr: KeyRange, files: FileCache, counters: CostCounters,
+    epp: int, with_t: bool,
 ) -> tuple[Piece, Piece | None]:
-    """Seqs (and times, ``with_t``) of the entries of one file with key in the range, in the
+    """Seqs (and times, ``with_t``) of the entries of one file with key in ``kr``, in the
     file's (key, seq) order - :func:`read_file_range` without the keys. A plain file's are
     left in the file: :class:`.plainread.Spans` of the memory-mapped file, not arrays.
 
@@ -258,14 +243,13 @@ def read_file_seq_pieces(
     groups, entries and pages either way; ``bytes_read`` counts the columns actually read.
     O(log G + row groups read), plus the entries of the row groups read for a file that is
     not plain."""
-    a, b = row_group_span(meta, lo, hi, lo_inclusive, hi_inclusive)
+    a, b = row_group_span(meta, kr)
     if b <= a:
         counters.row_groups_skipped += meta.num_row_groups
         return np.empty(0, np.int64), (np.empty(0, np.int64) if with_t else None)
     if meta.key_type != "string":
         plain = _plain_of(files, directory, meta)
-        got = _plain_range(plain, meta, a, b, lo, hi, lo_inclusive, hi_inclusive, with_t,
-                           files.rank_codes(directory, meta))
+        got = _plain_range(plain, meta, a, b, kr, with_t, files.rank_codes(directory, meta))
         if got is not None:
             seq, t, key_groups = got
             counters.row_groups_skipped += meta.num_row_groups - (b - a)
@@ -273,14 +257,12 @@ def read_file_seq_pieces(
             count_row_groups(meta, a, b, epp, counters, ("seq", "t") if with_t else ("seq",))
             counters.bytes_read += sum(int(meta.rg_bytes[g, 0]) for g in key_groups)
             return seq, t
-    ent = read_file_range(directory, meta, lo, hi, lo_inclusive, hi_inclusive, files,
-                          counters, epp)
+    ent = read_file_range(directory, meta, kr, files, counters, epp)
     return ent.seq, (ent.t if with_t else None)
 
 
-def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, hi: Any,
-                 lo_inclusive: bool, hi_inclusive: bool, with_t: bool,
-                 codes: RankCodes | None = None
+def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, kr: KeyRange,
+                 with_t: bool, codes: RankCodes | None = None
                  ) -> tuple[Spans, Spans | None, list[int]] | None:
     """Where the seqs (times) of row groups ``[a, b)`` cut to the key range lie (None: not
     plain); the seqs' spans know their positions in the file and its rank ``codes``
@@ -294,22 +276,22 @@ def _plain_range(plain: PlainFile, meta: RunFileMeta, a: int, b: int, lo: Any, h
     seq = seq.placed(int(meta.rg_start[a]), codes)
     key_groups: list[int] = []
     i0 = 0
-    if lo is not None:
+    if kr.lo is not None:
         keys = plain.column(a, "key")
         if keys is None:
             return None
         key_groups.append(a)
-        i0 = int(keys.searchsorted(lo, side="left" if lo_inclusive else "right"))
+        i0 = int(keys.searchsorted(kr.lo, side="left" if kr.lo_inclusive else "right"))
     n = seq.size
     i1 = n
-    if hi is not None:
+    if kr.hi is not None:
         keys = plain.column(b - 1, "key")
         if keys is None:
             return None
         if b - 1 not in key_groups:
             key_groups.append(b - 1)
         first = n - int(meta.rg_rows[b - 1])
-        i1 = first + int(keys.searchsorted(hi, side="right" if hi_inclusive else "left"))
+        i1 = first + int(keys.searchsorted(kr.hi, side="right" if kr.hi_inclusive else "left"))
     i1 = max(i0, i1)
     if i0 == 0 and i1 == n:
         return seq, t, key_groups

@@ -84,7 +84,7 @@ def estimate_and_pages(f: RunFileMeta, kr: KeyRange, cut: int, epp: int, *, esti
         est, low, high = estimate_in_file(f, kr, cut) if estimate else (0.0, 0, 0)
         n_pages = 0
         if pages:
-            a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
+            a, b = row_group_span(f, kr)
             n_pages = f.pages_of(a, b, epp)
         return est, low, high, n_pages
     estimate = estimate and _may_hold(f, kr, cut)
@@ -170,9 +170,7 @@ def exact_in_file(
     if not _may_hold(f, kr, cut):
         return 0
     if cut <= f.seq_max:
-        e = read_file_range(
-            directory, f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive, files, counters, epp
-        )
+        e = read_file_range(directory, f, kr, files, counters, epp)
         return int(np.count_nonzero(e.seq < cut))
     below, upto = _side_ranks(f, kr)
     lo_rank = below.low

@@ -187,16 +187,25 @@ class _PathRun:
     out: _Collector
     stats: PathStats
     span: Any
+    anchor: int
     t_start: float
     io0: dict[str, int]
 
 
 def _start(snap: Any, cfg: WindowConfig, path: str, buffer_leaves: int, t0: int | None,
-           t1: int | None, sink: Sink | None) -> _PathRun:
+           t1: int | None, sink: Sink | None, anchor: int | None) -> _PathRun:
+    """Prepare a path's run. Its anchor: ``anchor`` when given, else the epoch offset or the
+    span's first event for time windows (by the config's alignment); 0 for count windows."""
     t_start = time.perf_counter()
     io0 = snap.counters.as_dict()
     op, agg = _prepare(snap, cfg, buffer_leaves=buffer_leaves)
-    return _PathRun(op, agg, _Collector(op, sink), PathStats(path=path), _span(agg, t0, t1),
+    span = _span(agg, t0, t1)
+    c = op.cfg
+    if c.kind != "time":
+        anchor = 0
+    elif anchor is None:
+        anchor = c.offset if c.align == "epoch" or span is None else span.t_first
+    return _PathRun(op, agg, _Collector(op, sink), PathStats(path=path), span, anchor,
                     t_start, io0)
 
 
@@ -211,22 +220,16 @@ def run_index(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
     (default :func:`slices_per_step`; results do not depend on it). Returns the operator's result
     table and what the path did.
     """
-    r = _start(snap, cfg, "index", 2, t0, t1, sink)
-    op, agg, out, stats, span = r.op, r.agg, r.out, r.stats, r.span
-    c = op.cfg
-    geom = op.geom
+    r = _start(snap, cfg, "index", 2, t0, t1, sink, anchor)
+    op, agg, out, stats, span, anchor = r.op, r.agg, r.out, r.stats, r.span, r.anchor
+    c, geom = op.cfg, op.geom
     if span is not None:
+        op.open_partials(anchor, span.t_first if c.kind == "time" else 0)
+        st = op.groups[0]
         if c.kind == "time":
-            if anchor is None:
-                anchor = c.offset if c.align == "epoch" else span.t_first
-            op.open_partials(anchor, span.t_first)
-            st = op.groups[0]
             k_last = geom.last_window_starting_by(span.t_last - anchor)
             s_lo, s_hi = st.next_slice, k_last * geom.p + geom.W
         else:
-            anchor = 0
-            op.open_partials(0, 0)
-            st = op.groups[0]
             n = span.p1 - span.p0
             s_lo, s_hi = st.next_slice, int(geom.slice_of(n))
             s_lo = max(s_lo, 0)
@@ -260,20 +263,16 @@ def run_naive(snap: Any, cfg: WindowConfig, *, t0: int | None = None, t1: int | 
               anchor: int | None = None, sink: Sink | None = None
               ) -> tuple[pa.Table, PathStats]:
     """The naive index path: one temporal aggregation per window (no slide tree)."""
-    r = _start(snap, cfg, "naive", buffer_leaves, t0, t1, sink)
-    op, agg, out, stats, span = r.op, r.agg, r.out, r.stats, r.span
-    c = op.cfg
-    geom = op.geom
+    r = _start(snap, cfg, "naive", buffer_leaves, t0, t1, sink, anchor)
+    op, agg, out, stats, span, anchor = r.op, r.agg, r.out, r.stats, r.span, r.anchor
+    c, geom = op.cfg, op.geom
     if span is not None:
         if c.kind == "time":
-            if anchor is None:
-                anchor = c.offset if c.align == "epoch" else span.t_first
             k_first = geom.first_window_ending_after(span.t_first - anchor)
             if c.align == "first":
                 k_first = max(k_first, 0)
             k_last = geom.last_window_starting_by(span.t_last - anchor)
         else:
-            anchor = 0
             n = span.p1 - span.p0
             k_first, k_last = 0, (n - c.size) // c.slide if n >= c.size else -1
         for k0 in range(k_first, k_last + 1, chunk):

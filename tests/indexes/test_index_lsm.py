@@ -643,7 +643,7 @@ def test_compiled_file_stats_equal_the_python_ones(tmp_path, key_type):
         f = files[int(rng.integers(len(files)))]
         cut = int(rng.choice([0, f.seq_min, f.seq_min + 1, (f.seq_min + f.seq_max) // 2,
                               f.seq_max, f.seq_max + 1, 10_000]))
-        a, b = row_group_span(f, kr.lo, kr.hi, kr.lo_inclusive, kr.hi_inclusive)
+        a, b = row_group_span(f, kr)
         for est, pages in ((True, True), (True, False), (False, True)):
             got = estimate_and_pages(f, kr, cut, epp, estimate=est, pages=pages)
             want = (estimate_in_file(f, kr, cut) if est else (0.0, 0, 0)) + (

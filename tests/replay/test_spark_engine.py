@@ -76,12 +76,20 @@ def test_every_applicable_mode_equals_local(spark: Any, store: replaydb.Store, n
 def test_random_intervals_and_task_counts(spark: Any, store: replaydb.Store, seed: int,
                                           name: str, n_iv: int, tasks: int) -> None:
     """A few random cases in the fast suite; ``test_random_cases_slow`` runs hundreds."""
+    check_random_case(spark, store, QUERIES[name], seed, n_iv, tasks, RUNS[1:])
+
+
+def check_random_case(spark: Any, store: replaydb.Store, text: str, seed: int, n_iv: int,
+                      tasks: int, runs: list) -> None:
+    """Query ``text`` over ``n_iv`` random intervals (none: the whole stream; ``seed``) on
+    ``tasks`` tasks answers on Spark as locally, in each of ``runs`` (mode, read) that can run
+    it."""
     rng = np.random.default_rng(seed)
     intervals = None if n_iv == 0 else random_intervals(rng, 1600, n_iv)
-    for mode, read in RUNS[1:]:
+    for mode, read in runs:
         try:
-            local, got, stats = local_and_spark(spark, store, QUERIES[name], intervals, mode,
-                                                tasks, read=read)
+            local, got, stats = local_and_spark(spark, store, text, intervals, mode, tasks,
+                                                read=read)
         except UsageError:
             continue
         check_equal(local, got, stats)
@@ -362,13 +370,4 @@ def slow_stores(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], rep
 def test_random_cases_slow(spark: Any, slow_stores: Callable[[int], replaydb.Store], seed: int,
                            name: str, n_iv: int, tasks: int, store_seed: int) -> None:
     """Hundreds of random cases, every mode, over four random stores (``make test-all``)."""
-    store = slow_stores(store_seed)
-    rng = np.random.default_rng(seed)
-    intervals = None if n_iv == 0 else random_intervals(rng, 1600, n_iv)
-    for mode, read in RUNS:
-        try:
-            local, got, stats = local_and_spark(spark, store, QUERIES[name], intervals, mode,
-                                                tasks, read=read)
-        except UsageError:
-            continue
-        check_equal(local, got, stats)
+    check_random_case(spark, slow_stores(store_seed), QUERIES[name], seed, n_iv, tasks, RUNS)
