@@ -28,25 +28,6 @@ class Run:
         return phases[-1] if phases else "start"
 
 
-def run_and_kill(script: str, args: list[str], *, failpoint: str | None = None,
-                 kill_after: float | None = None, timeout: float = 300) -> Run:
-    """Run ``script`` (Python code) in a child; kill it after ``kill_after`` seconds (SIGKILL to
-    its whole process group) or let a failpoint kill it. Lines ``ACK <id>`` the child prints
-    are the acknowledged units of work."""
-    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_child_env(failpoint),
-                            start_new_session=True)
-    try:
-        killed = _kill_after(proc, kill_after)
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        _reap(proc)
-    acked = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("ACK ")]
-    if proc.returncode == -signal.SIGKILL:
-        killed = True
-    return Run(acked, proc.returncode, killed, err)
-
-
 def _child_env(failpoint: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment plus ``extra``, with ``REPLAYDB_FAILPOINT`` set to
     ``failpoint`` (removed when None)."""
@@ -98,9 +79,10 @@ READY = "READY"
 def run_after_ready(script: str, args: list[str], *, failpoint: str | None = None,
                     kill_after: float | None = None, timeout: float = 600,
                     env: dict[str, str] | None = None, ready_timeout: float = 300) -> Run:
-    """Like :func:`run_and_kill`, but the kill timer starts when the child prints ``READY``
-    (after its imports, warm-up or Spark start-up), so ``kill_after`` measures time inside the
-    work itself. Output is read by threads, so a chatty child never blocks on a full pipe."""
+    """Run ``script`` (Python code) in a child; kill it ``kill_after`` seconds after it prints
+    ``READY`` (SIGKILL to its whole process group; after its imports, warm-up or Spark start-up,
+    so ``kill_after`` measures time inside the work itself), or let a failpoint kill it. Lines
+    ``ACK <id>`` the child prints are the acknowledged units of work. Output is read by threads, so a chatty child never blocks on a full pipe."""
     import threading
 
     proc = subprocess.Popen([sys.executable, "-c", PRELUDE + script, *args],

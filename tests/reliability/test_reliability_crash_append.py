@@ -156,13 +156,54 @@ def crash_trial(tmp_path, reference, *, failpoint=None, kill_after=None, label="
 APPEND_POINTS = [p for p in POINTS if p.startswith("append.")]
 
 
-@pytest.mark.parametrize(("point", "n"), [("append.sides_committed", 1),
-                                          ("append.side_applied", 5)])
+COMMIT_STEP_KILLS = [
+    ("append.files_written", 3),
+    ("append.sides_committed", 1),  # the first quarantine commit: table created, never pinned
+    ("append.side_applied", 5),     # between the two index flushes of one append
+    ("append.segment_written", 4),
+    ("append.committed", 6),
+]
+"""A kill at every commit step of an append: (failpoint, the step's n-th pass)."""
+
+
+def test_commit_step_kills_cover_every_append_step():
+    assert {p for p, _ in COMMIT_STEP_KILLS} == set(APPEND_POINTS)
+
+
+@pytest.mark.parametrize(("point", "n"), COMMIT_STEP_KILLS)
 def test_kill_at_commit_steps(tmp_path, reference, point, n):
-    """The first quarantine commit (table created, never pinned) and a kill between the two
-    index flushes of one append."""
     out = crash_trial(tmp_path, reference, failpoint=f"{point}:{n}")
     assert out["killed"]
+
+
+def test_kill_at_random_time(tmp_path, reference):
+    """A kill at a random time inside the work (the slow suite draws many more)."""
+    crash_trial(tmp_path, reference, kill_after=random.Random(7).uniform(0.05, 2.0))
+
+
+def test_vacuum_removes_only_crash_leftovers(tmp_path):
+    """After a kill between writing an append's files and committing it, vacuum finds the
+    leftover event files and tree segment, removes exactly what its dry run listed, and every
+    version of the stream still reads as before."""
+    from replaydb.store.vacuum import vacuum_stream
+
+    path = str(tmp_path / "s")
+    make_store(path)
+    run = run_after_ready(WRITER, [path, str(BATCHES)], failpoint="append.segment_written:4")
+    assert run.killed
+    store = replaydb.open(path)
+    before = store.stream("s").read()
+    dry = vacuum_stream(store, "s", dry_run=True)
+    assert any(f.startswith("events/") for f in dry["files"])
+    assert any(f.startswith("tree/") for f in dry["files"])
+    done = vacuum_stream(store, "s")
+    assert done["files"] == dry["files"]
+    fresh = replaydb.open(path)
+    assert fresh.check("s") == {"s": []}
+    assert fresh.stream("s").read().equals(before)
+    for v in range(fresh.stream("s").version + 1):  # every version still reads
+        fresh.stream("s", v).read()
+    assert vacuum_stream(fresh, "s")["files"] == []
 
 
 @pytest.mark.slow

@@ -89,7 +89,7 @@ def apply_steps(path: str, seed: int, mode: str, first: int, last: int, log=None
 CHILD = """
 import sys
 sys.path.insert(0, {tests!r})
-from test_index_crash import apply_steps
+from test_reliability_crash_lsm import apply_steps
 def log(msg):
     print(msg, flush=True)
 apply_steps({path!r}, {seed}, {mode!r}, 1, 2, log)  # warm-up: compiled kernels loaded
