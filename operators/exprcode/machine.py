@@ -78,9 +78,10 @@ from replaydb.operators.exprcode.opcodes import (
     TRUTHI,
 )
 from replaydb.operators.exprcode.scalar import (
-    cmp_f,
-    cmp_i,
-    cmp_s,
+    cmp_f_in,
+    cmp_in,
+    cmp_mask,
+    cmp_s_in,
     fadd,
     fceil,
     fdiv,
@@ -254,23 +255,40 @@ def exec_op(o, a, fc, ic, si, sf, pi, pf, m):
         for c in range(m):
             si[ti - m + c] = int_binary(o, si[ti - m + c], si[ti + c])
         return pi - 1, pf
-    if o == CMPI or o == CMPS:
+    if o == CMPI:
+        mask = cmp_mask(a)
         for c in range(m):
-            u = si[ti - m + c]
-            v = si[ti + c]
-            si[ti - m + c] = cmp_i(a, u, v) if o == CMPI else cmp_s(a, u, v)
+            si[ti - m + c] = cmp_in(mask, si[ti - m + c], si[ti + c])
         return pi - 1, pf
+    if o == CMPS:
+        mask = cmp_mask(a)
+        for c in range(m):
+            si[ti - m + c] = cmp_s_in(mask, si[ti - m + c], si[ti + c])
+        return pi - 1, pf
+    if o == SUBF:  # the common arithmetic gets its own loop (no dispatch per evaluation)
+        for c in range(m):
+            sf[tf - m + c] = fsub(sf[tf - m + c], sf[tf + c])
+        return pi, pf - 1
+    if o == ADDF:
+        for c in range(m):
+            sf[tf - m + c] = fadd(sf[tf - m + c], sf[tf + c])
+        return pi, pf - 1
     if o <= MAXF:
         for c in range(m):
             sf[tf - m + c] = float_binary(o, sf[tf - m + c], sf[tf + c])
         return pi, pf - 1
+    if o == ABSF:
+        for c in range(m):
+            sf[tf + c] = abs(sf[tf + c])
+        return pi, pf
     if o <= ROUNDF:
         for c in range(m):
             sf[tf + c] = float_unary(o, a, sf[tf + c])
         return pi, pf
     if o == CMPF:
+        mask = cmp_mask(a)
         for c in range(m):
-            si[ti + m + c] = cmp_f(a, sf[tf - m + c], sf[tf + c])
+            si[ti + m + c] = cmp_f_in(mask, sf[tf - m + c], sf[tf + c])
         return pi + 1, pf - 2
     for c in range(m):  # TRUTHF, ISNULLF, NOTNULLF
         si[ti + m + c] = float_test(o, sf[tf + c])

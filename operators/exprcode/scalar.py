@@ -160,36 +160,60 @@ def truth(x: float) -> bool:
 
 
 @register_jitable(**_JIT)
+def cmp_mask(c: int) -> int:
+    """The orderings of two values for which comparison ``c`` holds, as bits: 1 for ``<``, 2
+    for ``=``, 4 for ``>``."""
+    if c == EQ:
+        return 2
+    if c == NE:
+        return 5
+    if c == LT:
+        return 1
+    if c == LE:
+        return 3
+    if c == GT:
+        return 4
+    return 6  # GE
+
+
+@register_jitable(**_JIT)
+def cmp_in(mask: int, x, y) -> int:  # type: ignore[no-untyped-def]
+    """0/1: whether the ordering of ``x`` and ``y`` (two numbers, neither NaN) is one of
+    ``mask``'s (:func:`cmp_mask`). Branch-free, so a loop over many pairs with one mask
+    vectorizes."""
+    return (mask >> (int(x >= y) + int(x > y))) & 1
+
+
+@register_jitable(**_JIT)
 def cmp_i(c: int, x: int, y: int) -> int:
     """Comparison ``c`` of two integers (or booleans; of two floats known not to be NULL):
     0/1."""
-    if c == EQ:
-        return 1 if x == y else 0
-    if c == NE:
-        return 1 if x != y else 0
-    if c == LT:
-        return 1 if x < y else 0
-    if c == LE:
-        return 1 if x <= y else 0
-    if c == GT:
-        return 1 if x > y else 0
-    return 1 if x >= y else 0
+    return cmp_in(cmp_mask(c), x, y)
+
+
+@register_jitable(**_JIT)
+def cmp_f_in(mask: int, x: float, y: float) -> int:
+    """:func:`cmp_in` of two floats: 0 when either is NULL (NaN), ``!=`` included."""
+    return cmp_in(mask, x, y) & int(x == x) & int(y == y)
 
 
 @register_jitable(**_JIT)
 def cmp_f(c: int, x: float, y: float) -> int:
     """Comparison ``c`` of two floats: 0 when either is NULL (NaN), ``!=`` included."""
-    if x != x or y != y:
-        return 0
-    return cmp_i(c, x, y)
+    return cmp_f_in(cmp_mask(c), x, y)
+
+
+@register_jitable(**_JIT)
+def cmp_s_in(mask: int, x: int, y: int) -> int:
+    """:func:`cmp_in` of two string codes (of one sorted dictionary): 0 when either is NULL
+    (-1)."""
+    return cmp_in(mask, x, y) & int(x >= 0) & int(y >= 0)
 
 
 @register_jitable(**_JIT)
 def cmp_s(c: int, x: int, y: int) -> int:
     """Comparison of two string codes (of one sorted dictionary): 0 when either is NULL (-1)."""
-    if x < 0 or y < 0:
-        return 0
-    return cmp_i(c, x, y)
+    return cmp_s_in(cmp_mask(c), x, y)
 
 
 @register_jitable(**_JIT)

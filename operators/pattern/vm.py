@@ -82,29 +82,38 @@ def _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, n
         if o >= FIRST_COMPUTE:
             pi, pf = exec_op(o, ia[k], fc[k], ic[k], si, sf, pi, pf, w)
             continue
+        # one loop per kind of load, so no candidate pays for the dispatch
         s0 = ia[k]
         b = ib[k]
-        for c in range(w):
-            node = nodes[sel[c]] if m > 0 else nd
-            if o == LDF:
-                x = rows[g - base, s0]
-            elif o == LDBOUND or o == LDFIRSTCUR:
-                idx = ctx_i[node, s0] if node >= 0 else ci0[s0]
-                if idx < 0 and o == LDFIRSTCUR:
-                    idx = g
-                x = math.nan if idx < 0 else rows[idx - base, b]
-            elif o == LDAGG:
-                cur = rows[g - base, ic[k]] if b & 1 else math.nan
-                if node >= 0:
-                    x = agg_value(b >> 1, ctx_f[node, s0], ctx_f[node, s0 + 1],
-                                  ctx_f[node, s0 + 2], ctx_f[node, s0 + 3], cur)
-                else:
-                    x = agg_value(b >> 1, init_f[s0], init_f[s0 + 1], init_f[s0 + 2],
-                                  init_f[s0 + 3], cur)
-            else:  # LDROWS
-                x = (ctx_f[node, s0] if node >= 0 else init_f[s0]) + b
-            sf[pf * w + c] = x
+        top = pf * w
         pf += 1
+        if o == LDF:
+            x = rows[g - base, s0]
+            for c in range(w):
+                sf[top + c] = x
+        elif o == LDBOUND or o == LDFIRSTCUR:
+            unset = g if o == LDFIRSTCUR else -1
+            for c in range(w):
+                node = nodes[sel[c]] if m > 0 else nd
+                idx = ctx_i[node, s0] if node >= 0 else ci0[s0]
+                if idx < 0:
+                    idx = unset
+                sf[top + c] = math.nan if idx < 0 else rows[idx - base, b]
+        elif o == LDAGG:
+            cur = rows[g - base, ic[k]] if b & 1 else math.nan
+            fn = b >> 1
+            for c in range(w):
+                node = nodes[sel[c]] if m > 0 else nd
+                if node >= 0:
+                    sf[top + c] = agg_value(fn, ctx_f[node, s0], ctx_f[node, s0 + 1],
+                                            ctx_f[node, s0 + 2], ctx_f[node, s0 + 3], cur)
+                else:
+                    sf[top + c] = agg_value(fn, init_f[s0], init_f[s0 + 1], init_f[s0 + 2],
+                                            init_f[s0 + 3], cur)
+        else:  # LDROWS
+            for c in range(w):
+                node = nodes[sel[c]] if m > 0 else nd
+                sf[top + c] = (ctx_f[node, s0] if node >= 0 else init_f[s0]) + b
     return pi
 
 
