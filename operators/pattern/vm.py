@@ -72,7 +72,7 @@ def _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, n
     here, in the loop over the partial matches, and every other instruction goes to
     :func:`~replaydb.operators.exprcode.machine.exec_op` once for all of them.
     """
-    w = max(m, 1)
+    w = m if m > 0 else 1  # (the builtin max does not compile for CUDA)
     si = borrowed(si)
     sf = borrowed(sf)
     pi = 0
