@@ -51,6 +51,7 @@ def test_sase_every_strategy_equals_full_replay(data) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 400 planned queries: over the suite's 900 s on 2 busy cores
 @SLOW
 @given(st.data())
 def test_match_recognize_every_strategy_equals_full_replay_thousands(data) -> None:
@@ -58,6 +59,7 @@ def test_match_recognize_every_strategy_equals_full_replay_thousands(data) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 400 planned queries: over the suite's 900 s on 2 busy cores
 @SLOW
 @given(st.data())
 def test_sase_every_strategy_equals_full_replay_thousands(data) -> None:
