@@ -50,17 +50,17 @@ def test_sase_every_strategy_equals_full_replay(data) -> None:
     _run(data, sase_queries())
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)  # 400 planned queries: over the suite's 900 s on 2 busy cores
-@SLOW
-@given(st.data())
+def thousands(test):  # type: ignore[no-untyped-def]
+    """A slow-suite property test over ``SLOW``'s examples: an hour, not the suite's 900 s
+    (400 planned queries take longer on 2 busy cores)."""
+    return pytest.mark.slow(pytest.mark.timeout(3600)(SLOW(given(st.data())(test))))
+
+
+@thousands
 def test_match_recognize_every_strategy_equals_full_replay_thousands(data) -> None:
     _run(data, mr_queries())
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)  # 400 planned queries: over the suite's 900 s on 2 busy cores
-@SLOW
-@given(st.data())
+@thousands
 def test_sase_every_strategy_equals_full_replay_thousands(data) -> None:
     _run(data, sase_queries())
