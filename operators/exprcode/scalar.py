@@ -185,13 +185,6 @@ def cmp_in(mask: int, x, y) -> int:  # type: ignore[no-untyped-def]
 
 
 @register_jitable(**_JIT)
-def cmp_i(c: int, x: int, y: int) -> int:
-    """Comparison ``c`` of two integers (or booleans; of two floats known not to be NULL):
-    0/1."""
-    return cmp_in(cmp_mask(c), x, y)
-
-
-@register_jitable(**_JIT)
 def cmp_f_in(mask: int, x: float, y: float) -> int:
     """:func:`cmp_in` of two floats: 0 when either is NULL (NaN), ``!=`` included."""
     return cmp_in(mask, x, y) & int(x == x) & int(y == y)
@@ -208,12 +201,6 @@ def cmp_s_in(mask: int, x: int, y: int) -> int:
     """:func:`cmp_in` of two string codes (of one sorted dictionary): 0 when either is NULL
     (-1)."""
     return cmp_in(mask, x, y) & int(x >= 0) & int(y >= 0)
-
-
-@register_jitable(**_JIT)
-def cmp_s(c: int, x: int, y: int) -> int:
-    """Comparison of two string codes (of one sorted dictionary): 0 when either is NULL (-1)."""
-    return cmp_s_in(cmp_mask(c), x, y)
 
 
 @register_jitable(**_JIT)
