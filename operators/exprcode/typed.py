@@ -15,7 +15,9 @@ rules below are the NumPy evaluator's (:mod:`replaydb.operators.expr`), made sta
   arithmetic on booleans or strings is refused (NumPy's ``bool + bool`` is OR, Python's is 2);
 * comparisons: with NULL false (``!=`` too); strings compare with strings only, and order only
   where the scope's string codes are in string order;
-* a condition is a value's truth: NULL and 0 are false; a string is refused;
+* a condition is a value's truth: NULL and 0 are false; a string is refused, and a number too
+  where the scope says ``boolean_conditions`` (a condition, or an operand of AND, OR, NOT,
+  must then be a boolean or NULL);
 * functions: ABS, SQRT, LN, LOG10, EXP, FLOOR, CEIL, POWER, LEAST, GREATEST (NaN propagates),
   ROUND (digits: an integer literal); any other call goes to the scope.
 
@@ -71,6 +73,8 @@ class Scope(Protocol):
     """Every number is held as float64 (integer literals become float constants)."""
     ordered_strings: bool
     """String codes are in string order, so ``<`` on strings may be compiled."""
+    boolean_conditions: bool
+    """A condition must be a boolean (or NULL); else a number is a truth value."""
 
     def leaf(self, node: Expr) -> Typed:
         """The load of a column reference or of a language-specific leaf."""
@@ -181,10 +185,14 @@ class _Typer:
 
     def truth(self, x: Typed, e: Expr) -> Typed:
         """``x`` as a condition: 0/1 on the int stack."""
-        if x.rep == "F":
-            return Typed(oc.TRUTHF, "b", "I", (x,))
         if x.kind == "s":
             raise self.fail("a string used as a condition", e)
+        if x.kind != "b" and x is not NULL and self.s.boolean_conditions:
+            name = KIND_NAMES[x.kind]
+            raise self.fail(f"{'an' if name[0] in 'aeiou' else 'a'} {name} value used as a "
+                            "condition", e)
+        if x.rep == "F":
+            return Typed(oc.TRUTHF, "b", "I", (x,))
         return x if x.kind == "b" else Typed(oc.TRUTHI, "b", "I", (x,))
 
     def isnull(self, x: Typed, null: bool) -> Typed:

@@ -126,6 +126,7 @@ class _RowScope:
 
     float_domain = False
     ordered_strings = True
+    boolean_conditions = False
 
     def __init__(self, resolve: Any) -> None:
         self.resolve = resolve  # Column -> ColumnSlot (raises NotCompilable / QueryError)

@@ -47,6 +47,7 @@ class _EdgeScope:
 
     float_domain = True
     ordered_strings = False
+    boolean_conditions = False
 
     def __init__(self, columns: list[str], kind: Callable[[str], str]) -> None:
         self.columns = columns

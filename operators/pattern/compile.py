@@ -67,6 +67,7 @@ from replaydb.operators.pattern.model import (
     Strategy,
     Var,
 )
+from replaydb.operators.pattern.typecheck import check_condition, column_kind, is_string_type
 
 STRAT_CONTIGUOUS = 0
 STRAT_NEXT = 1
@@ -244,6 +245,7 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
                         else InList(Column(tcol), lits))
         for c in parts:
             low = lower_condition(c, v, lctx)
+            check_condition(low, schema, c.pos if c.pos is not None else d.pos)
             if is_local(low):
                 locs.append(to_batch_expr(low))
             else:
@@ -323,10 +325,7 @@ class _Codegen:
         return self.bufcol[key]
 
     def is_string(self, name: str) -> bool:
-        t = self.schema.field(name).type
-        return pa.types.is_string(t) or pa.types.is_large_string(t) or \
-            (pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type)
-                                            or pa.types.is_large_string(t.value_type)))
+        return is_string_type(self.schema.field(name).type)
 
     def var(self, v: str | None) -> int:
         return -1 if v is None else self.vidx[v]
@@ -385,16 +384,7 @@ class _Codegen:
 
     def kind(self, name: str) -> str:
         """The column's kind in the typed form (its values are float64 in the buffer)."""
-        t = self.schema.field(name).type
-        if pa.types.is_dictionary(t):
-            t = t.value_type
-        if self.is_string(name):
-            return "s"
-        if pa.types.is_boolean(t):
-            return "b"
-        if pa.types.is_integer(t) or pa.types.is_temporal(t):
-            return "i"
-        return "f"
+        return column_kind(self.schema, name)
 
 
 class _PatternScope:
@@ -404,6 +394,7 @@ class _PatternScope:
 
     float_domain = True
     ordered_strings = False
+    boolean_conditions = True
 
     def __init__(self, gen: _Codegen) -> None:
         self.gen = gen

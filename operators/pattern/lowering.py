@@ -17,7 +17,9 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
   events for an unqualified column. NULLs are skipped; SUM/AVG/MIN/MAX of no values are NULL;
 * an aggregate over a column marked ``all_prev`` (SASE+ ``avg(b[..i-1].x)``) excludes the current
   event;
-* ``CLASSIFIER()`` - the variable's own name.
+* ``CLASSIFIER()`` (and ``LAST(CLASSIFIER())``) - the variable's own name; other navigation of
+  ``CLASSIFIER()`` is refused (the variables of earlier rows are a partial match's, not a
+  column's).
 
 Not supported inside conditions (QueryError naming the position): ``NEXT`` (an online matcher
 cannot look ahead), ``FIRST``/``LAST`` with other offsets than the ones above, ``MATCH_NUMBER()``,
@@ -117,9 +119,17 @@ def _at(msg: str, pos: int | None) -> str:
     return msg if pos is None else f"{msg} (at position {pos})"
 
 
-def _int_arg(e: ex.Expr, what: str) -> int:
+MAX_OFFSET = 2**31 - 1
+"""The largest row offset of a navigation (PREV, NEXT, FIRST, LAST): offsets index int64 arrays
+of rows, and no partition or match comes near this many rows."""
+
+
+def offset_arg(e: ex.Expr, what: str) -> int:
     if isinstance(e, ex.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool) \
             and e.value >= 0:
+        if e.value > MAX_OFFSET:
+            raise QueryError(_at(f"{what} is {e.value}, more than the largest offset, "
+                                 f"{MAX_OFFSET}", getattr(e, "pos", None)))
         return int(e.value)
     raise QueryError(_at(f"{what} must be a non-negative integer literal", getattr(e, "pos", None)))
 
@@ -174,14 +184,14 @@ class _Lowerer:
                         "ahead", e.pos), hint="use NEXT in MEASURES, or PREV on a later variable")
             if not 1 <= len(e.args) <= 2:
                 raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
-            k = _int_arg(e.args[1], f"the offset of {name}") if len(e.args) == 2 else 1
+            k = offset_arg(e.args[1], f"the offset of {name}") if len(e.args) == 2 else 1
             return self.lower(e.args[0], nav + k, sel)
         if name in ("FIRST", "LAST"):
             if not 1 <= len(e.args) <= 2:
                 raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
             if sel is not None:
                 raise QueryError(_at(f"{name} cannot be nested in FIRST/LAST", e.pos))
-            k = _int_arg(e.args[1], f"the offset of {name}") if len(e.args) == 2 else 0
+            k = offset_arg(e.args[1], f"the offset of {name}") if len(e.args) == 2 else 0
             return self.lower(e.args[0], nav, (name.lower(), k))
         if name in AGGREGATES:
             if nav or sel:
@@ -190,6 +200,12 @@ class _Lowerer:
         if name == "CLASSIFIER":
             if e.args:
                 raise QueryError(_at("CLASSIFIER() takes no arguments", e.pos))
+            if nav or (sel is not None and sel != ("last", 0)):
+                raise QueryError(
+                    _at("navigation of CLASSIFIER() (PREV, FIRST, LAST with an offset) is not "
+                        "supported in a condition", e.pos),
+                    hint="navigate CLASSIFIER() in MEASURES, or name the variables in the "
+                         "pattern instead")
             return ex.Literal(self.var, pos=e.pos)
         if name == "MATCH_NUMBER":
             raise QueryError(_at("MATCH_NUMBER() is not allowed in a condition", e.pos))

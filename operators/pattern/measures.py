@@ -11,8 +11,10 @@ Semantics (SQL:2016 row pattern MEASURES; SASE+ RETURN items are translated into
   reported is NULL (the operator is online and reports a match as soon as it is final).
 * ``COUNT(*)``, ``COUNT(A.*)``, ``COUNT/SUM/AVG/MIN/MAX(A.x)`` (or of ``x``: all rows) -
   aggregates skipping NULLs; SUM/AVG/MIN/MAX of no value is NULL.
-* ``CLASSIFIER()`` - the variable of the row; ``MATCH_NUMBER()`` - the match's number (1-based,
-  per partition).
+* ``CLASSIFIER()`` - the variable of the row; navigated (``PREV(CLASSIFIER(), k)``,
+  ``FIRST(CLASSIFIER(), k)``, ``LAST(...)``, ``NEXT(...)``) - the variable of the row reached,
+  NULL when that row is not one of the match's rows up to the current one (RUNNING) or up to
+  its last (FINAL); ``MATCH_NUMBER()`` - the match's number (1-based, per partition).
 * ``RUNNING`` / ``FINAL``: with ONE ROW PER MATCH both mean the whole match. With ALL ROWS PER
   MATCH a measure is evaluated for every row of the match, over the rows up to that row
   (``RUNNING``, the default) or over the whole match (``FINAL`` before an aggregate or
@@ -35,7 +37,7 @@ from numba import njit
 from replaydb.errors import QueryError
 from replaydb.operators import expr as ex
 from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
-from replaydb.operators.pattern.lowering import AGGREGATES, LowerContext, nav_name
+from replaydb.operators.pattern.lowering import AGGREGATES, LowerContext, nav_name, offset_arg
 
 
 @dataclass
@@ -122,6 +124,8 @@ class _AggLeaf(ex.Expr):
 class _Special(ex.Expr):
     what: str  # classifier | match_number
     final: bool
+    shift: int = 0  # CLASSIFIER of the row this many rows before (> 0) / after (< 0) ...
+    pick: tuple[bool, int] | None = None  # ... the k-th row from the end (True) / start
 
 
 def _at(msg: str, pos: int | None) -> str:
@@ -135,10 +139,7 @@ def _offset(e: ex.Call, default: int) -> int:
         raise QueryError(_at(f"{e.name} takes 1 or 2 arguments", e.pos))
     if len(e.args) == 1:
         return default
-    a = e.args[1]
-    if not (isinstance(a, ex.Literal) and isinstance(a.value, int) and a.value >= 0):
-        raise QueryError(_at(f"the offset of {e.name} must be a non-negative integer", e.pos))
-    return int(a.value)
+    return offset_arg(e.args[1], f"the offset of {e.name}")
 
 
 class MeasureLowerer:
@@ -221,7 +222,11 @@ class MeasureLowerer:
             col = self.ctx.resolve_column(a.name, a.pos)
             return _AggLeaf(name, vi, col, fin)
         if name == "CLASSIFIER":
-            return _Special("classifier", fin)
+            if e.args:
+                raise QueryError(_at("CLASSIFIER() takes no arguments", e.pos))
+            if sel is None:
+                return _Special("classifier", fin, nav)
+            return _Special("classifier", sel[2], nav, (sel[0] == "last", sel[1]))
         if name == "MATCH_NUMBER":
             return _Special("match_number", fin)
         return ex.Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
@@ -384,8 +389,15 @@ class Evaluator:
         if leaf.what == "match_number":
             return pa.array(self.f.ms.number[self.f.mid], type=pa.int64())
         start, end = self._ends(leaf.final)
+        row = end
+        if leaf.pick is not None:
+            from_end, k = leaf.pick
+            row = end - k if from_end else start + k
+        row = row - leaf.shift
+        ok = (row >= start) & (row <= end)
         names = np.array(self.var_names, dtype=object)
-        return pa.array(names[self.f.ms.var[end]], type=pa.string())
+        labels = names[self.f.ms.var[np.where(ok, row, end)]]
+        return pa.array(labels, type=pa.string(), mask=None if ok.all() else ~ok)
 
     def evaluate(self, e: ex.Expr) -> pa.Array:
         if isinstance(e, _Sel):

@@ -8,7 +8,7 @@ Grammar (keywords case-insensitive; clauses in this order, each optional unless 
         [MEASURES expr [[AS] name], ...]
         [ONE ROW PER MATCH | ALL ROWS PER MATCH [SHOW EMPTY MATCHES | OMIT EMPTY MATCHES]]
         [AFTER MATCH SKIP {PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v}]
-        PATTERN ( row_pattern )            -- required; the parentheses may be left out
+        PATTERN ( row_pattern )            -- required; see below for the parentheses
         [WITHIN duration]                  -- Flink's / the dissertation's extension
         DEFINE v AS condition, ...         -- required unless every variable is always true
     ) [[AS] alias] [;]
@@ -38,9 +38,19 @@ The supported subset of SQL:2016 and the decisions taken:
   MATCHES make no difference and are accepted only for compatibility;
 * not supported (ParseError/QueryError naming the position): SUBSET, PERMUTE, anchors ``^ $``,
   exclusion ``{- -}``, WITH UNMATCHED ROWS, NEXT inside DEFINE, aggregates over expressions;
-* variable names are case-insensitive unless double-quoted; WITHIN, DEFINE and SUBSET end a
-  row pattern, so variables with those names must be double-quoted; column names are matched
-  case-insensitively against the stream when they are not exact;
+* clauses come in the order above, each at most once; a repeated or misplaced clause is a
+  ParseError naming it and the order;
+* a row pattern written in parentheses ends at its closing parenthesis: what follows must be
+  WITHIN, SUBSET, DEFINE or the end of the body. Without parentheses (the dissertation's form)
+  it ends at WITHIN, SUBSET, DEFINE or that end; either way an unquoted clause keyword or a
+  word of a condition (AS, AND, OR, NOT, TRUE, FALSE, NULL, ...) is never a variable, so a
+  misspelled clause fails instead of becoming always-true variables;
+* variable names are case-insensitive unless double-quoted (a quoted reserved word may be a
+  variable); column names are matched case-insensitively against the stream when they are not
+  exact;
+* conditions are type-checked when the query is bound
+  (:mod:`replaydb.operators.pattern.typecheck`): a condition is a boolean (or NULL), strings
+  compare with strings only, functions must exist;
 * a measure written without a name is named by its text (``A.ID``), so the dissertation's
   Listing 3.1 runs as written; typographic quotes (U+2018/U+2019, as copied from PDFs) are read
   as ``'``.
@@ -69,6 +79,18 @@ from replaydb.timeunits import to_units
 LANGUAGE = "match_recognize"
 
 _END_OF_PATTERN = ("WITHIN", "DEFINE", "SUBSET")
+_CLAUSES = {"PARTITION": "PARTITION BY", "ORDER": "ORDER BY", "MEASURES": "MEASURES",
+            "ONE": "ONE ROW PER MATCH", "ALL": "ALL ROWS PER MATCH",
+            "AFTER": "AFTER MATCH SKIP", "PATTERN": "PATTERN", "WITHIN": "WITHIN",
+            "SUBSET": "SUBSET", "DEFINE": "DEFINE"}
+"""The words that open a clause of the MATCH_RECOGNIZE body, in the order the clauses come."""
+_CLAUSE_ORDER = ("PARTITION BY, ORDER BY, MEASURES, ONE ROW / ALL ROWS PER MATCH, "
+                 "AFTER MATCH SKIP, PATTERN, WITHIN, SUBSET, DEFINE")
+_RESERVED_VARIABLES = frozenset(
+    ("PARTITION", "ORDER", "MEASURES", "AFTER", "PATTERN", "WITHIN", "SUBSET", "DEFINE", "AS",
+     "AND", "OR", "NOT", "TRUE", "FALSE", "NULL", "SELECT", "FROM", "MATCH_RECOGNIZE"))
+"""Words that are never an unquoted pattern variable: a clause keyword or a word of a
+condition in a row pattern is a clause out of place or a misspelled one, never a variable."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +170,21 @@ class _Parser(ParserBase):
                 return Column("*", self.var_name(t), pos=t.pos)
         return None
 
+    def clause_error(self) -> ParseError | None:
+        """The error for a clause keyword where its clause may not come (repeated, or after a
+        clause that follows it); None when the current token opens no clause."""
+        kw = self.tok.kw
+        if kw not in _CLAUSES or (kw in ("ONE", "ALL") and not self.peek().is_kw("ROW", "ROWS")):
+            return None
+        seen = kw in getattr(self, "clauses_seen", ())
+        what = "appears twice" if seen else "is out of place"
+        return self.error(f"{_CLAUSES[kw]} {what}: the clauses of MATCH_RECOGNIZE come in the "
+                          f"order {_CLAUSE_ORDER}, each at most once")
+
+    def seen(self, kw: str) -> None:
+        """Record that the clause opened by ``kw`` has been read (for :meth:`clause_error`)."""
+        self.clauses_seen = (*getattr(self, "clauses_seen", ()), kw)
+
     def var_name(self, tok) -> str:  # type: ignore[no-untyped-def]
         """Variables are case-insensitive unless quoted: unquoted names are upper-cased."""
         if tok.text.startswith('"'):
@@ -167,7 +204,9 @@ class _Parser(ParserBase):
         self.expect_kw("MATCH_RECOGNIZE")
         self.expect_op("(")
         spec, window = self.parse_body()
-        self.expect_op(")")
+        if not self.at_op(")"):
+            raise self.clause_error() or self.error(f"unexpected {self.tok.describe()}")
+        self.advance()
         if self.accept_kw("AS"):
             self.expect_ident("an alias")
         elif self.tok.kind == "ident":
@@ -196,21 +235,26 @@ class _Parser(ParserBase):
     def parse_body(self) -> tuple[pm.PatternSpec, Duration | None]:
         partition: list[str] = []
         if self.accept_kw("PARTITION"):
+            self.seen("PARTITION")
             self.expect_kw("BY")
             partition = [str(t.value) for t in self.parse_ident_list("a column")]
         if self.accept_kw("ORDER"):
+            self.seen("ORDER")
             self.expect_kw("BY")
             self.parse_order_by()
         measures: list[pm.Measure] = []
         if self.accept_kw("MEASURES"):
+            self.seen("MEASURES")
             measures = self.parse_measures()
         rows = pm.RowsPerMatch.ONE
         if self.at_kw("ONE"):
+            self.seen("ONE")
             self.advance()
             self.expect_kw("ROW")
             self.expect_kw("PER")
             self.expect_kw("MATCH")
         elif self.at_kw("ALL"):
+            self.seen("ALL")
             self.advance()
             self.expect_kw("ROWS")
             self.expect_kw("PER")
@@ -224,17 +268,23 @@ class _Parser(ParserBase):
                 raise self.error("WITH UNMATCHED ROWS is not supported")
         skip = pm.AfterMatchSkip()
         if self.accept_kw("AFTER"):
+            self.seen("AFTER")
             skip = self.parse_skip()
-        self.expect_kw("PATTERN")
+        if not self.at_kw("PATTERN"):
+            raise self.clause_error() or self.error(f"unexpected {self.tok.describe()}")
+        self.advance()
+        self.seen("PATTERN")
         pattern = self.parse_pattern_clause()
         window = None
         if self.accept_kw("WITHIN"):
+            self.seen("WITHIN")
             amount, word, pos = self.parse_duration()
             window = Duration(amount, word, pos)
         if self.at_kw("SUBSET"):
             raise self.error("SUBSET is not supported")
         defines: list[pm.VarDef] = []
         if self.accept_kw("DEFINE"):
+            self.seen("DEFINE")
             while True:
                 vt = self.expect_ident("a pattern variable")
                 self.expect_kw("AS")
@@ -279,8 +329,7 @@ class _Parser(ParserBase):
             end = self.toks[self.i - 1]
             if self.accept_kw("AS"):
                 name = str(self.expect_ident("a measure name").value)
-            elif self.tok.kind == "ident" and not self.tok.is_kw(
-                    "ONE", "ALL", "AFTER", "PATTERN"):
+            elif self.tok.kind == "ident" and self.tok.kw not in _CLAUSES:
                 name = str(self.advance().value)
             else:
                 name = self.text[start: end.pos + len(end.text)].strip()
@@ -313,14 +362,14 @@ class _Parser(ParserBase):
     # ------------------------------------------------------------------ row pattern
     def parse_pattern_clause(self) -> pm.PatternNode:
         if self.at_op("("):
-            # parenthesized unless the parenthesis only groups the first term of a bare pattern
-            save = self.i
             self.advance()
             p = self.parse_alt(bare=False)
             self.expect_op(")")
             if self.at_kw(*_END_OF_PATTERN) or self.at_op(")"):
                 return p
-            self.i = save
+            raise self.clause_error() or self.error(
+                f"unexpected {self.tok.describe()}: the row pattern ends at the parenthesis that "
+                "closes PATTERN (", hint="write the whole row pattern inside PATTERN ( ... )")
         return self.parse_alt(bare=True)
 
     def _pattern_end(self, bare: bool) -> bool:
@@ -368,6 +417,10 @@ class _Parser(ParserBase):
         elif t.is_kw("PERMUTE") and self.peek().is_op("("):
             raise self.error("PERMUTE is not supported")
         elif t.kind == "ident":
+            if t.kw in _RESERVED_VARIABLES:
+                raise self.clause_error() or self.error(
+                    f"{t.text} is a reserved word, not a pattern variable",
+                    hint=f'double-quote it ("{t.text}") to name a variable so')
             self.advance()
             node = pm.Var(self.var_name(t), pos=t.pos)
         else:
