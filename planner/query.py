@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,7 +38,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from replaydb.errors import QueryError, ResourceLimitExceeded, StreamNotFound, UsageError
+from replaydb.errors import (
+    ParseError,
+    QueryError,
+    ResourceLimitExceeded,
+    StreamNotFound,
+    UsageError,
+)
 from replaydb.operators.spec import OperatorSpec
 from replaydb.planner import languages
 from replaydb.planner.options import NoOptions, as_kwargs, parse_options
@@ -288,12 +295,28 @@ def detect_language(text: str) -> tuple[str, Any]:
         if mod.detect(text):
             return name, mod
     head = text.strip().split(None, 1)[0][:20]
-    raise QueryError(
+    raise ParseError(
         f"cannot tell which query language this is (it starts with {head!r})",
+        text=text, pos=len(text) - len(text.lstrip()),
         hint="queries start with SELECT ... MATCH_RECOGNIZE / SELECT ... FROM TABLE(TUMBLE|HOP..."
              " (windows) / PATTERN SEQ (SASE+) / RETURN ... PATTERN (GRETA) / "
              "FROM ... DEFINE (TPStream)",
     )
+
+
+def at_word(message: str, text: str, word: str) -> str:
+    """``message`` with the position of ``word``'s first whole-word occurrence in ``text`` (any
+    case), when it occurs."""
+    m = re.search(rf"(?<![\w.]){re.escape(word)}(?!\w)", text, re.IGNORECASE)
+    return message if m is None else f"{message} (at position {m.start()})"
+
+
+def _stream(store: Any, text: str, name: str, version: int | None) -> Any:
+    """The snapshot of stream ``name``; StreamNotFound names where the query names it."""
+    try:
+        return store.stream(name, version)
+    except StreamNotFound as exc:
+        raise StreamNotFound(at_word(str(exc), text, name), hint=exc.hint) from None
 
 
 def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
@@ -319,7 +342,7 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
                 raise UsageError(
                     "the query names no stream and the store has several",
                     hint=f"add FROM <stream> or pass --stream (streams: {', '.join(names)})")
-    snapshots = [store.stream(s, options.version if len(sources) == 1 else None)
+    snapshots = [_stream(store, text, s, options.version if len(sources) == 1 else None)
                  for s in sources]
     if types and type_column is None:
         tc = snapshots[0].schema.type_column or "type"
@@ -329,8 +352,8 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
             type_column = "type"
         else:
             raise QueryError(
-                f"the query refers to event types ({', '.join(types)}) but stream "
-                f"{snapshots[0].name!r} has no type column {tc!r}",
+                at_word(f"the query refers to event types ({', '.join(types)}) but stream "
+                        f"{snapshots[0].name!r} has no type column {tc!r}", text, types[0]),
                 hint="ingest with --type-column COL, or store one stream per event type")
     bind_options: dict[str, Any] = {}
     sch = snapshots[0].schema

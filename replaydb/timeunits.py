@@ -45,12 +45,27 @@ def duration_word_ns(word: str) -> int | None:
     return _DURATION_WORDS.get(word.lower())
 
 
+MAX_DURATION = 2**62
+"""The largest duration in stream units: a time plus a duration stays within int64."""
+
+
 def to_units(amount: int | float | Fraction, word: str, unit: str | None) -> int:
     """Convert ``amount`` of duration ``word`` into whole units of ``unit``.
 
     With ``unit`` None (a stream without a declared unit, e.g. synthetic ``t = i``), only the bare
     word ``units``/``events``/``ticks`` or no word is allowed and the amount is taken as is.
+    A result beyond :data:`MAX_DURATION` either way is a UsageError.
     """
+    return _in_range(_to_units(amount, word, unit), amount, word)
+
+
+def _in_range(value: int, amount: object, word: str) -> int:
+    if abs(value) > MAX_DURATION:
+        raise UsageError(f"duration {amount} {word} is out of range (at most 2**62 time units)")
+    return value
+
+
+def _to_units(amount: int | float | Fraction, word: str, unit: str | None) -> int:
     w = word.lower()
     if w in ("", "unit", "units", "tick", "ticks", "t"):
         value = Fraction(amount)

@@ -127,17 +127,25 @@ def _splice(items: list[Item], repl: list[Item]) -> list[Item]:
     return _dedupe(out)
 
 
+def _at_node(message: str, node: PatternNode) -> str:
+    """``message`` with the position of ``node``'s first variable in the query text, if known."""
+    pos = next((n.pos for n in node.walk() if isinstance(n, Var) and n.pos is not None), None)
+    return message if pos is None else f"{message} (at position {pos})"
+
+
 class _Builder:
     def __init__(self) -> None:
+        self.root: PatternNode | None = None
         self.pos_var: list[str] = []
         self.follow: list[list[Item]] = []
         self.negations: list[str] = []
 
     def new_pos(self, var: str) -> int:
         if len(self.pos_var) >= MAX_POSITIONS:
-            raise QueryError(
-                f"pattern has more than {MAX_POSITIONS} positions after expanding bounded "
-                "repetitions", hint="use smaller {n,m} bounds")
+            msg = (f"pattern has more than {MAX_POSITIONS} positions after expanding bounded "
+                   "repetitions")
+            raise QueryError(msg if self.root is None else _at_node(msg, self.root),
+                             hint="use smaller {n,m} bounds")
         self.pos_var.append(var)
         self.follow.append([(ACCEPT, 0)])
         return len(self.pos_var) - 1
@@ -229,9 +237,9 @@ class _Builder:
             raise QueryError(f"bad quantifier bounds {{{lo},{hi if hi is not None else ''}}}")
         probe = _Builder().build(node.body)
         if probe.nullable:
-            raise QueryError(
+            raise QueryError(_at_node(
                 f"quantified sub-pattern ({node.body}) can match zero events; "
-                "a quantified group must consume at least one event")
+                "a quantified group must consume at least one event", node))
         frag: _Frag | None = None
 
         def cat(a: _Frag | None, b: _Frag) -> _Frag:
@@ -262,10 +270,11 @@ class _Builder:
 def build_automaton(pattern: PatternNode) -> Automaton:
     """Compile a pattern tree into its ordered position automaton (see module docstring)."""
     b = _Builder()
+    b.root = pattern
     frag = b.build(pattern)
     if frag.nullable:
         raise QueryError(
-            f"pattern ({pattern}) can match zero events",
+            _at_node(f"pattern ({pattern}) can match zero events", pattern),
             hint="every match must contain at least one event; make some item mandatory")
     start = tuple(t for t, _ in frag.first)
     if any(m for _, m in frag.first):  # pragma: no cover - excluded by build_seq

@@ -31,6 +31,9 @@ import numpy as np
 
 from replaydb.errors import OperatorError
 
+MAX_SLICES = 2**24
+"""The most slices a window may span: the sliding aggregators keep O(slices) state."""
+
 
 @dataclass(frozen=True)
 class SliceGeometry:
@@ -44,6 +47,10 @@ class SliceGeometry:
             v = getattr(self, name)
             if not isinstance(v, int | np.integer) or isinstance(v, bool) or v <= 0:
                 raise OperatorError(f"window {name} must be a positive integer, got {v!r}")
+        if self.W > MAX_SLICES:
+            raise OperatorError(
+                f"a window of size {self.size} sliding by {self.slide} has {self.W:,} slices, "
+                f"more than {MAX_SLICES:,}", hint="use a longer slide or a shorter window")
 
     @property
     def m(self) -> int:

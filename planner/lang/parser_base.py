@@ -29,6 +29,7 @@ for the caller's frames: 50 levels, far more than any real query.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -150,6 +151,16 @@ class ParserBase:
             expected=list(self._expected),
             hint=hint,
         )
+
+    def number_value(self, tok: Token) -> int | float:
+        """The value of a number literal in an expression: an integer outside int64 is read as
+        a float (SQL's approximate numeric); a number beyond the float range is a ParseError."""
+        v = tok.value
+        if isinstance(v, int) and not -(2**63) <= v < 2**63:
+            v = float(v) if abs(v) < 2**1023 else math.inf
+        if isinstance(v, float) and math.isinf(v):
+            raise self.error(f"number {tok.text} out of range", tok.pos)
+        return v  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ durations
     def _finite_amount(self, num: Token) -> Fraction:
@@ -371,7 +382,7 @@ class ParserBase:
             self.advance()
             if t.unit:
                 raise self.error(f"a duration ({t.text}) is not allowed here", t.pos)
-            return ex.Literal(t.value, pos=t.pos)
+            return ex.Literal(self.number_value(t), pos=t.pos)
         if kind == "string":
             self.advance()
             return ex.Literal(t.value, pos=t.pos)

@@ -70,7 +70,7 @@ from replaydb.operators.expr import Call, Column, Expr, Star, columns, to_text
 from replaydb.operators.window import AGG_FUNCS, AggSpec, WindowAggregate, WindowConfig
 from replaydb.operators.window.config import WINDOW_COLUMNS
 from replaydb.planner.lang.parser_base import ParserBase
-from replaydb.timeunits import to_units
+from replaydb.timeunits import MAX_DURATION, to_units
 
 LANGUAGE = "window_sql"
 
@@ -390,6 +390,9 @@ def parse(text: str) -> WindowQuery:
 def _units(q: WindowQuery, d: Duration, what: str, time_unit: str | None) -> int:
     if q.kind == "count":
         value = int(d.amount)
+        if value > MAX_DURATION:
+            raise ParseError(f"window {what} {value} is out of range (at most 2**62 events)",
+                             text=q.text, pos=d.pos)
     else:
         try:
             value = to_units(d.amount, d.word, time_unit)

@@ -131,7 +131,8 @@ def test_well_typed_conditions_still_run() -> None:
 ])
 def test_huge_offsets_are_replaydb_errors(measure: str) -> None:
     err = error_of(HEAD + f"MEASURES {measure} AS s PATTERN (A) DEFINE A AS x = 1)")
-    assert isinstance(err, QueryError) and "largest offset" in str(err)
+    assert isinstance(err, QueryError) and f"the offset of {measure.split('(')[0]}" in str(err)
+    assert "position" in str(err)
 
 
 # --------------------------------------------------------------------------- 5. decisions
