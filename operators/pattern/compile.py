@@ -43,6 +43,7 @@ from replaydb.operators.expr import (
     conjuncts,
 )
 from replaydb.operators.exprcode import opcodes as oc
+from replaydb.operators.exprcode.check import column_kind, is_string_type
 from replaydb.operators.exprcode.program import Builder
 from replaydb.operators.exprcode.scalar import AGG_AVG, AGG_COUNT, AGG_MAX, AGG_MIN, AGG_SUM
 from replaydb.operators.exprcode.typed import Typed, type_condition
@@ -67,7 +68,7 @@ from replaydb.operators.pattern.model import (
     Strategy,
     Var,
 )
-from replaydb.operators.pattern.typecheck import check_condition, column_kind, is_string_type
+from replaydb.operators.pattern.typecheck import check_condition
 
 STRAT_CONTIGUOUS = 0
 STRAT_NEXT = 1

@@ -35,6 +35,7 @@ import pyarrow as pa
 from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Call, Column, Expr, ExprError
+from replaydb.operators.exprcode.check import check_condition, schema_kinds
 from replaydb.operators.greta.config import (
     GretaConfig,
     Pattern,
@@ -288,6 +289,7 @@ def bind(query: GretaQuery, schema: pa.Schema, time_unit: str | None, *,
     from replaydb.operators.greta.operator import GretaOperator
 
     cfg = to_config(query, time_unit, type_column=type_column, exact_type=exact_type)
+    check_condition(query.where, schema_kinds(schema), calls={"EQUIV": "b"})
     try:
         return GretaOperator(cfg, schema=schema, state_cap=state_cap)
     except ExprError as e:

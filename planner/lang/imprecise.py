@@ -46,6 +46,7 @@ import pyarrow as pa
 from replaydb.errors import ParseError, QueryError, UsageError
 from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.expr import Binary, Call, Column, Expr, columns, conjuncts
+from replaydb.operators.exprcode.check import check_condition, schema_kinds
 from replaydb.operators.imprecise import (
     DEFAULT_FRAMEWORK,
     DEFAULT_METHOD,
@@ -380,6 +381,8 @@ def bind(
         )
     variables = _resolve_vars(query)
     preds = [_canonical_expr(query, p, schema, variables) for p in query.predicates]
+    for p in preds:
+        check_condition(p, schema_kinds(schema))
     for attr, pos in query.equivalence:
         if attr not in names:
             raise _err(query, f"unknown attribute {attr!r} in the equivalence test", pos)

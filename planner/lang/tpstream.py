@@ -65,6 +65,7 @@ from replaydb.operators.expr import (
     columns,
     conjuncts,
 )
+from replaydb.operators.exprcode.check import check_condition, schema_kinds
 from replaydb.operators.tpstream.config import (
     AGGREGATES,
     Constraint,
@@ -637,6 +638,7 @@ def bind(query: TPStreamQuery, schema: pa.Schema, time_unit: str | None,
     for d in query.defines:
         for c in columns(d.condition):
             need(c.name, c.pos, f"situation {d.name}: attribute")
+        check_condition(d.condition, schema_kinds(schema), d.pos)
         try:
             lo = d.at_least.to_units(time_unit) if d.at_least else None
             hi = d.at_most.to_units(time_unit) if d.at_most else None

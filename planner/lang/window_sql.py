@@ -67,6 +67,7 @@ import pyarrow as pa
 
 from replaydb.errors import ParseError, ReplayDBError, UsageError
 from replaydb.operators.expr import Call, Column, Expr, Star, columns, to_text
+from replaydb.operators.exprcode.check import check_condition, schema_kinds
 from replaydb.operators.window import AGG_FUNCS, AggSpec, WindowAggregate, WindowConfig
 from replaydb.operators.window.config import WINDOW_COLUMNS
 from replaydb.planner.lang.parser_base import ParserBase
@@ -442,6 +443,7 @@ def to_config(query: WindowQuery, schema: pa.Schema, time_unit: str | None,
             if not numeric and not (a.func == "COUNT" and isinstance(a.arg, Column)):
                 raise err(f"{a.func} needs a numeric argument; column {c.name!r} is {typ}",
                           c.pos)
+    check_condition(q.where, schema_kinds(schema))
     size = _units(q, q.size, "size", time_unit)
     slide = _units(q, q.slide, "slide", time_unit) if q.slide is not None else size
     offset = _units(q, q.offset, "offset", time_unit) if q.offset is not None else 0
