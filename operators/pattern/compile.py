@@ -172,7 +172,8 @@ def check_spec(spec: PatternSpec, schema: pa.Schema) -> None:
     names = [d.name for d in spec.defines]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise QueryError(f"variable(s) {', '.join(sorted(dup))} defined twice")
+        second = next(d for i, d in enumerate(spec.defines) if d.name in names[:i])
+        raise QueryError(_at(f"variable(s) {', '.join(sorted(dup))} defined twice", second.pos))
     both = negs & {n.name for n in _positive_vars(spec)}
     if both:
         raise QueryError(f"variable(s) {', '.join(sorted(both))} used both negated and not")

@@ -36,6 +36,7 @@ from numba import njit
 
 from replaydb.errors import QueryError
 from replaydb.operators import expr as ex
+from replaydb.operators.exprcode.check import is_string_type
 from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
 from replaydb.operators.pattern.lowering import AGGREGATES, LowerContext, nav_name, offset_arg
 
@@ -220,6 +221,8 @@ class MeasureLowerer:
             if a.index is not None and a.index[0] not in ("all",):
                 raise QueryError(_at("subscripted variables are not allowed here", a.pos))
             col = self.ctx.resolve_column(a.name, a.pos)
+            if name != "COUNT" and is_string_type(self.ctx.schema.field(col).type):
+                raise QueryError(_at(f"{name} over the non-numeric column {col!r}", e.pos))
             return _AggLeaf(name, vi, col, fin)
         if name == "CLASSIFIER":
             if e.args:
