@@ -7,7 +7,10 @@ partitioning shape; :func:`local_and_spark` runs one plan locally and on a real 
 
 Equality is byte for byte (``Table.equals`` with metadata) for interval-parallel, one-task and
 exact partition-parallel runs; sorted partition-parallel runs (operators without order-dependent
-columns, patterns not showing ``match_id``) are equal after sorting both tables by every column.
+columns, patterns not showing ``match_id``) are equal after sorting both tables, float columns
+within a relative 1e-12: with the shuffle read, a read task's time range may end inside a batch
+of the local replay, and a window's float sum of a slice split across two pushes is added in
+another order (the last bits differ).
 """
 
 from __future__ import annotations
@@ -109,8 +112,28 @@ def random_intervals(rng: np.random.Generator, t_max: int, n: int) -> list[tuple
 
 
 def sort_all(t: pa.Table) -> pa.Table:
-    cols = [f.name for f in t.schema if not pa.types.is_nested(f.type)]
+    """``t`` sorted by every column, the float columns last (their last bits may differ)."""
+    flat = [f for f in t.schema if not pa.types.is_nested(f.type)]
+    cols = [f.name for f in flat if not pa.types.is_floating(f.type)] + \
+        [f.name for f in flat if pa.types.is_floating(f.type)]
     return t.sort_by([(c, "ascending") for c in cols])
+
+
+def tables_close(a: pa.Table, b: pa.Table, rtol: float = 1e-12) -> bool:
+    """Equal tables, float columns within ``rtol`` (NaN and NULL where the other has them)."""
+    if a.schema != b.schema or a.num_rows != b.num_rows:
+        return False
+    for name in a.column_names:
+        x, y = a.column(name), b.column(name)
+        if not pa.types.is_floating(x.type):
+            if not x.equals(y):
+                return False
+            continue
+        xn = x.to_numpy(zero_copy_only=False).astype(np.float64)
+        yn = y.to_numpy(zero_copy_only=False).astype(np.float64)
+        if not np.allclose(xn, yn, rtol=rtol, atol=0.0, equal_nan=True):
+            return False
+    return True
 
 
 def local_and_spark(spark: Any, store: replaydb.Store, text: str, intervals: list | None,
@@ -140,12 +163,12 @@ def local_and_spark(spark: Any, store: replaydb.Store, text: str, intervals: lis
 
 
 def check_equal(local: pa.Table, got: pa.Table, stats: dict) -> None:
-    """Equal, byte for byte (after sorting for sorted partition results). Float aggregates too:
-    the operators' float sums do not depend on where the batches a task sees end."""
+    """Equal: byte for byte, or for sorted partition results after sorting, float columns
+    within a relative 1e-12 (see the module docstring)."""
     sp = stats["spark"]
     assert got.schema.equals(local.schema, check_metadata=True)
     exact = sp["mode"] != "partition" or sp.get("result_order") == "local"
     if exact:
         assert got.equals(local, check_metadata=True)
     else:
-        assert sort_all(got).equals(sort_all(local))
+        assert tables_close(sort_all(got), sort_all(local))
