@@ -1,8 +1,8 @@
 """The mutation fuzzer: corpus queries with one clause-level edit, run end to end on real stores.
 
 Where ``test_reliability_fuzz.py`` throws arbitrary tokens at each parser, this test asks whether
-a query that is almost right is ever misread. Every golden-corpus query of each of the six
-languages is mutated (``tests/reliability/mutants.py``: a clause keyword duplicated, misspelled,
+a query that is almost right is ever misread. Every golden-corpus query and every query of a
+``replaydb query`` command in the README and docs, of each of the six languages, is mutated (``tests/reliability/mutants.py``: a clause keyword duplicated, misspelled,
 dropped or swapped with another, a number replaced by an extreme value or nested in parentheses)
 and run with ``replaydb.query`` on a store built from the case's dataset and seed (its first 500
 events, ingested through the Python API). Every mutant must either run or fail with a replaydb
@@ -24,10 +24,13 @@ import pytest
 
 import replaydb
 from replaydb.errors import ReplayDBError, ResourceLimitExceeded, StateCapExceeded
+from replaydb.planner.query import detect_language
+from tests.docs_examples import blocks
 from tests.queries.golden import Case, case_files, load_case
 from tests.queries.stores import StoreCache
 from tests.reliability.mutants import CLAUSE_KEYWORDS, Mutant, mutants
 
+ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = sorted(CLAUSE_KEYWORDS)
 STORE_EVENTS = 500
 POSITION = re.compile(r"line \d+, column \d+|position \d+")
@@ -42,6 +45,24 @@ def small_stores(tmp_path_factory: pytest.TempPathFactory) -> StoreCache:
 def corpus(language: str) -> dict[str, Case]:
     cases = [load_case(p) for p in case_files(language + "/")]
     return {c.name: c for c in cases}
+
+
+def documented_queries() -> dict[str, list[tuple[str, str]]]:
+    """The queries of the README's and docs' ``replaydb query`` commands, per language, named
+    by document and line."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in blocks(doc):
+            for cmd in block.commands:
+                if cmd.argv[:2] != ["replaydb", "query"] or len(cmd.argv) < 4:
+                    continue
+                text = cmd.argv[3]
+                try:
+                    language, _ = detect_language(text)
+                except ReplayDBError:
+                    continue
+                out.setdefault(language, []).append((f"{doc.name}:{cmd.line}", text))
+    return out
 
 
 def outcome(m: Mutant, case: Case, stores: StoreCache) -> str:
@@ -65,12 +86,20 @@ def outcome(m: Mutant, case: Case, stores: StoreCache) -> str:
 
 
 def run_mutants(language: str, count: int, seed: int, stores: StoreCache) -> Counter[str]:
+    """``count`` mutants of the corpus's and the documents' queries of ``language``; a
+    documented query runs on the store (and with the options) of the language's first case, so
+    one naming another stream fails with StreamNotFound and its position."""
     cases = corpus(language)
     assert cases, f"no corpus cases for {language}"
     seeds = [(name, c.query) for name, c in cases.items()]
+    # imprecise patterns are written in SASE+ syntax (the stream decides): SASE+'s examples
+    docs = documented_queries().get("sase" if language == "imprecise" else language, [])
+    seeds += docs
+    first = next(iter(cases.values()))
+    of_source = {**{name: first for name, _ in docs}, **cases}
     made = mutants(seeds, language, count, seed)
     assert len(made) == count
-    return Counter((m.kind, outcome(m, cases[m.source], stores)) for m in made)
+    return Counter((m.kind, outcome(m, of_source[m.source], stores)) for m in made)
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -86,6 +115,12 @@ def test_mutants_run_or_fail_with_a_position(language: str, small_stores: StoreC
 def test_mutants_50k(language: str, small_stores: StoreCache) -> None:
     seen = run_mutants(language, 50_000, seed=5_600, stores=small_stores)
     assert sum(seen.values()) == 50_000
+
+
+def test_the_documents_give_queries_of_every_language() -> None:
+    docs = documented_queries()
+    assert sorted(docs) == [lang for lang in LANGUAGES if lang != "imprecise"], sorted(docs)
+    assert sum(len(v) for v in docs.values()) >= 20
 
 
 def test_the_corpus_has_every_language() -> None:
