@@ -21,6 +21,9 @@ from replaydb.operators.expr import Call, Expr
 from replaydb.operators.exprcode import opcodes as oc
 from replaydb.operators.exprcode.typed import Typed, type_condition, type_expr
 
+AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+"""Aggregate names: a condition over one row cannot use them (the pattern languages lower their
+running aggregates before the check)."""
 STRING_FUNCTIONS = ("LOWER", "UPPER")
 """Functions of one string, giving a string, that every row evaluator runs."""
 
@@ -86,6 +89,9 @@ class _KindScope:
                 raise self.error(f"{e.name} of a non-string value", e)
             return Typed(oc.CF, "s", "F")
         pos = self.pos if e.pos is None else e.pos
+        if e.name in AGGREGATES:
+            raise QueryError(_at(f"an aggregate ({e.name}) where a row value is required is "
+                                 "not allowed", pos))
         raise QueryError(_at(f"unknown function {e.name}", pos))
 
     def error(self, message: str, e: Expr) -> Exception:

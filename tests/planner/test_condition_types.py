@@ -43,6 +43,8 @@ BAD = [
     ("{x} + 'a' > 1", "arithmetic on a string value"),
     ("FOO({x}) > 1", "unknown function FOO"),
 ]
+ROW_LANGUAGES = ("greta", "imprecise", "tpstream", "window_sql")
+"""Languages whose conditions are over one row (the pattern languages have running aggregates)."""
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +77,10 @@ def test_well_typed_conditions_run(stores: dict[str, Any], language: str) -> Non
     _, template, x = QUERIES[language]
     for condition in (f"{x} > 0", f"NOT ({x} < 0) OR NULL", f"ABS({x}) >= 0 AND TRUE"):
         replaydb.query(stores[language], template.format(c=condition))
+
+
+@pytest.mark.parametrize("language", ROW_LANGUAGES)
+def test_aggregates_in_a_row_condition_are_refused(stores: dict[str, Any], language: str) -> None:
+    _, template, x = QUERIES[language]
+    with pytest.raises(QueryError, match=r"an aggregate \(SUM\) where a row value is required"):
+        replaydb.query(stores[language], template.format(c=f"SUM({x}) > 1"))
