@@ -381,8 +381,9 @@ def bind(
         )
     variables = _resolve_vars(query)
     preds = [_canonical_expr(query, p, schema, variables) for p in query.predicates]
+    kind_of = schema_kinds(schema)
     for p in preds:
-        check_condition(p, schema_kinds(schema))
+        check_condition(p, kind_of)
     for attr, pos in query.equivalence:
         if attr not in names:
             raise _err(query, f"unknown attribute {attr!r} in the equivalence test", pos)

@@ -86,9 +86,8 @@ _CLAUSES = {"PARTITION": "PARTITION BY", "ORDER": "ORDER BY", "MEASURES": "MEASU
 """The words that open a clause of the MATCH_RECOGNIZE body, in the order the clauses come."""
 _CLAUSE_ORDER = ("PARTITION BY, ORDER BY, MEASURES, ONE ROW / ALL ROWS PER MATCH, "
                  "AFTER MATCH SKIP, PATTERN, WITHIN, SUBSET, DEFINE")
-_RESERVED_VARIABLES = frozenset(
-    ("PARTITION", "ORDER", "MEASURES", "AFTER", "PATTERN", "WITHIN", "SUBSET", "DEFINE", "AS",
-     "AND", "OR", "NOT", "TRUE", "FALSE", "NULL", "SELECT", "FROM", "MATCH_RECOGNIZE"))
+_RESERVED_VARIABLES = frozenset(_CLAUSES.keys() - {"ONE", "ALL"}) | frozenset(
+    ("AS", "AND", "OR", "NOT", "TRUE", "FALSE", "NULL", "SELECT", "FROM", "MATCH_RECOGNIZE"))
 """Words that are never an unquoted pattern variable: a clause keyword or a word of a
 condition in a row pattern is a clause out of place or a misspelled one, never a variable."""
 
@@ -154,6 +153,7 @@ class _Parser(ParserBase):
     def __init__(self, text: str) -> None:
         super().__init__(_normalize_quotes(text))
         self.original = text
+        self.clauses_seen: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ atoms
     def parse_primary_hook(self) -> Expr | None:
@@ -176,14 +176,14 @@ class _Parser(ParserBase):
         kw = self.tok.kw
         if kw not in _CLAUSES or (kw in ("ONE", "ALL") and not self.peek().is_kw("ROW", "ROWS")):
             return None
-        seen = kw in getattr(self, "clauses_seen", ())
+        seen = kw in self.clauses_seen
         what = "appears twice" if seen else "is out of place"
         return self.error(f"{_CLAUSES[kw]} {what}: the clauses of MATCH_RECOGNIZE come in the "
                           f"order {_CLAUSE_ORDER}, each at most once")
 
     def seen(self, kw: str) -> None:
         """Record that the clause opened by ``kw`` has been read (for :meth:`clause_error`)."""
-        self.clauses_seen = (*getattr(self, "clauses_seen", ()), kw)
+        self.clauses_seen = (*self.clauses_seen, kw)
 
     def var_name(self, tok) -> str:  # type: ignore[no-untyped-def]
         """Variables are case-insensitive unless quoted: unquoted names are upper-cased."""
