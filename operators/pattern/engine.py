@@ -60,7 +60,9 @@ class _Base:
         self.ci0 = np.full(max(1, self.CI), -1, dtype=np.int64)
         self.si = np.empty(cp.depth_i, dtype=np.int64)
         self.sf = np.empty(cp.depth_f, dtype=np.float64)
-        self.has_prog = bool(np.any(cp.prog_hi > cp.prog_lo))
+        # the condition machine's instructions, or None when no variable has a cross-event
+        # condition: the kernels are then compiled without the machine (a smaller hot loop)
+        self.prog_op = cp.p_op if np.any(cp.prog_hi > cp.prog_lo) else None
         self.reset()
 
     def reset(self) -> None:  # pragma: no cover - overridden
@@ -148,14 +150,14 @@ class AllRunsEngine(_Base):
             i = int(nfa_cep.cep_run(
                 i, n, g0, pid, t, vmask, startable, cp.strategy, cp.window, cp.pos_var,
                 cp.start, cp.fol_ptr, cp.fol_to, cp.fol_neg, cp.pos_final, cp.pos_has_next,
-                cp.pos_negmask, cp.neg_var, cp.prog_lo, cp.prog_hi, cp.p_op, cp.p_ia, cp.p_ib,
+                cp.pos_negmask, cp.neg_var, cp.prog_lo, cp.prog_hi, self.prog_op, cp.p_ia, cp.p_ib,
                 cp.p_fc, cp.p_ic, cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col,
                 cp.init_f,
                 buf.T, base, s["n_ev"], s["n_pos"], s["n_t"], s["n_lstart"], s["n_neg"],
                 s["n_edge"], s["n_isstart"], s["ctx_i"], s["ctx_f"], s["e_src"], s["e_next"],
                 s["fp"], s["f_off"], s["f_len"], s["f_cap"], s["out_node"], s["cnt"],
                 self.maxdeg, s["ht"], s["ht_gen"], self.ci0, s["si"], s["sf"],
-                self.has_prog, s["cand_node"], s["cand_k"], s["cand_ok"], s["alive"], s["sel"]))
+                s["cand_node"], s["cand_k"], s["cand_ok"], s["alive"], s["sel"]))
             if i < n:
                 p = int(pid[i])
                 if i > 0:
@@ -368,9 +370,9 @@ class SqlEngine(_Base):
             i, st = nfa_sql.sql_run(
                 i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window,
                 cp.skip_kind, cp.skip_var, cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to,
-                cp.prog_lo, cp.prog_hi, cp.p_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic, cp.ci_kind,
-                cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f, buf.T, base, s["n_ev"],
-                s["n_pos"], s["n_pred"], s["n_t"],
+                cp.prog_lo, cp.prog_hi, self.prog_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic,
+                cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f, buf.T, base,
+                s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"],
                 s["ctx_i"], s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"],
                 s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], s["tp"],
                 s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"], s["p_natt"],

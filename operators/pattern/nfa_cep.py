@@ -104,7 +104,7 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             neg_var, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc, p_ic, ci_kind, ci_var, cf_kind,
             cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_t, n_lstart, n_neg, n_edge,
             n_isstart, ctx_i, ctx_f, e_src, e_next, fp, f_off, f_len, f_cap, out_node, cnt, maxdeg,
-            ht, ht_gen, ci0, si, sf, has_prog, cand_node, cand_k, cand_ok, alive, sel):
+            ht, ht_gen, ci0, si, sf, cand_node, cand_k, cand_ok, alive, sel):
     """Process events ``[i0, n)`` of a batch; returns the index where it stopped.
 
     Stops early (returns ``i < n``) when an arena may be too small for event ``i``; the caller
@@ -113,7 +113,8 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
     condition holds, (B) run each variable's cross-event program over all its pairs at once
     (:func:`vm_eval`; ``ci0`` is the unset int state of a starting run, ``si``/``sf`` scratch
     stacks for ``cand_node``'s capacity of candidates), (C) apply the operational table in
-    frontier order.
+    frontier order. ``p_op`` None (no cross-event condition) compiles a specialization without
+    the machine: Numba prunes the ``p_op is not None`` branches by the argument's type.
     """
     nstart = start.shape[0]
     nneg = neg_var.shape[0]
@@ -139,10 +140,11 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             v = pos_var[q]
             if not vmask[i, v]:
                 continue
-            if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g, ctx_i,
-                    ctx_f, ci0, init_f, -1, si, sf):
-                continue
+            if p_op is not None:
+                if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                        p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
+                        ctx_i, ctx_f, ci0, init_f, -1, si, sf):
+                    continue
             nid = _make_node(q, -1, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart,
                              n_neg, n_edge, n_isstart, ctx_i, ctx_f, init_f, ci_kind, ci_var,
                              cf_kind, cf_var, cf_col, rows, base, ht, ht_gen)
@@ -168,18 +170,19 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
                 cand_ok[nc] = True
                 nc += 1
         # (B) cross-event conditions, one program run per variable over all its pairs
-        if has_prog and nc > 0:
-            for v in range(nvars):
-                if prog_lo[v] == prog_hi[v]:
-                    continue
-                m = 0
-                for c in range(nc):
-                    if pos_var[fol_to[cand_k[c]]] == v:
-                        sel[m] = c
-                        m += 1
-                if m > 0:
-                    vm_eval(p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
-                            ctx_i, ctx_f, ci0, init_f, cand_node, sel, m, si, sf, cand_ok)
+        if p_op is not None:
+            if nc > 0:
+                for v in range(nvars):
+                    if prog_lo[v] == prog_hi[v]:
+                        continue
+                    m = 0
+                    for c in range(nc):
+                        if pos_var[fol_to[cand_k[c]]] == v:
+                            sel[m] = c
+                            m += 1
+                    if m > 0:
+                        vm_eval(p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
+                                ctx_i, ctx_f, ci0, init_f, cand_node, sel, m, si, sf, cand_ok)
         # (C) the operational table, in frontier order
         w = cnt[2]
         nw = 0
@@ -213,10 +216,14 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
                         bit = np.int64(1) << kk
                         if (nm & bit) != 0 and (n_neg[nd] & bit) == 0:
                             v = neg_var[kk]
-                            if vmask[i, v] and (prog_lo[v] == prog_hi[v] or vm_eval_node(
-                                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows,
-                                    base, g, ctx_i, ctx_f, ci0, init_f, nd, si, sf)):
-                                n_neg[nd] |= bit
+                            if not vmask[i, v]:
+                                continue
+                            if p_op is not None:
+                                if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                                        p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v],
+                                        rows, base, g, ctx_i, ctx_f, ci0, init_f, nd, si, sf):
+                                    continue
+                            n_neg[nd] |= bit
                 fp[w + nw] = nd
                 nw += 1
         for nid in range(new_lo, cnt[0]):

@@ -142,7 +142,9 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
     :func:`sql_finish`, done here so that many short intervals cost one call). Ending is
     idempotent, so a call resumed at a flagged event after ``ST_SPACE`` does no harm.
     Conditions run :func:`vm_eval_node` (``ci0``: the unset int state of a starting attempt;
-    ``si``/``sf``: scratch stacks).
+    ``si``/``sf``: scratch stacks). ``p_op`` None (no cross-event condition) compiles a
+    specialization without the machine: Numba prunes the ``p_op is not None`` branches by the
+    argument's type, which keeps the unused machine out of the hot loop.
     """
     nstart = start.shape[0]
     has_brk = brk.shape[0] > 0
@@ -196,10 +198,11 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                         v = pos_var[q]
                         if not vmask[i, v]:
                             continue
-                        if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                                p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base,
-                                g, ctx_i, ctx_f, ci0, init_f, nd, si, sf):
-                            continue
+                        if p_op is not None:
+                            if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows,
+                                    base, g, ctx_i, ctx_f, ci0, init_f, nd, si, sf):
+                                continue
                         nid = _thread_node(q, nd, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t,
                                            ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind,
                                            cf_var, cf_col, rows, base, ht, ht_gen)
@@ -231,10 +234,11 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 v = pos_var[q]
                 if not vmask[i, v]:
                     continue
-                if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                        p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
-                        ctx_i, ctx_f, ci0, init_f, -1, si, sf):
-                    continue
+                if p_op is not None:
+                    if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                            p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
+                            ctx_i, ctx_f, ci0, init_f, -1, si, sf):
+                        continue
                 nid = _thread_node(q, -1, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i,
                                    ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, rows,
                                    base, ht, ht_gen)
