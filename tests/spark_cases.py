@@ -75,6 +75,9 @@ QUERIES = {
                  "k MEASURES A.x AS ax PATTERN (A B*? C) DEFINE A AS x < 0.3, C AS x > 0.6)",
     "mr_compound": "SELECT * FROM ev MATCH_RECOGNIZE (PARTITION BY k MEASURES MATCH_NUMBER() * 2 "
                    "AS m2 PATTERN (A B+) DEFINE A AS x < 0.3, B AS x > PREV(x))",
+    "mr_define_number": "SELECT * FROM ev MATCH_RECOGNIZE (PARTITION BY k MEASURES "
+                        "MATCH_NUMBER() AS mn, A.x AS ax PATTERN (A B+) DEFINE A AS "
+                        "x < 0.1 * MATCH_NUMBER(), B AS x > PREV(x))",
     "mr_plain": "SELECT * FROM ev MATCH_RECOGNIZE (MEASURES A.x AS ax PATTERN (A B+ C) "
                 "DEFINE A AS x < 0.2, B AS x > PREV(x), C AS x < PREV(x))",
     "sase_equiv": "FROM ev PATTERN SEQ(A a, B+ b[], C c) WHERE skip_till_any_match(a, b, c) "

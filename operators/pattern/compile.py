@@ -53,6 +53,7 @@ from replaydb.operators.pattern.lowering import (
     Bound,
     Cur,
     LowerContext,
+    MatchNumber,
     Rows,
     is_local,
     lower_condition,
@@ -83,6 +84,9 @@ CI_LAST = 0
 CI_FIRST = 1
 CF_ROWS = 0
 CF_AGG = 1  # a block of 4 slots: nn, sum, min, max
+MATCHNO_VAR = -2
+"""The variable of the float slot holding MATCH_NUMBER(): none, so binding never updates it (the
+matcher sets it when an attempt starts)."""
 
 _AGG_FN = {"SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN, "MAX": AGG_MAX, "COUNT": AGG_COUNT}
 
@@ -147,6 +151,9 @@ class CompiledPattern:
     skip_var: int = -1
     sql: bool = False
     unambiguous: bool = True
+    matchno_slot: int = -1
+    """The float state slot holding the attempt's assumed MATCH_NUMBER() (-1: no condition
+    reads it)."""
 
     @property
     def n_vars(self) -> int:
@@ -347,6 +354,15 @@ class _Codegen:
             self.init_f.append(0.0)
         return self.cf_rows[var]
 
+    def matchno_slot(self) -> int:
+        if self.cp.matchno_slot < 0:
+            self.cp.matchno_slot = len(self.cf_kind)
+            self.cf_kind.append(CF_ROWS)
+            self.cf_var.append(MATCHNO_VAR)
+            self.cf_col.append(-1)
+            self.init_f.append(0.0)
+        return self.cp.matchno_slot
+
     def agg_slot(self, var: int, bcol: int) -> int:
         key = (var, bcol)
         if key not in self.cf_agg:
@@ -420,6 +436,10 @@ class _PatternScope:
                          ic=bcol)
         if isinstance(e, Rows):
             return Typed(oc.LDROWS, "i", "F", a=g.rows_slot(g.var(e.var)), b=int(e.include_current))
+        if isinstance(e, MatchNumber):
+            if not g.cp.sql:
+                raise QueryError(_at("MATCH_NUMBER() exists only in MATCH_RECOGNIZE", e.pos))
+            return Typed(oc.LDROWS, "i", "F", a=g.matchno_slot(), b=0)
         if isinstance(e, Column):  # pragma: no cover - lowered away
             raise QueryError(f"unresolved column {e.name!r}")
         raise QueryError(f"unsupported expression in a condition: {type(e).__name__}")

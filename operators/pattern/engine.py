@@ -325,10 +325,16 @@ class SqlEngine(_Base):
 
     node_keys = ("n_ev", "n_pos", "n_pred", "n_t")
     att_keys = ("a_start_g", "a_start_t", "a_best", "a_done", "a_toff", "a_tlen", "a_tcap",
-                "a_next")
+                "a_next", "a_mno")
     out_keys = ("o_node", "o_start", "o_pid", "o_number", "o_confirm")
     part_fill = {"p_head": -1, "p_tail": -1, "p_next_allowed": 0, "p_matchno": 0, "p_natt": 0,
-                 "p_nthr": 0}
+                 "p_nthr": 0, "p_hmax": 0}
+
+    def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
+        # the kernel writes the assumed match number of a starting attempt into its own copy
+        # of the initial float state (see :func:`nfa_sql.sql_run`)
+        self.init_f = cp.init_f.copy()
+        super().__init__(cp, grow_check)
 
     def reset(self) -> None:
         s: dict = self._nodes(1024)
@@ -371,13 +377,13 @@ class SqlEngine(_Base):
                 i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window,
                 cp.skip_kind, cp.skip_var, cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to,
                 cp.prog_lo, cp.prog_hi, self.prog_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic,
-                cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, cp.init_f, buf.T, base,
+                cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, self.init_f, buf.T, base,
                 s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"],
                 s["ctx_i"], s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"],
-                s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], s["tp"],
-                s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"], s["p_natt"],
-                s["p_nthr"], *self._kernel_args_tail(), self.maxdeg, s["ht"], s["ht_gen"],
-                self.ci0, self.si, self.sf)
+                s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], self._a_mno(),
+                s["tp"], s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"],
+                s["p_natt"], s["p_nthr"], s["p_hmax"], *self._kernel_args_tail(), self.maxdeg,
+                s["ht"], s["ht_gen"], self.ci0, self.si, self.sf, cp.matchno_slot)
             i = int(i)
             self._check_status(int(st), g0 + i)
             if i < n:
@@ -411,7 +417,7 @@ class SqlEngine(_Base):
         st = nfa_sql.sql_finish(
             int(s["n_parts"]), cp.skip_kind, cp.skip_var, cp.pos_var, cp.fol_ptr, cp.fol_to,
             s["n_ev"], s["n_pos"], s["n_pred"], s["a_start_g"], s["a_best"], s["a_done"],
-            s["a_toff"], s["a_tlen"], s["a_next"], s["tp"], s["p_head"], s["p_tail"],
+            s["a_toff"], s["a_tlen"], s["a_next"], self._a_mno(), s["tp"], s["p_head"], s["p_tail"],
             s["p_next_allowed"], s["p_matchno"], s["p_natt"], s["p_nthr"],
             *self._kernel_args_tail())
         self._check_status(int(st), -1)
@@ -423,22 +429,36 @@ class SqlEngine(_Base):
         s = self.s
         cnt = s["cnt"]
         nthr = int(s["p_nthr"][p])
-        need = nthr * self.maxdeg + len(self.cp.start)
-        full = cnt[0] + need > s["n_ev"].shape[0] or cnt[1] + 1 > s["a_start_g"].shape[0] \
+        n_hyp = self._hypotheses(p)
+        need = nthr * self.maxdeg + len(self.cp.start) * n_hyp
+        full = cnt[0] + need > s["n_ev"].shape[0] or cnt[1] + n_hyp > s["a_start_g"].shape[0] \
             or cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]
         return bool(full and max(cnt[0], cnt[1], cnt[2]) >= s["gc_at"])
+
+    def _a_mno(self) -> np.ndarray | None:
+        """The attempts' assumed match numbers, None (a kernel without them) when no condition
+        reads MATCH_NUMBER()."""
+        return self.s["a_mno"] if self.cp.matchno_slot >= 0 else None
+
+    def _hypotheses(self, p: int) -> int:
+        """Copies a new attempt of partition ``p`` would start (:func:`nfa_sql.hypotheses`)."""
+        s = self.s
+        if self.cp.matchno_slot < 0:
+            return 1
+        return int(nfa_sql.hypotheses(s["p_head"][p], s["p_hmax"][p], s["p_matchno"][p]))
 
     def _make_room(self, p: int) -> None:
         s = self.s
         cnt = s["cnt"]
         nthr = int(s["p_nthr"][p])
-        need = nthr * self.maxdeg + len(self.cp.start)
+        n_hyp = self._hypotheses(p)
+        need = nthr * self.maxdeg + len(self.cp.start) * n_hyp
         if cnt[0] + need > s["n_ev"].shape[0]:
             cap = max(2 * s["n_ev"].shape[0], int(cnt[0] + need) + 16)
             self.grow_check(cap, "partial-match nodes")
             self._grow_keys((*self.node_keys, "ctx_i", "ctx_f"), cap)
-        if cnt[1] + 1 > s["a_start_g"].shape[0]:
-            cap = 2 * s["a_start_g"].shape[0]
+        if cnt[1] + n_hyp > s["a_start_g"].shape[0]:
+            cap = max(2 * s["a_start_g"].shape[0], int(cnt[1]) + n_hyp + 16)
             self.grow_check(cap, "match attempts")
             self._grow_keys(self.att_keys, cap)
         if cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]:
@@ -477,7 +497,8 @@ class SqlEngine(_Base):
         k, ka, pe, min_ev = nfa_sql.sql_collect(
             n_nodes, n_att, np_, s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"], s["ctx_i"],
             s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"], s["a_done"], s["a_toff"],
-            s["a_tlen"], s["a_tcap"], s["a_next"], s["tp"], s["p_head"], s["p_tail"], new_tp,
+            s["a_tlen"], s["a_tcap"], s["a_next"], self._a_mno(), s["tp"], s["p_head"], s["p_tail"],
+            new_tp,
             node_map, att_map)
         s["tp"] = new_tp
         s["cnt"][0], s["cnt"][1], s["cnt"][2] = k, ka, pe
@@ -508,7 +529,10 @@ class SqlEngine(_Base):
             count = 0
             while a != -1:
                 assert 0 <= a < na
-                assert s["a_start_g"][a] > prev_start, "attempts out of row order"
+                # copies of one attempt (assumed match numbers) share its row
+                assert s["a_start_g"][a] > prev_start or (
+                    self.cp.matchno_slot >= 0 and s["a_start_g"][a] == prev_start), \
+                    "attempts out of row order"
                 prev_start = int(s["a_start_g"][a])
                 thr = s["tp"][s["a_toff"][a]: s["a_toff"][a] + s["a_tlen"][a]]
                 assert np.all((thr >= 0) & (thr < n))

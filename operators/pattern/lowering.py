@@ -19,14 +19,16 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
   event;
 * ``CLASSIFIER()`` (and ``LAST(CLASSIFIER())``) - the variable's own name; other navigation of
   ``CLASSIFIER()`` is refused (the variables of earlier rows are a partial match's, not a
-  column's).
+  column's);
+* ``MATCH_NUMBER()`` (MATCH_RECOGNIZE) - the number the running match would get if it matched:
+  one more than the partition's matches before it (Trino's reading).
 
 Not supported inside conditions (QueryError naming the position): ``NEXT`` (an online matcher
-cannot look ahead), ``FIRST``/``LAST`` with other offsets than the ones above, ``MATCH_NUMBER()``,
-``FINAL``, aggregates over expressions instead of a column.
+cannot look ahead), ``FIRST``/``LAST`` with other offsets than the ones above, ``FINAL``,
+aggregates over expressions instead of a column.
 
 The lowered tree replaces column references and navigation by :class:`Cur`, :class:`Bound`,
-:class:`Agg` and :class:`Rows` leaves; a conjunct made only of :class:`Cur` leaves is *local*
+:class:`Agg`, :class:`Rows` and :class:`MatchNumber` leaves; a conjunct made only of :class:`Cur` leaves is *local*
 (evaluated vectorized over a batch), any other is *cross-event* (run by the VM per partial match).
 """
 
@@ -81,6 +83,13 @@ class Rows(ex.Expr):
 
     var: str | None
     include_current: bool
+
+
+@dataclass(frozen=True)
+class MatchNumber(ex.Expr):
+    """``MATCH_NUMBER()`` in a condition: the number the running match would get."""
+
+    pos: int | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -208,7 +217,12 @@ class _Lowerer:
                          "pattern instead")
             return ex.Literal(self.var, pos=e.pos)
         if name == "MATCH_NUMBER":
-            raise QueryError(_at("MATCH_NUMBER() is not allowed in a condition", e.pos))
+            if e.args:
+                raise QueryError(_at("MATCH_NUMBER() takes no arguments", e.pos))
+            if nav or sel is not None:
+                raise QueryError(_at("MATCH_NUMBER() cannot be navigated (it is the same on "
+                                     "every row of a match)", e.pos))
+            return MatchNumber(pos=e.pos)
         return ex.Call(name, tuple(self.lower(a, nav, sel) for a in e.args), None, pos=e.pos)
 
     def aggregate(self, e: ex.Call) -> ex.Expr:
@@ -266,7 +280,7 @@ class _Lowerer:
 
 def is_local(e: ex.Expr) -> bool:
     """True if a lowered expression refers only to the current event."""
-    return not any(isinstance(n, Bound | Agg | Rows) for n in e.walk())
+    return not any(isinstance(n, Bound | Agg | Rows | MatchNumber) for n in e.walk())
 
 
 def nav_name(col: str, nav: int) -> str:

@@ -80,17 +80,29 @@ def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, 
 
 @njit(cache=True, inline="always")
 def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
-             a_done, a_next, p_head, p_tail, p_next_allowed, p_matchno, p_natt, o_node, o_start,
-             o_pid, o_number, o_confirm, cnt):
+             a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
+             p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt):
+    """Resolve the partition's finished attempts in row order (see the module docstring).
+
+    With ``a_mno`` (MATCH_NUMBER() in a condition, see :func:`sql_run`), an attempt that assumed
+    another number than the one it would get now, with every earlier attempt resolved, is
+    dropped at once, running or not: a sibling with the right number stands in for it."""
     while p_head[p] != -1:
         a = p_head[p]
+        wrong = False
+        if a_mno is not None:
+            wrong = a_mno[a] != p_matchno[p] + 1
         if a_done[a] == 0:
-            break
+            if not wrong:
+                break
+            p_nthr[p] -= a_tlen[a]
+            a_tlen[a] = 0
+            a_done[a] = 1
         p_head[p] = a_next[a]
         if p_head[p] == -1:
             p_tail[p] = -1
         p_natt[p] -= 1
-        if a_start_g[a] < p_next_allowed[p]:
+        if wrong or a_start_g[a] < p_next_allowed[p]:
             continue
         b = a_best[a]
         if b < 0:
@@ -126,13 +138,24 @@ def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_st
     return ST_OK
 
 
+@njit(cache=True)
+def hypotheses(head, hmax, matchno):
+    """How many copies a new attempt of a partition starts when a condition reads
+    MATCH_NUMBER() (see :func:`sql_run`): 1 with no earlier attempt live (``head`` -1), else
+    one per number from ``matchno + 1`` to ``hmax``."""
+    if head == -1 or hmax <= matchno + 1:
+        return 1
+    return hmax - matchno
+
+
 @njit(cache=True, error_model="numpy")
 def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind,  # noqa: C901
             skip_var, pos_var, start, fol_ptr, fol_to, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc,
             p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_pred,
             n_t, ctx_i, ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap,
-            a_next, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node,
-            o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht, ht_gen, ci0, si, sf):
+            a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, p_hmax,
+            o_node, o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht, ht_gen, ci0, si, sf,
+            mslot):
     """Process events ``[i0, n)``; returns (index where it stopped, status).
 
     ``cnt`` = [nodes, attempts, thread pool end, outputs, hash stamp, error node]. Status
@@ -145,6 +168,14 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
     ``si``/``sf``: scratch stacks). ``p_op`` None (no cross-event condition) compiles a
     specialization without the machine: Numba prunes the ``p_op is not None`` branches by the
     argument's type, which keeps the unused machine out of the hot loop.
+
+    ``a_mno`` not None: a condition reads MATCH_NUMBER(), the number the attempt's match would
+    get, from float state slot ``mslot`` (``init_f``, a copy the caller owns, is written here).
+    That number is known only once every earlier attempt of the partition is resolved, so a new
+    attempt starts as one sibling per possible number (``a_mno``): from one past the partition's
+    resolved matches to ``p_hmax``, one past the highest number the newest live attempt could
+    take; each runs on its own and :func:`_resolve` keeps the sibling whose number turns out
+    right. ``a_mno`` None compiles a specialization without any of this.
     """
     nstart = start.shape[0]
     has_brk = brk.shape[0] > 0
@@ -158,8 +189,9 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                     return i, ST_SPACE
                 st = _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev,
                                    n_pos, n_pred, a_start_g, a_best, a_done, a_toff, a_tlen,
-                                   a_next, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
-                                   p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
+                                   a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno,
+                                   p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm,
+                                   cnt)
                 if st != ST_OK:
                     return i, st
         p = pid[i]
@@ -167,8 +199,11 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
         can_start = startable[i] and g >= p_next_allowed[p]
         if p_head[p] == -1 and not can_start:
             continue
-        need = p_nthr[p] * maxdeg + nstart
-        if (cnt[0] + need > n_ev.shape[0] or cnt[1] + 1 > a_start_g.shape[0]
+        n_hyp = 1
+        if a_mno is not None:
+            n_hyp = hypotheses(p_head[p], p_hmax[p], p_matchno[p])
+        need = p_nthr[p] * maxdeg + nstart * n_hyp
+        if (cnt[0] + need > n_ev.shape[0] or cnt[1] + n_hyp > a_start_g.shape[0]
                 or cnt[2] + 2 * (need + p_nthr[p]) + 8 > tp.shape[0]
                 or cnt[3] + p_natt[p] + 1 > o_node.shape[0] or 2 * need + 2 > ht.shape[0]):
             return i, ST_SPACE
@@ -223,50 +258,61 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 if nw == 0:
                     a_done[a] = 1
             a = a_next[a]
-        # a new attempt starting at this row
+        # a new attempt starting at this row (one per assumed match number, see above)
         if can_start:
-            cnt[4] += 1
-            stamp = cnt[4]
-            w = cnt[2]
-            nw = 0
-            for k in range(nstart):
-                q = start[k]
-                v = pos_var[q]
-                if not vmask[i, v]:
-                    continue
-                if p_op is not None:
-                    if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                            p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
-                            ctx_i, ctx_f, ci0, init_f, -1, si, sf):
+            started = False
+            for h in range(n_hyp):
+                if a_mno is not None:
+                    init_f[mslot] = p_matchno[p] + 1 + h
+                cnt[4] += 1
+                stamp = cnt[4]
+                w = cnt[2]
+                nw = 0
+                for k in range(nstart):
+                    q = start[k]
+                    v = pos_var[q]
+                    if not vmask[i, v]:
                         continue
-                nid = _thread_node(q, -1, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i,
-                                   ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var, cf_col, rows,
-                                   base, ht, ht_gen)
-                if nid >= 0:
-                    tp[w + nw] = nid
-                    nw += 1
-            if nw > 0:
-                a = cnt[1]
-                cnt[1] = a + 1
-                a_start_g[a] = g
-                a_start_t[a] = te
-                a_best[a] = -1
-                a_done[a] = 0
-                a_toff[a] = w
-                a_tlen[a] = nw
-                a_tcap[a] = 2 * nw
-                cnt[2] = w + 2 * nw
-                a_next[a] = -1
-                if p_tail[p] == -1:
-                    p_head[p] = a
-                else:
-                    a_next[p_tail[p]] = a
-                p_tail[p] = a
-                p_natt[p] += 1
-                p_nthr[p] += nw
+                    if p_op is not None:
+                        if prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                                p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows,
+                                base, g, ctx_i, ctx_f, ci0, init_f, -1, si, sf):
+                            continue
+                    nid = _thread_node(q, -1, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t,
+                                       ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var,
+                                       cf_col, rows, base, ht, ht_gen)
+                    if nid >= 0:
+                        tp[w + nw] = nid
+                        nw += 1
+                started = nw > 0
+                if started:
+                    a = cnt[1]
+                    cnt[1] = a + 1
+                    a_start_g[a] = g
+                    a_start_t[a] = te
+                    a_best[a] = -1
+                    a_done[a] = 0
+                    a_toff[a] = w
+                    a_tlen[a] = nw
+                    a_tcap[a] = 2 * nw
+                    if a_mno is not None:
+                        a_mno[a] = p_matchno[p] + 1 + h
+                    cnt[2] = w + 2 * nw
+                    a_next[a] = -1
+                    if p_tail[p] == -1:
+                        p_head[p] = a
+                    else:
+                        a_next[p_tail[p]] = a
+                    p_tail[p] = a
+                    p_natt[p] += 1
+                    p_nthr[p] += nw
+            if a_mno is not None:
+                # the next attempt's highest possible number: one more if the copy assuming
+                # the highest number here started (its match would take that number)
+                p_hmax[p] = p_matchno[p] + n_hyp + (1 if started else 0)
         st = _resolve(p, g, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
-                      a_done, a_next, p_head, p_tail, p_next_allowed, p_matchno, p_natt, o_node,
-                      o_start, o_pid, o_number, o_confirm, cnt)
+                      a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno,
+                      p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
         if st != ST_OK:
             return i, st
     return n, ST_OK
@@ -274,7 +320,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
 
 @njit(cache=True, inline="always")
 def _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
-                  a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head, p_tail,
+                  a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
                   p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
                   o_confirm, cnt):
     """End of input for every partition: each running attempt ends and its first thread that
@@ -300,9 +346,9 @@ def _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, 
                 a_tlen[a] = 0
             a = a_next[a]
         p_nthr[p] = 0
-        st = _resolve(p, -1, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
-                      a_done, a_next, p_head, p_tail, p_next_allowed, p_matchno, p_natt, o_node,
-                      o_start, o_pid, o_number, o_confirm, cnt)
+        st = _resolve(p, -1, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g,
+                      a_best, a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed,
+                      p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
         if st != ST_OK:
             return st
     return ST_OK
@@ -310,14 +356,14 @@ def _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, 
 
 @njit(cache=True)
 def sql_finish(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
-               a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head, p_tail,
+               a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
                p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
                o_confirm, cnt):
     """End of input: every running attempt ends; the first thread that may accept wins."""
     return _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos,
-                         n_pred, a_start_g, a_best, a_done, a_toff, a_tlen, a_next, tp, p_head,
-                         p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start,
-                         o_pid, o_number, o_confirm, cnt)
+                         n_pred, a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp,
+                         p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node,
+                         o_start, o_pid, o_number, o_confirm, cnt)
 
 
 @njit(cache=True)
@@ -345,8 +391,8 @@ def sql_paths(o_node, n_out, n_pred, n_ev, n_pos, out_ev, out_pos, out_off):
 
 @njit(cache=True)
 def sql_collect(n_nodes, n_att, n_parts, n_ev, n_pos, n_pred, n_t, ctx_i, ctx_f, a_start_g,  # noqa: C901
-                a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap, a_next, tp, p_head, p_tail,
-                new_tp, node_map, att_map):
+                a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap, a_next, a_mno, tp, p_head,
+                p_tail, new_tp, node_map, att_map):
     """Garbage-collect nodes, attempts and the thread pool; returns (nodes, attempts, pool end,
     min referenced event index or -1). Live: attempts still in a partition list, their threads
     and best threads, and predecessor chains. Order is preserved."""
@@ -411,6 +457,8 @@ def sql_collect(n_nodes, n_att, n_parts, n_ev, n_pos, n_pred, n_t, ctx_i, ctx_f,
         a_tlen[y] = cnt_t
         a_tcap[y] = cnt_t + 1
         a_next[y] = att_map[a_next[x]] if a_next[x] >= 0 else -1
+        if a_mno is not None:
+            a_mno[y] = a_mno[x]
         pe += cnt_t + 1
     for p in range(n_parts):
         if p_head[p] >= 0:

@@ -150,12 +150,13 @@ class _Running:
     """Scalar interpreter of the running dialect for variable ``var`` at row ``cur``."""
 
     def __init__(self, rows: Rows, match: list[tuple[int, str]], var: str, cur: int,
-                 names: dict[str, str]) -> None:
+                 names: dict[str, str], number: int | None = None) -> None:
         self.rows = rows
         self.match = match + [(cur, var)]  # running match, current row included
         self.var = var
         self.cur = cur
         self.names = names  # case-insensitive column names -> actual
+        self.number = number  # MATCH_NUMBER() of the attempt (SQL semantics)
 
     def col(self, name: str) -> str:
         if name in self.rows.cols:
@@ -211,6 +212,9 @@ class _Running:
                 return ex.Literal(float(f(vals)))
             if n == "CLASSIFIER":
                 return ex.Literal(self.var)
+            if n == "MATCH_NUMBER":
+                assert self.number is not None, "MATCH_NUMBER() outside MATCH_RECOGNIZE"
+                return ex.Literal(self.number)
             return ex.Call(n, tuple(self.leaf(a, nav, sel) for a in e.args), e.qualifier)
         if isinstance(e, ex.Literal):
             return e
@@ -230,11 +234,12 @@ class _Running:
 
 
 def eval_condition(cond: ex.Expr | None, rows: Rows, match: list[tuple[int, str]], var: str,
-                   cur: int, names: dict[str, str]) -> bool:
-    """Does row ``cur`` satisfy ``var``'s condition, given the running ``match`` before it?"""
+                   cur: int, names: dict[str, str], number: int | None = None) -> bool:
+    """Does row ``cur`` satisfy ``var``'s condition, given the running ``match`` before it
+    (``number``: the attempt's MATCH_NUMBER())?"""
     if cond is None:
         return True
-    interp = _Running(rows, match, var, cur, names)
+    interp = _Running(rows, match, var, cur, names, number)
     closed = interp.leaf(cond, 0, None)
     r = ex.compile_predicate(closed)(ex.ColumnsEnv({}))
     return bool(np.asarray(r).item())
@@ -397,25 +402,27 @@ class _AllRuns:
 
 # --------------------------------------------------------------------------- SQL
 def _bt(node: pm.PatternNode, rows: Rows, conds: dict[str, ex.Expr | None], names: dict[str, str],
-        pos: int, match: list[tuple[int, str]], t0: int | None,
+        number: int, pos: int, match: list[tuple[int, str]], t0: int | None,
         window: int | None) -> Iterator[tuple[int, list[tuple[int, str]]]]:
-    """Backtracking matcher yielding (next row, match) in SQL:2016 preferment order."""
+    """Backtracking matcher yielding (next row, match) in SQL:2016 preferment order; ``number``
+    is the attempt's MATCH_NUMBER()."""
     if isinstance(node, pm.Var):
         if pos < len(rows.t):
             start_t = rows.t[pos] if t0 is None else t0
             if window is None or rows.t[pos] - start_t <= window:
-                if eval_condition(conds[node.name], rows, match, node.name, pos, names):
+                if eval_condition(conds[node.name], rows, match, node.name, pos, names,
+                                  number):
                     yield pos + 1, match + [(pos, node.name)]
         return
     if isinstance(node, pm.Seq):
-        yield from _bt_seq(list(node.items), rows, conds, names, pos, match, t0, window)
+        yield from _bt_seq(list(node.items), rows, conds, names, number, pos, match, t0, window)
         return
     if isinstance(node, pm.Alt):
         for o in node.options:
-            yield from _bt(o, rows, conds, names, pos, match, t0, window)
+            yield from _bt(o, rows, conds, names, number, pos, match, t0, window)
         return
     if isinstance(node, pm.Repeat):
-        yield from _bt_rep(node, 0, rows, conds, names, pos, match, t0, window)
+        yield from _bt_rep(node, 0, rows, conds, names, number, pos, match, t0, window)
         return
     raise TypeError(node)
 
@@ -424,27 +431,30 @@ def _t0(match: list[tuple[int, str]], rows: Rows, t0: int | None) -> int | None:
     return rows.t[match[0][0]] if match else t0
 
 
-def _bt_seq(items: list[pm.PatternNode], rows: Rows, conds: dict, names: dict, pos: int,
-            match: list[tuple[int, str]], t0: int | None, window: int | None) -> Iterator:
+def _bt_seq(items: list[pm.PatternNode], rows: Rows, conds: dict, names: dict, number: int,
+            pos: int, match: list[tuple[int, str]], t0: int | None,
+            window: int | None) -> Iterator:
     if not items:
         yield pos, match
         return
-    for p2, m2 in _bt(items[0], rows, conds, names, pos, match, t0, window):
-        yield from _bt_seq(items[1:], rows, conds, names, p2, m2, _t0(m2, rows, t0), window)
+    for p2, m2 in _bt(items[0], rows, conds, names, number, pos, match, t0, window):
+        yield from _bt_seq(items[1:], rows, conds, names, number, p2, m2, _t0(m2, rows, t0),
+                           window)
 
 
-def _bt_rep(node: pm.Repeat, count: int, rows: Rows, conds: dict, names: dict, pos: int,
-            match: list[tuple[int, str]], t0: int | None, window: int | None) -> Iterator:
+def _bt_rep(node: pm.Repeat, count: int, rows: Rows, conds: dict, names: dict, number: int,
+            pos: int, match: list[tuple[int, str]], t0: int | None,
+            window: int | None) -> Iterator:
     can_more = node.max is None or count < node.max
     can_stop = count >= node.min
 
     def more() -> Iterator:
         if not can_more:
             return
-        for p2, m2 in _bt(node.body, rows, conds, names, pos, match, t0, window):
+        for p2, m2 in _bt(node.body, rows, conds, names, number, pos, match, t0, window):
             if p2 == pos:  # pragma: no cover - bodies consume rows
                 continue
-            yield from _bt_rep(node, count + 1, rows, conds, names, p2, m2,
+            yield from _bt_rep(node, count + 1, rows, conds, names, number, p2, m2,
                                _t0(m2, rows, t0), window)
 
     if node.greedy:
@@ -471,9 +481,11 @@ def sql_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
     for key, rows in _partitions(table, tuple(spec.partition_by)).items():
         n = len(rows.t)
         s = 0
+        number = 1  # the partition's next MATCH_NUMBER()
         while s < n:
             found = None
-            for p2, m in _bt(spec.pattern, rows, conds, names, s, [], None, spec.window):
+            for p2, m in _bt(spec.pattern, rows, conds, names, number, s, [], None,
+                             spec.window):
                 if p2 > s:
                     found = m
                     break
@@ -482,6 +494,7 @@ def sql_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
                 continue
             out.append((key, tuple(rows.index[r] for r, _ in found),
                         tuple(lab for _, lab in found)))
+            number += 1
             if sk.kind == pm.SkipKind.PAST_LAST_ROW:
                 s = found[-1][0] + 1
             elif sk.kind == pm.SkipKind.TO_NEXT_ROW:

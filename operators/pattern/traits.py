@@ -9,6 +9,7 @@ Order-dependent columns and how a parallel run makes them deterministic:
   renumbered per key in the same order. A measure that *computes with* ``MATCH_NUMBER()``
   (``MATCH_NUMBER() * 10``) cannot be renumbered after the fact, so such a query never runs
   interval-parallel (its key groups still can: a key's numbering is complete inside one task);
+  nor does one whose DEFINE reads ``MATCH_NUMBER()``: which rows match depends on the number;
 * the SQL select list of MATCH_RECOGNIZE may compute with ``match_id``/``match_number``: tasks
   run the operator without it (``strip_select``) and the driver applies it after renumbering.
 """
@@ -67,6 +68,9 @@ def pattern_traits(op: Any) -> Traits:
     notes = []
     if compound:
         notes.append("a measure computes with MATCH_NUMBER(): no interval-parallel run")
+    numbered_define = op.cp.matchno_slot >= 0
+    if numbered_define:
+        notes.append("a condition in DEFINE reads MATCH_NUMBER(): no interval-parallel run")
     exact = False
     blocker = None
     if visible and keys:
@@ -79,7 +83,7 @@ def pattern_traits(op: Any) -> Traits:
             blocker = ("match_id follows the order in which MATCH_RECOGNIZE resolves matches, "
                        "which only the operator knows: key groups cannot run apart while "
                        "match_id is selected")
-    return Traits("pattern", partition_keys=keys, interval_safe=not compound,
+    return Traits("pattern", partition_keys=keys, interval_safe=not (compound or numbered_define),
                   sort_columns=SORT_COLUMNS, numbering=numbering,
                   strip_select=spec.select is not None, exact_partition_order=exact,
                   partition_blocker=blocker, devices=op.devices(), notes=tuple(notes))

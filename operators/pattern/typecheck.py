@@ -3,7 +3,8 @@
 Every conjunct, after lowering, is checked by
 :func:`~replaydb.operators.exprcode.check.check_condition` with the kinds of the lowered leaves:
 the current or a bound event's column, a running aggregate (COUNT an integer, AVG a float, SUM,
-MIN, MAX the column's kind; over a string column only COUNT), a row count. The conjuncts over the
+MIN, MAX the column's kind; over a string column only COUNT), a row count or MATCH_NUMBER() (an
+integer). The conjuncts over the
 current event alone run in the vectorized evaluator, the others in the pattern machine; both see
 only what this check accepts. O(size of the condition).
 """
@@ -16,7 +17,7 @@ from replaydb.errors import QueryError
 from replaydb.operators.expr import Expr
 from replaydb.operators.exprcode.check import check_condition as check_typed
 from replaydb.operators.exprcode.check import column_kind
-from replaydb.operators.pattern.lowering import Agg, Bound, Cur, Rows
+from replaydb.operators.pattern.lowering import Agg, Bound, Cur, MatchNumber, Rows
 
 
 def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None) -> None:
@@ -33,7 +34,7 @@ def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None) -> None:
                 raise QueryError(f"{e.fn} over the string column {e.col!r} is not allowed"
                                  + ("" if pos is None else f" (at position {pos})"))
             return "f" if e.fn == "AVG" else ("i" if e.fn == "COUNT" else kind)
-        if isinstance(e, Rows):
+        if isinstance(e, Rows | MatchNumber):
             return "i"
         raise QueryError(f"unsupported expression in a condition: {type(e).__name__}")
 

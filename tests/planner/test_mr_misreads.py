@@ -12,6 +12,7 @@ import pytest
 
 from replaydb.errors import ParseError, QueryError, ReplayDBError
 from replaydb.planner.lang import match_recognize as mr
+from replaydb.planner.lang import sase
 
 X = [1, 2, 1, 2, 2, 1, 3, 1, 2, 2]
 STREAM = pa.table({"t": list(range(len(X))), "seq": list(range(len(X))), "x": X,
@@ -141,7 +142,40 @@ def test_define_of_a_variable_not_in_the_pattern_is_rejected_as_trino_does() -> 
     assert "DEFINE names variable 'D' that is not in the pattern" in str(err)
 
 
-def test_match_number_in_define_is_refused_with_its_position() -> None:
-    err = error_of(HEAD + "PATTERN (A) DEFINE A AS MATCH_NUMBER() = 1)")
-    assert "MATCH_NUMBER() is not allowed in a condition" in str(err)
+def test_match_number_in_define_is_the_number_the_match_would_get() -> None:
+    """Trino's reading: one more than the partition's matches before the attempt."""
+    rows = run(HEAD + "MEASURES MATCH_NUMBER() AS mn, A.t AS at "
+                      "PATTERN (A) DEFINE A AS MATCH_NUMBER() = 1)")
+    assert [(r["mn"], r["at"]) for r in rows] == [(1, 0)]
+    # x = 1 2 1 2 2 1 3 ...: rows 0, 1 and 6 hold the number their match gets; the attempts
+    # that fail in between take no number
+    rows = run(HEAD + "MEASURES MATCH_NUMBER() AS mn, A.t AS at "
+                      "PATTERN (A) DEFINE A AS x = MATCH_NUMBER())")
+    assert [(r["mn"], r["at"]) for r in rows] == [(1, 0), (2, 1), (3, 6)]
+
+
+def test_match_number_in_define_with_overlapping_attempts() -> None:
+    """SKIP TO NEXT ROW runs the attempt of row r + 1 while row r's is undecided: its number
+    depends on the outcome, so the matcher tries both (x[r + 1] = number + 1 holds at rows 1
+    and 6 only as 2 = 1 + 1 and 3 = 2 + 1)."""
+    rows = run(HEAD + "MEASURES MATCH_NUMBER() AS mn, A.t AS at AFTER MATCH SKIP TO NEXT ROW "
+                      "PATTERN (A B) DEFINE A AS TRUE, B AS x = MATCH_NUMBER() + 1)")
+    assert [(r["mn"], r["at"]) for r in rows] == [(1, 0), (2, 5)]
+
+
+@pytest.mark.parametrize("define, message", [
+    ("PREV(MATCH_NUMBER()) = 1", "MATCH_NUMBER() cannot be navigated"),
+    ("MATCH_NUMBER(x) = 1", "MATCH_NUMBER() takes no arguments"),
+    ("MATCH_NUMBER() = 'one'", "position"),
+])
+def test_match_number_in_define_misused(define: str, message: str) -> None:
+    err = error_of(HEAD + f"PATTERN (A) DEFINE A AS {define})")
+    assert message in str(err)
     assert "position" in str(err)
+
+
+def test_sase_has_no_match_number() -> None:
+    text = "PATTERN SEQ(ANY a, ANY b) WHERE skip_till_any_match(a, b) { MATCH_NUMBER() = 1 }"
+    with pytest.raises(QueryError, match="MATCH_NUMBER.. exists only in MATCH_RECOGNIZE"
+                                         ".*position"):
+        sase.bind(sase.parse(text), STREAM.schema, None)

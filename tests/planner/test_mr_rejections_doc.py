@@ -21,7 +21,7 @@ MODULES = ("planner/lang/match_recognize.py", "planner/lang/parser_base.py",
            "operators/exprcode/check.py", "operators/exprcode/typed.py")
 RAISERS = {"QueryError", "ParseError", "error", "fail", "_at"}
 SQL_ONLY_ELSEWHERE = ("negation", "negated", "partition contiguity", "x[..i-1]", "subscripted",
-                      "'%' between integers")
+                      "'%' between integers", "exists only in MATCH_RECOGNIZE")
 """Messages of SASE+ constructs (negation, contiguity strategies, subscripts) and of the
 integer machines, which no MATCH_RECOGNIZE query can reach."""
 

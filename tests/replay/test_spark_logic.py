@@ -93,6 +93,8 @@ def test_traits_of_each_operator(store: replaydb.Store) -> None:
     assert t.partition_keys == ("k",) and t.interval_safe and t.partition_blocker
     assert t.numbering.number_columns == ("match_number", "mn")
     assert tr("mr_compound").interval_safe is False
+    assert tr("mr_define_number").interval_safe is False
+    assert "DEFINE reads MATCH_NUMBER()" in tr("mr_define_number").notes[0]
     assert tr("mr_select").partitionable and tr("mr_select").strip_select
     assert tr("sase_equiv").exact_partition_order
     assert tr("sase_plain").partition_keys == ()   # strict contiguity: [attr] is a condition

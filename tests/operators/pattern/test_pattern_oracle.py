@@ -2,7 +2,8 @@
 
 Every example builds a random stream (ties in time, NULLs, two partitions) and a random pattern
 (sequences, alternation, quantifiers, greedy and reluctant) with random conditions that refer to
-the current event, to PREV, to earlier bound variables and to running aggregates, then compares
+the current event, to PREV, to earlier bound variables, to running aggregates and (SQL semantics)
+to MATCH_NUMBER(), then compares
 the operator (cut into random batch sizes) with :mod:`replaydb.operators.pattern.oracle`:
 exact lists, so the documented output order is checked too.
 """
@@ -59,7 +60,8 @@ def patterns(depth: int = 3) -> st.SearchStrategy[pm.PatternNode]:
     )
 
 
-def conditions(var: str, used: list[str]) -> st.SearchStrategy[ex.Expr | None]:
+def conditions(var: str, used: list[str], sql: bool = False) -> st.SearchStrategy[ex.Expr | None]:
+    """Random conditions of ``var``; with ``sql``, MATCH_RECOGNIZE's MATCH_NUMBER() too."""
     x = ex.Column("x")
     others = [v for v in used if v != var] or [var]
     other = st.sampled_from(others)
@@ -86,6 +88,13 @@ def conditions(var: str, used: list[str]) -> st.SearchStrategy[ex.Expr | None]:
         st.just(ex.InList(ex.Column("type"), (ex.Literal("a"), ex.Literal("b")))),
         st.just(ex.Binary("<=", ex.Call("COUNT", (ex.Star(),)), ex.Literal(3))),
     )
+    if sql:
+        number = ex.Call("MATCH_NUMBER")
+        atoms = st.one_of(
+            atoms,
+            st.integers(1, 4).map(lambda c: ex.Binary("<=", number, ex.Literal(c))),
+            st.integers(1, 3).map(lambda c: ex.Binary("!=", number, ex.Literal(c))),
+            st.just(ex.Binary(">=", ex.Binary("+", x, ex.Literal(1)), number)))
     combo = st.one_of(atoms, st.tuples(st.sampled_from(["and", "or"]), atoms, atoms).map(
         lambda p: ex.Binary(p[0], p[1], p[2])))
     return st.one_of(st.none(), combo, combo)
@@ -101,7 +110,8 @@ def specs(draw, semantics: pm.Semantics) -> pm.PatternSpec:
     if semantics == pm.Semantics.ALL_RUNS:
         assume(auto.unambiguous_labels())
     used = pat.variables()
-    defines = tuple(pm.VarDef(v, draw(conditions(v, used))) for v in used)
+    sql = semantics == pm.Semantics.SQL
+    defines = tuple(pm.VarDef(v, draw(conditions(v, used, sql))) for v in used)
     window = draw(st.one_of(st.none(), st.integers(0, 5)))
     part = draw(st.sampled_from([(), ("k",)]))
     if semantics == pm.Semantics.SQL:
