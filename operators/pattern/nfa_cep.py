@@ -140,11 +140,10 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
             v = pos_var[q]
             if not vmask[i, v]:
                 continue
-            if p_op is not None:
-                if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                        p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
-                        ctx_i, ctx_f, ci0, init_f, -1, si, sf):
-                    continue
+            if p_op is not None and prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g, ctx_i,
+                    ctx_f, ci0, init_f, -1, si, sf):
+                continue
             nid = _make_node(q, -1, v, g, te, new_lo, stamp, cnt, n_ev, n_pos, n_t, n_lstart,
                              n_neg, n_edge, n_isstart, ctx_i, ctx_f, init_f, ci_kind, ci_var,
                              cf_kind, cf_var, cf_col, rows, base, ht, ht_gen)
@@ -170,19 +169,18 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
                 cand_ok[nc] = True
                 nc += 1
         # (B) cross-event conditions, one program run per variable over all its pairs
-        if p_op is not None:
-            if nc > 0:
-                for v in range(nvars):
-                    if prog_lo[v] == prog_hi[v]:
-                        continue
-                    m = 0
-                    for c in range(nc):
-                        if pos_var[fol_to[cand_k[c]]] == v:
-                            sel[m] = c
-                            m += 1
-                    if m > 0:
-                        vm_eval(p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
-                                ctx_i, ctx_f, ci0, init_f, cand_node, sel, m, si, sf, cand_ok)
+        if p_op is not None and nc > 0:
+            for v in range(nvars):
+                if prog_lo[v] == prog_hi[v]:
+                    continue
+                m = 0
+                for c in range(nc):
+                    if pos_var[fol_to[cand_k[c]]] == v:
+                        sel[m] = c
+                        m += 1
+                if m > 0:
+                    vm_eval(p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
+                            ctx_i, ctx_f, ci0, init_f, cand_node, sel, m, si, sf, cand_ok)
         # (C) the operational table, in frontier order
         w = cnt[2]
         nw = 0
@@ -216,14 +214,12 @@ def cep_run(i0, n, g0, pid, t, vmask, startable, strategy, window,  # noqa: C901
                         bit = np.int64(1) << kk
                         if (nm & bit) != 0 and (n_neg[nd] & bit) == 0:
                             v = neg_var[kk]
-                            if not vmask[i, v]:
-                                continue
-                            if p_op is not None:
-                                if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                                        p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v],
-                                        rows, base, g, ctx_i, ctx_f, ci0, init_f, nd, si, sf):
-                                    continue
-                            n_neg[nd] |= bit
+                            if vmask[i, v] and (p_op is None or prog_lo[v] == prog_hi[v]
+                                                or vm_eval_node(p_op, p_ia, p_ib, p_fc, p_ic,
+                                                                prog_lo[v], prog_hi[v], rows, base,
+                                                                g, ctx_i, ctx_f, ci0, init_f, nd,
+                                                                si, sf)):
+                                n_neg[nd] |= bit
                 fp[w + nw] = nd
                 nw += 1
         for nid in range(new_lo, cnt[0]):

@@ -233,11 +233,10 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                         v = pos_var[q]
                         if not vmask[i, v]:
                             continue
-                        if p_op is not None:
-                            if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                                    p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows,
-                                    base, g, ctx_i, ctx_f, ci0, init_f, nd, si, sf):
-                                continue
+                        if p_op is not None and prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                                p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base,
+                                g, ctx_i, ctx_f, ci0, init_f, nd, si, sf):
+                            continue
                         nid = _thread_node(q, nd, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t,
                                            ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind,
                                            cf_var, cf_col, rows, base, ht, ht_gen)
@@ -273,11 +272,10 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                     v = pos_var[q]
                     if not vmask[i, v]:
                         continue
-                    if p_op is not None:
-                        if prog_lo[v] < prog_hi[v] and not vm_eval_node(
-                                p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows,
-                                base, g, ctx_i, ctx_f, ci0, init_f, -1, si, sf):
-                            continue
+                    if p_op is not None and prog_lo[v] < prog_hi[v] and not vm_eval_node(
+                            p_op, p_ia, p_ib, p_fc, p_ic, prog_lo[v], prog_hi[v], rows, base, g,
+                            ctx_i, ctx_f, ci0, init_f, -1, si, sf):
+                        continue
                     nid = _thread_node(q, -1, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t,
                                        ctx_i, ctx_f, init_f, ci_kind, ci_var, cf_kind, cf_var,
                                        cf_col, rows, base, ht, ht_gen)
