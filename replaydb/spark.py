@@ -6,9 +6,8 @@ Settings can be overridden with environment variables:
 * ``REPLAYDB_SPARK_MASTER`` - default master (``local[*]``);
 * ``REPLAYDB_SPARK_DRIVER_MEMORY`` - driver memory (``4g``);
 * ``REPLAYDB_SPARK_UI`` - ``1`` to enable the web UI (off by default for embedded sessions);
-* ``REPLAYDB_SPARK_CONF`` - extra ``key=value`` pairs separated by ``;``, e.g. to put delta-spark's
-  jars on the classpath: ``spark.jars.packages=io.delta:delta-spark_2.13:4.0.0`` or
-  ``spark.jars=/path/delta-spark.jar,/path/delta-storage.jar``.
+* ``REPLAYDB_SPARK_CONF`` - extra ``key=value`` pairs separated by ``;``, e.g.
+  ``spark.executor.memory=8g;spark.sql.shuffle.partitions=64``.
 
 Executors run the same Python as the driver (``PYSPARK_PYTHON``), so replaydb's code is available
 to them when the workers share the machine or the environment.
@@ -113,11 +112,3 @@ def stop_spark() -> None:
         _SESSION.stop()
         _SESSION = None
 
-
-def delta_spark_available(spark: Any) -> bool:
-    """True when delta-spark's JVM classes are on the session's classpath."""
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.delta.DeltaLog")
-        return True
-    except Exception:  # py4j raises Py4JJavaError (or a generic error when the JVM lacks it)
-        return False

@@ -29,8 +29,8 @@ Stages (each a Spark job; the driver only ever holds metadata):
    leaves the stream as it was; unreferenced files (and the staging folder of a killed job) are
    removed by ``replaydb vacuum``; a job that ends, well or not, removes its staging folder.
 
-Delta commits go through delta-rs; see :func:`replaydb.spark.delta_spark_available` and the README
-for running with delta-spark's jars on the classpath (the table format is the same either way).
+Delta commits go through delta-rs (``deltalake``) on the driver, whatever the Spark master; the
+executors write the Parquet data files the commit adds.
 """
 
 from __future__ import annotations

@@ -158,14 +158,6 @@ def test_dataframe_source(tmp_path, spark):
                   quiet=True).skipped
 
 
-def test_delta_spark_path(spark):
-    from replaydb.spark import delta_spark_available
-
-    if not delta_spark_available(spark):
-        pytest.skip("delta-spark's JVM jars are not on Spark's classpath "
-                    "(set REPLAYDB_SPARK_CONF=spark.jars=... to enable this test)")
-
-
 def test_ingest_builds_and_maintains_indexes(tmp_path, spark):
     store = replaydb.open(tmp_path / "store", create=True)
     first = _frame(np.arange(0, 3000) * 10, 7)
