@@ -11,15 +11,24 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = RESULTS.parent.parent
+"""The checkout the benchmarks run from (its commit goes into every result file)."""
+
+PEER_PACKAGES = ("numpy", "pyarrow", "numba", "deltalake", "duckdb", "polars", "pyspark",
+                 "apache-flink")
+"""Distributions whose versions every result file records (the ones installed)."""
 
 
 def machine() -> dict[str, Any]:
@@ -42,6 +51,62 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "os": f"{platform.system()} {platform.release()}",
     }
+
+
+def commit() -> dict[str, Any]:
+    """The checkout's commit and whether its tracked files differ from it (``dirty``); a run
+    outside a git checkout records ``"not recorded"``."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                              check=True, timeout=30).stdout.strip()
+
+    try:
+        sha = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "not recorded", "dirty": None}
+    return {"commit": sha, "dirty": dirty}
+
+
+def versions(packages: tuple[str, ...] = PEER_PACKAGES) -> dict[str, str]:
+    """Installed versions of ``packages`` (those not installed are left out)."""
+    found = {}
+    for name in packages:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def speedup_stats(base: list[float], other: list[float]) -> dict[str, float]:
+    """Summary of the per-item speedups ``base[i] / other[i]`` (``other`` faster when > 1):
+    median, geometric mean, 10th percentile (the slow tail), total time over total time and the
+    arithmetic mean, with ``n``. Items where either time is not positive are left out and
+    counted in ``left_out``. O(n log n)."""
+    pairs = [(b, o) for b, o in zip(base, other, strict=True) if b > 0 and o > 0]
+    if not pairs:
+        return {"n": 0, "left_out": len(base)}
+    r = sorted(b / o for b, o in pairs)
+    n = len(r)
+
+    def quantile(q: float) -> float:
+        pos = q * (n - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        return r[lo] + (r[hi] - r[lo]) * (pos - lo)
+
+    return {"n": n, "left_out": len(base) - n, "median": quantile(0.5),
+            "geomean": math.exp(sum(map(math.log, r)) / n), "p10": quantile(0.1),
+            "total": sum(b for b, _ in pairs) / sum(o for _, o in pairs), "mean": sum(r) / n}
+
+
+def format_speedups(s: dict[str, float]) -> str:
+    """:func:`speedup_stats` as one phrase: median first, the flattering mean last."""
+    if not s.get("n"):
+        return "no item measured"
+    return (f"median {s['median']:.2f}x, geomean {s['geomean']:.2f}x, p10 {s['p10']:.2f}x, "
+            f"total/total {s['total']:.2f}x, mean {s['mean']:.2f}x (n = {s['n']})")
 
 
 def best_of(fn: Callable[[], Any], repeat: int = 3, min_time: float = 0.0) -> tuple[float, Any]:
@@ -84,10 +149,12 @@ class Results:
     goals: list[dict[str, Any]] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    headlines: list[dict[str, Any]] = field(default_factory=list)
+    results_root: Path = RESULTS
 
     @property
     def dir(self) -> Path:
-        d = RESULTS / self.name
+        d = self.results_root / self.name
         d.mkdir(parents=True, exist_ok=True)
         return d
 
@@ -99,6 +166,14 @@ class Results:
         about, e.g. a partial run)."""
         self.goals.append({"goal": what, "target": target, "measured": measured,
                            "met": None if met is None else bool(met)})
+
+    def headline(self, what: str, size: str, peer: str, figure: str,
+                 met: bool | None = None) -> None:
+        """One row of the README's benchmark table: ``what`` was measured at ``size`` against
+        ``peer`` (``"-"`` for none), the result ``figure`` (the held-out figure where the
+        benchmark draws queries), and whether its goal was ``met`` (None: no goal)."""
+        self.headlines.append({"what": what, "size": size, "peer": peer, "figure": figure,
+                               "met": None if met is None else bool(met)})
 
     def plot_path(self, filename: str) -> Path:
         self.plots.append(filename)
@@ -118,10 +193,13 @@ class Results:
             "benchmark": self.name,
             "title": self.title,
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            **commit(),
             "machine": machine(),
+            "versions": versions(),
             "params": self.params,
             "tables": self.tables,
             "goals": self.goals,
+            "headlines": self.headlines,
             "plots": self.plots,
             "notes": self.notes,
         }
@@ -149,7 +227,14 @@ def to_markdown(data: dict[str, Any], heading: str = "#") -> str:
     m = data["machine"]
     lines = [f"{heading} {data['title']}", "",
              f"Measured {data['date']} on {m['cpu']} ({m['cores']} cores, {m['memory_gib']} GiB), "
-             f"Python {m['python']}.", ""]
+             f"Python {m['python']}."]
+    if data.get("commit"):
+        lines[-1] += f" Commit {data['commit']}" + (" with local changes." if data.get("dirty")
+                                                    else ".")
+    if data.get("versions"):
+        lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in data["versions"].items())
+                     + ".")
+    lines.append("")
     if data.get("params"):
         lines.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()))
         lines.append("")

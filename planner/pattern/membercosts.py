@@ -59,8 +59,8 @@ DEFAULT_MEMBER_COSTS = MemberTestCosts(scan_value=1.6, scan_pass=150.0, bits_val
                                        bits_bound=0.06, bits_target=3.0, code_target=150.0)
 """The member tests' costs of a store never calibrated (or calibrated before they were), as
 :data:`~replaydb.planner.pattern.cost.DEFAULT_WEIGHTS` are its weights: fitted with cold caches
-on the machine replaydb was developed on, on a 10M-event stream (``bench/results``:
-``planner_10m_scan_model``, ``planner_10m_rank_codes``). Their ratios make the choices of that
+on the machine replaydb was developed on, on a 10M-event stream (the planner benchmark's runs of
+commits 4d14255 and 1849887). Their ratios make the choices of that
 machine; ``replaydb calibrate`` replaces them by the store's machine's."""
 
 MIN_BOUND = 1 << 21

@@ -169,3 +169,74 @@ def test_report_of_the_committed_results_runs(tmp_path):
     for d in report.RESULTS.iterdir():
         if d.is_dir() and (any(d.glob("*.json")) or any(d.glob("*.md"))):
             assert f'<a id="{d.name}"></a>' in text
+
+
+# --------------------------------------------------------------------- the README's table
+def test_readme_benchmark_table_is_the_generated_one():
+    """Every figure in the README's benchmark table comes from the current result files."""
+    readme = (report.REPO / "README.md").read_text(encoding="utf-8")
+    assert report.readme_table(report.RESULTS) in readme
+
+
+def test_readme_table_shows_headlines_misses_and_missing_ones(tmp_path):
+    from replaydb.bench.common import Results
+
+    res = Results("alpha", "Alpha title")
+    res.headline("scan vs peer", "1M events", "DuckDB 1.0", "3.1x (held-out median)", True)
+    res.headline("latency", "10 queries", "-", "0.4 s", False)
+    res.headline("no goal here", "1 file", "pyarrow", "2x")
+    data = {"title": "Alpha title", "headlines": res.headlines}
+    (tmp_path / "alpha").mkdir()
+    (tmp_path / "alpha" / "results.json").write_text(json.dumps(data))
+    (tmp_path / "beta").mkdir()
+    (tmp_path / "beta" / "results.json").write_text(json.dumps({"title": "Beta", "date": "d1"}))
+    (tmp_path / "gpu" / "no-gpu").mkdir(parents=True)
+    (tmp_path / "gpu" / "no-gpu" / "results.json").write_text(json.dumps({"title": "G"}))
+    table = report.readme_table(tmp_path)
+    rows = [r for r in table.splitlines() if r.startswith("| [")]
+    assert rows == [
+        "| [alpha](bench/results/README.md#alpha) | scan vs peer | 1M events | DuckDB 1.0 | "
+        "3.1x (held-out median) | met |",
+        "| [alpha](bench/results/README.md#alpha) | latency | 10 queries | - | 0.4 s | "
+        "**missed** |",
+        "| [alpha](bench/results/README.md#alpha) | no goal here | 1 file | pyarrow | 2x | - |",
+        "| [beta](bench/results/README.md#beta) | Beta | not recorded | not recorded | "
+        "no headline recorded by the current run (d1) | - |",
+        "| [gpu/no-gpu](bench/results/README.md#gpu/no-gpu) | G | not recorded | not recorded | "
+        "no headline recorded by the current run (not recorded) | - |"]
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.TABLE_BEGIN}\nstale\n{report.TABLE_END}\nafter\n")
+    assert report.update_readme(readme, tmp_path)
+    assert readme.read_text() == f"intro\n{table}\nafter\n"
+    assert not report.update_readme(readme, tmp_path)  # unchanged the second time
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="no generated benchmark table"):
+        report.update_readme(readme, tmp_path)
+
+
+def test_result_files_record_commit_versions_and_headlines(tmp_path):
+    from replaydb.bench import common
+
+    res = common.Results("x", "X", results_root=tmp_path)
+    res.headline("a", "b", "c", "d", None)
+    data = json.loads((res.write() / "results.json").read_text())
+    assert re.fullmatch(r"[0-9a-f]{40}", data["commit"]) and isinstance(data["dirty"], bool)
+    assert {"numpy", "pyarrow", "duckdb"} <= set(data["versions"])
+    assert data["headlines"] == [{"what": "a", "size": "b", "peer": "c", "figure": "d",
+                                  "met": None}]
+    assert f"Commit {data['commit']}" in (tmp_path / "x" / "results.md").read_text()
+
+
+def test_speedup_statistics_do_not_flatter():
+    from replaydb.bench.common import format_speedups, speedup_stats
+
+    base = [100.0, 10.0, 10.0, 10.0, 10.0, 5.0]
+    other = [1.0, 10.0, 5.0, 10.0, 20.0, 0.0]  # speedups 100, 1, 2, 1, 0.5; one left out
+    s = speedup_stats(base, other)
+    assert s["n"] == 5 and s["left_out"] == 1
+    assert s["median"] == 1.0 and s["mean"] == pytest.approx(20.9)
+    assert s["geomean"] == pytest.approx(100 ** 0.2)
+    assert s["p10"] == pytest.approx(0.7)  # between 0.5 and 1 (sorted 0.5, 1, 1, 2, 100)
+    assert s["total"] == pytest.approx(140 / 46)
+    assert format_speedups(s).startswith("median 1.00x, geomean 2.51x, p10 0.70x")
+    assert speedup_stats([1.0], [0.0]) == {"n": 0, "left_out": 1}
