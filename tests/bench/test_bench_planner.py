@@ -217,3 +217,31 @@ def test_the_time_table_takes_the_queries_carrying_half_of_the_mean() -> None:
     assert row[1] == 2  # 50 of 102 is short of half: the second is needed
     del qs[0]["optimal"]["phases"]
     assert phase_rows({4: qs}, speed) == []
+
+
+def test_cpio_error_and_headline_leave_out_nothing_silently() -> None:
+    """The C_PIO error is taken over the plans that read through an index, and the table says
+    how many plans without index were left out; the headline reports the held-out m = 4
+    speedups as median first, mean last, with the speedup goal's verdict."""
+    import json
+    from pathlib import Path
+
+    from replaydb.bench import planner_report as bp
+    from replaydb.bench.common import Results
+
+    q = json.loads((Path(bp.__file__).parent / "results" / "planner" / "queries.json").read_text())
+    uni = {int(m): v for m, v in q["uniform"].items()}
+    res = Results("planner", "t")
+    s = bp.summarize(res, uni, {}, None)
+    table = next(t for t in res.tables if t["title"].startswith("Relative C_PIO error"))
+    for m, with_leaves, left_out, *_ in table["rows"]:
+        indexed = [r for r in uni[m] if bp.through_index(r["optimal"])]
+        assert left_out == len(uni[m]) - len(indexed)
+        assert with_leaves <= len(indexed)
+    assert s["err_left_out"] == sum(row[2] for row in table["rows"])
+    bp.goals(res, s, uni, None)
+    bp.headlines(res, uni, 10_000_000)
+    [head] = res.headlines
+    assert head["figure"].startswith("median ") and "mean " in head["figure"]
+    assert head["met"] == next(g["met"] for g in res.goals if g["goal"].startswith(bp.SPEEDUP_GOAL))
+    assert "m = 4" in head["what"] and f"{len(uni[4])} queries" in head["size"]
