@@ -148,6 +148,12 @@ def summarize(res: Results, runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
              "median error with CPM < without",
              "; ".join(f"{a}: {x:.1%} -> {y:.1%}" for a, (x, y) in cut.items()),
              all(y < x for x, y in cut.values()))
+    res.headline("the planner's C_PIO estimates (leaves a plan replays) against the measured",
+                 " / ".join(f"{x:,}" for x in sizes) + f" events, {overall[big][2]} plans at the "
+                 "largest", "chance alone (a Poisson count's deviation)",
+                 " / ".join(f"{overall[x][0]:.1%}" for x in sizes) + " median error (chance "
+                 + " / ".join(f"{overall[x][1]:.1%}" for x in sizes) + "; goal <= 5% at the "
+                 "largest)", overall[big][0] <= 0.05)
     return {"overall": overall, "skew": skew}
 
 

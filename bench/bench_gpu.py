@@ -310,6 +310,15 @@ def goals(b: Bench) -> None:
             b.res.goal(what, f">= {target:g}x the CPU path", "not run (needs --full)", False)
         else:
             b.res.goal(what, f">= {target:g}x the CPU path", round(s, 2), s >= target)
+    if b.gpu is None:
+        b.res.headline("GPU operators vs the CPU path", "-", "-",
+                       "not measured: no GPU on the machine of this run", None)
+    else:
+        met = [g["met"] for g in b.res.goals]
+        b.res.headline(f"GPU operators vs the CPU path ({b.gpu})", "the dissertation's cells",
+                       "replaydb's CPU path",
+                       "; ".join(f"{g['goal']}: {g['measured']}" for g in b.res.goals),
+                       all(met) if met else None)
 
 
 def plot(b: Bench) -> None:

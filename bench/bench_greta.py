@@ -38,8 +38,8 @@ the largest size the baseline finishes within 60 s; memory linear.
     python -m replaydb.bench.bench_greta            # --quick: up to 100k events per window
     python -m replaydb.bench.bench_greta --full     # up to 1M events per window
 
-Results: ``bench/results/greta/greta_<mode>.{md,json}``, ``latency_<mode>.png``,
-``memory_<mode>.png`` (mode: quick or full).
+Results: ``bench/results/greta/results.{md,json}``, ``latency.png`` and ``memory.png``: the
+current run of either mode (its mode is recorded in it).
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from replaydb.bench.common import headline_row, provenance
 
 RESULTS = Path(__file__).resolve().parent / "results" / "greta"
 QUICK_SIZES = [10_000, 30_000, 100_000]
@@ -411,7 +413,17 @@ def run(sizes: list[int], mode: str, time_limit_s: float,
 def write(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     mode = result["mode"]
-    (out / f"greta_{mode}.json").write_text(json.dumps(result, indent=1, default=str))
+    result.setdefault("title", f"GRETA vs two-step ({mode})")
+    result.update(provenance())
+    result["headlines"] = [headline_row(
+        "GRETA event trend aggregation vs the two-step baseline at the baseline's largest "
+        "finishing size", "per workload: " + ", ".join(
+            f"{wl} {s['baseline_largest_ok']:,}" for wl, s in result["summary"].items()
+            if s.get("speedup_at_largest")) + " events per window",
+        "two-step (enumerate trends, then aggregate)",
+        "; ".join(f"{wl}: {s['speedup_at_largest']:,.0f}x" for wl, s in result["summary"].items()
+                  if s.get("speedup_at_largest")) or "the baseline finished at no size")]
+    (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
     recs = result["records"]
     lines = [f"# GRETA vs two-step ({result['mode']})", "",
              f"Stream: two window lengths per run; baseline limits: {result['time_limit_s']:.0f} s,"
@@ -451,7 +463,7 @@ def write(result: dict[str, Any], out: Path) -> None:
                f"**{sp:,.0f}x** (CPU {s['speedup_cpu_at_largest']:,.0f}x)"
                f", results equal: {s['results_equal']}"
                if sp else "two-step finished at no size"))
-    (out / f"greta_{mode}.md").write_text("\n".join(lines) + "\n")
+    (out / "results.md").write_text("\n".join(lines) + "\n")
     _plots(result, out)
 
 
@@ -476,10 +488,9 @@ def _plots(result: dict[str, Any], out: Path) -> None:
 
     recs = result["records"]
     names = list(result["summary"])
-    mode = result["mode"]
-    for metric, fname, ylabel in (("wall_s", f"latency_{mode}.png",
+    for metric, fname, ylabel in (("wall_s", "latency.png",
                                    "seconds for the stream (wall)"),
-                                  ("state_mb", f"memory_{mode}.png", "peak GRETA state (MB)")):
+                                  ("state_mb", "memory.png", "peak GRETA state (MB)")):
         fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
         for ax, wl in zip(axes[0], names):
             for sysname, style in (("greta", "o-"), ("two-step", "s--")):
@@ -528,15 +539,15 @@ def main(argv: list[str] | None = None) -> None:
     mode = "full" if a.full else "quick"
     only = a.only.split(",") if a.only else None
     result = run(sizes, mode, a.time_limit, only)
-    old_path = a.out / f"greta_{mode}.json"
-    if only and old_path.exists():
-        old = json.loads(old_path.read_text())
+    old_path = a.out / "results.json"
+    old = json.loads(old_path.read_text()) if only and old_path.exists() else None
+    if old is not None and old.get("mode") == mode:
         keep = [r for r in old["records"] if r["workload"] not in only]
         result["records"] = keep + result["records"]
         result["summary"] = {k: result["summary"].get(k, old["summary"].get(k))
                              for k in WORKLOADS if k in result["summary"] or k in old["summary"]}
     write(result, a.out)
-    print((a.out / f"greta_{result['mode']}.md").read_text())
+    print((a.out / "results.md").read_text())
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.bench.common import arguments
+from replaydb.bench.common import arguments, headline_row, provenance
 from replaydb.planner.lang.imprecise import bind, parse
 
 MODULI = (20, 30, 50, 70, 110, 130)
@@ -175,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.render is not None:
         data = json.loads(args.render.read_text())
         args.out.mkdir(parents=True, exist_ok=True)
-        write_results(data["rows"], data["meta"]["mode"], args.out, data["meta"])
+        write_results(data["rows"], data["meta"]["mode"], args.out, data["meta"],
+                      {k: data[k] for k in ("date", "commit", "dirty", "machine", "versions")
+                       if k in data})
         return 0
     sizes = SIZES[mode]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +231,11 @@ def _rate(rows: list[dict[str, Any]], series: str, value: int, framework: str, m
 
 
 def write_results(rows: list[dict[str, Any]], mode: str, out: Path,
-                  meta: dict[str, Any] | None = None) -> None:
+                  meta: dict[str, Any] | None = None,
+                  recorded: dict[str, Any] | None = None) -> None:
+    """Write results.json and results.md; ``meta``/``recorded`` (a re-render) keep the
+    parameters and the provenance (date, commit, machine, versions) of the run that measured
+    ``rows``, else they are this run's."""
     ev20 = _rate(rows, "delta", 20, "event", "query_order")
     pt20 = _rate(rows, "delta", 20, "point", "query_order")
     # the default configuration appears in three series (delta = 5, W = 100, l = 3): the same
@@ -256,8 +262,17 @@ def write_results(rows: list[dict[str, Any]], mode: str, out: Path,
     meta = meta or {"mode": mode, "batch": BATCH, "moduli": MODULI, "defaults": DEFAULTS,
                     "python": platform.python_version(), "machine": platform.machine(),
                     "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    (out / "results.json").write_text(json.dumps({"meta": meta, "goals": goals, "rows": rows},
-                                                 indent=1, default=str))
+    head = headline_row(
+        "patterns over imprecise timestamps: event-based matcher at the default settings",
+        f"batches of {BATCH:,} events", "the point-based matcher (at delta = 20)",
+        (f"{ev_def:,.0f} events/s (goal 50,000)" if ev_def else "not measured")
+        + (f"; {ratio20:.0f}x the point-based matcher at delta = 20 (goal 10x)" if ratio20
+           else ""), goals["event_events_per_s_at_defaults"]["met"]
+        and goals["event_vs_point_at_delta_20"]["met"])
+    (out / "results.json").write_text(json.dumps(
+        {"title": f"Imprecise-timestamp patterns: point-based vs event-based ({mode})",
+         **(provenance() if recorded is None else recorded), "meta": meta, "goals": goals, "headlines": [head], "rows": rows},
+        indent=1, default=str))
     lines = [
         f"# Imprecise-timestamp patterns: point-based vs event-based ({mode})",
         "",

@@ -31,6 +31,7 @@ import platform
 import time
 from typing import Any
 
+from replaydb.bench.common import provenance
 from replaydb.bench.tpstream_experiments import (
     exp_adaptive,
     exp_duckdb,
@@ -65,9 +66,10 @@ def main() -> None:
     if (OUT / "results.json").exists() and args.only:
         prev = json.loads((OUT / "results.json").read_text())
     res: dict[str, Any] = dict(prev)
-    res["machine"] = (f"{platform.machine()}, {os.cpu_count()} cores, Python "
-                      f"{platform.python_version()}, load average "
-                      f"{os.getloadavg()[0]:.1f} at start")
+    res.update(provenance())
+    res["machine_note"] = (f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                           f"{platform.python_version()}, load average "
+                           f"{os.getloadavg()[0]:.1f} at start")
     print("warm-up (compile/load the matcher)", flush=True)
     warm_up()
     t0 = time.perf_counter()

@@ -414,6 +414,15 @@ def plot(res: Results, streams: list[dict[str, Any]], size: int) -> None:
     fig.savefig(res.plot_path("window.png"), dpi=110)
 
 
+def peer_versions(peers: dict[str, Any]) -> list[str]:
+    """The peers measured, with their versions."""
+    from replaydb.bench.common import versions
+
+    v = versions(("duckdb", "pyspark"))
+    return [f"{label} {v.get(pkg, '?')}" for key, label, pkg in
+            (("duckdb", "DuckDB", "duckdb"), ("spark", "Spark SQL", "pyspark")) if key in peers]
+
+
 def main() -> None:
     p = arguments(__doc__.splitlines()[0])
     p.add_argument("--data", help="directory for the benchmark store (reused when complete)")
@@ -455,6 +464,8 @@ def main() -> None:
     operator_throughput(res, 2_000_000 if scale == "quick" else 20_000_000)
 
     # goals
+    heads: list[str] = []
+    verdicts: list[bool] = []
     for s in streams:
         est, meas = s["estimated"], s["measured"]
         ratio = (max(est, meas) / min(est, meas)) if est and meas else None
@@ -474,6 +485,8 @@ def main() -> None:
             sp, sp_c = rep[3_600_000] / opt[3_600_000], rc[3_600_000] / oc[3_600_000]
             res.goal(f"{s['name']}: index path vs replay at slide = 1 h", ">= 50x",
                      f"{sp:.0f}x wall, {sp_c:.0f}x cpu", min(sp, sp_c) >= 50)
+            heads.append(f"{s['name']}: {sp_c:.0f}x replay's CPU time at a 1 h slide")
+            verdicts.append(min(sp, sp_c) >= 50)
         for peer in ("duckdb", "spark"):
             pts = s["series"][peer]
             if not pts or meas is None:
@@ -482,6 +495,12 @@ def main() -> None:
             wins = sum(1 for _, a, b in cmp if a < b)
             res.goal(f"{s['name']}: faster than {peer} from the measured break-even on (wall)",
                      "all measured slides", f"{wins} of {len(cmp)}", bool(cmp) and wins == len(cmp))
+            heads.append(f"faster than {peer} on {wins} of {len(cmp)} slides")
+            verdicts.append(bool(cmp) and wins == len(cmp))
+    res.headline("sliding-window aggregation: index path vs replay, and vs the peers from the "
+                 "break-even slide on", f"{size:,} events per stream ({args.streams})",
+                 ", ".join(peer_versions(peers)) or "-", "; ".join(heads) or "not measured",
+                 all(verdicts) if verdicts else None)
     res.table("Cost model calibration per stream (replaydb calibrate --window, on a sample of "
               "the stream before measuring; weights in replay merges)",
               ["stream", "sample events", "replay us/event", "probe slides (leaves per slice)",

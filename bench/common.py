@@ -79,6 +79,21 @@ def versions(packages: tuple[str, ...] = PEER_PACKAGES) -> dict[str, str]:
     return found
 
 
+def provenance() -> dict[str, Any]:
+    """What every result file records beside its numbers: the date, the commit, the machine
+    and the installed versions (:func:`commit`, :func:`machine`, :func:`versions`); for the
+    benchmarks that write their own JSON instead of :class:`Results`."""
+    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            **commit(), "machine": machine(), "versions": versions()}
+
+
+def headline_row(what: str, size: str, peer: str, figure: str,
+                 met: bool | None = None) -> dict[str, Any]:
+    """One row of the README's benchmark table (see :meth:`Results.headline`)."""
+    return {"what": what, "size": size, "peer": peer, "figure": figure,
+            "met": None if met is None else bool(met)}
+
+
 def speedup_stats(base: list[float], other: list[float]) -> dict[str, float]:
     """Summary of the per-item speedups ``base[i] / other[i]`` (``other`` faster when > 1):
     median, geometric mean, 10th percentile (the slow tail), total time over total time and the
@@ -172,8 +187,7 @@ class Results:
         """One row of the README's benchmark table: ``what`` was measured at ``size`` against
         ``peer`` (``"-"`` for none), the result ``figure`` (the held-out figure where the
         benchmark draws queries), and whether its goal was ``met`` (None: no goal)."""
-        self.headlines.append({"what": what, "size": size, "peer": peer, "figure": figure,
-                               "met": None if met is None else bool(met)})
+        self.headlines.append(headline_row(what, size, peer, figure, met))
 
     def plot_path(self, filename: str) -> Path:
         self.plots.append(filename)
@@ -192,10 +206,7 @@ class Results:
         data = {
             "benchmark": self.name,
             "title": self.title,
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            **commit(),
-            "machine": machine(),
-            "versions": versions(),
+            **provenance(),
             "params": self.params,
             "tables": self.tables,
             "goals": self.goals,

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import replaydb.datasets as ds
-from replaydb.bench.common import arguments
+from replaydb.bench.common import arguments, headline_row, provenance
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "datasets_throughput"
 
@@ -61,7 +61,14 @@ def write_results(rows: list[dict], out: Path, events: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"events_per_dataset": events, "python": platform.python_version(),
             "machine": platform.machine(), "cpus": _cpus()}
-    (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    slowest = min(rows, key=lambda r: r["make_eps"]) if rows else None
+    head = headline_row("dataset generators: events/s of making each bundled dataset",
+                        f"{events:,} events each, {len(rows)} datasets", "-",
+                        f"slowest {slowest['dataset']} at {slowest['make_eps']:,.0f} events/s"
+                        if slowest else "no dataset", None)
+    (out / "results.json").write_text(json.dumps(
+        {"title": f"Dataset generator throughput ({events:,} events each)", **provenance(),
+         "meta": meta, "headlines": [head], "rows": rows}, indent=2) + "\n")
     lines = [
         f"# Dataset generator throughput ({events:,} events each)",
         "",
