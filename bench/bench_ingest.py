@@ -12,6 +12,8 @@ Side by side in one script run, on one Spark session:
   aggregates, two index runs, and the Delta commits.
 * **no-index ingest**: the same job without secondary indexes, for issue 5's goal on the cost of
   building indexes inside the ingest.
+* **pyarrow** and **DuckDB** in process: read the same files, sort by time, write Parquet (what a
+  single-machine user could do instead); reported with the others as events/s per core.
 
 Goals (issue 4): ingest time / plain time <= 2x; peak resident memory of the whole process tree
 (this Python driver, Spark's JVM and its Python workers; RSS sampled every 50 ms in a thread and
@@ -48,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replaydb.bench.common import Results, arguments
+from replaydb.bench.common import Results, arguments, versions
 from replaydb.ingest.job import DEFAULT_ROWS_PER_PARTITION, partition_count
 
 ATTRS = ["a1", "a2", "a3", "a4", "a5", "a6"]
@@ -182,6 +184,28 @@ def plain_job(spark: Any, files: list[str], out: Path) -> None:
     spark.read.parquet(*files).orderBy("t").write.mode("overwrite").parquet(str(out))
 
 
+def pyarrow_job(files: list[str], out: Path) -> None:
+    """An in-process baseline: pyarrow reads the files, sorts by time (stable), writes one
+    Parquet file (its threads on every core)."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset([str(f) for f in files], format="parquet").to_table()
+    pq.write_table(table.sort_by("t"), out, row_group_size=ROW_GROUP)
+
+
+DUCKDB_SORT = ("COPY (SELECT * FROM read_parquet($files) ORDER BY t) TO $out "
+               "(FORMAT parquet)")
+
+
+def duckdb_job(files: list[str], out: Path) -> None:
+    """An in-process baseline: DuckDB reads the files, sorts by time, writes Parquet (its
+    threads on every core)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(DUCKDB_SORT, {"files": [str(f) for f in files], "out": str(out)})
+
+
 def ingest_job(spark: Any, files: list[str], store_dir: Path,
                rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
                index: tuple[str, ...] = INDEXED) -> Any:
@@ -243,6 +267,8 @@ class Rounds:
     plain_s: list[float] = field(default_factory=list)
     ingest_s: list[float] = field(default_factory=list)
     bare_s: list[float] = field(default_factory=list)
+    pyarrow_s: list[float] = field(default_factory=list)
+    duckdb_s: list[float] = field(default_factory=list)
     stages: list[dict[str, float]] = field(default_factory=list)
     index_cpu: list[dict[str, float]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
@@ -354,9 +380,24 @@ def run_rounds(args: Any, scratch: Path, files: list[Path], n: int, deep: bool,
         print(f"round {r + 1}: no-index ingest {ph['wall']:.1f} s", flush=True)
         shutil.rmtree(store_dir, ignore_errors=True)
 
-    jobs = [run_plain, run_ingest, run_bare]
+    def run_in_process(name: str, job: Any, times: list[float]) -> Any:
+        def run(r: int) -> None:
+            out = scratch / f"{name}-{r}.parquet"
+            sampler.phase(f"{name} #{r + 1}")
+            job(files, out)
+            ph = sampler.end()
+            times.append(ph["wall"])
+            if pq.ParquetFile(out).metadata.num_rows != n:
+                raise VerificationError(f"{name} wrote a file without {n:,} rows")
+            out.unlink()
+            print(f"round {r + 1}: {name} {ph['wall']:.1f} s", flush=True)
+        return run
+
+    jobs = [run_plain, run_ingest, run_bare,
+            run_in_process("pyarrow", pyarrow_job, rounds.pyarrow_s),
+            run_in_process("duckdb", duckdb_job, rounds.duckdb_s)]
     for r in range(args.repeat):  # rotate the order so no job always runs first
-        for job in jobs[r % 3:] + jobs[:r % 3]:
+        for job in jobs[r % len(jobs):] + jobs[:r % len(jobs)]:
             job(r)
     from replaydb.spark import stop_spark
 
@@ -396,11 +437,28 @@ def report(args: Any, mode: str, n: int, n_files: int, input_bytes: int, rounds:
         "load_avg_1min_end": round(load[0], 1),
     })
     res_out.goal("ingest time / plain Spark sort+write time", "<= 2x", round(ratio, 2), ratio <= 2)
-    res_out.headline(f"ingest job ({len(INDEXED)} indexes) vs plain Spark sort + Parquet write",
+    host = os.cpu_count() or 1
+    per_core = [["replaydb ingest (2 indexes)", best_ingest, cores],
+                ["replaydb ingest, no index", min(bare_s), cores],
+                ["plain Spark: read, orderBy(t), write Parquet", best_plain, cores],
+                ["pyarrow in process: read, sort_by(t), write Parquet", min(rounds.pyarrow_s),
+                 host],
+                ["DuckDB in process: COPY (... ORDER BY t) TO Parquet", min(rounds.duckdb_s),
+                 host]]
+    res_out.table("Events/s per core (best wall time of each job; Spark's cores are its "
+                  "default parallelism, the in-process jobs may use every core of the machine)",
+                  ["job", "wall s", "cores", "events/s", "events/s per core"],
+                  [[job, w, c, n / w, n / w / max(c, 1)] for job, w, c in per_core])
+    res_out.headline(f"ingest job ({len(INDEXED)} indexes) vs plain Spark sort + Parquet write, "
+                     "and vs an in-process pyarrow / DuckDB sort and write",
                      f"{n:,} events in {n_files} files, Spark {master}",
-                     f"Spark {pyspark_version()} (sort by time, write Parquet)",
-                     f"{ratio:.2f}x plain Spark's time (goal <= 2x); "
-                     f"{n / best_ingest / max(cores, 1):,.0f} events/s per core", ratio <= 2)
+                     f"Spark {pyspark_version()}; pyarrow {pa.__version__}; DuckDB "
+                     f"{versions(('duckdb',)).get('duckdb', '?')}",
+                     f"{ratio:.2f}x plain Spark's time (goal <= 2x); events/s per core: ingest "
+                     f"{n / best_ingest / max(cores, 1):,.0f}, plain Spark "
+                     f"{n / best_plain / max(cores, 1):,.0f}, pyarrow "
+                     f"{n / min(rounds.pyarrow_s) / host:,.0f}, DuckDB "
+                     f"{n / min(rounds.duckdb_s) / host:,.0f}", ratio <= 2)
     best_bare = min(bare_s)
     ingest_phases = [ph for ph in sampler.phases if ph["name"].startswith("ingest")]
     job_cpu = ingest_phases[best_round]["cpu"]
