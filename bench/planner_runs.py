@@ -335,5 +335,5 @@ def flink(path: Path, n: int, per_m: int, ms: list[int], repeat: int,
                            query_timeout_s=timeout_s, timeout_s=timeout_s * (len(queries) + 3))
     except Exception as exc:  # the peer's environment (JVM, .venv-flink) may be missing
         return {"error": f"{type(exc).__name__}: {exc}", "ours": ours, "events": n}
-    return {"flink": got, "ours": ours, "events": n, "timeout_s": timeout_s,
+    return {"flink": got, "ours": ours, "events": n, "per_m": per_m, "timeout_s": timeout_s,
             "mismatches": runner.mismatches}
