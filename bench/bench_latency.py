@@ -30,11 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 import replaydb
 from replaydb.bench.common import Results, arguments, versions
+from replaydb.bench.realdata import load, parquet_of, store_of
 
 STREAM = "flights"
 INDEXED = ("origin", "delay")
@@ -74,19 +72,9 @@ DUCKDB_PROCESS = ("import sys, duckdb; "
 def build(root: Path, n: int) -> tuple[Path, Path, int]:
     """The store (indexes on :data:`INDEXED`) and the Parquet file of the first ``n`` flights;
     returns their paths and the number of events."""
-    from replaydb.datasets import generate
-    from replaydb.indexes.manage import create_index
-    from replaydb.store.schema import StreamSchema
-
-    table = pa.Table.from_batches(list(generate("flights-3m", n)))
-    parquet = root / "flights.parquet"
-    pq.write_table(table, parquet)
-    store = replaydb.open(root / "store", create=True)
-    store.create_stream(STREAM, StreamSchema.infer(table.schema, time_column="date",
-                                                   time_unit="ms"))
-    store.append(STREAM, table, time_column="date")
-    for col in INDEXED:
-        create_index(store, STREAM, col)
+    table = load("flights-3m", n)
+    parquet = parquet_of(root, table, "flights.parquet")
+    store_of(root, STREAM, table, "date", INDEXED)
     return root / "store", parquet, table.num_rows
 
 

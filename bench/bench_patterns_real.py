@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 import replaydb
@@ -40,6 +39,7 @@ from replaydb.bench.common import (
     speedup_stats,
 )
 from replaydb.bench.planner_report import flink_net
+from replaydb.bench.realdata import load, store_of
 from replaydb.errors import ReplayDBError
 
 
@@ -82,28 +82,6 @@ OPENSKY = Dataset("opensky", "opensky", "timestamp", ("vertical_rate", "groundsp
 DATASETS = {d.name: d for d in (FLIGHTS, OPENSKY)}
 
 
-def load(ds: Dataset, n: int | None) -> pa.Table:
-    """The dataset's first ``n`` rows (all when None) with a ``seq`` column (row number)."""
-    from replaydb.datasets import generate
-
-    table = pa.Table.from_batches(list(generate(ds.name, n)))
-    return table.append_column("seq", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-
-
-def build(root: Path, ds: Dataset, table: pa.Table) -> Any:
-    from replaydb.indexes.manage import create_index
-    from replaydb.store.schema import StreamSchema
-
-    data = table.drop_columns(["seq"])
-    store = replaydb.open(root / "store", create=True)
-    store.create_stream(ds.stream, StreamSchema.infer(data.schema, time_column=ds.time,
-                                                      time_unit="ms"))
-    store.append(ds.stream, data, time_column=ds.time)
-    for col in ds.indexed:
-        create_index(store, ds.stream, col)
-    return replaydb.open(root / "store", read_only=True)
-
-
 def measure_replaydb(store: Any, text: str, repeat: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     total = store.stream(store.streams()[0]).n_events
@@ -137,10 +115,10 @@ def measure_flink(ds: Dataset, table: pa.Table, cap: float) -> dict[str, Any]:
 
 def run_size(ds: Dataset, n: int | None, repeat: int, flink_cap: float | None,
              flink_runs: list[list[Any]]) -> list[dict[str, Any]]:
-    table = load(ds, n)
+    table = load(ds.name, n, seq=True)
     events = table.num_rows
     with tempfile.TemporaryDirectory(prefix="bench-patterns-real-") as d:
-        store = build(Path(d), ds, table)
+        store = store_of(Path(d), ds.stream, table, ds.time, ds.indexed)
         ours = {}
         for name, text in ds.queries.items():
             print(f"  {ds.name} {events:,}: {name}", flush=True)

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import replaydb
 from replaydb.bench.common import Results, arguments, best_wall_and_cpu, versions
+from replaydb.bench.realdata import load, parquet_of, store_of
 
 STREAM = "flights"
 MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
@@ -68,17 +68,10 @@ def replaydb_query(slide: int, size: int) -> str:
 
 
 def build(root: Path, n: int) -> tuple[Any, Path, int]:
-    from replaydb.datasets import generate
-    from replaydb.store.schema import StreamSchema
-
-    table = pa.Table.from_batches(list(generate("flights-3m", n)))
-    parquet = root / "flights.parquet"
-    pq.write_table(table, parquet)
-    store = replaydb.open(root / "store", create=True)
-    store.create_stream(STREAM, StreamSchema.infer(table.schema, time_column="date",
-                                                   time_unit="ms"))
-    store.append(STREAM, table, time_column="date")
-    return replaydb.open(root / "store", read_only=True), parquet, table.num_rows
+    """The store of the first ``n`` flights (read-only), their Parquet file, and ``n``."""
+    table = load("flights-3m", n)
+    return (store_of(root, STREAM, table, "date"), parquet_of(root, table, "flights.parquet"),
+            table.num_rows)
 
 
 def canonical(table: pa.Table) -> dict[str, np.ndarray]:
