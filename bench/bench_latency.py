@@ -164,8 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     res.notes.append("Shell times include the interpreter's start-up and imports; DuckDB's "
                      "process imports only duckdb. Each measurement's runs follow each other, "
                      "so the operating system's file cache is warm after the first.")
-    out = res.write()
-    print((out / "results.md").read_text())
+    res.write_and_show()
 
 
 if __name__ == "__main__":

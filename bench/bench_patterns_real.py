@@ -219,8 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     report(res, rows, flink_runs)
     res.notes.append(f"median share of the stream auto replayed: "
                      f"{statistics.median(r['replayed'] for r in rows):.1%}" if rows else "")
-    out = res.write()
-    print((out / "results.md").read_text())
+    res.write_and_show()
 
 
 if __name__ == "__main__":

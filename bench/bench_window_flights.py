@@ -242,8 +242,7 @@ def main(argv: list[str] | None = None) -> None:
                      "default): the first windows start before the first flight. DuckDB, Polars "
                      "(a lazy scan) and Spark read the Parquet file in every run; replaydb "
                      "reads its store.")
-    out = res.write()
-    print((out / "results.md").read_text())
+    res.write_and_show()
 
 
 if __name__ == "__main__":

@@ -202,6 +202,12 @@ class Results:
         fig.savefig(self.plot_path(filename), dpi=110)
         plt.close(fig)
 
+    def write_and_show(self) -> Path:
+        """:meth:`write`, then print the markdown it wrote; returns the folder."""
+        out = self.write()
+        print((out / "results.md").read_text())
+        return out
+
     def write(self) -> Path:
         data = {
             "benchmark": self.name,
