@@ -167,7 +167,7 @@ class Runner:
             f"CREATE TEMPORARY TABLE {_quote(name)} (\n  " + ",\n  ".join(cols)
             + f",\n  {rt} AS TO_TIMESTAMP_LTZ({shifted}, 3),\n"
             + f"  WATERMARK FOR {rt} AS {rt} - INTERVAL '0.001' SECOND\n)"
-            + " WITH ('connector' = 'filesystem', 'format' = 'csv', "
+            + " WITH ('connector' = 'filesystem', 'format' = 'csv', 'csv.null-literal' = '', "
             + f"'path' = {_literal(os.path.abspath(csv_path))})"
         )
 
