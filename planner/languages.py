@@ -10,7 +10,7 @@ that removes it again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -64,9 +64,11 @@ LANGUAGES: list[tuple[str, Loader]] = [
 """Languages in detection order (the first whose ``detect`` accepts the text wins)."""
 
 
-def modules() -> list[tuple[str, ModuleType]]:
-    """Every language's module, in detection order."""
-    return [(name, load()) for name, load in LANGUAGES]
+def modules() -> Iterator[tuple[str, ModuleType]]:
+    """Every language's module, in detection order, each loaded when the iteration reaches it
+    (a query detected early imports none of the later languages)."""
+    for name, load in list(LANGUAGES):
+        yield name, load()
 
 
 def register_language(name: str, load: Loader) -> Callable[[], None]:
