@@ -79,8 +79,11 @@ def test_check_reports_pages_it_cannot_decode(tmp_path):
 
 
 WRITER = textwrap.dedent("""
-    import sys, numpy as np, pyarrow as pa, replaydb
+    import os, sys, time, numpy as np, pyarrow as pa, replaydb
     store = replaydb.open(sys.argv[1])
+    deadline = time.monotonic() + 120
+    while not os.path.exists(sys.argv[2]) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the reader has read once (and loaded its code): start writing
     for i in range(40):
         n = 97
         t = np.arange(i * n, (i + 1) * n)
@@ -92,7 +95,8 @@ def test_reader_never_sees_a_partial_batch(tmp_path):
     store = replaydb.open(tmp_path / "s", create=True)
     store.create_stream("s", StreamSchema((Attribute("x", "float64"), Attribute("k", "int64")),
                                           time_column="ts", leaf_capacity=16, fanout=4))
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "s")])
+    go = tmp_path / "go"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "s"), str(go)])
     seen = set()
     try:
         while proc.poll() is None or len(seen) < 2:
@@ -105,6 +109,7 @@ def test_reader_never_sees_a_partial_batch(tmp_path):
             assert data.num_rows == n
             k = data.column("k").to_numpy()
             assert np.array_equal(k, np.repeat(np.arange(n // 97), 97))
+            go.touch()  # the writer waits for the first read, so writes happen under reads
             if proc.poll() is not None:
                 break
             time.sleep(0.01)
