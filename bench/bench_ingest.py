@@ -532,7 +532,8 @@ def plot(res_out: Results, sampler: TreeSampler, st: dict[str, float], n: int,
     ts = np.array([s[0] for s in sampler.samples])
     rss = np.array([s[1] for s in sampler.samples]) / GIB
     ax2.plot(ts, rss, color="#333333", lw=1)
-    colors = {"spark": "#dddddd", "plain": "#bbbbbb", "ingest": "#aec7e8", "no-index": "#c7e9c0"}
+    colors = {"spark": "#dddddd", "plain": "#bbbbbb", "ingest": "#aec7e8", "no-index": "#c7e9c0",
+              "pyarrow": "#fdd0a2", "duckdb": "#dadaeb"}
     for ph in sampler.phases:
         ax2.axvspan(ph["start"], ph["stop"], color=colors[ph["name"].split()[0]], alpha=0.6)
         ax2.text((ph["start"] + ph["stop"]) / 2, 0.02, ph["name"], rotation=90, ha="center",
