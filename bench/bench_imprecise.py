@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.bench.common import arguments, headline_row, provenance
+from replaydb.bench.common import PROVENANCE_KEYS, arguments, headline_row, provenance
 from replaydb.planner.lang.imprecise import bind, parse
 
 MODULI = (20, 30, 50, 70, 110, 130)
@@ -176,8 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(args.render.read_text())
         args.out.mkdir(parents=True, exist_ok=True)
         write_results(data["rows"], data["meta"]["mode"], args.out, data["meta"],
-                      {k: data[k] for k in ("date", "commit", "dirty", "machine", "versions")
-                       if k in data})
+                      {k: data[k] for k in PROVENANCE_KEYS if k in data})
         return 0
     sizes = SIZES[mode]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -271,7 +270,8 @@ def write_results(rows: list[dict[str, Any]], mode: str, out: Path,
         and goals["event_vs_point_at_delta_20"]["met"])
     (out / "results.json").write_text(json.dumps(
         {"title": f"Imprecise-timestamp patterns: point-based vs event-based ({mode})",
-         **(provenance() if recorded is None else recorded), "meta": meta, "goals": goals, "headlines": [head], "rows": rows},
+         **(provenance() if recorded is None else recorded), "meta": meta, "goals": goals,
+         "headlines": [head], "rows": rows},
         indent=1, default=str))
     lines = [
         f"# Imprecise-timestamp patterns: point-based vs event-based ({mode})",

@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replaydb.bench.common import Results, arguments, versions
+from replaydb.bench.common import Results, arguments, peer
 from replaydb.ingest.job import DEFAULT_ROWS_PER_PARTITION, partition_count
 
 ATTRS = ["a1", "a2", "a3", "a4", "a5", "a6"]
@@ -62,12 +62,6 @@ GIB = 2**30
 
 
 # ---------------------------------------------------------------------------------------- input
-def pyspark_version() -> str:
-    import pyspark
-
-    return pyspark.__version__
-
-
 def make_input(root: Path, n: int, files: int, seed: int = 1) -> list[str]:
     """Write ``n`` events into ``files`` Parquet files (event ``i`` in file ``i mod files``, rows
     shuffled within each file). ``t`` = ``i`` ms plus a jitter of 0-2 ms (ties occur). Memory: one
@@ -445,20 +439,19 @@ def report(args: Any, mode: str, n: int, n_files: int, input_bytes: int, rounds:
                  host],
                 ["DuckDB in process: COPY (... ORDER BY t) TO Parquet", min(rounds.duckdb_s),
                  host]]
+    per_core_eps = [n / w / max(c, 1) for _, w, c in per_core]
     res_out.table("Events/s per core (best wall time of each job; Spark's cores are its "
                   "default parallelism, the in-process jobs may use every core of the machine)",
                   ["job", "wall s", "cores", "events/s", "events/s per core"],
-                  [[job, w, c, n / w, n / w / max(c, 1)] for job, w, c in per_core])
+                  [[job, w, c, n / w, eps] for (job, w, c), eps in zip(per_core, per_core_eps)])
+    ingest_eps, _, plain_eps, pyarrow_eps, duckdb_eps = per_core_eps
     res_out.headline(f"ingest job ({len(INDEXED)} indexes) vs plain Spark sort + Parquet write, "
                      "and vs an in-process pyarrow / DuckDB sort and write",
                      f"{n:,} events in {n_files} files, Spark {master}",
-                     f"Spark {pyspark_version()}; pyarrow {pa.__version__}; DuckDB "
-                     f"{versions(('duckdb',)).get('duckdb', '?')}",
+                     f"{peer('Spark')}; {peer('pyarrow')}; {peer('DuckDB')}",
                      f"{ratio:.2f}x plain Spark's time (goal <= 2x); events/s per core: ingest "
-                     f"{n / best_ingest / max(cores, 1):,.0f}, plain Spark "
-                     f"{n / best_plain / max(cores, 1):,.0f}, pyarrow "
-                     f"{n / min(rounds.pyarrow_s) / host:,.0f}, DuckDB "
-                     f"{n / min(rounds.duckdb_s) / host:,.0f}", ratio <= 2)
+                     f"{ingest_eps:,.0f}, plain Spark {plain_eps:,.0f}, pyarrow "
+                     f"{pyarrow_eps:,.0f}, DuckDB {duckdb_eps:,.0f}", ratio <= 2)
     best_bare = min(bare_s)
     ingest_phases = [ph for ph in sampler.phases if ph["name"].startswith("ingest")]
     job_cpu = ingest_phases[best_round]["cpu"]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import replaydb
-from replaydb.bench.common import Results, arguments, versions
+from replaydb.bench.common import Results, arguments, peer
 from replaydb.bench.realdata import load, parquet_of, store_of
 
 STREAM = "flights"
@@ -136,7 +136,7 @@ def report(res: Results, measured: list[dict[str, Any]], n: int) -> None:
                       for m in duck)
     res.headline("a query from the shell: `replaydb query` in a new process, one query per "
                  "language", f"flights-3m, {n:,} events",
-                 f"DuckDB {versions(('duckdb',)).get('duckdb', '?')} in a new Python process",
+                 f"{peer('DuckDB')} in a new Python process",
                  figure, None)
     for m in duck:
         if m["duckdb_rows"] != m["rows"]:

@@ -30,16 +30,14 @@ from typing import Any
 
 import pyarrow as pa
 
-import replaydb
 from replaydb.bench.common import (
     Results,
     arguments,
-    best_wall_and_cpu,
     format_speedups,
     speedup_stats,
 )
 from replaydb.bench.planner_report import flink_net
-from replaydb.bench.realdata import load, store_of
+from replaydb.bench.realdata import load, store_of, timed_query
 from replaydb.errors import ReplayDBError
 
 
@@ -87,13 +85,11 @@ def measure_replaydb(store: Any, text: str, repeat: int) -> dict[str, Any]:
     total = store.stream(store.streams()[0]).n_events
     for plan in ("auto", "replay"):
         try:
-            replaydb.query(store, text, plan=plan)  # warm-up (compiled code, caches)
+            wall, cpu, res = timed_query(store, text, plan, repeat)
         except ReplayDBError as exc:  # e.g. the state cap: reported as this plan's miss
             out[plan] = {"wall": None, "cpu": None, "rows": None, "replayed": None,
                          "error": f"{plan}: {exc}"}
             continue
-        wall, cpu, res = best_wall_and_cpu(lambda plan=plan: replaydb.query(store, text,
-                                                                            plan=plan), repeat)
         replay = res.stats.get("replay", {})
         out[plan] = {"wall": wall, "cpu": cpu, "rows": res.table.num_rows,
                      "replayed": replay.get("events", total) / max(total, 1), "error": None}
@@ -139,8 +135,8 @@ def run_size(ds: Dataset, n: int | None, repeat: int, flink_cap: float | None,
                      "error": "; ".join(e for e in (o["auto"]["error"], o["replay"]["error"],
                                                     f.get("error") or flink.get("error")) if e)})
     flink_runs.append([f"{ds.name} {events:,}", flink.get("flink_version"),
-                           flink.get("parallelism"), warm, flink.get("csv_write_s"),
-                           flink.get("process_s"), flink.get("error")])
+                       flink.get("parallelism"), warm, flink.get("csv_write_s"),
+                       flink.get("process_s"), flink.get("error")])
     return rows
 
 

@@ -141,7 +141,8 @@ def main() -> None:
                      f"aggregation {med_speed:.0f}x faster than the fastest scan (goal 100x); "
                      f"range read {med_plain:.2f}x pyarrow's speed on the plain file, "
                      f"{med_read:.2f}x on the store's files", med_speed >= 100)
-        res.params.update({"plain_row_group": PLAIN_ROW_GROUP, "tree_height": snap.tree.height, "fanout": snap.schema.fanout,
+        res.params.update({"plain_row_group": PLAIN_ROW_GROUP, "tree_height": snap.tree.height,
+                           "fanout": snap.schema.fanout,
                            "leaf_capacity": snap.schema.leaf_capacity,
                            "data_files": len(snap.files)})
 

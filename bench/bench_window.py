@@ -414,15 +414,6 @@ def plot(res: Results, streams: list[dict[str, Any]], size: int) -> None:
     fig.savefig(res.plot_path("window.png"), dpi=110)
 
 
-def peer_versions(peers: dict[str, Any]) -> list[str]:
-    """The peers measured, with their versions."""
-    from replaydb.bench.common import versions
-
-    v = versions(("duckdb", "pyspark"))
-    return [f"{label} {v.get(pkg, '?')}" for key, label, pkg in
-            (("duckdb", "DuckDB", "duckdb"), ("spark", "Spark SQL", "pyspark")) if key in peers]
-
-
 def main() -> None:
     p = arguments(__doc__.splitlines()[0])
     p.add_argument("--data", help="directory for the benchmark store (reused when complete)")
@@ -499,7 +490,9 @@ def main() -> None:
             verdicts.append(bool(cmp) and wins == len(cmp))
     res.headline("sliding-window aggregation: index path vs replay, and vs the peers from the "
                  "break-even slide on", f"{size:,} events per stream ({args.streams})",
-                 ", ".join(peer_versions(peers)) or "-", "; ".join(heads) or "not measured",
+                 ", ".join(peer(label) for key, label in (("duckdb", "DuckDB"),
+                                                          ("spark", "Spark SQL"))
+                           if key in peers) or "-", "; ".join(heads) or "not measured",
                  all(verdicts) if verdicts else None)
     res.table("Cost model calibration per stream (replaydb calibrate --window, on a sample of "
               "the stream before measuring; weights in replay merges)",

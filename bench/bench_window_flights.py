@@ -10,8 +10,9 @@ planner may answer from the TAB+-tree (the index path) or by replay:
 
 Per query, side by side on the same cores: replaydb ``auto`` (the planner's choice, recorded) and
 ``replay`` (forced), in this process; DuckDB SQL over the Parquet file; Polars over the same file
-(a lazy scan and a group-by on the window start; hopping windows assign each row to its windows by a list of
-starts, as in the DuckDB query); Spark SQL's DataFrame API over the file on ``local[N]``. The
+(a lazy scan and a group-by on the window start; hopping windows assign each row to its windows
+by a list of starts, as in the DuckDB query); Spark SQL's DataFrame API over the file on
+``local[N]``. The
 window starts, counts, sums, minima and maxima of every engine are compared with replaydb's
 (averages to 1e-9 relative). Times are wall seconds, best of ``--repeat`` runs after one warm-up
 run (DuckDB, Polars and Spark use every core; replaydb one); replaydb's CPU seconds are recorded
@@ -23,11 +24,9 @@ Usage: ``python -m replaydb.bench.bench_window_flights [--quick | --full] [--eve
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,9 +34,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-import replaydb
-from replaydb.bench.common import Results, arguments, best_wall_and_cpu, versions
-from replaydb.bench.realdata import load, parquet_of, store_of
+from replaydb.bench.common import Results, arguments, best_of, peer
+from replaydb.bench.realdata import load, parquet_of, store_of, timed_query
 
 STREAM = "flights"
 MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
@@ -147,31 +145,20 @@ def peers(parquet: Path, spark: Any) -> dict[str, Callable[[int, int], pa.Table]
     return funcs
 
 
-def best_wall(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    out = fn()  # warm-up
-    best = math.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def measure(store: Any, funcs: dict[str, Callable[[int, int], pa.Table]], slide: int, size: int,
             repeat: int) -> dict[str, Any]:
     text = replaydb_query(slide, size)
     row: dict[str, Any] = {}
     for plan in ("auto", "replay"):
-        replaydb.query(store, text, plan=plan)  # warm-up
-        wall, cpu, res = best_wall_and_cpu(lambda plan=plan: replaydb.query(store, text,
-                                                                            plan=plan), repeat)
+        wall, cpu, res = timed_query(store, text, plan, repeat)
         row[plan] = {"wall": wall, "cpu": cpu,
                      "path": "index" if "index_path" in res.stats else "replay"}
-        want = canonical(res.table)
+    want = canonical(res.table)  # full replay's rows
     row["windows"] = len(want["ws"])
     row["peers"] = {}
     for name, fn in funcs.items():
-        wall, table = best_wall(lambda fn=fn: fn(slide, size), repeat)
+        fn(slide, size)  # warm-up
+        wall, table = best_of(lambda fn=fn: fn(slide, size), repeat)
         row["peers"][name] = {"wall": wall, "same": same(canonical(table), want)}
     return row
 
@@ -200,16 +187,10 @@ def report(res: Results, rows: list[tuple[str, dict[str, Any]]], n: int) -> None
     best = [min(v["wall"] for v in r["peers"].values()) / r["auto"]["wall"] for _, r in rows]
     res.headline("windowed aggregation (tumbling 1 min-7 days, hopping), replaydb auto vs "
                  "each peer on the same Parquet rows", f"flights-3m, {n:,} events, "
-                 f"{len(rows)} queries", ", ".join(f"{p} {v}" for p, v in peer_versions(names)),
+                 f"{len(rows)} queries", ", ".join(peer(name) for name in names),
                  f"faster than DuckDB on {wins} of {len(duck)} queries; fastest peer's time / "
                  f"auto's: median {statistics.median(best):.2f}x, min {min(best):.2f}x"
                  if rows else "not measured", bool(duck) and wins == len(duck) and agree)
-
-
-def peer_versions(names: list[str]) -> list[tuple[str, str]]:
-    v = versions(("duckdb", "polars", "pyspark"))
-    pkg = {"DuckDB": "duckdb", "Polars": "polars", "Spark SQL": "pyspark"}
-    return [(name, v.get(pkg[name], "?")) for name in names]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -79,10 +79,27 @@ def versions(packages: tuple[str, ...] = PEER_PACKAGES) -> dict[str, str]:
     return found
 
 
+PEER_DISTRIBUTIONS = {"DuckDB": "duckdb", "Polars": "polars", "Spark": "pyspark",
+                      "Spark SQL": "pyspark", "pyarrow": "pyarrow"}
+"""A peer's name in the tables -> the distribution whose version :func:`peer` states."""
+
+
+def peer(label: str) -> str:
+    """``label`` (a key of :data:`PEER_DISTRIBUTIONS`) with its installed version, e.g.
+    ``"DuckDB 2.0.1"``."""
+    dist = PEER_DISTRIBUTIONS[label]
+    return f"{label} {versions((dist,)).get(dist, '(not installed)')}"
+
+
+PROVENANCE_KEYS = ("date", "commit", "dirty", "machine", "versions")
+"""The keys :func:`provenance` writes."""
+
+
 def provenance() -> dict[str, Any]:
-    """What every result file records beside its numbers: the date, the commit, the machine
-    and the installed versions (:func:`commit`, :func:`machine`, :func:`versions`); for the
-    benchmarks that write their own JSON instead of :class:`Results`."""
+    """What every result file records beside its numbers (:data:`PROVENANCE_KEYS`): the date,
+    the commit, the machine and the installed versions (:func:`commit`, :func:`machine`,
+    :func:`versions`); for the benchmarks that write their own JSON instead of
+    :class:`Results`."""
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             **commit(), "machine": machine(), "versions": versions()}
 

@@ -354,7 +354,8 @@ def goals(res: Results, s: dict, uni: dict, flink_res: dict | None) -> None:
         size = (f"on a separate store of {flink_res['events']:,} events, "
                 f"{flink_res.get('per_m', '?')} queries per m")
         res.goal(f"replaydb auto >= 10x faster than Flink MATCH_RECOGNIZE (uniform queries, "
-                 f"m >= 4; {size})", ">= 10x (geo mean)", f"{_geo(r_auto):.1f}x (min {min(r_auto):.1f}x)",
+                 f"m >= 4; {size})", ">= 10x (geo mean)",
+                 f"{_geo(r_auto):.1f}x (min {min(r_auto):.1f}x)",
                  _geo(r_auto) >= 10)
         res.goal(f"replaydb full replay faster than Flink's full replay ({size})",
                  "> 1x on every query",

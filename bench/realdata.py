@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import replaydb
+from replaydb.bench.common import best_wall_and_cpu
 
 
 def load(name: str, n: int | None, seq: bool = False) -> pa.Table:
@@ -39,6 +40,13 @@ def store_of(root: Path, stream: str, table: pa.Table, time_column: str,
     for col in indexed:
         create_index(store, stream, col)
     return replaydb.open(root / "store", read_only=True)
+
+
+def timed_query(store: Any, text: str, plan: str, repeat: int) -> tuple[float, float, Any]:
+    """Best wall and best CPU seconds of ``repeat`` runs of ``text`` under ``plan`` after one
+    untimed run (compiled code, caches), and the last result."""
+    replaydb.query(store, text, plan=plan)
+    return best_wall_and_cpu(lambda: replaydb.query(store, text, plan=plan), repeat)
 
 
 def parquet_of(root: Path, table: pa.Table, name: str = "events.parquet") -> Path:

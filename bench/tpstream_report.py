@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from replaydb.bench.common import headline_row, versions
+from replaydb.bench.common import headline_row, peer
 from replaydb.bench.tpstream_workloads import SYN_QUERY
 
 OUT = Path(__file__).resolve().parent / "results" / "tpstream"
@@ -20,21 +20,20 @@ OUT = Path(__file__).resolve().parent / "results" / "tpstream"
 def headline(res: dict[str, Any]) -> dict[str, Any]:
     """The README row: every workload's throughput and its speedup over DuckDB SQL, the
     slowest of them first (none left out)."""
-    d = res.get("duckdb", {})
-    rows = [(kind, r) for kind in ("synthetic", "traffic") for r in d.get(kind, [])]
-    tp = [r for kind in ("synthetic", "traffic") for r in res["throughput"].get(kind, [])]
-    speedups = sorted(r["speedup_cpu"] for _, r in rows if r.get("speedup_cpu"))
+    kinds = ("synthetic", "traffic")
+    rows = [r for kind in kinds for r in res.get("duckdb", {}).get(kind, [])]
+    tp = [r for kind in kinds for r in res["throughput"].get(kind, [])]
+    speedups = sorted(r["speedup_cpu"] for r in rows if r.get("speedup_cpu"))
     figure = (f"{min(r['meps_cpu'] for r in tp):.1f}-{max(r['meps_cpu'] for r in tp):.1f}M "
               "events/s (CPU) over every workload" if tp else "throughput not measured")
     if speedups:
         figure += (f"; {speedups[0]:.1f}x-{speedups[-1]:.1f}x faster than DuckDB SQL "
                    f"(CPU, {len(speedups)} runs, goal >= 10x)")
-    same = all(r.get("same_matches") for _, r in rows)
+    same = all(r.get("same_matches") for r in rows)
     sizes = sorted({r["events"] for r in tp})
     return headline_row("TPStream temporal patterns (synthetic 3-stream and traffic workloads) "
                         "vs the same query in DuckDB SQL", " / ".join(f"{n:,}" for n in sizes)
-                        + " events", f"DuckDB {versions(('duckdb',)).get('duckdb', '?')} "
-                        "(interval-join SQL)", figure,
+                        + " events", f"{peer('DuckDB')} (interval-join SQL)", figure,
                         bool(speedups) and speedups[0] >= 10 and same)
 
 
@@ -44,7 +43,8 @@ def write_report(res: dict[str, Any], mode: str) -> None:
     res["headlines"] = [headline(res)]
     (OUT / "results.json").write_text(json.dumps(res, indent=1, default=str))
     lines = [f"# TPStream benchmark ({mode})", "",
-             f"Machine: {res.get('machine_note', res.get('machine'))}. Times: best of repeats; CPU = process CPU time "
+             f"Machine: {res.get('machine_note', res.get('machine'))}. Times: best of repeats; "
+             "CPU = process CPU time "
              f"(the machine is shared; wall-clock times include waiting for the CPU).", ""]
     tp = res["throughput"]
     lines += ["## 1. Throughput (goal: >= 5M events/s for 3-stream patterns)", "",
