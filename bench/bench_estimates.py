@@ -20,7 +20,7 @@ run, so the shrinking of the error with the stream's length is measured, not arg
     python -m replaydb.bench.bench_estimates [--events 10000000,50000000] [--queries 100]
 
 Writes ``results.md``, ``results.json``, ``queries.json`` and ``estimates.png`` under
-``bench/results/planner_estimates/`` (the current run of either mode; the mode is in its
+``bench/results/estimates/`` (the current run of either mode; the mode is in its
 parameters).
 """
 
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tmp = None if args.stores else tempfile.TemporaryDirectory(prefix="bench-estimates-")
     root = Path(args.stores) if args.stores else Path(tmp.name)  # type: ignore[union-attr]
-    res = Results("planner_estimates",
+    res = Results("estimates",
                   "C_PIO estimates of the pattern planner at growing stream sizes",
                   params={"mode": "full" if full else "quick", "events": sizes,
                           "queries_per_m": count, "skewed_per_attribute": nskew, "m": ms,
