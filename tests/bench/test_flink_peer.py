@@ -339,37 +339,6 @@ def test_events_are_checked_before_anything_starts(monkeypatch, tmp_path):
         assert "make bench-env-flink" in (e.value.hint or "")
 
 
-def test_synthetic_workload_of_3_5_3():
-    from replaydb.bench.peers.measure_flink import (
-        gap_positions,
-        random_pattern_query,
-        synthetic_events,
-    )
-
-    ev = synthetic_events(20_000, seed=3)
-    assert ev.column_names == ["t", "seq", "A1", "A2", "A3", "A4", "A5"]
-    t = ev.column("t").to_numpy()
-    assert (t == np.arange(20_000)).all() and (ev.column("seq").to_numpy() == t).all()
-    for j in range(1, 6):
-        a = ev.column(f"A{j}").to_numpy()
-        assert a.min() >= 0 and a.max() < 1
-    assert np.array_equal(ev.column("A1").to_numpy(), t / 20_000)  # sigma 0: linear in i
-    # sigma 1 is close to uniform: every decile holds 7-13% of the values
-    hist = np.histogram(ev.column("A5").to_numpy(), bins=10, range=(0, 1))[0] / 20_000
-    assert hist.min() > 0.07 and hist.max() < 0.13
-    rng = np.random.default_rng(5)
-    for m in (2, 4, 8, 16, 32):
-        for _ in range(20):
-            gaps = gap_positions(m, rng)
-            assert gaps == sorted(set(gaps)) and all(1 <= x <= m - 1 for x in gaps)
-            assert gaps[-1] == m - 1 if gaps else m == 1
-        q = random_pattern_query(m, rng)
-        tr = translate(q, "events", "t", None, columns=ev.column_names)
-        assert tr.window == 300 and tr.flink_window_ms == 301
-        assert tr.sql.count("BETWEEN") == m
-        assert len(tr.relaxed) == q.count("AS TRUE")
-
-
 def test_the_datasets_query_generator_translates():
     """The side-by-side benchmark feeds the queries of ``replaydb.datasets.queries``."""
     from replaydb.datasets.queries import random_queries
