@@ -388,5 +388,5 @@ def load_run_meta(directory: str, name: str, size: int | None = None) -> RunFile
 
 def read_whole_file(directory: str, meta: RunFileMeta) -> Entries:
     """All entries of a run file (used by compaction and the checker). O(n)."""
-    table = pq.read_table(os.path.join(directory, meta.name), columns=["key", "seq", "t"])
+    table = pq.ParquetFile(os.path.join(directory, meta.name)).read(columns=["key", "seq", "t"])
     return Entries.from_table(table, meta.key_type)

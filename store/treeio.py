@@ -94,7 +94,7 @@ def load_tree(stream_dir: Path, head: str | None, tree: TABTree) -> dict[int, Fi
     name: str | None = head
     while name is not None:
         try:
-            t = pq.read_table(stream_dir / name)
+            t = pq.ParquetFile(stream_dir / name).read()
         except (FileNotFoundError, OSError) as exc:
             raise CorruptionError(f"tree segment {name} is missing or unreadable: {exc}") from exc
         meta = json.loads(t.schema.metadata[b"replaydb.segment"])

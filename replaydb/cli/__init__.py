@@ -14,10 +14,19 @@ from collections.abc import Callable, Sequence
 
 from replaydb.errors import ReplayDBError
 
+COMMANDS: dict[str, str] = {
+    "stats": "store_cmds", "check": "store_cmds", "index": "store_cmds",
+    "compact": "store_cmds", "vacuum": "store_cmds", "ingest": "ingest_cmd",
+    "query": "query_cmds", "explain": "query_cmds", "shell": "shell",
+    "datasets": "datasets_cmd", "calibrate": "calibrate_cmd",
+}
+"""Every command and the module of this package that registers it."""
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (every command module registers its subcommands)."""
-    from replaydb.cli import calibrate_cmd, datasets_cmd, ingest_cmd, query_cmds, store_cmds
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every command's options, or with ``command`` only that command's
+    (so running one command imports none of the other commands' modules)."""
+    import importlib
 
     parser = argparse.ArgumentParser(
         prog="replaydb",
@@ -26,9 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (store_cmds, ingest_cmd, query_cmds, datasets_cmd, calibrate_cmd):
-        module.register(sub)
+    names = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in names:
+        importlib.import_module(f"replaydb.cli.{name}").register(sub)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (its first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -39,7 +54,8 @@ def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:

@@ -47,8 +47,13 @@ def print_json(obj: Any, out: Any = None) -> None:
     out.write("\n")
 
 
-def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL) -> str:
-    """An aligned text table (numbers right-aligned), truncated to ``max_rows`` rows."""
+MORE_ROWS_HINT = "use --output or --format csv for everything"
+
+
+def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL,
+                 more: str = MORE_ROWS_HINT) -> str:
+    """An aligned text table (numbers right-aligned), truncated to ``max_rows`` rows (``more``
+    says how to see the rest)."""
     rows = tbl.slice(0, max_rows).to_pylist() if max_rows else tbl.to_pylist()
     names = tbl.column_names
     cells = [[_cell(r[n]) for n in names] for r in rows]
@@ -61,7 +66,7 @@ def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL) -> 
     lines += [fmt(c) for c in cells]
     if max_rows and tbl.num_rows > max_rows:
         lines.append(f"... {tbl.num_rows - max_rows:,} more rows ({tbl.num_rows:,} in all; "
-                     "use --output or --format csv for everything)")
+                     f"{more})")
     else:
         lines.append(f"({tbl.num_rows:,} row{'s' if tbl.num_rows != 1 else ''})")
     return "\n".join(lines)
@@ -75,6 +80,22 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def render_table(tbl: pa.Table, fmt: str, max_rows: int | None = MAX_ROWS_ON_TERMINAL,
+                 more: str = MORE_ROWS_HINT) -> str:
+    """``tbl`` as text in ``fmt``: ``table`` (aligned, at most ``max_rows`` rows, ``more``
+    saying how to see the rest; None: all), ``csv`` or ``json`` (every row)."""
+    if fmt == "csv":
+        buf = io.BytesIO()
+        pacsv.write_csv(tbl, buf)
+        return buf.getvalue().decode()
+    if fmt == "json":
+        rows = [json.dumps(to_jsonable(r), default=str) for r in tbl.to_pylist()]
+        return "[\n" + ",\n".join(rows) + "\n]" if rows else "[]"
+    if fmt == "table":
+        return format_table(tbl, max_rows, more)
+    raise ValueError(f"unknown output format {fmt!r} (table, csv, json)")
+
+
 def write_table(tbl: pa.Table, fmt: str, output: str | None) -> None:
     """Write a result table in ``fmt`` (table, csv, json, parquet) to ``output`` or stdout."""
     if fmt == "parquet":
@@ -82,15 +103,7 @@ def write_table(tbl: pa.Table, fmt: str, output: str | None) -> None:
             raise ValueError("--format parquet needs --output PATH")
         pq.write_table(tbl, output)
         return
-    if fmt == "csv":
-        buf = io.BytesIO()
-        pacsv.write_csv(tbl, buf)
-        text = buf.getvalue().decode()
-    elif fmt == "json":
-        rows = [json.dumps(to_jsonable(r), default=str) for r in tbl.to_pylist()]
-        text = "[\n" + ",\n".join(rows) + "\n]" if rows else "[]"
-    else:
-        text = format_table(tbl, None if output else MAX_ROWS_ON_TERMINAL)
+    text = render_table(tbl, fmt, None if output else MAX_ROWS_ON_TERMINAL)
     if output:
         Path(output).write_text(text + ("\n" if not text.endswith("\n") else ""), encoding="utf-8")
     else:

@@ -24,6 +24,11 @@ def _size(text: str) -> int:
 def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory")
     p.add_argument("query", help="query text, @FILE to read it from a file, or - for stdin")
+    add_query_options(p)
+
+
+def add_query_options(p: argparse.ArgumentParser) -> None:
+    """The options of running a query (``query``, ``explain`` and ``shell`` share them)."""
     p.add_argument("--stream", default=None, help="stream to query when the text names none")
     p.add_argument("--plan", default="auto",
                    help="plan strategy: auto (cost-based), replay (full replay), or a "
@@ -77,8 +82,12 @@ def query_text(arg: str) -> str:
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {"plan": args.plan, "stream": args.stream, "version": args.version,
-            "state_cap": args.state_cap, "timeout": args.timeout,
+    return {"plan": args.plan, "stream": args.stream, **fixed_options(args)}
+
+
+def fixed_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The query options of :func:`add_query_options` other than ``plan`` and ``stream``."""
+    return {"version": args.version, "state_cap": args.state_cap, "timeout": args.timeout,
             "max_memory": args.max_memory, "device": args.device, "engine": args.engine,
             "master": args.master}
 
