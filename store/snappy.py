@@ -14,18 +14,6 @@ from replaydb.store.pageheader import OK, _varint
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _copy_bytes(dst: np.ndarray, at: int, src: np.ndarray, pos: int, n: int) -> None:
-    """``dst[at:at + n] = src[pos:pos + n]`` (not overlapping), 8 bytes at a time: a byte
-    slice assignment compiles to a loop of one byte an iteration, this one to a loop of one
-    word an iteration and at most 7 single bytes."""
-    w = n >> 3
-    if w:
-        dst[at:at + 8 * w].view(np.uint64)[:] = src[pos:pos + 8 * w].view(np.uint64)
-    for k in range(8 * w, n):
-        dst[at + k] = src[pos + k]
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
 def _snappy_element(src: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
     """The element of a raw snappy block at ``pos`` (its tag byte): ``(length, offset,
     position of what follows)`` - a literal's bytes follow it (offset -1), a back-reference
@@ -64,25 +52,62 @@ def _snappy_element(src: np.ndarray, pos: int, end: int) -> tuple[int, int, int]
 @nb.njit(cache=True, nogil=True)
 def snappy_decompress(src: np.ndarray, pos: int, end: int, dst: np.ndarray) -> int:
     """Decompress the raw snappy block ``src[pos:end]`` into ``dst``; answers the number of
-    bytes written, or -1 when the block is corrupt or its length is not ``len(dst)``."""
+    bytes written, or -1 when the block is corrupt or its length is not ``len(dst)``.
+
+    One pass over the elements, each decoded and copied in place by single-byte loops (the
+    elements of numeric pages are a few bytes long, so a call or a word view per element
+    would cost more than the bytes it moves); an overlapping back-reference repeats the last
+    ``offset`` bytes, as a forward byte loop does by itself. O(bytes of the block)."""
     st, n, pos = _varint(src, pos, end)
     if st != OK or n != dst.size:
         return -1
     out = 0
     while pos < end:
-        ln, off, pos = _snappy_element(src, pos, end)
-        if ln < 0 or out + ln > n:
-            return -1
-        if off < 0:  # literal
-            _copy_bytes(dst, out, src, pos, ln)
-            pos += ln
-        elif off == 0 or off > out:
-            return -1
-        elif off >= ln:
-            _copy_bytes(dst, out, dst, out - off, ln)
-        else:  # overlapping copy repeats the last `off` bytes
+        tag = np.int64(src[pos])
+        pos += 1
+        kind = tag & 3
+        if kind == 0:  # literal: its bytes follow
+            ln = (tag >> 2) + 1
+            if ln > 60:
+                extra = ln - 60
+                if pos + extra > end:
+                    return -1
+                ln = 0
+                for k in range(extra):
+                    ln |= np.int64(src[pos + k]) << (8 * k)
+                ln += 1
+                pos += extra
+            if pos + ln > end or out + ln > n:
+                return -1
             for k in range(ln):
-                dst[out + k] = dst[out - off + k]
+                dst[out + k] = src[pos + k]
+            pos += ln
+            out += ln
+            continue
+        if kind == 1:
+            if pos >= end:
+                return -1
+            ln = 4 + ((tag >> 2) & 7)
+            off = ((tag >> 5) << 8) | np.int64(src[pos])
+            pos += 1
+        elif kind == 2:
+            if pos + 2 > end:
+                return -1
+            ln = (tag >> 2) + 1
+            off = np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
+            pos += 2
+        else:
+            if pos + 4 > end:
+                return -1
+            ln = (tag >> 2) + 1
+            off = (np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
+                   | (np.int64(src[pos + 2]) << 16) | (np.int64(src[pos + 3]) << 24))
+            pos += 4
+        if off == 0 or off > out or out + ln > n:
+            return -1
+        back = out - off
+        for k in range(ln):
+            dst[out + k] = dst[back + k]
         out += ln
     return out if out == n else -1
 

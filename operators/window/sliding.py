@@ -121,6 +121,9 @@ class SlideState:
                  out_k: list[np.ndarray], out_p: list[Partials]) -> None:
         lay = self.layout
         W, p = self.geom.W, self.geom.p
+        if W == 1 and p == 1:
+            self._advance_tumbling(slices, parts, target, out_k, out_p)
+            return
         gap = W + 2 * p
         i, nseg = 0, len(slices)
         while self.next_slice < target:
@@ -154,6 +157,36 @@ class SlideState:
             x = concat([self.pending, dense])
             self.pending = lay.identity(0)
             self._steps(x, out_k, out_p)
+
+    def _advance_tumbling(self, slices: np.ndarray, parts: Partials, target: int,
+                          out_k: list[np.ndarray], out_p: list[Partials]) -> None:
+        """Close every slice before ``target`` when ``W = p = 1`` (tumbling windows): window
+        ``k`` is slice ``k``, so the closed non-empty slices are the windows themselves (with
+        ``emit_empty``, the empty ones between them are identity windows, in chunks of at most
+        :data:`CHUNK_SLICES`). The ring keeps the last closed slice, as a step of
+        :meth:`_steps` leaves it. O(slices + windows reported), no densifying."""
+        lo = self.next_slice
+        if target <= lo:
+            return
+        first = max(lo, self.k_first)
+        if self.emit_empty:
+            for a in range(first, target, CHUNK_SLICES):
+                b = min(a + CHUNK_SLICES, target)
+                res = self.layout.identity(b - a)
+                i, j = np.searchsorted(slices, [a, b])
+                for k in res:
+                    res[k][slices[i:j] - a] = parts[k][i:j]
+                out_k.append(np.arange(a, b, dtype=np.int64))
+                out_p.append(res)
+        else:
+            keep = (slices >= first) & (parts["n"] > 0)
+            if np.any(keep):
+                out_k.append(slices[keep])
+                out_p.append(take(parts, keep))
+        ends_here = len(slices) and int(slices[-1]) == target - 1
+        self.ring.set_leaves(0, take(parts, slice(-1, None)) if ends_here
+                             else self.layout.identity(1))
+        self.k_r = target - 1
 
     def _jump(self, k_new: int, out_k: list[np.ndarray], out_p: list[Partials]) -> None:
         """Skip windows ``k_r+1 .. k_new``: the ring holds no event, so all of them are empty."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -48,6 +50,17 @@ def configs(draw: st.DrawFn) -> WindowConfig:
 @settings(max_examples=120)
 @given(cfg=configs(), seed=st.integers(0, 2**32 - 1), n=st.integers(0, 90))
 def test_operator_matches_oracle(cfg: WindowConfig, seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    table = make_stream(rng, n, keys=3 if cfg.group_by else 1)
+    got = run(cfg, table, rng, max_len=int(rng.integers(1, 40)), check=True)
+    assert_same_rows(got, oracle(table, cfg), cfg.group_by, approx=APPROX)
+
+
+@settings(max_examples=80)
+@given(cfg=configs(), seed=st.integers(0, 2**32 - 1), n=st.integers(0, 120))
+def test_tumbling_windows_match_oracle(cfg: WindowConfig, seed: int, n: int) -> None:
+    """Tumbling windows (slide = size: one slice per window, the slide state's shortcut)."""
+    cfg = dataclasses.replace(cfg, slide=cfg.size)
     rng = np.random.default_rng(seed)
     table = make_stream(rng, n, keys=3 if cfg.group_by else 1)
     got = run(cfg, table, rng, max_len=int(rng.integers(1, 40)), check=True)
