@@ -54,15 +54,17 @@ def machine() -> dict[str, Any]:
 
 
 def commit() -> dict[str, Any]:
-    """The checkout's commit and whether its tracked files differ from it (``dirty``); a run
-    outside a git checkout records ``"not recorded"``."""
+    """The checkout's commit and whether its tracked files other than the results under
+    ``bench/results/`` (which benchmark runs rewrite) differ from it (``dirty``); a run outside
+    a git checkout records ``"not recorded"``."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
                               check=True, timeout=30).stdout.strip()
 
     try:
         sha = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                         ":(exclude)bench/results"))
     except (OSError, subprocess.SubprocessError):
         return {"commit": "not recorded", "dirty": None}
     return {"commit": sha, "dirty": dirty}

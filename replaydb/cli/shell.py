@@ -311,18 +311,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                                              "end with ';', .help lists the commands)"))
     p.add_argument("store", help="store directory")
     add_query_options(p)
-    p.add_argument("--mode", default="table", choices=list(MODES), help="output format")
+    p.add_argument("--mode", default="table", choices=list(MODES),
+                   help="output format (--json is --mode json)")
     p.add_argument("--history", default=None, metavar="PATH",
                    help="history file (default: ~/.replaydb_history; '' keeps none)")
     p.set_defaults(handler=cmd_shell)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    store = replaydb.open(args.store, read_only=True)
     from replaydb.cli.query_cmds import fixed_options
 
-    settings = Settings(mode=args.mode, plan=args.plan, stream=args.stream,
-                        options=fixed_options(args))
+    store = replaydb.open(args.store, read_only=True)
+    settings = Settings(mode="json" if args.json else args.mode, plan=args.plan,
+                        stream=args.stream, options=fixed_options(args))
     shell = Shell(store, sys.stdout, sys.stderr, settings)
     if sys.stdin.isatty():
         interact(shell, _history_path(args.history))

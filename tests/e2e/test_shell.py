@@ -151,6 +151,9 @@ def test_the_shell_process_reads_standard_input(store_path):
                            "--mode", "csv"], input=QUERY, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1 + want, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "replaydb", "shell", str(store_path), "--json"],
+                          input=QUERY + ";", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)) == want, proc.stderr
 
 
 def test_a_statement_typed_over_lines_is_one_history_entry():
