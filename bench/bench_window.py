@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 import replaydb
-from replaydb.bench.common import Results, arguments
+from replaydb.bench.common import Results, arguments, peer
 from replaydb.operators.expr import Column
 from replaydb.operators.window import AggSpec, WindowAggregate, WindowConfig
 from replaydb.planner import window_path
@@ -478,15 +478,15 @@ def main() -> None:
                      f"{sp:.0f}x wall, {sp_c:.0f}x cpu", min(sp, sp_c) >= 50)
             heads.append(f"{s['name']}: {sp_c:.0f}x replay's CPU time at a 1 h slide")
             verdicts.append(min(sp, sp_c) >= 50)
-        for peer in ("duckdb", "spark"):
-            pts = s["series"][peer]
+        for name in ("duckdb", "spark"):
+            pts = s["series"][name]
             if not pts or meas is None:
                 continue
             cmp = [(x, opt[x], pts[x]) for x in pts if x >= meas and x in opt]
             wins = sum(1 for _, a, b in cmp if a < b)
-            res.goal(f"{s['name']}: faster than {peer} from the measured break-even on (wall)",
+            res.goal(f"{s['name']}: faster than {name} from the measured break-even on (wall)",
                      "all measured slides", f"{wins} of {len(cmp)}", bool(cmp) and wins == len(cmp))
-            heads.append(f"faster than {peer} on {wins} of {len(cmp)} slides")
+            heads.append(f"faster than {name} on {wins} of {len(cmp)} slides")
             verdicts.append(bool(cmp) and wins == len(cmp))
     res.headline("sliding-window aggregation: index path vs replay, and vs the peers from the "
                  "break-even slide on", f"{size:,} events per stream ({args.streams})",
