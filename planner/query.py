@@ -48,6 +48,7 @@ from replaydb.errors import (
 from replaydb.operators.spec import OperatorSpec
 from replaydb.planner import languages
 from replaydb.planner.options import NoOptions, as_kwargs, parse_options
+from replaydb.planner.result import QueryResult
 from replaydb.replay import Replay
 from replaydb.replay.executor import execute as run_physical
 from replaydb.replay.plan import FullScan, IntervalScan, PhysicalPlan, StreamRef
@@ -266,16 +267,6 @@ class Plan:
             "plan": self.physical.describe(),
             **self.details.resolved(),
         }
-
-
-@dataclass
-class QueryResult:
-    table: pa.Table
-    plan: Plan
-    stats: dict[str, Any] = field(default_factory=dict)
-
-    def to_pandas(self) -> Any:
-        return self.table.to_pandas()
 
 
 @functools.lru_cache(maxsize=256)

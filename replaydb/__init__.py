@@ -52,9 +52,15 @@ def open(path: Any, *, create: bool = False, read_only: bool = False) -> Store: 
 
 
 def query(store: Any, text: str, **options: Any) -> Any:
-    """Run a query; returns a result with ``.table`` (Arrow; ``.to_pandas()``) and ``.stats``.
+    """Run a query; returns a :class:`~replaydb.planner.result.QueryResult`: ``.table``
+    (Arrow), ``.stats``, ``to_arrow()``, ``to_pandas()``, ``to_polars()``, and the Arrow
+    PyCapsule stream protocol (``polars.DataFrame(result)``, DuckDB's ``FROM result``).
 
-    ``store`` is a :class:`Store` or a path. Options: ``plan``, ``stream``, ``version``,
+    ``store`` is a :class:`Store` or a store's path; or, for a query without a store, an
+    in-memory table (Arrow, pandas, Polars, any Arrow stream exporter), a Parquet file's path,
+    or a dict of those by stream name (:mod:`replaydb.tables`: the events are written to a
+    temporary store and replayed; ``time_column``, ``time_unit``, ``type_column``,
+    ``upper_column`` and ``pmf_column`` say how). Options: ``plan``, ``stream``, ``version``,
     ``state_cap``, ``timeout``, ``max_memory``, ``device``, ``engine``, ``master``, and the
     options of the query's planner and operator (:mod:`replaydb.planner.options`; an unknown
     one is a :class:`~replaydb.errors.UsageError` naming the valid ones).
@@ -62,6 +68,10 @@ def query(store: Any, text: str, **options: Any) -> Any:
     from replaydb.planner.query import run_query
 
     if not hasattr(store, "stream"):
+        from replaydb.tables import is_table_source, query_tables
+
+        if is_table_source(store):
+            return query_tables(store, text, **options)
         store = open(store, read_only=True)
     return run_query(store, text, **options)
 

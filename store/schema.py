@@ -98,7 +98,7 @@ def kind_of(dtype: pa.DataType) -> str:
     if pa.types.is_boolean(dtype):
         return "bool"
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or \
-            pa.types.is_dictionary(dtype):
+            pa.types.is_string_view(dtype) or pa.types.is_dictionary(dtype):
         return "string"
     if pa.types.is_timestamp(dtype) or pa.types.is_date(dtype) or pa.types.is_duration(dtype):
         return "int64"

@@ -86,7 +86,7 @@ def render_table(tbl: pa.Table, fmt: str, max_rows: int | None = MAX_ROWS_ON_TER
     saying how to see the rest; None: all), ``csv`` or ``json`` (every row)."""
     if fmt == "csv":
         buf = io.BytesIO()
-        pacsv.write_csv(tbl, buf)
+        pacsv.write_csv(csv_ready(tbl), buf)
         return buf.getvalue().decode()
     if fmt == "json":
         rows = [json.dumps(to_jsonable(r), default=str) for r in tbl.to_pylist()]
@@ -94,6 +94,17 @@ def render_table(tbl: pa.Table, fmt: str, max_rows: int | None = MAX_ROWS_ON_TER
     if fmt == "table":
         return format_table(tbl, max_rows, more)
     raise ValueError(f"unknown output format {fmt!r} (table, csv, json)")
+
+
+def csv_ready(tbl: pa.Table) -> pa.Table:
+    """``tbl`` with every nested column (list, struct, map) as a string column of one JSON
+    value per cell (CSV has no nested values; nulls stay null). O(cells of nested columns)."""
+    for i, f in enumerate(tbl.schema):
+        if pa.types.is_nested(f.type):
+            cells = [None if v is None else json.dumps(to_jsonable(v), default=str)
+                     for v in tbl.column(i).to_pylist()]
+            tbl = tbl.set_column(i, pa.field(f.name, pa.string()), pa.array(cells, pa.string()))
+    return tbl
 
 
 def write_table(tbl: pa.Table, fmt: str, output: str | None) -> None:

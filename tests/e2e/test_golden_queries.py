@@ -35,23 +35,8 @@ LOCAL = [pytest.param(c, s, id=f"{c.name}[{s.name}]", marks=_marks(c, s.name))
 SPARK = [pytest.param(c, id=c.name, marks=_marks(c, "spark")) for c in CASES if c.spark != "no"]
 
 
-@pytest.fixture(scope="session")
-def golden_stores(tmp_path_factory: pytest.TempPathFactory) -> StoreCache:
-    def spark() -> Any:  # the session of the `spark` fixture, which the test requested
-        from replaydb.spark import get_spark
-
-        return get_spark("local[2]")
-
-    return StoreCache(tmp_path_factory.mktemp("golden"), spark)
-
-
 def _store(request: pytest.FixtureRequest, cache: StoreCache, spec: StoreSpec) -> Any:
-    if spec.ingest == "spark":
-        request.getfixturevalue("spark")
-    missing = spec.missing_package()
-    if missing:
-        pytest.skip(missing)
-    return cache.get(spec)
+    return cache.for_test(request, spec)
 
 
 def test_corpus_size_and_coverage() -> None:

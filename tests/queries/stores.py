@@ -184,3 +184,16 @@ class StoreCache:
             store = spec.build(self.root / spec.key, self.spark)
             self._stores[spec] = store
         return store
+
+    def for_test(self, request: Any, spec: StoreSpec) -> Any:
+        """The store of ``spec`` for the pytest ``request``: starts the session's Spark (the
+        ``spark`` fixture) when the store is ingested through Spark, and skips the test when
+        its real dataset's package is not cached."""
+        import pytest
+
+        if spec.ingest == "spark":
+            request.getfixturevalue("spark")
+        missing = spec.missing_package()
+        if missing:
+            pytest.skip(missing)
+        return self.get(spec)
