@@ -121,15 +121,17 @@ def plot_plan(plan: Any, path: str | Path, *, result: pa.Table | None = None,
     axes = {p: axes[i][0] for i, p in enumerate(panels)}
 
     ax = axes["events"]
+    scale, per = rate_unit([c / np.maximum(b - a, 1) for _, a, b, c in lines if c.size],
+                           ctx.time_unit)
     for name, tmin, tmax, cnt in lines:
         if not tmin.size:
             continue
         width = np.maximum(tmax - tmin, 1)
-        rate = cnt / width
+        rate = cnt / width * scale
         xs = ax_t(np.column_stack([tmin, tmin + width]).ravel())
         ax.plot(xs, np.repeat(rate, 2), lw=0.8, label=name)
     _shade(ax, plan.intervals, lo, hi, ax_t)
-    ax.set_ylabel(f"events per {ctx.time_unit or 'unit'}")
+    ax.set_ylabel(f"events per {per}")
     if _wide(lines):
         ax.set_yscale("log")
     else:
@@ -169,6 +171,27 @@ def plot_plan(plan: Any, path: str | Path, *, result: pa.Table | None = None,
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+RATE_UNITS = (("second", 1), ("minute", 60), ("hour", 3_600), ("day", 86_400))
+"""Units of the event-rate axis, finest first."""
+
+
+def rate_unit(rates: list[np.ndarray], unit: str | None) -> tuple[float, str]:
+    """(factor, name): the rate axis's unit for ``rates`` (events per stream time unit): the
+    finest of second, minute, hour and day in which the median positive rate is at least 1
+    (day when none is); ``(1, unit)`` when the stream's unit is not a known time unit."""
+    per_s = _PER_SECOND.get(unit or "", 0)
+    if not per_s:
+        return 1.0, unit or "stream unit"
+    r = np.concatenate(rates) if rates else np.empty(0)
+    r = r[r > 0]
+    median = float(np.median(r)) if r.size else 0.0
+    for name, seconds in RATE_UNITS[:-1]:
+        if median * per_s * seconds >= 1:
+            return float(per_s * seconds), name
+    name, seconds = RATE_UNITS[-1]
+    return float(per_s * seconds), name
 
 
 def _shade(ax: Any, intervals: Sequence[tuple[int, int]] | None, lo: int, hi: int,

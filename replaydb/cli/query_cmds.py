@@ -64,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _plan_options(p)
     p.add_argument("--analyze", action="store_true",
                    help="execute and report what was actually read and the time per phase")
+    p.add_argument("--verbose", action="store_true",
+                   help="after the plan's tree, every field the planner recorded (the cost "
+                        "model's rivals, weights, selectivities)")
     p.add_argument("--plot", default=None, metavar="PATH",
                    help="also execute and draw the timeline with the replay intervals, the "
                         "coarse pattern map and the matches (PNG)")
@@ -145,7 +148,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(render_plan(out))
+        from replaydb.cli.explain_text import plan_tree
+
+        print(plan_tree(out))
+        if args.verbose:
+            print("\ndetails:")
+            print(render_plan(out, indent=1))
         if args.plot:
             print(f"plot saved to {args.plot}", file=sys.stderr)
     return 0

@@ -128,14 +128,14 @@ class Shell:
             self.time_line(wall, res.stats.get("timings", {}))
 
     def explain(self, text: str, mode: str) -> None:
-        from replaydb.cli.query_cmds import render_plan
+        from replaydb.cli.explain_text import plan_tree
         from replaydb.planner.query import explain
 
         t0 = time.perf_counter()
         out = explain(self.store, text, analyze=mode == "analyze",
                       **self.settings.query_options())
         wall = time.perf_counter() - t0
-        self.write(render_plan(out))
+        self.write(plan_tree(out))
         if self.settings.timer:
             self.time_line(wall, out.get("analyze", out).get("timings", {}))
 

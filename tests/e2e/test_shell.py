@@ -80,13 +80,13 @@ def test_explain_statements_and_the_explain_mode(session):
     shell, out, err = session
     shell.feed("EXPLAIN " + QUERY + ";")
     plain = out.getvalue()
-    assert "strategy:" in plain and "analyze" not in plain and err.getvalue() == ""
+    assert "query over" in plain and "actual" not in plain and err.getvalue() == ""
     out.truncate(0), out.seek(0)
     shell.feed("explain analyze " + QUERY + ";")
-    assert "analyze:" in out.getvalue() and "result_rows:" in out.getvalue()
+    assert "actual rows" in out.getvalue() and "estimated:" in out.getvalue()
     out.truncate(0), out.seek(0)
     feed_all(shell, [".explain on\n", QUERY + ";\n"])
-    assert "strategy:" in out.getvalue() and "result_rows" not in out.getvalue()
+    assert "query over" in out.getvalue() and "actual rows" not in out.getvalue()
     out.truncate(0), out.seek(0)
     feed_all(shell, [".explain off\n", ".timer on\n", ".mode csv\n", QUERY + ";\n"])
     last = out.getvalue().splitlines()[-1]

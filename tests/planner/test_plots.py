@@ -11,7 +11,7 @@ import replaydb
 from replaydb.cli import main
 from replaydb.errors import UsageError
 from replaydb.indexes.manage import create_index
-from replaydb.planner.plot import match_spans, plot_plan
+from replaydb.planner.plot import match_spans, plot_plan, rate_unit
 from replaydb.planner.query import QueryOptions, execute, plan_query
 
 QUERY = ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t ONE ROW PER MATCH "
@@ -91,3 +91,12 @@ def test_calibrate_plot_renders(store, tmp_path) -> None:
                  "--plot", str(path)]) == 0
     img = _image(path)
     assert img.shape[1] >= 600
+
+
+def test_rate_axis_uses_a_unit_people_read() -> None:
+    one_per_hour_in_ms = [np.array([1 / 3_600_000, 0.0, 2 / 3_600_000])]
+    assert rate_unit(one_per_hour_in_ms, "ms") == (3_600_000.0, "hour")
+    assert rate_unit([np.array([5.0, 7.0])], "s") == (1.0, "second")
+    assert rate_unit([np.array([1 / 30.0])], "s") == (60.0, "minute")
+    assert rate_unit([np.array([1e-9])], "s") == (86_400.0, "day")  # sparser: still per day
+    assert rate_unit([np.array([0.5])], None) == (1.0, "stream unit")
