@@ -96,3 +96,53 @@ def format_duration(value: int, unit: str | None) -> str:
         if ns >= size and ns % size == 0:
             return f"{ns // size}{name}"
     return f"{ns}ns"
+
+
+_EPOCH_SECONDS = (31_536_000, 7_258_118_400)  # 1971-01-01 .. 2200-01-01
+_SPAN_WORDS = (("day", 86_400 * 10**9), ("hour", 3_600 * 10**9), ("minute", 60 * 10**9),
+               ("second", 10**9), ("millisecond", 10**6), ("microsecond", 10**3))
+
+
+def format_instant(value: int, unit: str | None) -> str | None:
+    """``value`` (stream units since the epoch) as a UTC date and time a person reads
+    (``2001-03-01 08:00``; seconds and fractions only when they are not zero), or None when the
+    unit is unknown or the value is no plausible epoch time (before 1971 or after 2199)."""
+    import datetime as dt
+
+    if unit not in UNITS:
+        return None
+    ns = int(value) * UNITS[unit]
+    if not _EPOCH_SECONDS[0] <= ns // 10**9 <= _EPOCH_SECONDS[1]:
+        return None
+    seconds, frac = divmod(ns, 10**9)
+    stamp = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    text = stamp.strftime("%Y-%m-%d %H:%M" if stamp.second == 0 and frac == 0
+                          else "%Y-%m-%d %H:%M:%S")
+    if frac:
+        text += f".{frac:09d}".rstrip("0")
+    return text
+
+
+def describe_span(value: int, unit: str | None) -> str:
+    """An approximate duration a person reads (``181 days``, ``4.5 hours``) of ``value`` stream
+    units: the largest unit of at least one, to 3 significant figures. Exact durations (query
+    windows, EXPLAIN) use :func:`format_duration`."""
+    if unit not in UNITS:
+        return f"{value} units"
+    ns = int(value) * UNITS[unit]
+    for name, size in _SPAN_WORDS:
+        if ns >= size:
+            amount = ns / size
+            text = f"{amount:.0f}" if amount >= 100 or amount.is_integer() else f"{amount:.3g}"
+            return f"{text} {name}{'' if text == '1' else 's'}"
+    return f"{ns} nanosecond{'' if ns == 1 else 's'}"
+
+
+def describe_range(t_min: int, t_max: int, unit: str | None) -> str:
+    """A stream's time range as a person reads it: ``2001-01-01 00:01 .. 2001-06-30 23:00 UTC
+    (181 days)`` when both ends are plausible epoch times, else ``0 .. 3904 s (1.08 hours)``."""
+    lo, hi = format_instant(t_min, unit), format_instant(t_max, unit)
+    span = describe_span(t_max - t_min, unit)
+    if lo is not None and hi is not None:
+        return f"{lo} .. {hi} UTC ({span})"
+    return f"{t_min} .. {t_max} {unit or 'units'} ({span})"

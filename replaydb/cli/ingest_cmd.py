@@ -9,7 +9,7 @@ import replaydb
 from replaydb.cli.output import print_json
 from replaydb.errors import UsageError
 from replaydb.store.schema import KINDS, Attribute, StreamSchema
-from replaydb.timeunits import format_duration
+from replaydb.timeunits import describe_range
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -106,10 +106,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 0
     snap = store.stream(args.stream)
     unit = snap.schema.time_unit
-    span = (res.t_max - res.t_min) if res.t_min is not None else 0
     print(f"ingested {res.events:,} events into {args.stream!r} (version {res.version})")
     if res.t_min is not None:
-        print(f"  time span     {res.t_min} .. {res.t_max} {unit} ({format_duration(span, unit)})")
+        print(f"  time span     {describe_range(res.t_min, res.t_max, unit)}")
     print(f"  quarantined   {res.quarantined:,} row(s)"
           + (" - see the stream's quarantine table" if res.quarantined else ""))
     if res.late:

@@ -171,16 +171,16 @@ class Shell:
         self.done = True
 
     def cmd_streams(self, arg: str) -> None:
-        from replaydb.timeunits import format_duration
+        from replaydb.timeunits import describe_range
 
         stats = self.store.stats(arg or None)
         if not stats:
             self.write("no streams")
         for s in stats:
-            span = (s["t_max"] - s["t_min"]) if s["events"] else 0
+            span = describe_range(s["t_min"], s["t_max"], s["time_unit"]) if s["events"] \
+                else "no time range"
             indexes = ", ".join(s["side_tables"]) or "none"
-            self.write(f"{s['stream']}: {s['events']:,} events over "
-                       f"{format_duration(span, s['time_unit'])}; indexes: {indexes}\n  "
+            self.write(f"{s['stream']}: {s['events']:,} events, {span}; indexes: {indexes}\n  "
                        + ", ".join(f"{k} {v}" for k, v in s["columns"].items()))
 
     def cmd_mode(self, arg: str) -> None:

@@ -68,16 +68,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     if not stats:
         print(f"store {store.path}: no streams")
-    from replaydb.timeunits import format_duration
+    from replaydb.timeunits import describe_range
 
     for s in stats:
-        span = (s["t_max"] - s["t_min"]) if s["events"] else 0
         print(f"stream {s['stream']} (version {s['version']})")
         print(f"  events        {s['events']:,}")
         if s["events"]:
-            print(f"  time          {s['t_min']} .. {s['t_max']} {s['time_unit'] or 'units'} "
-                  f"(span {format_duration(span, s['time_unit'])}; source column "
-                  f"{s['time_column']!r})")
+            print(f"  time          {describe_range(s['t_min'], s['t_max'], s['time_unit'])}; "
+                  f"stored in {s['time_unit'] or 'units'}, source column {s['time_column']!r}")
         print(f"  columns       {', '.join(f'{k}:{v}' for k, v in s['columns'].items())}")
         print(f"  TAB+-tree     height {s['tree_height']}, fan-out {s['fanout']}, "
               f"leaf capacity {s['leaf_capacity']}, {s['leaves']:,} leaves")

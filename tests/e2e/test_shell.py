@@ -125,7 +125,7 @@ def test_settings_plan_and_stream_reach_the_query(session, store_path, tmp_path)
     feed_all(shell, [".stream ev\n", sase + ";\n", ".streams\n"])
     lines = out.getvalue().splitlines()
     assert lines[0].endswith('"a_t"') and len(lines) > 2
-    assert any(ln.startswith(f"ev: {N:,} events over ") for ln in lines)
+    assert any(ln.startswith(f"ev: {N:,} events, ") and "UTC" not in ln for ln in lines)
 
 
 def test_help_lists_every_command(session):
