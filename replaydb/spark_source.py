@@ -1,0 +1,319 @@
+"""A Spark Python data source: a query's results, or a stream's events, as a DataFrame.
+
+Register once per session, then read::
+
+    import replaydb.spark_source
+    replaydb.spark_source.register(spark)
+    results = (spark.read.format("replaydb").option("store", "/data/store")
+               .option("query", "SELECT ... MATCH_RECOGNIZE (...)").load())
+    events = (spark.read.format("replaydb").option("store", "/data/store")
+              .option("stream", "flights").load().where("t >= 978307200000"))
+
+Options (strings, as Spark passes them; any other is an error naming the valid ones):
+``store`` (required: the store's path, which every executor must see), exactly one of ``query``
+and ``stream``, ``plan`` (``auto`` by default; ``replay`` forces full replay), ``version`` (the
+stream version to read), ``partitions`` (the most Spark tasks to use; default: the session's
+default parallelism); in query mode, any other option is an option of the query's planner or
+operator, as ``replaydb.query`` takes it (an unknown one is an error naming the valid ones).
+
+**Query mode.** The planner runs on the driver (in ``schema()`` and ``partitions()``) and turns
+the query into its plan value; the executors replay it with the same executor as
+``replaydb query`` (they import no planner module). The DataFrame's schema is the result table's
+(found by running the plan's operator over no events on the driver). A plan whose source is an
+interval scan, whose operator declares its results never cross a replay interval
+(``interval_safe``) and numbers nothing by position (no MATCH_NUMBER or match id) is split into
+up to ``partitions`` tasks, each replaying a run of consecutive intervals; every other plan runs
+in one task, so its rows equal ``replaydb query``'s. Spark does not keep row order: sort the
+DataFrame for an order.
+
+**Stream mode.** The stream's stored columns (``t``, ``seq`` and the attributes) at one pinned
+version, split into up to ``partitions`` time ranges of about equal event counts (from the
+TAB+-tree's leaves, no event read on the driver). Comparisons of ``t`` with a constant (``=``,
+``<``, ``<=``, ``>``, ``>=``, conjunctions of them) are pushed down (with
+``spark.sql.python.filterPushdown.enabled``, which :func:`register` sets) and become the time
+range the tasks read; Spark evaluates every other filter.
+
+Cost: query mode plans once on the driver (as ``replaydb explain``) and reads what the plan reads;
+stream mode reads the events of the requested time range once.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import pyarrow as pa
+
+from replaydb.errors import UsageError
+
+try:  # pyspark is a dependency; the data source classes need it at import time
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+except ImportError:  # pragma: no cover - without pyspark there is no Spark to register with
+    DataSource = DataSourceReader = InputPartition = object  # type: ignore[misc,assignment]
+
+NAME = "replaydb"
+"""The format name: ``spark.read.format("replaydb")``."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The data source's options (see the module docstring)."""
+
+    store: str
+    query: str | None = None
+    stream: str | None = None
+    plan: str = "auto"
+    version: int | None = None
+    partitions: int | None = None
+    extra: tuple[tuple[str, Any], ...] = ()
+    """Options of the query's planner and operator (as ``replaydb.query`` takes them; values
+    read as integers, floats or true/false where they parse so)."""
+
+    @classmethod
+    def parse(cls, given: dict[str, str]) -> SourceOptions:
+        """Spark's option map (keys in any case) as typed options; raises UsageError for a
+        missing store, both or neither of query and stream, a bad number, or (in stream mode)
+        any other option. In query mode other options go to the planner, which rejects the
+        ones that are no option of the query's language."""
+        names = {f.name for f in fields(cls)} - {"extra"}
+        values = {str(k).lower(): v for k, v in given.items()}
+        extra = tuple(sorted((k, _literal(v)) for k, v in values.items() if k not in names))
+        values = {k: v for k, v in values.items() if k in names}
+        if extra and not values.get("query"):
+            raise UsageError(f"unknown option(s) {', '.join(k for k, _ in extra)} of the "
+                             "replaydb data source",
+                             hint=f"valid options: {', '.join(sorted(names))}")
+        if not values.get("store"):
+            raise UsageError("the replaydb data source needs .option('store', PATH)")
+        if bool(values.get("query")) == bool(values.get("stream")):
+            raise UsageError("give exactly one of .option('query', Q) and .option('stream', NAME)")
+        for key in ("version", "partitions"):
+            if values.get(key) is not None:
+                try:
+                    values[key] = int(values[key])
+                except ValueError:
+                    raise UsageError(f"option {key} must be an integer, "
+                                     f"not {values[key]!r}") from None
+        return cls(**values, extra=extra)
+
+
+def _literal(text: str) -> Any:
+    """An option's text as an int, a float, a bool (true/false) or the text itself."""
+    low = str(text).strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(low)
+        except ValueError:
+            pass
+    return text
+
+
+def register(spark: Any) -> None:
+    """Register the ``replaydb`` format with ``spark`` and enable filter pushdown into Python
+    data sources (stream mode pushes time ranges)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(ReplayDBDataSource)
+
+
+class ReplayDBDataSource(DataSource):  # type: ignore[misc]
+    """The ``replaydb`` format (see the module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = SourceOptions.parse(dict(options))
+        self._work: Any = None
+
+    def work(self) -> Any:
+        """The query's plan value or the stream's pinned version (planned once, on the
+        driver)."""
+        if self._work is None:
+            self._work = plan_query_work(self.opts) if self.opts.query \
+                else plan_stream_work(self.opts)
+        return self._work
+
+    def schema(self) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(self.work().schema)
+
+    def reader(self, schema: Any) -> ReplayDBReader:
+        return ReplayDBReader(self.work(), self.opts.partitions)
+
+
+class ReplayDBReader(DataSourceReader):  # type: ignore[misc]
+    """Splits the planned work into tasks and runs each in an executor."""
+
+    def __init__(self, work: Any, partitions: int | None) -> None:
+        self.work = work
+        self.partitions_wanted = partitions
+
+    def pushFilters(self, filters: list[Any]) -> Any:  # noqa: N802 - Spark's name
+        if not isinstance(self.work, StreamWork):
+            yield from filters
+            return
+        for f in filters:
+            narrowed = self.work.narrowed(f)
+            if narrowed is None:
+                yield f
+            else:
+                self.work = narrowed
+
+    def partitions(self) -> list[Any]:
+        n = self.partitions_wanted or default_parallelism()
+        return [InputPartition(pickle.dumps(piece)) for piece in self.work.split(max(1, n))]
+
+    def read(self, partition: Any) -> Any:
+        piece = pickle.loads(partition.value)
+        yield from piece.run()
+
+
+def default_parallelism() -> int:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    return int(spark.sparkContext.defaultParallelism) if spark is not None else 1
+
+
+# --------------------------------------------------------------------------- query mode
+@dataclass(frozen=True)
+class QueryWork:
+    """A planned query: the store's path, the plan value, its result schema, and whether its
+    intervals may run in separate tasks."""
+
+    store: str
+    plan: Any
+    schema: pa.Schema
+    splittable: bool
+
+    def split(self, n: int) -> list[QueryWork]:
+        from replaydb.replay.plan import IntervalScan
+
+        src = self.plan.source
+        if not self.splittable or not isinstance(src, IntervalScan) or len(src.intervals) < 2:
+            return [self]
+        runs = _chunks(len(src.intervals), n)
+        return [replace(self, plan=replace(self.plan, source=replace(
+            src, intervals=src.intervals[a:b]))) for a, b in runs]
+
+    def run(self) -> Any:
+        """Replay the plan in this process; yields its result as record batches."""
+        from replaydb.replay.executor import execute
+        from replaydb.store.store import Store
+
+        store = Store(self.store, read_only=True)
+        snapshots = [store.stream(ref.name, ref.version) for ref in self.plan.streams]
+        table = execute(self.plan, snapshots).table
+        yield from table.cast(self.schema).to_batches()
+
+
+def plan_query_work(opts: SourceOptions) -> QueryWork:
+    """Plan ``opts.query`` on the driver; find the result schema by running the operator over
+    no events."""
+    from replaydb.planner.query import plan_query, query_options
+    from replaydb.replay.executor import execute
+    from replaydb.replay.plan import IntervalScan
+    from replaydb.store.interval_list import IntervalList
+    from replaydb.store.store import Store
+
+    store = Store(opts.store, read_only=True)
+    options: dict[str, Any] = {"plan": opts.plan, **dict(opts.extra)}
+    if opts.version is not None:
+        options["version"] = opts.version
+    plan = plan_query(store, opts.query or "", query_options(options))
+    value = plan.physical
+    empty = replace(value, source=IntervalScan(IntervalList.of([]), "nothing"))
+    schema = execute(empty, plan.ctx.snapshots).table.schema
+    traits = value.operator.build().traits()
+    splittable = bool(traits.interval_safe and traits.numbering is None)
+    return QueryWork(str(store.path), value, schema, splittable)
+
+
+# --------------------------------------------------------------------------- stream mode
+@dataclass(frozen=True)
+class StreamWork:
+    """A stream pinned at one version, and the time range ``[t0, t1)`` to read (None: open)."""
+
+    store: str
+    stream: str
+    version: int
+    schema: pa.Schema
+    t0: int | None = None
+    t1: int | None = None
+
+    def narrowed(self, f: Any) -> StreamWork | None:
+        """This work with the comparison ``f`` on ``t`` applied to its range, or None when
+        ``f`` is no such comparison (Spark then evaluates it)."""
+        from pyspark.sql import datasource as ds
+
+        value = getattr(f, "value", None)
+        if tuple(getattr(f, "attribute", ())) != ("t",) or isinstance(value, bool) \
+                or not isinstance(value, int):
+            return None
+        v = int(value)
+        bounds = {ds.EqualTo: (v, v + 1), ds.GreaterThan: (v + 1, None),
+                  ds.GreaterThanOrEqual: (v, None), ds.LessThan: (None, v),
+                  ds.LessThanOrEqual: (None, v + 1)}.get(type(f))
+        if bounds is None:
+            return None
+        lo, hi = bounds
+        t0 = self.t0 if lo is None else (lo if self.t0 is None else max(self.t0, lo))
+        t1 = self.t1 if hi is None else (hi if self.t1 is None else min(self.t1, hi))
+        return replace(self, t0=t0, t1=t1)
+
+    def split(self, n: int) -> list[StreamWork]:
+        """Up to ``n`` consecutive time ranges of about equal event counts (leaf boundaries)."""
+        from replaydb.store.store import Store
+
+        snap = Store(self.store, read_only=True).stream(self.stream, self.version)
+        leaves = snap.tree.leaves
+        if n <= 1 or len(leaves) < 2:
+            return [self]
+        t_min, t_max, counts = leaves.col("t_min"), leaves.col("t_max"), leaves.col("count")
+        keep = (t_max >= (self.t0 if self.t0 is not None else t_min[0])) & \
+            (t_min < (self.t1 if self.t1 is not None else t_max[-1] + 1))
+        if keep.sum() < 2:
+            return [self]
+        cuts = _cut_times(t_min[keep], counts[keep], n, self.t0, self.t1)
+        edges = [self.t0, *cuts, self.t1]
+        return [replace(self, t0=a, t1=b) for a, b in zip(edges, edges[1:])]
+
+    def run(self) -> Any:
+        from replaydb.store.store import Store
+
+        snap = Store(self.store, read_only=True).stream(self.stream, self.version)
+        yield from snap.read(self.t0, self.t1).to_batches()
+
+
+def plan_stream_work(opts: SourceOptions) -> StreamWork:
+    from replaydb.store.store import Store
+
+    store = Store(opts.store, read_only=True)
+    snap = store.stream(opts.stream or "", opts.version)
+    return StreamWork(str(store.path), snap.name, snap.version, snap.arrow_schema)
+
+
+# --------------------------------------------------------------------------- splitting
+def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
+    """``[0, n)`` as at most ``parts`` consecutive non-empty runs of about equal length."""
+    parts = max(1, min(parts, n))
+    edges = [round(i * n / parts) for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+
+
+def _cut_times(t_min: Any, counts: Any, n: int, t0: int | None, t1: int | None) -> list[int]:
+    """Leaf start times that cut the leaves into ``n`` runs of about equal event ``counts``
+    (strictly inside ``(t0, t1)``, increasing, distinct). O(leaves)."""
+    import numpy as np
+
+    t_min = np.asarray(t_min, dtype=np.int64)
+    weight = np.cumsum(np.asarray(counts, dtype=np.float64))
+    targets = weight[-1] * np.arange(1, n) / n
+    idx = np.searchsorted(weight, targets, side="left") + 1
+    cuts = sorted({int(t) for t in t_min[idx[idx < len(t_min)]]})
+    return [c for c in cuts if (t0 is None or c > t0) and (t1 is None or c < t1)]

@@ -1,0 +1,110 @@
+"""The Spark data source (``spark.read.format("replaydb")``) on a real local Spark session: a
+query's DataFrame holds the rows ``replaydb query`` gives (one golden query per language, and an
+index-assisted plan split over tasks), a stream's DataFrame holds its events with time filters
+pushed down, and bad options are clear errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import replaydb
+import replaydb.spark_source as source
+from replaydb.errors import UsageError
+from tests.queries.golden import ROOT, load_case
+from tests.queries.stores import StoreCache
+
+pytestmark = pytest.mark.spark
+
+CASES = ["match_recognize/stock_fixed_sequence", "sase/stock_kleene_return",
+         "tpstream/traffic_speeding_braking", "greta/stock_q1_downtrends",
+         "window_sql/count_windows"]
+
+
+@pytest.fixture(scope="module")
+def session(spark: Any) -> Any:
+    source.register(spark)
+    return spark
+
+
+def _sorted_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+def _frame_rows(frame: Any) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in frame.collect())
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_query_results_equal_replaydb_query(request: pytest.FixtureRequest, session: Any,
+                                            golden_stores: StoreCache, name: str) -> None:
+    case = load_case(ROOT / f"{name}.case")
+    store = golden_stores.for_test(request, case.store)
+    want = replaydb.query(store, case.query, **case.options).table
+    frame = (session.read.format("replaydb").option("store", str(store.path))
+             .option("query", case.query).load())
+    assert frame.columns == want.column_names
+    assert _frame_rows(frame) == _sorted_rows(want)
+
+
+def test_interval_plans_split_over_tasks(request: pytest.FixtureRequest, session: Any,
+                                         golden_stores: StoreCache) -> None:
+    case = load_case(ROOT / "tpstream/traffic_speeding_braking.case")
+    store = golden_stores.for_test(request, case.store)
+    want = replaydb.query(store, case.query, interval_events=50).table
+    options = {"store": str(store.path), "query": case.query, "interval_events": "50"}
+    work = source.ReplayDBDataSource(options).work()
+    n = len(work.plan.source.intervals)
+    assert work.splittable and n >= 2
+    assert len(work.split(n + 1)) == n  # at most one task per interval
+    frame = session.read.format("replaydb").options(**options, partitions=str(n)).load()
+    assert frame.rdd.getNumPartitions() == n
+    assert _frame_rows(frame) == _sorted_rows(want)
+
+
+def test_numbered_results_run_in_one_task(request: pytest.FixtureRequest,
+                                          golden_stores: StoreCache) -> None:
+    case = load_case(ROOT / "match_recognize/stock_rare_volumes.case")
+    store = golden_stores.for_test(request, case.store)
+    work = source.ReplayDBDataSource({"store": str(store.path), "plan": "optimal",
+                                      "query": case.query}).work()
+    assert len(work.plan.source.intervals) >= 3  # an interval plan, yet match numbers
+    assert not work.splittable and len(work.split(3)) == 1  # need one task
+
+
+def test_stream_events_with_time_filters_pushed(request: pytest.FixtureRequest, session: Any,
+                                                golden_stores: StoreCache) -> None:
+    case = load_case(ROOT / "window_sql/count_windows.case")
+    store = golden_stores.for_test(request, case.store)
+    snap = store.stream(case.store.stream)
+    lo, hi = snap.t_range
+    mid = (lo + hi) // 2
+    frame = (session.read.format("replaydb").option("store", str(store.path))
+             .option("stream", case.store.stream).option("partitions", "4").load())
+    assert frame.count() == snap.n_events
+    window = frame.where(f"t >= {mid} AND t < {mid + 60_000}")
+    want = snap.read(mid, mid + 60_000)
+    assert _frame_rows(window) == _sorted_rows(want)
+    plan = window._jdf.queryExecution().executedPlan().toString()
+    assert "Filter" not in plan or "t#" not in plan.split("Filter", 1)[1].split("\n", 1)[0]
+    work = source.plan_stream_work(source.SourceOptions.parse(
+        {"store": str(store.path), "stream": case.store.stream}))
+    pieces = work.split(4)
+    assert len(pieces) > 1 and pieces[0].t0 is None and pieces[-1].t1 is None
+    assert all(a.t1 == b.t0 for a, b in zip(pieces, pieces[1:]))
+
+
+def test_bad_options_are_clear_errors() -> None:
+    with pytest.raises(UsageError, match="unknown option.*qeury"):
+        source.SourceOptions.parse({"store": "s", "stream": "e", "qeury": "x"})
+    opts = source.SourceOptions.parse({"store": "s", "query": "q", "Interval_Events": "50",
+                                       "cpm": "false", "name": "x"})
+    assert opts.extra == (("cpm", False), ("interval_events", 50), ("name", "x"))
+    with pytest.raises(UsageError, match="exactly one of"):
+        source.SourceOptions.parse({"store": "s"})
+    with pytest.raises(UsageError, match="needs .option\\('store'"):
+        source.SourceOptions.parse({"stream": "x"})
+    with pytest.raises(UsageError, match="partitions must be an integer"):
+        source.SourceOptions.parse({"store": "s", "stream": "x", "partitions": "many"})
