@@ -81,7 +81,7 @@ def html_table(tbl: pa.Table, max_rows: int, footer: str = "") -> str:
     head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
     body = []
     for row in tbl.slice(0, max_rows).to_pylist():
-        cells = "".join(f"<td>{html.escape(_text(row[n]))}</td>" for n in names)
+        cells = "".join(f"<td>{html.escape(cell_text(row[n]))}</td>" for n in names)
         body.append(f"<tr>{cells}</tr>")
     more = tbl.num_rows - min(tbl.num_rows, max_rows)
     note = f" ({more:,} more not shown)" if more else ""
@@ -89,7 +89,9 @@ def html_table(tbl: pa.Table, max_rows: int, footer: str = "") -> str:
             f"<p>{html.escape(footer + note)}</p>")
 
 
-def _text(value: Any) -> str:
+def cell_text(value: Any) -> str:
+    """One cell as text in a table people read: NULL for null, floats to 6 significant
+    digits."""
     if value is None:
         return "NULL"
     if isinstance(value, float):

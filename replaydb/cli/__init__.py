@@ -63,12 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReplayDBError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        snippet = getattr(exc, "snippet", None)
-        if snippet:
-            print(snippet, file=sys.stderr)
+        from replaydb.cli.output import print_error
+
+        print_error(exc, sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

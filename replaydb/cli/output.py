@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from replaydb.planner.result import cell_text
+
 MAX_ROWS_ON_TERMINAL = 50
 
 
@@ -41,6 +43,18 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def print_error(exc: Any, out: Any = None) -> None:
+    """A project error as the CLI prints it: ``error: ...``, then its hint and the query
+    snippet that points at the problem, when it has them."""
+    out = out or sys.stderr
+    print(f"error: {exc}", file=out)
+    if getattr(exc, "hint", None):
+        print(f"hint: {exc.hint}", file=out)
+    snippet = getattr(exc, "snippet", None)
+    if snippet:
+        print(snippet, file=out)
+
+
 def print_json(obj: Any, out: Any = None) -> None:
     out = out or sys.stdout
     json.dump(to_jsonable(obj), out, indent=2, sort_keys=False, default=str)
@@ -56,7 +70,7 @@ def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL,
     says how to see the rest)."""
     rows = tbl.slice(0, max_rows).to_pylist() if max_rows else tbl.to_pylist()
     names = tbl.column_names
-    cells = [[_cell(r[n]) for n in names] for r in rows]
+    cells = [[cell_text(r[n]) for n in names] for r in rows]
     widths = [max([len(n), *[len(c[i]) for c in cells]]) for i, n in enumerate(names)]
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in tbl.schema]
     def fmt(vals: list[str]) -> str:
@@ -72,12 +86,6 @@ def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL,
     return "\n".join(lines)
 
 
-def _cell(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
 
 
 def render_table(tbl: pa.Table, fmt: str, max_rows: int | None = MAX_ROWS_ON_TERMINAL,

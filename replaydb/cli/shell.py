@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import replaydb
-from replaydb.cli.output import MAX_ROWS_ON_TERMINAL, render_table
+from replaydb.cli.output import MAX_ROWS_ON_TERMINAL, print_error, render_table
 from replaydb.errors import ReplayDBError, UsageError
 
 PROMPT, CONTINUE = "replaydb> ", "     ...> "
@@ -108,12 +108,7 @@ class Shell:
             print("interrupted", file=self.err)
 
     def say_error(self, exc: ReplayDBError) -> None:
-        print(f"error: {exc}", file=self.err)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=self.err)
-        snippet = getattr(exc, "snippet", None)
-        if snippet:
-            print(snippet, file=self.err)
+        print_error(exc, self.err)
 
     def run(self, text: str) -> None:
         from replaydb.planner.query import run_query
