@@ -315,6 +315,20 @@ def parse_options(language: str, given: Mapping[str, Any]) -> tuple[Any, Any]:
     return planner_cls(**split[planner_cls]), operator_cls(**split[operator_cls])
 
 
+def option_value(text: str) -> Any:
+    """An option written as text (a Spark option, a header line): an int, a float, a bool
+    (``true``/``false``, any case) or the text itself, in that order of preference."""
+    low = str(text).strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(low)
+        except ValueError:
+            pass
+    return text
+
+
 def as_kwargs(options: Any) -> dict[str, Any]:
     """An options dataclass as keyword arguments (no copies of its values)."""
     return {f.name: getattr(options, f.name) for f in fields(options)}

@@ -76,9 +76,11 @@ class SourceOptions:
         missing store, both or neither of query and stream, a bad number, or (in stream mode)
         any other option. In query mode other options go to the planner, which rejects the
         ones that are no option of the query's language."""
+        from replaydb.planner.options import option_value
+
         names = {f.name for f in fields(cls)} - {"extra"}
         values = {str(k).lower(): v for k, v in given.items()}
-        extra = tuple(sorted((k, _literal(v)) for k, v in values.items() if k not in names))
+        extra = tuple(sorted((k, option_value(v)) for k, v in values.items() if k not in names))
         values = {k: v for k, v in values.items() if k in names}
         if extra and not values.get("query"):
             raise UsageError(f"unknown option(s) {', '.join(k for k, _ in extra)} of the "
@@ -97,18 +99,6 @@ class SourceOptions:
                                      f"not {values[key]!r}") from None
         return cls(**values, extra=extra)
 
-
-def _literal(text: str) -> Any:
-    """An option's text as an int, a float, a bool (true/false) or the text itself."""
-    low = str(text).strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(low)
-        except ValueError:
-            pass
-    return text
 
 
 def register(spark: Any) -> None:

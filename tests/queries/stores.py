@@ -29,21 +29,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import replaydb
+from replaydb.planner.options import option_value
 
 INGEST_PATHS = ("append", "spark")
 
 
 def parse_value(text: str) -> Any:
     """A header value: an int, a float, true/false, else the text itself."""
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
+    return option_value(text)
 
 
 def parse_pairs(words: list[str], where: str) -> dict[str, str]:
