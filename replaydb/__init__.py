@@ -77,12 +77,15 @@ def query(store: Any, text: str, **options: Any) -> Any:
 
 
 def explain(store: Any, text: str, *, analyze: bool = False, **options: Any) -> dict[str, Any]:
-    """The plan of a query as a dict (``analyze=True`` executes it and adds what was read)."""
+    """The plan of a query as a dict (``analyze=True`` executes it and adds what was read;
+    ``plot=PATH`` draws the timeline). The dict also renders in a notebook (the plan's tree and
+    the picture) and gives the tree as text with ``.text()``."""
+    from replaydb.cli.explain_text import Explanation
     from replaydb.planner.query import explain as _explain
 
     if not hasattr(store, "stream"):
         store = open(store, read_only=True)
-    return _explain(store, text, analyze=analyze, **options)
+    return Explanation(_explain(store, text, analyze=analyze, **options))
 
 
 def __getattr__(name: str) -> Any:

@@ -157,3 +157,25 @@ def _seconds(v: float) -> str:
 def _clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[:width - 3] + "..."
+
+
+class Explanation(dict):  # type: ignore[type-arg]
+    """The dict :func:`replaydb.explain` returns (every key as before), which also renders in
+    a notebook: the plan's tree (:func:`plan_tree`) and, when the plan was drawn
+    (``plot=PATH``), the picture inline."""
+
+    def text(self) -> str:
+        """The plan's tree as ``replaydb explain`` prints it."""
+        return plan_tree(self)
+
+    def _repr_html_(self) -> str:
+        import base64
+        import html
+        from pathlib import Path
+
+        out = f"<pre>{html.escape(self.text())}</pre>"
+        plot = self.get("plot")
+        if plot and Path(plot).is_file():
+            data = base64.b64encode(Path(plot).read_bytes()).decode("ascii")
+            out += f'<img src="data:image/png;base64,{data}" alt="plan timeline"/>'
+        return out

@@ -45,3 +45,16 @@ def test_cli_explain_default_verbose_and_json(request: pytest.FixtureRequest,
     assert "actual rows 4" in verbose and "rivals:" in verbose
     assert len(verbose.splitlines()) > len(short.splitlines()) + 30
     assert '"rivals"' in explain("--json")
+
+
+def test_explain_renders_in_a_notebook(request: pytest.FixtureRequest,
+                                       golden_stores: StoreCache, tmp_path) -> None:
+    import replaydb
+
+    case = load_case(ROOT / "match_recognize/stock_rare_volumes.case")
+    store = golden_stores.for_test(request, case.store)
+    info = replaydb.explain(store, case.query, analyze=True, plot=str(tmp_path / "p.png"))
+    assert info["strategy"] == "cpm" and info.text().startswith("match_recognize query over")
+    page = info._repr_html_()
+    assert page.startswith("<pre>match_recognize query over stock")
+    assert "actual rows 4" in page and 'src="data:image/png;base64,' in page
