@@ -416,15 +416,17 @@ class _Limits:
                     hint="raise --max-memory, or lower the operator's state cap")
 
 
-def execute(plan: Plan) -> QueryResult:
+def execute(plan: Plan, progress: Callable[[int], None] | None = None) -> QueryResult:
     """Run the plan's value through the one executor (locally or on Spark, as the options
-    say), within the query's time and memory limits."""
+    say), within the query's time and memory limits; ``progress`` is called with the events
+    replayed so far (local execution)."""
     opts = plan.ctx.options
     limits = _Limits(opts)
     t0 = time.perf_counter()
     spark = {"master": opts.master} if opts.engine == "spark" else None
     out = run_physical(plan.physical, plan.ctx.snapshots, engine=opts.engine,
-                       operator=plan.take_operator(), limits=limits, spark=spark)
+                       operator=plan.take_operator(), limits=limits, spark=spark,
+                       progress=progress)
     stats = out.stats
     if "index_path" in stats:
         plan.details["index_path"] = stats["index_path"]

@@ -61,8 +61,11 @@ def build_operator(plan: PhysicalPlan, operator: Any = None) -> Any:
 
 
 def replay_into(plan: PhysicalPlan, snapshots: Sequence[Any], op: Any,
-                check: Callable[[], None] | None = None) -> tuple[pa.Table, Replay]:
-    """Replay the plan's source into ``op``; the results as one table, and the replay."""
+                check: Callable[[], None] | None = None,
+                progress: Callable[[int], None] | None = None) -> tuple[pa.Table, Replay]:
+    """Replay the plan's source into ``op``; the results as one table, and the replay.
+    ``progress`` is called with the number of events pushed so far, before every batch and
+    at the end."""
     columns = getattr(op, "input_columns", None)
     extra = {} if plan.placement.batch_rows is None else {
         "batch_rows": plan.placement.batch_rows}
@@ -70,13 +73,21 @@ def replay_into(plan: PhysicalPlan, snapshots: Sequence[Any], op: Any,
     seq = columns is None or "seq" in columns or getattr(op, "requires_seq", True)
     rep = Replay(list(snapshots), plan.intervals, columns=columns,
                  type_column=plan.type_column, aliases=dict(plan.aliases), seq=seq, **extra)
+    tick = check
+    if progress is not None:
+        def tick() -> None:
+            if check is not None:
+                check()
+            progress(rep.events_pushed)
     parts = []
-    for tbl in rep.results(op, check):
+    for tbl in rep.results(op, tick):
         parts.append(tbl)
         if check is not None:
             check()
     if check is not None:
         check()
+    if progress is not None:
+        progress(rep.events_pushed)
     table = pa.concat_tables(parts) if parts else op.output_schema.empty_table()
     return table, rep
 
@@ -94,8 +105,10 @@ def _tree_aggregates(plan: PhysicalPlan, snapshots: Sequence[Any]) -> Execution:
 
 
 def execute_local(plan: PhysicalPlan, snapshots: Sequence[Any], *, operator: Any = None,
-                  check: Callable[[], None] | None = None) -> Execution:
-    """Run ``plan`` in this process (see the module docstring)."""
+                  check: Callable[[], None] | None = None,
+                  progress: Callable[[int], None] | None = None) -> Execution:
+    """Run ``plan`` in this process (see the module docstring); ``progress`` as in
+    :func:`replay_into` (a tree-aggregate plan reads no events and reports none)."""
     check_streams(plan, snapshots)
     if isinstance(plan.source, TreeAggregates):
         return _tree_aggregates(plan, snapshots)
@@ -107,7 +120,7 @@ def execute_local(plan: PhysicalPlan, snapshots: Sequence[Any], *, operator: Any
 
         op = guard = IntervalGuard(op, snapshots[0], src.guard.t_min, src.guard.t_max,
                                    dict(plan.aliases))
-    table, rep = replay_into(plan, snapshots, op, check)
+    table, rep = replay_into(plan, snapshots, op, check, progress)
     stats: dict[str, Any] = {"replay": rep.stats.as_dict(), "operator": op.counters.as_dict()}
     if guard is not None:
         stats["guard"] = guard.stats()
@@ -116,10 +129,12 @@ def execute_local(plan: PhysicalPlan, snapshots: Sequence[Any], *, operator: Any
 
 def execute(plan: PhysicalPlan, snapshots: Sequence[Any], *, engine: str = "local",
             operator: Any = None, check: Callable[[], None] | None = None,
-            limits: Any = None, spark: dict[str, Any] | None = None) -> Execution:
+            limits: Any = None, spark: dict[str, Any] | None = None,
+            progress: Callable[[int], None] | None = None) -> Execution:
     """Run ``plan`` locally or on Spark (see the module docstring). ``limits`` (an object
     with ``check()``, ``deadline`` and ``timeout``) also lets Spark cancel the query's jobs at
-    its deadline; ``spark``: :func:`~replaydb.replay.spark.run_plan`'s keyword options."""
+    its deadline; ``spark``: :func:`~replaydb.replay.spark.run_plan`'s keyword options;
+    ``progress``: events replayed so far, locally (Spark reports its own stages)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}", hint=f"use one of {', '.join(ENGINES)}")
     if check is None and limits is not None:
@@ -130,4 +145,4 @@ def execute(plan: PhysicalPlan, snapshots: Sequence[Any], *, engine: str = "loca
         check_streams(plan, snapshots)
         table, stats = run_plan(plan, snapshots, limits, operator=operator, **(spark or {}))
         return Execution(table, stats)
-    return execute_local(plan, snapshots, operator=operator, check=check)
+    return execute_local(plan, snapshots, operator=operator, check=check, progress=progress)

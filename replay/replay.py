@@ -120,6 +120,8 @@ class Replay:
         self.seq = seq or (columns is not None and "seq" in columns)
         self.batch_rows = batch_rows
         self.stats = ReplayStats()
+        self.events_pushed = 0
+        """Events pushed into the operator so far by :meth:`results` (progress reports)."""
         self.schema = self._memo_schema()
 
     # ------------------------------------------------------------------ schema
@@ -397,6 +399,7 @@ class Replay:
             since += k_last - current
             current = k_last
             rows += batch.num_rows
+            self.events_pushed += batch.num_rows
             if (since >= RESULTS_EVERY or rows >= ask_rows) and op.has_results():
                 since = 0
                 rows = 0

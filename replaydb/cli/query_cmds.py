@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import replaydb
-from replaydb.cli.output import print_json, to_jsonable, write_table
+from replaydb.cli.output import print_json, progress, to_jsonable, write_table
 from replaydb.errors import UsageError
 
 
@@ -96,10 +96,8 @@ def fixed_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from replaydb.planner.query import run_query
-
     store = replaydb.open(args.store, read_only=True)
-    res = run_query(store, query_text(args.query), **_options(args))
+    res = run_with_progress(store, query_text(args.query), _options(args))
     if args.json and args.fmt == "table":
         print_json({"rows": res.table, "stats": res.stats})
         return 0
@@ -110,6 +108,19 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.output and not args.json:
         print(f"{res.table.num_rows:,} rows written to {args.output}", file=sys.stderr)
     return 0
+
+
+def run_with_progress(store: Any, text: str, options: dict[str, Any]) -> Any:
+    """Plan and execute ``text``; on a terminal a progress bar counts the events replayed
+    (out of the streams' events when the plan replays them all); silent when piped."""
+    from replaydb.planner.query import execute, plan_query, query_options
+    from replaydb.replay.plan import FullScan
+
+    plan = plan_query(store, text, query_options(options))
+    value = plan.physical
+    total = sum(s.events for s in value.streams) if isinstance(value.source, FullScan) else None
+    with progress("replaying", total) as bar:
+        return execute(plan, progress=lambda n: bar.update(completed=n))
 
 
 def render_plan(plan: dict[str, Any], indent: int = 0) -> str:
