@@ -486,10 +486,12 @@ def main() -> None:
             wins = sum(1 for _, a, b in cmp if a < b)
             res.goal(f"{s['name']}: faster than {name} from the measured break-even on (wall)",
                      "all measured slides", f"{wins} of {len(cmp)}", bool(cmp) and wins == len(cmp))
-            heads.append(f"faster than {name} on {wins} of {len(cmp)} slides")
+            heads.append(f"{s['name']}: faster than {name} on {wins} of {len(cmp)} slides")
             verdicts.append(bool(cmp) and wins == len(cmp))
     res.headline("sliding-window aggregation: index path vs replay, and vs the peers from the "
-                 "break-even slide on", f"{size:,} events per stream ({args.streams})",
+                 "break-even slide on",
+                 f"{events:,} events per stream ({args.streams}), windows of "
+                 f"{size / 60_000:g} minutes",
                  ", ".join(peer(label) for key, label in (("duckdb", "DuckDB"),
                                                           ("spark", "Spark SQL"))
                            if key in peers) or "-", "; ".join(heads) or "not measured",
