@@ -38,7 +38,13 @@ from replaydb.errors import QueryError
 from replaydb.operators import expr as ex
 from replaydb.operators.exprcode.check import is_string_type
 from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
-from replaydb.operators.pattern.lowering import AGGREGATES, LowerContext, nav_name, offset_arg
+from replaydb.operators.pattern.lowering import (
+    AGGREGATES,
+    NAVIGATION,
+    LowerContext,
+    nav_name,
+    offset_arg,
+)
 
 
 @dataclass
@@ -117,8 +123,10 @@ class _Sel(ex.Expr):
 class _AggLeaf(ex.Expr):
     fn: str
     var: int | None
-    col: str | None  # None: row count
+    col: str | None  # None: row count (unless ``arg`` is given)
     final: bool
+    arg: ex.Expr | None = None  # an expression evaluated on every row the aggregate covers
+    arg_columns: tuple[tuple[str, str], ...] = ()  # its column names -> the schema's names
 
 
 @dataclass(frozen=True)
@@ -210,8 +218,7 @@ class MeasureLowerer:
                     raise QueryError(_at(f"{name}(*) is not allowed", e.pos))
                 return _AggLeaf("COUNT", None, None, fin)
             if not isinstance(a, ex.Column):
-                raise QueryError(_at(f"{name} over an expression is not supported; aggregate a "
-                                     "column", e.pos))
+                return self.expression_aggregate(name, a, fin, e.pos)
             var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
             vi = None if var is None else self.vidx[var]
             if a.name == "*":
@@ -233,6 +240,35 @@ class MeasureLowerer:
         if name == "MATCH_NUMBER":
             return _Special("match_number", fin)
         return ex.Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
+
+
+    def expression_aggregate(self, name: str, arg: ex.Expr, final: bool,
+                             pos: int | None) -> _AggLeaf:
+        """``SUM(A.price * A.volume)`` and the like: the expression is evaluated on every row
+        the aggregate covers. Its column references must all name the same variable (or none:
+        every row of the match), as SQL:2016 asks; no navigation, aggregate, CLASSIFIER or
+        MATCH_NUMBER inside."""
+        variables: set[str | None] = set()
+        columns: dict[str, str] = {}
+        for x in arg.walk():
+            if isinstance(x, ex.Column):
+                if x.name == "*" or x.index is not None:
+                    raise QueryError(_at(f"{name} over an expression takes plain columns", x.pos))
+                variables.add(None if x.qualifier is None
+                              else self.ctx.resolve_var(x.qualifier, x.pos))
+                columns[x.name] = self.ctx.resolve_column(x.name, x.pos)
+            elif isinstance(x, ex.Star):
+                raise QueryError(_at(f"'*' is not allowed inside {name}(...)", x.pos))
+            elif isinstance(x, ex.Call) and (x.name in AGGREGATES or x.name in NAVIGATION
+                                             or x.name in ("CLASSIFIER", "MATCH_NUMBER")):
+                raise QueryError(_at(f"{x.name} cannot be nested in {name}", x.pos))
+        if len(variables) > 1:
+            named = ", ".join(sorted(v or "(none)" for v in variables))
+            raise QueryError(_at(f"the columns inside {name}(...) must all be of one pattern "
+                                 f"variable, not {named}", pos))
+        var = next(iter(variables), None)
+        return _AggLeaf(name, None if var is None else self.vidx[var], None, final, arg=arg,
+                        arg_columns=tuple(sorted(columns.items())))
 
 
 def rows_of_vars_unread(lowered: Iterable[ex.Expr], vars: Collection[int], all_rows: bool
@@ -362,7 +398,9 @@ class Evaluator:
     def agg(self, leaf: _AggLeaf) -> np.ndarray:
         ms = self.f.ms
         mask = np.ones(len(ms.ev), dtype=bool) if leaf.var is None else ms.var == leaf.var
-        if leaf.col is None:
+        if leaf.arg is not None:
+            vals = self.row_values(leaf)
+        elif leaf.col is None:
             vals = np.ones(len(ms.ev), dtype=np.float64)
         else:
             key = ("vals", leaf.col)
@@ -387,6 +425,27 @@ class Evaluator:
             return np.where(cnt > 0, r, np.nan)
         run = _running_minmax(vals, good, ms.off, leaf.fn == "MIN")
         return np.where(cnt > 0, run[end], np.nan)
+
+    def row_values(self, leaf: _AggLeaf) -> np.ndarray:
+        """``leaf.arg`` on every matched row, as float64 (NaN where it is NULL)."""
+        assert leaf.arg is not None
+        key = ("expr", leaf.arg, leaf.arg_columns)
+        if key not in self._cache:
+            ms = self.f.ms
+            names = dict(leaf.arg_columns)
+            got = self.buf.gather(ms.ev, sorted(set(names.values())), self.schema) \
+                if names else {}
+            env = {written: arrow_to_numpy(got[col]) for written, col in names.items()}
+            aliases = frozenset(ex.qualifiers(leaf.arg))
+            r = np.asarray(ex.compile_expr(leaf.arg)(ex.ColumnsEnv(env, aliases)))
+            if r.ndim == 0:
+                r = np.full(len(ms.ev), r.item())
+            if r.dtype == object or r.dtype.kind in "USb":
+                if leaf.fn != "COUNT" or r.dtype.kind == "b":
+                    raise QueryError(f"{leaf.fn} over a non-numeric expression")
+                r = np.array([np.nan if v is None else 1.0 for v in r.tolist()])
+            self._cache[key] = r.astype(np.float64)
+        return self._cache[key]
 
     def special(self, leaf: _Special) -> pa.Array:
         if leaf.what == "match_number":

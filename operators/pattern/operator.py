@@ -189,6 +189,7 @@ class PatternOperator(Operator):
                 col = getattr(node, "col", None)
                 if isinstance(col, str):
                     used.add(col)
+                used.update(c for _, c in getattr(node, "arg_columns", ()))  # SUM(A.x * A.y)
         return [n for n in names if n in used]
 
     @property

@@ -178,6 +178,23 @@ class _Running:
             return rows[-1 - k] if k < len(rows) else None
         return rows[k] if k < len(rows) else None
 
+    def row_value(self, e: ex.Expr, r: int) -> Any:
+        """``e`` (columns and scalar functions only) on the match's row ``r``."""
+        def closed(x: ex.Expr) -> ex.Expr:
+            if isinstance(x, ex.Column):
+                return ex.Literal(_val(self.rows, self.col(x.name), r))
+            if isinstance(x, ex.Unary):
+                return ex.Unary(x.op, closed(x.operand))
+            if isinstance(x, ex.Binary):
+                return ex.Binary(x.op, closed(x.left), closed(x.right))
+            if isinstance(x, ex.Call):
+                return ex.Call(x.name, tuple(closed(y) for y in x.args), x.qualifier)
+            assert isinstance(x, ex.Literal), f"unsupported inside an aggregate: {x}"
+            return x
+        v = ex.compile_expr(closed(e))(ex.ColumnsEnv({}))
+        v = np.asarray(v).item() if not isinstance(v, str | type(None)) else v
+        return None if isinstance(v, float) and v != v else v
+
     def leaf(self, e: ex.Expr, nav: int, sel: tuple[str, int] | None) -> ex.Expr:
         if isinstance(e, ex.Column):
             r = self.row_for(e, sel)
@@ -196,20 +213,17 @@ class _Running:
                 a = e.args[0]
                 if isinstance(a, ex.Star):
                     return ex.Literal(len(self.match))
-                assert isinstance(a, ex.Column)
+                if not isinstance(a, ex.Column):  # an expression, evaluated row by row
+                    quals = {c.qualifier for c in ex.columns(a)}
+                    rs = self.rows_of(next(iter(quals)) if len(quals) == 1 else None)
+                    vals = [self.row_value(a, r) for r in rs]
+                    return _aggregate(n, [v for v in vals if not _null(v)])
                 excl = a.index is not None and a.index[0] == "all_prev"
                 rs = self.rows_of(a.qualifier, excl)
                 if a.name == "*":
                     return ex.Literal(len(rs))
                 vals = [_val(self.rows, self.col(a.name), r) for r in rs]
-                vals = [v for v in vals if not _null(v)]
-                if n == "COUNT":
-                    return ex.Literal(len(vals))
-                if not vals:
-                    return ex.Literal(float("nan"))
-                f = {"SUM": sum, "MIN": min, "MAX": max,
-                     "AVG": lambda xs: sum(xs) / len(xs)}[n]
-                return ex.Literal(float(f(vals)))
+                return _aggregate(n, [v for v in vals if not _null(v)])
             if n == "CLASSIFIER":
                 return ex.Literal(self.var)
             if n == "MATCH_NUMBER":
@@ -515,6 +529,16 @@ def matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
     if spec.semantics == pm.Semantics.SQL:
         return sql_matches(spec, table)
     return all_runs_matches(spec, table)
+
+
+def _aggregate(fn: str, vals: list[Any]) -> ex.Literal:
+    """COUNT / SUM / AVG / MIN / MAX of non-null ``vals`` (NaN for no value but COUNT)."""
+    if fn == "COUNT":
+        return ex.Literal(len(vals))
+    if not vals:
+        return ex.Literal(float("nan"))
+    f = {"SUM": sum, "MIN": min, "MAX": max, "AVG": lambda xs: sum(xs) / len(xs)}[fn]
+    return ex.Literal(float(f(vals)))
 
 
 def measure_value(expr: ex.Expr, table: pa.Table, rows_idx: tuple[int, ...],

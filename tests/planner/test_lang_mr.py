@@ -254,3 +254,41 @@ def test_order_by_names_the_time_column_checked_at_bind():
     aliased = pa.schema([("t", pa.int64()), ("seq", pa.int64()),
                          pa.field("x", pa.int64(), metadata={"replaydb.alias_of": "t"})])
     assert mr.bind(q, aliased, None) is not None
+
+
+def test_aggregates_over_expressions_in_measures() -> None:
+    sch = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("price", pa.float64()),
+                     ("volume", pa.int64())])
+    q = mr.parse("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t MEASURES "
+                 "SUM(B.price * B.volume) AS turnover, AVG(price - 1) AS avg_less, "
+                 "MAX(ABS(B.price - A.price * 0 - 10)) AS dev, COUNT(B.price * 2) AS nb "
+                 "ONE ROW PER MATCH PATTERN (A B+) DEFINE B AS B.price > PREV(B.price))")
+    with pytest.raises(QueryError, match="must all be of one pattern variable"):
+        mr.bind(q, sch, None)
+    tab = pa.table({"t": [1, 2, 3, 4, 5], "seq": [0, 1, 2, 3, 4],
+                    "price": [10.0, 11.0, 13.0, 9.0, 12.0], "volume": [5, 6, 7, 8, 9]},
+                   schema=sch)
+    q = mr.parse("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t MEASURES "
+                 "SUM(B.price * B.volume) AS turnover, AVG(price - 1) AS avg_less, "
+                 "MAX(ABS(B.price - 12)) AS dev, COUNT(B.price * 2) AS nb "
+                 "ONE ROW PER MATCH PATTERN (A B+) DEFINE B AS B.price > PREV(B.price))")
+    out = mr.bind(q, sch, None).process(tab).select(["turnover", "avg_less", "dev", "nb"])
+    assert out.to_pylist() == [
+        {"turnover": 11.0 * 6 + 13.0 * 7, "avg_less": (9.0 + 10.0 + 12.0) / 3, "dev": 1.0,
+         "nb": 2},
+        {"turnover": 12.0 * 9, "avg_less": (8.0 + 11.0) / 2, "dev": 0.0, "nb": 1}]
+
+
+@pytest.mark.parametrize("measure,message", [
+    ("SUM(PREV(B.price) * 2)", "PREV cannot be nested in SUM"),
+    ("SUM(B.price + SUM(B.price))", "SUM cannot be nested in SUM"),
+    ("SUM(B.price + CLASSIFIER())", "CLASSIFIER cannot be nested in SUM"),
+    ("SUM(A.price * B.price)", "must all be of one pattern variable, not A, B"),
+])
+def test_aggregates_over_expressions_reject_what_sql_forbids(measure: str, message: str) -> None:
+    sch = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("price", pa.float64())])
+    q = mr.parse(f"SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t MEASURES {measure} AS m "
+                 "PATTERN (A B+) DEFINE B AS B.price > PREV(B.price))")
+    with pytest.raises(QueryError, match=message):
+        mr.bind(q, sch, None).process(
+            pa.table({"t": [1, 2], "seq": [0, 1], "price": [1.0, 2.0]}, schema=sch))

@@ -340,7 +340,13 @@ def test_measures_all_rows_running_and_final() -> None:
 def test_measures_match_oracle_on_random_matches() -> None:
     exprs = [Call("FIRST", (Column("temp", "B"),)), Call("SUM", (Column("temp", "B"),)),
              Call("MAX", (Column("temp"),)), Column("temp", "A"), Call("COUNT", (Column("*", "B"),)),
-             Binary("+", Column("temp"), Call("LAST", (Column("temp", "B"), Literal(1))))]
+             Binary("+", Column("temp"), Call("LAST", (Column("temp", "B"), Literal(1)))),
+             # aggregates over expressions of one variable's (or every row's) columns
+             Call("SUM", (Binary("*", Column("temp", "B"), Literal(2)),)),
+             Call("AVG", (Binary("-", Column("temp"), Literal(1.5)),)),
+             Call("MAX", (Binary("+", Column("temp", "A"), Column("temp", "A")),)),
+             Call("COUNT", (Binary("*", Column("temp", "B"), Literal(1)),)),
+             Call("MIN", (Call("ABS", (Binary("-", Column("temp", "B"), Literal(50)),)),))]
     spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 0, None), pm.Var("C"))),
                        (is_type("A"), pm.VarDef("B", Binary("!=", Column("type"), Literal("a"))),
                         is_type("C")), window=6, strategy=pm.Strategy.SKIP_TILL_ANY,
