@@ -158,5 +158,9 @@ def test_explain_and_analyze(synthetic, capsys) -> None:
     js = json.loads(capsys.readouterr().out)
     assert js["strategy"] in ("optimal", "cpm", "replay")
     assert main(["explain", path, q, "--plan", "greedy"]) == 0
+    text = capsys.readouterr().out  # the tree: the operator's matcher, the source's intervals
+    assert "strategy greedy" in text and "matcher:" in text and "interval scan" in text
+    assert "rivals:" not in text
+    assert main(["explain", path, q, "--plan", "greedy", "--verbose"]) == 0
     text = capsys.readouterr().out
     assert "rewritten:" in text and "rivals:" in text and "matcher:" in text

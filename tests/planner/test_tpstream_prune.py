@@ -476,6 +476,9 @@ def test_cli_explain_and_query(capsys: pytest.CaptureFixture[str]) -> None:
         assert js["analyze"]["tpstream_pruning"]["events_read"] < n / 5
         assert main(["explain", path, q, "--plan", "tree"]) == 0
         text = capsys.readouterr().out
+        assert "tpstream query over s" in text and "(situations)" in text
+        assert main(["explain", path, q, "--plan", "tree", "--verbose"]) == 0
+        text = capsys.readouterr().out
         assert "tree" in text and "situations" in text
         assert main(["query", path, q, "--json"]) == 0
         pruned = json.loads(capsys.readouterr().out)
