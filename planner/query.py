@@ -260,6 +260,7 @@ class Plan:
             "query": c.text.strip(),
             "streams": [{"name": s.name, "version": s.version, "events": s.n_events}
                         for s in c.snapshots],
+            "time_unit": c.time_unit,
             "type_column": c.type_column,
             "strategy": self.strategy,
             "replay_intervals": None if self.intervals is None else len(self.intervals),

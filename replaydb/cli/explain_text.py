@@ -101,10 +101,22 @@ def _source_line(src: dict[str, Any], out: dict[str, Any]) -> str:
             text += f" ({src['reason']})"
         span = src.get("span")
         if isinstance(span, list | tuple) and len(span) == 2:
-            text += f" over t {_num(span[0])} .. {_num(span[1])}"
+            text += f" over t {_time(span[0], out)} .. {_time(span[1], out)}"
     elif src.get("variant"):
         text += f" ({src['variant']} path)"
     return text
+
+
+def _time(value: Any, out: dict[str, Any]) -> str:
+    """A stream time as a UTC date when the unit is declared and the value a plausible epoch
+    time, else the number."""
+    from replaydb.timeunits import format_instant
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        text = format_instant(value, out.get("time_unit"))
+        if text is not None:
+            return text
+    return _num(value)
 
 
 def _source_estimate(src: dict[str, Any], out: dict[str, Any]) -> str:
