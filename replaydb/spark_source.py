@@ -100,7 +100,6 @@ class SourceOptions:
         return cls(**values, extra=extra)
 
 
-
 def register(spark: Any) -> None:
     """Register the ``replaydb`` format with ``spark`` and enable filter pushdown into Python
     data sources (stream mode pushes time ranges)."""
@@ -182,23 +181,30 @@ class QueryWork:
     splittable: bool
 
     def split(self, n: int) -> list[QueryWork]:
+        """Up to ``n`` plans, each replaying a run of consecutive intervals, the runs of about
+        equal estimated events (the Spark engine's interval grouping, from leaf counts)."""
         from replaydb.replay.plan import IntervalScan
+        from replaydb.replay.spark.split import group_intervals, interval_events
 
         src = self.plan.source
         if not self.splittable or not isinstance(src, IntervalScan) or len(src.intervals) < 2:
             return [self]
-        runs = _chunks(len(src.intervals), n)
+        counts = interval_events(self.snapshots(), list(src.intervals))
         return [replace(self, plan=replace(self.plan, source=replace(
-            src, intervals=src.intervals[a:b]))) for a, b in runs]
+            src, intervals=src.intervals[a:b]))) for a, b in group_intervals(counts, n)]
+
+    def snapshots(self) -> list[Any]:
+        """The plan's streams, pinned at the plan's versions."""
+        from replaydb.store.store import Store
+
+        store = Store(self.store, read_only=True)
+        return [store.stream(ref.name, ref.version) for ref in self.plan.streams]
 
     def run(self) -> Any:
         """Replay the plan in this process; yields its result as record batches."""
         from replaydb.replay.executor import execute
-        from replaydb.store.store import Store
 
-        store = Store(self.store, read_only=True)
-        snapshots = [store.stream(ref.name, ref.version) for ref in self.plan.streams]
-        table = execute(self.plan, snapshots).table
+        table = execute(self.plan, self.snapshots()).table
         yield from table.cast(self.schema).to_batches()
 
 
@@ -257,21 +263,15 @@ class StreamWork:
         return replace(self, t0=t0, t1=t1)
 
     def split(self, n: int) -> list[StreamWork]:
-        """Up to ``n`` consecutive time ranges of about equal event counts (leaf boundaries)."""
+        """Up to ``n`` consecutive time ranges of about equal event counts, cut at leaf
+        boundaries no event time spans (the Spark engine's read ranges, from leaf counts)."""
+        from replaydb.replay.spark.split import read_ranges
         from replaydb.store.store import Store
 
         snap = Store(self.store, read_only=True).stream(self.stream, self.version)
-        leaves = snap.tree.leaves
-        if n <= 1 or len(leaves) < 2:
-            return [self]
-        t_min, t_max, counts = leaves.col("t_min"), leaves.col("t_max"), leaves.col("count")
-        keep = (t_max >= (self.t0 if self.t0 is not None else t_min[0])) & \
-            (t_min < (self.t1 if self.t1 is not None else t_max[-1] + 1))
-        if keep.sum() < 2:
-            return [self]
-        cuts = _cut_times(t_min[keep], counts[keep], n, self.t0, self.t1)
-        edges = [self.t0, *cuts, self.t1]
-        return [replace(self, t0=a, t1=b) for a, b in zip(edges, edges[1:])]
+        groups = read_ranges([snap], [(self.t0, self.t1)], n,
+                             batch_rows=snap.schema.leaf_capacity)
+        return [replace(self, t0=g[0][1], t1=g[-1][2]) for g in groups] or [self]
 
     def run(self) -> Any:
         from replaydb.store.store import Store
@@ -286,24 +286,3 @@ def plan_stream_work(opts: SourceOptions) -> StreamWork:
     store = Store(opts.store, read_only=True)
     snap = store.stream(opts.stream or "", opts.version)
     return StreamWork(str(store.path), snap.name, snap.version, snap.arrow_schema)
-
-
-# --------------------------------------------------------------------------- splitting
-def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
-    """``[0, n)`` as at most ``parts`` consecutive non-empty runs of about equal length."""
-    parts = max(1, min(parts, n))
-    edges = [round(i * n / parts) for i in range(parts + 1)]
-    return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
-
-
-def _cut_times(t_min: Any, counts: Any, n: int, t0: int | None, t1: int | None) -> list[int]:
-    """Leaf start times that cut the leaves into ``n`` runs of about equal event ``counts``
-    (strictly inside ``(t0, t1)``, increasing, distinct). O(leaves)."""
-    import numpy as np
-
-    t_min = np.asarray(t_min, dtype=np.int64)
-    weight = np.cumsum(np.asarray(counts, dtype=np.float64))
-    targets = weight[-1] * np.arange(1, n) / n
-    idx = np.searchsorted(weight, targets, side="left") + 1
-    cuts = sorted({int(t) for t in t_min[idx[idx < len(t_min)]]})
-    return [c for c in cuts if (t0 is None or c > t0) and (t1 is None or c < t1)]
