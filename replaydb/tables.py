@@ -69,13 +69,15 @@ def is_table_source(obj: Any) -> bool:
 def query_tables(source: Any, text: str, **options: Any) -> Any:
     """Run ``text`` over ``source`` (see the module docstring); ``options`` are the query's
     (:func:`replaydb.query`) plus the fields of :class:`TableOptions`."""
-    from replaydb.planner.query import run_query
+    from replaydb.planner.query import detect_language, run_query
     from replaydb.store.store import Store
 
     table_options = TableOptions(**{k: options.pop(k) for k in list(options)
                                     if k in TABLE_OPTIONS})
-    check_options(text, options, table_options)
-    tables = named_sources(source, text, options.get("stream"))
+    language, mod = detect_language(text)
+    check_options(language, options, table_options)
+    named = list(dict.fromkeys(getattr(mod.parse(text), "sources", ()) or ()))
+    tables = named_sources(source, named, options.get("stream"))
     options.setdefault("plan", "replay")
     with tempfile.TemporaryDirectory(prefix="replaydb-tables-") as tmp:
         store = Store(Path(tmp) / "store", create=True)
@@ -84,38 +86,30 @@ def query_tables(source: Any, text: str, **options: Any) -> Any:
         return run_query(store, text, **options)
 
 
-def check_options(text: str, options: dict[str, Any], table_options: TableOptions) -> None:
+def check_options(language: str, options: dict[str, Any],
+                  table_options: TableOptions) -> None:
     """Raise the UsageError an unknown or mistyped query option would raise on a store, before
     any event is written (a SASE+ query over a table with an upper column is imprecise)."""
     from replaydb.planner.options import parse_options
-    from replaydb.planner.query import detect_language, query_options
+    from replaydb.planner.query import query_options
 
-    language, _ = detect_language(text)
     if language == "sase" and table_options.upper_column is not None:
         language = "imprecise"
     parse_options(language, query_options(dict(options)).extra or {})
 
 
-def named_sources(source: Any, text: str, stream: str | None) -> dict[str, pa.Table]:
+def named_sources(source: Any, named: list[str], stream: str | None) -> dict[str, pa.Table]:
     """The streams to create: ``{name: Arrow table}``. A single source is named after the
-    query's one FROM stream, else ``stream``, else :data:`DEFAULT_STREAM`."""
+    query's one FROM stream (``named``: the streams its FROM clauses name), else ``stream``,
+    else :data:`DEFAULT_STREAM`."""
     if isinstance(source, dict):
         return {name: as_table(data, name) for name, data in source.items()}
-    named = query_sources(text)
     if len(named) > 1:
         raise UsageError(f"the query reads {len(named)} streams ({', '.join(named)}) but one "
                          "table was given",
                          hint="pass a dict naming a table per stream: {name: table, ...}")
     name = named[0] if named else (stream or DEFAULT_STREAM)
     return {name: as_table(source, name)}
-
-
-def query_sources(text: str) -> list[str]:
-    """The streams the query's FROM clauses name (empty when it names none)."""
-    from replaydb.planner.query import detect_language
-
-    _, mod = detect_language(text)
-    return list(dict.fromkeys(getattr(mod.parse(text), "sources", ()) or ()))
 
 
 def as_table(data: Any, name: str) -> pa.Table:
