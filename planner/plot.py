@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from replaydb.timeunits import EPOCH_SECONDS
+
 MATCH_COLUMNS: tuple[tuple[str, str], ...] = (
     ("first_t", "last_t"), ("window_start", "window_end"), ("ts", "te"), ("start", "end"),
 )
 """Column pairs recognized as a result row's time span, in order of preference."""
 
-_EPOCH_RANGE_S = (31_536_000, 7_258_118_400)  # 1971-01-01 .. 2200-01-01 in seconds
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
@@ -61,8 +62,8 @@ class _Axis:
 
     def __init__(self, unit: str | None, lo: int, hi: int) -> None:
         self.per_s = _PER_SECOND.get(unit or "", 0)
-        self.dates = bool(self.per_s) and _EPOCH_RANGE_S[0] <= lo / self.per_s \
-            and hi / self.per_s <= _EPOCH_RANGE_S[1]
+        self.dates = bool(self.per_s) and EPOCH_SECONDS[0] <= lo / self.per_s \
+            and hi / self.per_s <= EPOCH_SECONDS[1]
         self.unit = unit
 
     def __call__(self, t: np.ndarray | int) -> Any:
@@ -121,18 +122,16 @@ def plot_plan(plan: Any, path: str | Path, *, result: pa.Table | None = None,
     axes = {p: axes[i][0] for i, p in enumerate(panels)}
 
     ax = axes["events"]
-    scale, per = rate_unit([c / np.maximum(b - a, 1) for _, a, b, c in lines if c.size],
-                           ctx.time_unit)
-    for name, tmin, tmax, cnt in lines:
-        if not tmin.size:
-            continue
-        width = np.maximum(tmax - tmin, 1)
-        rate = cnt / width * scale
+    drawn = [(name, tmin, np.maximum(tmax - tmin, 1), cnt) for name, tmin, tmax, cnt in lines
+             if tmin.size]
+    rates = [cnt / width for _, _, width, cnt in drawn]
+    scale, per = rate_unit(rates, ctx.time_unit)
+    for (name, tmin, width, _), rate in zip(drawn, rates):
         xs = ax_t(np.column_stack([tmin, tmin + width]).ravel())
-        ax.plot(xs, np.repeat(rate, 2), lw=0.8, label=name)
+        ax.plot(xs, np.repeat(rate * scale, 2), lw=0.8, label=name)
     _shade(ax, plan.intervals, lo, hi, ax_t)
     ax.set_ylabel(f"events per {per}")
-    if _wide(lines):
+    if _wide(rates):
         ax.set_yscale("log")
     else:
         ax.set_ylim(bottom=0)
@@ -212,9 +211,8 @@ def _coverage(intervals: Sequence[tuple[int, int]] | None, lo: int, hi: int) -> 
     return sum(max(0, min(b, hi + 1) - max(a, lo)) for a, b in intervals) / span
 
 
-def _wide(lines: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> bool:
+def _wide(rates: list[np.ndarray]) -> bool:
     """Log scale when event rates differ by more than 100x (bursty streams)."""
-    rates = [c / np.maximum(b - a, 1) for _, a, b, c in lines if c.size]
     if not rates:
         return False
     r = np.concatenate(rates)

@@ -98,7 +98,8 @@ def format_duration(value: int, unit: str | None) -> str:
     return f"{ns}ns"
 
 
-_EPOCH_SECONDS = (31_536_000, 7_258_118_400)  # 1971-01-01 .. 2200-01-01
+EPOCH_SECONDS = (31_536_000, 7_258_118_400)
+"""Plausible epoch times, in seconds: 1971-01-01 .. 2200-01-01 (people read these as dates)."""
 _SPAN_WORDS = (("day", 86_400 * 10**9), ("hour", 3_600 * 10**9), ("minute", 60 * 10**9),
                ("second", 10**9), ("millisecond", 10**6), ("microsecond", 10**3))
 
@@ -112,7 +113,7 @@ def format_instant(value: int, unit: str | None) -> str | None:
     if unit not in UNITS:
         return None
     ns = int(value) * UNITS[unit]
-    if not _EPOCH_SECONDS[0] <= ns // 10**9 <= _EPOCH_SECONDS[1]:
+    if not EPOCH_SECONDS[0] <= ns // 10**9 <= EPOCH_SECONDS[1]:
         return None
     seconds, frac = divmod(ns, 10**9)
     stamp = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)

@@ -241,7 +241,6 @@ class MeasureLowerer:
             return _Special("match_number", fin)
         return ex.Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
 
-
     def expression_aggregate(self, name: str, arg: ex.Expr, final: bool,
                              pos: int | None) -> _AggLeaf:
         """``SUM(A.price * A.volume)`` and the like: the expression is evaluated on every row

@@ -86,8 +86,6 @@ def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL,
     return "\n".join(lines)
 
 
-
-
 def render_table(tbl: pa.Table, fmt: str, max_rows: int | None = MAX_ROWS_ON_TERMINAL,
                  more: str = MORE_ROWS_HINT) -> str:
     """``tbl`` as text in ``fmt``: ``table`` (aligned, at most ``max_rows`` rows, ``more``
