@@ -93,6 +93,8 @@ class DeviceSlideState(SlideState):
     feeding, pending and open slices, jumps and the choice of windows to report are inherited.
     """
 
+    host_ring = False
+
     def __init__(self, layout: Layout, geom: SliceGeometry, k_first: int, *,
                  emit_empty: bool = False, staging: Staging, dev: DeviceArrays) -> None:
         # the parent's constructor would build a host FlatFAT of 2W leaves that is never used

@@ -46,6 +46,10 @@ CHUNK_SLICES = 1 << 21
 class SlideState:
     """Sliding state of one group (or of the whole stream when ungrouped)."""
 
+    host_ring = True
+    """The ring is a host :class:`FlatFAT` (the tumbling fast path writes it directly);
+    subclasses that keep the ring elsewhere set False and take the general path."""
+
     def __init__(self, layout: Layout, geom: SliceGeometry, k_first: int,
                  *, emit_empty: bool = False) -> None:
         self.layout = layout
@@ -121,7 +125,7 @@ class SlideState:
                  out_k: list[np.ndarray], out_p: list[Partials]) -> None:
         lay = self.layout
         W, p = self.geom.W, self.geom.p
-        if W == 1 and p == 1:
+        if W == 1 and p == 1 and self.host_ring:
             self._advance_tumbling(slices, parts, target, out_k, out_p)
             return
         gap = W + 2 * p

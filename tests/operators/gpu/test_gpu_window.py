@@ -14,7 +14,7 @@ BACKEND = use_simulator_unless_gpu()
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pytest  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from replaydb.operators.expr import Binary, Column, Literal  # noqa: E402
@@ -81,6 +81,7 @@ def configs(draw: st.DrawFn, aggs: tuple[AggSpec, ...] = AGGS) -> WindowConfig:
 
 @settings(max_examples=4, deadline=None)
 @given(cfg=configs(FAST_AGGS), seed=st.integers(0, 2**32 - 1), n=st.integers(0, 24))
+@example(cfg=WindowConfig(size=1, slide=1, aggregates=FAST_AGGS), seed=0, n=24)  # tumbling
 def test_gpu_window_matches_cpu_and_oracle(cfg: WindowConfig, seed: int, n: int) -> None:
     rng = np.random.default_rng(seed)
     table = make_stream(rng, n, keys=1)
