@@ -14,6 +14,11 @@ value; the executor and the Spark engine read it and guess nothing from outside:
   integer columns alone order them totally;
 * ``numbering`` - for sequential patterns, which output columns depend on processing order
   (:class:`PatternNumbering`) and so must be renumbered after a parallel run;
+* ``skips_gaps`` - :meth:`~replaydb.operators.base.Operator.end_interval` keeps the state: a
+  gap between replay intervals only means that the events in it were left out, and results may
+  combine events on both sides (GRETA under skip-till-any-match, whose results depend only on
+  the events that can take part in a trend); a planner may then leave out any event that
+  cannot take part;
 * ``time_carrier`` - partition tasks must see time advance as the whole stream does;
 * ``device`` - the devices that have a variant of the operator (``("cpu",)`` or
   ``("cpu", "gpu")``).
@@ -69,6 +74,9 @@ class Traits:
     all of them are equal rows. Partition-parallel results can then be merged as sorted runs."""
     devices: tuple[str, ...] = ("cpu",)
     """Devices with a variant of this operator."""
+    skips_gaps: bool = False
+    """A gap between replay intervals means only that the events in it were left out (the
+    operator's :meth:`end_interval` keeps its state); see the module docstring."""
     notes: tuple[str, ...] = field(default=())
 
     @property

@@ -165,6 +165,31 @@ class TPStreamPlannerOptions:
     replay in the same time (the default's derivation: ``bench/results/tpstream_plan``)."""
 
 
+@dataclass(frozen=True)
+class GretaPlannerOptions:
+    """Options of the GRETA trend-pruning planner (:mod:`replaydb.planner.greta_plan`). None
+    of them changes a query's results; they change what is replayed."""
+
+    index_max_selectivity: float = 0.05
+    """Look a variable's candidate events up in an index only up to this estimated
+    selectivity (above it the region of the candidates covers most windows of ordinary
+    lengths, and the entries cost more than the replay they could save; the tree summaries
+    still narrow where its events can occur)."""
+
+    join_leaves: float | None = None
+    """Intervals separated by at most this many leaves are joined (None: the per-interval
+    cost divided by the stream's leaf capacity)."""
+
+    max_fraction: float = 0.9
+    """Plan full replay when replaying the pruned intervals is estimated to cost more than this
+    fraction of full replay (``float("inf")``: prune whenever anything is pruned)."""
+
+    interval_events: float | None = None
+    """Fixed cost of one replay interval, in events replayed (None: the store's calibrated
+    pattern weight ``interval_events``, see ``replaydb calibrate``; GRETA keeps its state across
+    intervals, so an interval costs its navigation only, as a pattern plan's does)."""
+
+
 # --------------------------------------------------------------------------- operators
 @dataclass(frozen=True)
 class PatternOperatorOptions:
@@ -274,6 +299,7 @@ PLANNER_OPTIONS: dict[str, type] = {
     "match_recognize": PatternPlannerOptions,
     "sase": PatternPlannerOptions,
     "tpstream": TPStreamPlannerOptions,
+    "greta": GretaPlannerOptions,
 }
 """language -> its planner's options (absent: the planner has none)."""
 

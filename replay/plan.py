@@ -62,9 +62,11 @@ class SituationGuard:
 @dataclass(frozen=True)
 class IntervalScan:
     """Only the events inside :attr:`intervals`; the operator's ``end_interval`` runs between
-    two intervals, so no result spans a gap. ``reason``: ``index`` (index lookups, Algorithm
-    3.1), ``time_range`` (a WHERE range on ``t``), ``situations`` (TPStream pruning),
-    ``coarse_map`` (the coarse pattern map), ``nothing`` (no interval can hold a result)."""
+    two intervals, so no result spans a gap (unless the operator declares ``skips_gaps``: then
+    a gap only leaves events out). ``reason``: ``index`` (index lookups, Algorithm 3.1),
+    ``time_range`` (a WHERE range on ``t``), ``situations`` (TPStream pruning), ``coarse_map``
+    (the coarse pattern map), ``trends`` (GRETA: where an event can take part in a trend),
+    ``nothing`` (no interval can hold a result)."""
 
     intervals: IntervalList
     reason: str

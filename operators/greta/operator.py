@@ -102,7 +102,30 @@ class GretaOperator(Operator):
 
         cfg = self.config
         return Traits("greta", partition_keys=tuple(cfg.group_by),
-                      sort_columns=("window_start", "window_end", *cfg.group_by, "last_seq"))
+                      sort_columns=("window_start", "window_end", *cfg.group_by, "last_seq"),
+                      interval_safe=False, skips_gaps=True)
+
+    def end_interval(self) -> None:
+        """A gap in the input means only that the events in it were left out: the state is
+        kept, and trends combine events on both sides of it.
+
+        Under skip-till-any-match a trend skips any event, so an event that can take part in
+        no trend (it satisfies no variable's local predicates, or lies in no window that can
+        hold a trend) changes no result: replaying a subset of the stream that keeps every
+        event that can take part gives full replay's rows (the index-assisted plan of
+        :mod:`replaydb.planner.greta_plan`). Windows still close as time advances."""
+        self.counters.intervals += 1
+
+    def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray, *,
+                       final: bool = False) -> None:
+        """Many intervals in one batch: the breaks are checked and counted, the rows pushed
+        at once (a gap keeps the state, see :meth:`end_interval`)."""
+        breaks = self._checked_breaks(breaks, batch.num_rows)
+        self.counters.intervals += int(breaks.size)
+        if batch.num_rows:
+            self.push(batch)
+        if final:
+            self.flush()
 
     # ------------------------------------------------------------------ info
     @property

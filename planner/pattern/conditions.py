@@ -161,8 +161,10 @@ def resolve_column(names: list[str], name: str) -> str | None:
 class _Extractor:
     """Ranges of one variable's condition against one stream schema."""
 
-    def __init__(self, var: str, kinds: dict[str, str], sql: bool) -> None:
+    def __init__(self, var: str, kinds: dict[str, str], sql: bool,
+                 also: tuple[str, ...] = ()) -> None:
         self.var = var
+        self.also = also
         self.kinds = kinds  # column -> "numeric" | "string" (only indexable kinds)
         self.names = list(kinds)
         self.sql = sql
@@ -172,7 +174,7 @@ class _Extractor:
             return None
         if e.qualifier is not None:
             q, v = e.qualifier, self.var
-            if not (q == v or (self.sql and q.upper() == v.upper())):
+            if not (q == v or q in self.also or (self.sql and q.upper() == v.upper())):
                 return None
         return resolve_column(self.names, e.name)
 
@@ -243,16 +245,18 @@ class _Extractor:
 
 def extract_conditions(var: str, condition: ex.Expr | None, kinds: dict[str, str], *,
                        sql: bool = False,
-                       extra: list[tuple[str, tuple[Range, ...]]] | None = None
+                       extra: list[tuple[str, tuple[Range, ...]]] | None = None,
+                       also: tuple[str, ...] = ()
                        ) -> tuple[tuple[Condition, ...], list[str]]:
     """The range conditions of ``var``'s ``condition`` (see the module docstring).
 
     ``kinds`` maps the stream's indexable columns to "numeric"/"string"; ``sql`` makes variable
     qualifiers case-insensitive (MATCH_RECOGNIZE). ``extra`` adds ranges known from elsewhere
-    (SASE+ event types on the type column). Returns the conditions (one per column, sorted by
+    (SASE+ event types on the type column); ``also``: other names that qualify the variable's
+    own columns (GRETA: ``Stock.price`` for the variable ``S`` of type ``Stock``). Returns the conditions (one per column, sorted by
     column) and the texts of the conjuncts that were dropped (replaced by TRUE).
     """
-    extractor = _Extractor(var, kinds, sql)
+    extractor = _Extractor(var, kinds, sql, also)
     per: dict[str, tuple[Range, ...]] = {}
     dropped: list[str] = []
     for c in ex.conjuncts(condition):

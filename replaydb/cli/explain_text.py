@@ -85,6 +85,8 @@ def _operator_detail(out: dict[str, Any], family: str | None) -> list[str]:
     if not isinstance(section, dict):
         return []
     lines = [f"matcher: {section['matcher']}"] if section.get("matcher") else []
+    if section.get("why"):
+        lines.append("plan: " + _clip(str(section["why"]), 100))
     if section.get("spec"):
         lines.append(_clip(str(section["spec"]), 100))
     return lines
@@ -127,6 +129,8 @@ def _source_estimate(src: dict[str, Any], out: dict[str, Any]) -> str:
     if src.get("node") == "interval_scan" and chosen:
         return f"leaves {_num(chosen.get('pio_leaves'))}, bytes {_num(chosen.get('pio_bytes'))}"
     est = out.get("estimates") or {}
+    if src.get("node") == "interval_scan" and "events" in est:
+        return ", ".join(f"{k} {_num(est[k])}" for k in ("leaves", "events") if k in est)
     if src.get("node") == "tree_aggregates" and est:
         keys = [k for k in est if k.startswith("merges_per_slide")]
         return ", ".join(f"{k.replace('_', ' ')} {_num(est[k])}" for k in keys)

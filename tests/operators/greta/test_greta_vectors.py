@@ -283,10 +283,12 @@ def test_lifecycle_results_flush_end_interval() -> None:
     assert op.results().num_rows == 0
     assert op.results().schema == op.output_schema
     op.push(FIG3.slice(0, 3))  # a1 b2 a3
-    op.end_interval()  # trends cannot span the gap
+    op.end_interval()  # a gap only leaves events out: trends span it (skip-till-any-match)
     op.push(FIG3.slice(3))  # a4 b7
     op.flush()
-    assert [r["COUNT(*)"] for r in op.results().to_pylist()] == [3, 1]
+    assert [r["COUNT(*)"] for r in op.results().to_pylist()] == [7]
+    assert op.counters.intervals == 1 and op.traits().skips_gaps
+    assert not op.traits().interval_safe
     with pytest.raises(OperatorError, match="push after flush"):
         op.push(FIG3)
     op.reset()
