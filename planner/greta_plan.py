@@ -41,13 +41,9 @@ predicates only narrow the trends further, so they keep the rule sound without b
 stream's positions) and an operator that does not declare ``skips_gaps`` plan full replay; so
 does a plan whose cost exceeds ``max_fraction`` of full replay's, with the reason in EXPLAIN.
 
-**Cost** (in events replayed, the unit of the pattern planner's calibrated weights, see
-``replaydb calibrate``): the events of the leaves the intervals cover, weighted by the
-calibrated cost of a leaf read through intervals against one read by full replay, plus
-``interval_events`` per interval and one per index entry looked up; full replay costs the
-stream's events. ``--plan``: ``auto`` (index lookups and tree summaries), ``tree`` (tree
-summaries only), ``replay`` (handled by the hub). Options:
-:class:`~replaydb.planner.options.GretaPlannerOptions`.
+**Cost** and the choice against full replay: :mod:`replaydb.planner.candidates`. ``--plan``:
+``auto`` (index lookups and tree summaries), ``tree`` (tree summaries only), ``replay``
+(handled by the hub). Options: :class:`~replaydb.planner.options.CandidatePlannerOptions`.
 
 Complexity: one index lookup per variable with a selective indexed condition, O(leaves)
 vectorized tree tests per numeric condition, O(r log r) interval algebra over the r candidate
@@ -57,15 +53,12 @@ ranges.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from replaydb.errors import UsageError
-from replaydb.planner.options import GretaPlannerOptions
+from replaydb.planner.candidates import CandidatePlanState, checked_choice, plan_around_candidates
 from replaydb.planner.pattern.conditions import Range
-from replaydb.planner.pattern.cost import load_weights
 from replaydb.planner.pattern.intervals import (
     I64,
     Geometry,
@@ -74,9 +67,7 @@ from replaydb.planner.pattern.intervals import (
     merge_halfopen,
 )
 from replaydb.planner.pattern.planner import _kinds
-from replaydb.planner.scopes import ConditionScope, condition_scope, leaves_covered
-
-PLAN_CHOICES = ("auto", "tree", "replay")
+from replaydb.planner.scopes import ConditionScope, condition_scope
 
 
 # --------------------------------------------------------------------------- the region
@@ -122,57 +113,6 @@ def trend_region(starts: np.ndarray, ends: np.ndarray, within: int, slide: int, 
     hi = _window_end(d - 1, within, slide) if after else d
     backward = merge_halfopen(lo[ok], hi[ok])
     return intersect_intervals(forward, backward)
-
-
-# --------------------------------------------------------------------------- plan state
-@dataclass
-class GretaPlanState:
-    """What the planner derived (EXPLAIN, benchmarks, tests)."""
-
-    within: int = 0
-    slide: int = 0
-    scopes: dict[str, ConditionScope] = field(default_factory=dict)
-    roles: dict[str, str] = field(default_factory=dict)
-    region: np.ndarray | None = None
-    intervals: np.ndarray | None = None
-    leaves: tuple[int, int] = (0, 0)
-    cost: dict[str, float] = field(default_factory=dict)
-    weights: dict[str, Any] = field(default_factory=dict)
-    why: str = ""
-    index_reads: dict[str, int] = field(default_factory=dict)
-
-    def describe(self, geo: Geometry | None, strategy: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"window": {"within": self.within, "slide": self.slide},
-                               "strategy": strategy, "why": self.why}
-        if geo is not None and self.scopes:
-            out["variables"] = {a: {"role": self.roles.get(a, ""), **s.describe(geo)}
-                                for a, s in self.scopes.items()}
-        if self.region is not None:
-            out["region_ranges"] = int(self.region.shape[0])
-        if self.intervals is not None and geo is not None:
-            lv, ev = self.leaves
-            out["replay_intervals"] = int(self.intervals.shape[0])
-            out["leaves_to_read"] = f"{lv}/{geo.n_leaves}"
-            out["events_to_read_est"] = ev
-            out["intervals_head"] = [[int(a), int(b)] for a, b in self.intervals[:8]]
-        if self.cost:
-            out["cost_events_est"] = dict(self.cost)
-        if self.weights:
-            out["weights"] = dict(self.weights)
-        if self.index_reads:
-            out["index_reads"] = dict(self.index_reads)
-        return out
-
-
-def _annotate(n_events: int, n_leaves: int) -> Any:
-    def annotate(analyze: dict[str, Any]) -> None:
-        rep = analyze.get("replay", {})
-        ev, lv = int(rep.get("events", 0)), int(rep.get("leaves", 0))
-        analyze["greta_pruning"] = {
-            "events_read": ev, "leaves_read": lv, "bytes_read": int(rep.get("bytes", 0)),
-            "pruned_fraction_events": 1.0 - ev / max(n_events, 1),
-            "pruned_fraction_bytes": 1.0 - lv / max(n_leaves, 1)}
-    return annotate
 
 
 # --------------------------------------------------------------------------- variables
@@ -233,77 +173,21 @@ def pruned_intervals(compiled: Any, scopes: dict[str, ConditionScope], geo: Geom
 # --------------------------------------------------------------------------- entry point
 def plan(ctx: Any) -> Any:
     """The planner entry point (``PLANNERS["greta"]``)."""
-    from replaydb.planner.query import Plan
-
-    choice = ctx.options.plan or "auto"
-    if choice not in PLAN_CHOICES:
-        raise UsageError(f"unknown --plan {choice!r} for GRETA queries",
-                         hint=f"choose one of {', '.join(PLAN_CHOICES)}")
-    opts = ctx.planner_options
-    if not isinstance(opts, GretaPlannerOptions):
-        opts = GretaPlannerOptions()
-    timings: dict[str, float] = {}
+    checked_choice(ctx, "GRETA")
     t0 = time.perf_counter()
     op = ctx.bind()
     compiled = op.plan
-    st = GretaPlanState(within=compiled.within, slide=compiled.slide,
-                        roles=_roles(compiled))
-    timings["bind"] = time.perf_counter() - t0
+    st = CandidatePlanState(window={"within": compiled.within, "slide": compiled.slide},
+                            roles=_roles(compiled))
+    bind_s = time.perf_counter() - t0
 
-    def finish(strategy: str, why: str, intervals: np.ndarray | None,
-               geo: Geometry | None) -> Any:
-        st.why = why
-        estimates = ({"events": st.leaves[1], "leaves": st.leaves[0]}
-                     if intervals is not None and geo is not None else {})
-        p = Plan.of(ctx, strategy, intervals, operator=op, estimates=estimates,
-                    reason="nothing" if intervals is not None and not len(intervals)
-                    else "trends")
-        p.details.defer("greta", lambda: st.describe(geo, strategy))
-        p.timings.update(timings)
-        if geo is not None:
-            p.annotate = _annotate(geo.n_events, geo.n_leaves)
-        p.greta_state = st  # type: ignore[attr-defined]
-        return p
+    def scopes(snap: Any, geo: Geometry, **kw: Any) -> dict[str, ConditionScope]:
+        return variable_scopes(compiled, snap, geo, **kw)
 
-    if len(ctx.snapshots) != 1:
-        return finish("replay", "full replay: several streams merged by event type", None, None)
-    if not op.traits().skips_gaps:
-        return finish("replay", "full replay: the operator resets at gaps", None, None)
-    snap = ctx.snapshots[0]
-    geo = Geometry.of(snap)
-    if geo.n_events == 0:
-        return finish("empty", "empty stream: nothing to replay", np.empty((0, 2), I64), geo)
-    t0 = time.perf_counter()
-    st.scopes = variable_scopes(compiled, snap, geo, use_index=choice != "tree",
-                                max_sel=opts.index_max_selectivity, timings=timings,
-                                reads=st.index_reads)
-    timings["scopes"] = time.perf_counter() - t0
-    if all(s.source == "anywhere" for s in st.scopes.values()):
-        return finish("replay", "full replay: no variable's local predicates narrow where "
-                      "its events occur", None, geo)
-    t0 = time.perf_counter()
-    weights = load_weights(ctx.store)
-    per_interval = (opts.interval_events if opts.interval_events is not None
-                    else weights.interval_events)
-    join = (opts.join_leaves if opts.join_leaves is not None
-            else per_interval / max(snap.schema.leaf_capacity, 1))
-    st.region, iv = pruned_intervals(compiled, st.scopes, geo, join)
-    st.intervals = iv
-    st.leaves = leaves_covered(iv, geo)
-    timings["intervals"] = time.perf_counter() - t0
-    if iv.shape[0] == 0:
-        return finish("pruned", "nothing to replay: no window holds a start and an end "
-                      "candidate", iv, geo)
-    leaf_weight = weights.pio_weight(True) / weights.pio_weight(False)
-    entries = float(st.index_reads.get("entries_returned", 0))
-    cost = st.leaves[1] * leaf_weight + iv.shape[0] * per_interval + entries
-    st.cost = {"pruned": round(cost, 1), "full_replay": float(geo.n_events),
-               "per_interval": per_interval, "leaf_weight": round(leaf_weight, 3),
-               "index_entries": entries}
-    st.weights = {"source": weights.source}
-    if cost > opts.max_fraction * geo.n_events:
-        return finish("replay", f"full replay: the pruned intervals ({iv.shape[0]:,}, "
-                      f"{st.leaves[0]:,}/{geo.n_leaves:,} leaves) cost {cost:,.0f} events "
-                      f"> {opts.max_fraction:g} x {geo.n_events:,}", None, geo)
-    return finish("pruned", f"replay the {st.leaves[1]:,} of {geo.n_events:,} events where "
-                  "trends can lie (start to end candidates per window)", iv, geo)
+    p = plan_around_candidates(
+        ctx, key="greta", reason="trends", op=op, st=st, scopes=scopes,
+        intervals=lambda sc, geo, join: pruned_intervals(compiled, sc, geo, join),
+        blocker=None if op.traits().skips_gaps else "the operator resets at gaps",
+        nothing="no window holds a start and an end candidate")
+    p.timings["bind"] = bind_s
+    return p

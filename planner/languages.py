@@ -108,12 +108,19 @@ def _greta_planner() -> Callable[[Any], Any]:
     return plan
 
 
+def _imprecise_planner() -> Callable[[Any], Any]:
+    from replaydb.planner.imprecise_plan import plan
+
+    return plan
+
+
 PLANNERS: dict[str, Callable[[], Callable[[Any], Any]]] = {
     "window_sql": _window_planner,
     "match_recognize": _pattern_planner,
     "sase": _pattern_planner,
     "tpstream": _tpstream_planner,
     "greta": _greta_planner,
+    "imprecise": _imprecise_planner,
 }
 """language -> the loader of its planner (``plan(ctx) -> Plan``); absent: full replay."""
 

@@ -166,9 +166,11 @@ class TPStreamPlannerOptions:
 
 
 @dataclass(frozen=True)
-class GretaPlannerOptions:
-    """Options of the GRETA trend-pruning planner (:mod:`replaydb.planner.greta_plan`). None
-    of them changes a query's results; they change what is replayed."""
+class CandidatePlannerOptions:
+    """Options of the planners that replay around the candidate events of a query's variables:
+    GRETA's trend pruning (:mod:`replaydb.planner.greta_plan`) and imprecise-timestamp
+    patterns (:mod:`replaydb.planner.imprecise_plan`). None of them changes a query's results;
+    they change what is replayed."""
 
     index_max_selectivity: float = 0.05
     """Look a variable's candidate events up in an index only up to this estimated
@@ -186,8 +188,8 @@ class GretaPlannerOptions:
 
     interval_events: float | None = None
     """Fixed cost of one replay interval, in events replayed (None: the store's calibrated
-    pattern weight ``interval_events``, see ``replaydb calibrate``; GRETA keeps its state across
-    intervals, so an interval costs its navigation only, as a pattern plan's does)."""
+    pattern weight ``interval_events``, see ``replaydb calibrate``: an interval's navigation,
+    as in a pattern plan)."""
 
 
 # --------------------------------------------------------------------------- operators
@@ -299,7 +301,8 @@ PLANNER_OPTIONS: dict[str, type] = {
     "match_recognize": PatternPlannerOptions,
     "sase": PatternPlannerOptions,
     "tpstream": TPStreamPlannerOptions,
-    "greta": GretaPlannerOptions,
+    "greta": CandidatePlannerOptions,
+    "imprecise": CandidatePlannerOptions,
 }
 """language -> its planner's options (absent: the planner has none)."""
 

@@ -169,3 +169,16 @@ def leaves_covered(iv: np.ndarray, geo: Geometry) -> tuple[int, int]:
     np.add.at(mark, last[ok] + 1, -1)
     covered = np.cumsum(mark)[:-1] > 0
     return int(covered.sum()), int(geo.leaf_count[covered].sum())
+
+
+def pruning_annotation(key: str, n_events: int, n_leaves: int) -> Any:
+    """An EXPLAIN ANALYZE hook that records under ``key`` what the pruned replay read: events,
+    leaves, bytes and the fractions of the stream's events and leaves it left out."""
+    def annotate(analyze: dict[str, Any]) -> None:
+        rep = analyze.get("replay", {})
+        ev, lv = int(rep.get("events", 0)), int(rep.get("leaves", 0))
+        analyze[key] = {
+            "events_read": ev, "leaves_read": lv, "bytes_read": int(rep.get("bytes", 0)),
+            "pruned_fraction_events": 1.0 - ev / max(n_events, 1),
+            "pruned_fraction_bytes": 1.0 - lv / max(n_leaves, 1)}
+    return annotate

@@ -25,6 +25,7 @@ CASES: tuple[tuple[str, str | None], ...] = (
     ("tpstream/traffic_speeding_braking", None),
     ("greta/stock_q1_downtrends", None),
     ("greta/traffic_after_accident", None),
+    ("imprecise/selective_pruned", None),
     ("imprecise/cross_event_predicate", None),
     ("window_sql/count_windows", None),
 )
