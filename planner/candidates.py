@@ -8,11 +8,13 @@ and choose between those intervals and full replay by cost. :func:`plan_around_c
 the common part: the checks that force full replay, the scopes, joining intervals across short
 gaps, the cost, the plan value and EXPLAIN's section.
 
-**Cost**, in events replayed (the unit of the pattern planner's calibrated weights, see
-``replaydb calibrate``): the events of the leaves the intervals cover, weighted by the
-calibrated cost of a leaf read through intervals against one read by full replay, plus
-``interval_events`` per interval (default: the calibrated one) and one per index entry looked
-up; full replay costs the stream's events. Full replay is planned when the pruned plan costs
+**Cost**, in the unit of one event read and pushed into the operator by full replay (full
+replay costs the stream's events): the events inside the intervals (pushed into the operator,
+estimated by interpolating times within leaves), plus the extra cost of reading the covered
+leaves through intervals rather than in one sweep (their events times the calibrated ratio of
+the two read weights less one, see ``replaydb calibrate``; never below zero: the leaves are a
+subset of full replay's), plus ``interval_events`` per interval (default: the calibrated one)
+and one per index entry looked up. Full replay is planned when the pruned plan costs
 more than ``max_fraction`` of it (:class:`~replaydb.planner.options.CandidatePlannerOptions`).
 """
 
@@ -29,7 +31,12 @@ from replaydb.errors import UsageError
 from replaydb.planner.options import CandidatePlannerOptions
 from replaydb.planner.pattern.cost import load_weights
 from replaydb.planner.pattern.intervals import I64, Geometry
-from replaydb.planner.scopes import ConditionScope, leaves_covered, pruning_annotation
+from replaydb.planner.scopes import (
+    ConditionScope,
+    events_within,
+    leaves_covered,
+    pruning_annotation,
+)
 
 PLAN_CHOICES = ("auto", "tree", "replay")
 
@@ -102,7 +109,8 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
 
     def finish(strategy: str, why: str, iv: np.ndarray | None, geo: Geometry | None) -> Any:
         st.why = why
-        estimates = ({"events": st.leaves[1], "leaves": st.leaves[0]}
+        estimates = ({"leaves": st.leaves[0], "events": st.leaves[1],
+                      "events_pushed": round(st.cost.get("events_pushed", 0.0))}
                      if iv is not None and geo is not None else {})
         p = Plan.of(ctx, strategy, iv, operator=op, estimates=estimates,
                     reason="nothing" if iv is not None and not len(iv) else reason)
@@ -143,14 +151,16 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
         return finish("pruned", f"nothing to replay: {nothing}", iv, geo)
     leaf_weight = weights.pio_weight(True) / weights.pio_weight(False)
     entries = float(st.index_reads.get("entries_returned", 0))
-    cost = st.leaves[1] * leaf_weight + iv.shape[0] * per_interval + entries
+    pushed = events_within(iv, geo)
+    cost = (pushed + max(leaf_weight - 1.0, 0.0) * st.leaves[1] + iv.shape[0] * per_interval
+            + entries)
     st.cost = {"pruned": round(cost, 1), "full_replay": float(geo.n_events),
-               "per_interval": per_interval, "leaf_weight": round(leaf_weight, 3),
-               "index_entries": entries}
+               "events_pushed": round(pushed, 1), "per_interval": per_interval,
+               "leaf_weight": round(leaf_weight, 3), "index_entries": entries}
     st.weights = {"source": weights.source}
     if cost > opts.max_fraction * geo.n_events:
         return finish("replay", f"full replay: the pruned intervals ({iv.shape[0]:,}, "
                       f"{st.leaves[0]:,}/{geo.n_leaves:,} leaves) cost {cost:,.0f} events "
                       f"> {opts.max_fraction:g} x {geo.n_events:,}", None, geo)
-    return finish("pruned", f"replay the {st.leaves[1]:,} of {geo.n_events:,} events where "
+    return finish("pruned", f"push about {pushed:,.0f} of {geo.n_events:,} events where "
                   f"{reason} can lie", iv, geo)

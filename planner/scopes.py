@@ -182,3 +182,23 @@ def pruning_annotation(key: str, n_events: int, n_leaves: int) -> Any:
             "pruned_fraction_events": 1.0 - ev / max(n_events, 1),
             "pruned_fraction_bytes": 1.0 - lv / max(n_leaves, 1)}
     return annotate
+
+
+def events_within(iv: np.ndarray, geo: Geometry) -> float:
+    """Estimated events inside the rows ``[a, b)`` of ``iv`` (what replay pushes into the
+    operator, less than the events of the leaves it reads): per boundary, the seq of the first
+    event at or after it, interpolated linearly in time inside its leaf. O(rows log leaves)."""
+    if iv.shape[0] == 0 or geo.n_leaves == 0:
+        return 0.0
+    return float(np.sum(_seq_at(iv[:, 1], geo) - _seq_at(iv[:, 0], geo)))
+
+
+def _seq_at(x: np.ndarray, geo: Geometry) -> np.ndarray:
+    i = np.searchsorted(geo.leaf_t_max, x, side="left")
+    inside = i < geo.n_leaves
+    j = np.minimum(i, geo.n_leaves - 1)
+    t0, t1 = geo.leaf_t_min[j], geo.leaf_t_max[j]
+    share = np.clip((x - t0) / np.maximum(t1 - t0 + 1, 1), 0.0, 1.0)
+    seq = geo.leaf_seq_min[j] + share * geo.leaf_count[j]
+    end = geo.leaf_seq_min[-1] + geo.leaf_count[-1]
+    return np.where(inside, seq, end).astype(np.float64)

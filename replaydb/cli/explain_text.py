@@ -130,7 +130,8 @@ def _source_estimate(src: dict[str, Any], out: dict[str, Any]) -> str:
         return f"leaves {_num(chosen.get('pio_leaves'))}, bytes {_num(chosen.get('pio_bytes'))}"
     est = out.get("estimates") or {}
     if src.get("node") == "interval_scan" and "events" in est:
-        return ", ".join(f"{k} {_num(est[k])}" for k in ("leaves", "events") if k in est)
+        return ", ".join(f"{k.replace('_', ' ')} {_num(est[k])}"
+                         for k in ("leaves", "events", "events_pushed") if k in est)
     if src.get("node") == "tree_aggregates" and est:
         keys = [k for k in est if k.startswith("merges_per_slide")]
         return ", ".join(f"{k.replace('_', ' ')} {_num(est[k])}" for k in keys)
