@@ -5,8 +5,8 @@ Both planners find, per query variable, where its candidate events can occur
 (:func:`~replaydb.planner.scopes.condition_scope`), turn those ranges into replay intervals by
 a rule of their own (:mod:`replaydb.planner.greta_plan`, :mod:`replaydb.planner.imprecise_plan`)
 and choose between those intervals and full replay by cost. :func:`plan_around_candidates` does
-the common part: the checks that force full replay, the scopes, joining intervals across short
-gaps, the cost, the plan value and EXPLAIN's section.
+the common part: the checks that force full replay, the scopes, joining intervals across gaps
+of at most ``join_events`` events (default: the per-interval cost), the cost, the plan value and EXPLAIN's section.
 
 **Cost**, in the unit of one event read and pushed into the operator by full replay (full
 replay costs the stream's events): the events inside the intervals (pushed into the operator,
@@ -34,6 +34,7 @@ from replaydb.planner.pattern.intervals import I64, Geometry
 from replaydb.planner.scopes import (
     ConditionScope,
     events_within,
+    join_gaps,
     leaves_covered,
     pruning_annotation,
 )
@@ -42,9 +43,9 @@ PLAN_CHOICES = ("auto", "tree", "replay")
 
 Scopes = Callable[..., dict[str, ConditionScope]]
 """``(snap, geo, use_index=, max_sel=, timings=, reads=) -> variable -> scope``."""
-Intervals = Callable[[dict[str, ConditionScope], Geometry, float],
-                     tuple[np.ndarray, np.ndarray]]
-"""``(scopes, geo, join_leaves) -> (region, intervals)``: sorted disjoint rows ``[a, b)``."""
+Intervals = Callable[[dict[str, ConditionScope], Geometry], tuple[np.ndarray, np.ndarray]]
+"""``(scopes, geo) -> (region, intervals)``: sorted disjoint rows ``[a, b)`` (the intervals
+before short gaps are joined)."""
 
 
 @dataclass
@@ -141,9 +142,9 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
     weights = load_weights(ctx.store)
     per_interval = (opts.interval_events if opts.interval_events is not None
                     else weights.interval_events)
-    join = (opts.join_leaves if opts.join_leaves is not None
-            else per_interval / max(snap.schema.leaf_capacity, 1))
-    st.region, iv = intervals(st.scopes, geo, join)
+    join = opts.join_events if opts.join_events is not None else per_interval
+    st.region, iv = intervals(st.scopes, geo)
+    iv = join_gaps(iv, geo, join)
     st.intervals = iv
     st.leaves = leaves_covered(iv, geo)
     timings["intervals"] = time.perf_counter() - t0

@@ -62,7 +62,6 @@ from replaydb.planner.pattern.conditions import Range
 from replaydb.planner.pattern.intervals import (
     I64,
     Geometry,
-    coalesce_by_leaves,
     intersect_intervals,
     merge_halfopen,
 )
@@ -152,11 +151,11 @@ def variable_scopes(compiled: Any, snap: Any, geo: Geometry, *, use_index: bool,
     return out
 
 
-def pruned_intervals(compiled: Any, scopes: dict[str, ConditionScope], geo: Geometry,
-                     join: float) -> tuple[np.ndarray, np.ndarray]:
+def pruned_intervals(compiled: Any, scopes: dict[str, ConditionScope], geo: Geometry
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """``(region, intervals)``: :func:`trend_region` of the main pattern's start and end
     candidates, and the region where some variable's candidates can occur, clipped to the
-    stream and joined across gaps of at most ``join`` leaves."""
+    stream."""
     main = compiled.graphs[0]
     cases = {n.negation.case for n in compiled.negations if n.negation.parent == 0}
     region = trend_region(scopes[main.states[main.start]].times,
@@ -166,8 +165,7 @@ def pruned_intervals(compiled: Any, scopes: dict[str, ConditionScope], geo: Geom
     anywhere = [s.times for s in scopes.values()]
     both = np.concatenate(anywhere) if anywhere else np.empty((0, 2), I64)
     union = merge_halfopen(both[:, 0].copy(), both[:, 1].copy())
-    iv = intersect_intervals(region, union)
-    return region, coalesce_by_leaves(iv, geo, join) if iv.shape[0] else iv
+    return region, intersect_intervals(region, union)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -186,7 +184,7 @@ def plan(ctx: Any) -> Any:
 
     p = plan_around_candidates(
         ctx, key="greta", reason="trends", op=op, st=st, scopes=scopes,
-        intervals=lambda sc, geo, join: pruned_intervals(compiled, sc, geo, join),
+        intervals=lambda sc, geo: pruned_intervals(compiled, sc, geo),
         blocker=None if op.traits().skips_gaps else "the operator resets at gaps",
         nothing="no window holds a start and an end candidate")
     p.timings["bind"] = bind_s

@@ -178,9 +178,9 @@ class CandidatePlannerOptions:
     lengths, and the entries cost more than the replay they could save; the tree summaries
     still narrow where its events can occur)."""
 
-    join_leaves: float | None = None
-    """Intervals separated by at most this many leaves are joined (None: the per-interval
-    cost divided by the stream's leaf capacity)."""
+    join_events: float | None = None
+    """Intervals separated by at most this many events are joined (None: the per-interval
+    cost: replaying the gap is then no dearer than another interval)."""
 
     max_fraction: float = 0.9
     """Plan full replay when replaying the pruned intervals is estimated to cost more than this

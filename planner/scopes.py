@@ -50,6 +50,9 @@ class ConditionScope:
     index_estimate: float | None = None
     leaves_hit: int | None = None
     times: np.ndarray = field(default_factory=lambda: np.empty((0, 2), I64))
+    candidates: tuple[np.ndarray, np.ndarray] | None = None
+    """The index lookup's events ``(seqs, times)`` sorted by seq (None: no lookup); every
+    event satisfying the condition is among them."""
 
     def describe(self, geo: Geometry) -> dict[str, Any]:
         span = int((self.times[:, 1] - self.times[:, 0]).sum()) if self.times.size else 0
@@ -134,6 +137,7 @@ def condition_scope(name: str, cond_expr: Any, var: str, kinds: dict[str, str],
         times = merge_halfopen(tt, tt + 1)
         sc.source, sc.index, sc.index_entries = "index", c.column, len(res)
         sc.index_estimate = best[0]
+        sc.candidates = (np.asarray(res.seq, I64), np.asarray(res.t, I64))
     # tree summaries of the numeric conditions (leaf level)
     hit = np.ones(geo.n_leaves, bool)
     tested = False
@@ -202,3 +206,16 @@ def _seq_at(x: np.ndarray, geo: Geometry) -> np.ndarray:
     seq = geo.leaf_seq_min[j] + share * geo.leaf_count[j]
     end = geo.leaf_seq_min[-1] + geo.leaf_count[-1]
     return np.where(inside, seq, end).astype(np.float64)
+
+
+def join_gaps(iv: np.ndarray, geo: Geometry, max_events: float) -> np.ndarray:
+    """Join consecutive rows of ``iv`` whose gap holds at most ``max_events`` events
+    (estimated as by :func:`events_within`): replaying a short gap costs less than starting
+    another interval. Joining only adds events, so it never loses one. O(rows log leaves)."""
+    if iv.shape[0] <= 1:
+        return iv
+    gap = _seq_at(iv[1:, 0], geo) - _seq_at(iv[:-1, 1], geo)
+    keep = np.concatenate([[True], gap > max_events])
+    starts = iv[keep, 0]
+    ends = iv[np.concatenate([keep[1:], [True]]), 1]
+    return np.stack([starts, ends], axis=1).astype(I64)

@@ -173,7 +173,7 @@ def run(store: Any, text: str, plan: str, **extra: Any) -> tuple[Any, list[tuple
 
 def assert_same(store: Any, text: str) -> None:
     _, want = run(store, text, "replay")
-    for plan, extra in [("auto", PRUNE), ("auto", {**PRUNE, "join_leaves": 2}),
+    for plan, extra in [("auto", PRUNE), ("auto", {**PRUNE, "join_events": 6}),
                         ("tree", PRUNE), ("auto", {})]:
         p, got = run(store, text, plan, **extra)
         check_intervals(p, store)

@@ -123,7 +123,7 @@ def test_pruned_replay_equals_full_replay(data: st.DataObject) -> None:
             framework = data.draw(st.sampled_from(["event", "point"]))
             exact = data.draw(st.booleans())
             _, want = run(store, q, "replay", framework=framework, exact=exact)
-            for plan, extra in [("auto", PRUNE), ("auto", {**PRUNE, "join_leaves": 1}),
+            for plan, extra in [("auto", PRUNE), ("auto", {**PRUNE, "join_events": 4}),
                                 ("tree", PRUNE), ("auto", {})]:
                 p, got = run(store, q, plan, framework=framework, exact=exact, **extra)
                 check_intervals(p, store)
