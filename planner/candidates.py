@@ -97,12 +97,14 @@ def checked_choice(ctx: Any, language: str) -> tuple[str, CandidatePlannerOption
 
 def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
                            st: CandidatePlanState, scopes: Scopes, intervals: Intervals,
-                           blocker: str | None = None, nothing: str = "") -> Any:
+                           blocker: str | None = None, nothing: str = "",
+                           interval_floor: float = 0.0) -> Any:
     """The plan of ``ctx`` (see the module docstring): full replay when ``blocker`` (a reason)
     is given, several streams are merged, or no scope narrows anything; else the intervals of
     ``intervals`` when they cost less. ``key`` names EXPLAIN's section and the state attribute
     (``<key>_state``); ``reason`` the interval scan's reason; ``nothing`` why no interval is
-    left when none is."""
+    left when none is; ``interval_floor``: the least per-interval cost the planner assumes
+    for its operator when the option leaves it to the calibration."""
     from replaydb.planner.query import Plan
 
     choice, opts = checked_choice(ctx, ctx.language)
@@ -141,7 +143,7 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
     t0 = time.perf_counter()
     weights = load_weights(ctx.store)
     per_interval = (opts.interval_events if opts.interval_events is not None
-                    else weights.interval_events)
+                    else max(weights.interval_events, interval_floor))
     join = opts.join_events if opts.join_events is not None else per_interval
     st.region, iv = intervals(st.scopes, geo)
     iv = join_gaps(iv, geo, join)
@@ -157,7 +159,8 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
             + entries)
     st.cost = {"pruned": round(cost, 1), "full_replay": float(geo.n_events),
                "events_pushed": round(pushed, 1), "per_interval": per_interval,
-               "leaf_weight": round(leaf_weight, 3), "index_entries": entries}
+               "leaf_weight": round(leaf_weight, 3), "index_entries": entries,
+               "index_pages": float(st.index_reads.get("pages_read", 0))}
     st.weights = {"source": weights.source}
     if cost > opts.max_fraction * geo.n_events:
         return finish("replay", f"full replay: the pruned intervals ({iv.shape[0]:,}, "

@@ -202,6 +202,14 @@ def candidate_uppers(snap: Any, cfg: Any, scope: ConditionScope
     return times[order], np.asarray(up, np.int64)[order]
 
 
+RESET_EVENTS = 4_000.0
+"""Least cost of one replay interval for this operator, in events of full replay: it ends each
+interval with its end of input and starts the next from an empty state, which costs about as
+much as replaying 4,000 events where non-candidates are filtered in bulk (the derivation:
+``bench/results/candidate_plans``); the calibrated pattern weight applies when it is higher,
+the ``interval_events`` option replaces both."""
+
+
 def _blocker(cfg: Any, snap: Any) -> str | None:
     if cfg.lower_column != "t":
         return f"the lower bound {cfg.lower_column!r} is not the stream's time"
@@ -230,6 +238,7 @@ def plan(ctx: Any) -> Any:
         ctx, key="imprecise", reason="matches", op=op, st=st, scopes=scopes,
         intervals=lambda sc, geo: pruned_intervals(cfg, snap, sc, geo),
         blocker=_blocker(cfg, snap) if len(ctx.snapshots) == 1 else None,
-        nothing="no first candidate has a last candidate within reach")
+        nothing="no first candidate has a last candidate within reach",
+        interval_floor=RESET_EVENTS)
     p.timings["bind"] = bind_s
     return p
