@@ -12,13 +12,14 @@ indexes; sizes in the parameters):
   window's end);
 * ``imprecise``: the imprecise stream (one event per second, values 1..1000 wrapping,
   uncertainty +-20), ``SEQ(E a, E b, E c)`` with ``a.value = X`` (0.1%), ``c.value = X + gap``,
-  a modulo condition on ``b``, WITHIN 20-100, both strategies;
+  a modulo condition on ``b``, WITHIN 20-60, both strategies;
 * ``*_dense``: conditions holding about 30% or more of the events (the stock shape with a wide
   band, ``Position P+`` with a speed bound on traffic, ``SEQ(E a, E b)`` with ``a.value <= X``
-  on the imprecise stream): the planner should choose full replay, or a plan no slower.
+  and ``b`` in a band of 0.3% on the imprecise stream, whose stretches cover most of it): the
+  planner should choose full replay, or a plan no slower.
 
-Each query runs under ``--plan replay`` and ``--plan auto`` (planning included; best CPU time
-of ``repeat`` runs, the rows compared). Queries are drawn from two disjoint seed sets: a tuning
+Each query runs under ``--plan replay`` and ``--plan auto``, alternately ``repeat`` times each
+(planning included; the best CPU time of each, the rows compared). Queries are drawn from two disjoint seed sets: a tuning
 set (the seeds used while developing the planner) and a held-out set; goals and headlines come
 from the held-out set, with the median, geometric mean, 10th percentile, total/total and mean
 of the per-query speedups (:func:`~replaydb.bench.common.speedup_stats`).
@@ -121,12 +122,13 @@ def greta_traffic(dense: bool) -> QueryMaker:
 def imprecise(dense: bool) -> QueryMaker:
     def make(rng: np.random.Generator, facts: dict[str, Any]) -> str:
         if dense:
+            y = int(rng.integers(1, 998))
             return (f"FROM imprecise PATTERN SEQ(E a, E b) WHERE skip_till_any_match(a, b) "
-                    f"{{ a.value <= {int(rng.integers(300, 1000))} AND b.value % "
-                    f"{int(rng.integers(5, 12))} = 0 }} WITHIN {int(rng.integers(10, 31))}")
+                    f"{{ a.value <= {int(rng.integers(300, 1000))} AND b.value BETWEEN {y} "
+                    f"AND {y + 2} }} WITHIN {int(rng.integers(10, 31))}")
         x = int(rng.integers(1, 1001))
         gap = int(rng.integers(2, 31))
-        w = int(rng.integers(20, 101))
+        w = int(rng.integers(20, 61))
         strategy = rng.choice(["skip_till_any_match", "skip_till_next_match"])
         first = f"a.value = {x}"
         last = f"c.value = {(x + gap - 1) % 1000 + 1}"
@@ -148,14 +150,21 @@ WORKLOADS: dict[str, QueryMaker] = {
 
 # --------------------------------------------------------------------------- measuring
 def measure(store: Any, text: str, repeat: int) -> dict[str, Any]:
+    """Both plans, alternately ``repeat`` times each (the machine's drift hits both alike)."""
+    best: dict[str, float] = {"replay": float("inf"), "auto": float("inf")}
+    last: dict[str, Any] = {}
+    for _ in range(repeat):
+        for plan in ("replay", "auto"):
+            def once(plan: str = plan) -> Any:
+                p = plan_query(store, text, QueryOptions(plan=plan))
+                return p, execute(p)
+            _, cpu, got = best_wall_and_cpu(once, 1)
+            best[plan] = min(best[plan], cpu)
+            last[plan] = got
     out: dict[str, Any] = {}
-    for plan in ("replay", "auto"):
-        def once(plan: str = plan) -> Any:
-            p = plan_query(store, text, QueryOptions(plan=plan))
-            return p, execute(p)
-        wall, cpu, (p, r) = best_wall_and_cpu(once, repeat)
+    for plan, (p, r) in last.items():
         rep = r.stats.get("replay", {})
-        out[plan] = {"cpu": cpu, "wall": wall, "strategy": p.strategy,
+        out[plan] = {"cpu": best[plan], "strategy": p.strategy,
                      "events": int(rep.get("events", 0)),
                      "pushed": int(r.stats.get("operator", {}).get("events_in", 0)),
                      "rows": r.table.to_pylist()}
@@ -214,7 +223,7 @@ def main() -> None:
     args = arguments(__doc__.splitlines()[0], quick="300k events per stream (default)",
                      full="1M events per stream").parse_args()
     n = 1_000_000 if args.full else 300_000
-    repeat = 2
+    repeat = 3
     res = Results("candidate_plans", "GRETA and imprecise-timestamp planners vs full replay",
                   params={"scale": "full" if args.full else "quick", "events_per_stream": n,
                           "rare_share": RARE, "dense_share": DENSE, "tuning_seeds": TUNING,
