@@ -65,8 +65,7 @@ from replaydb.planner.pattern.intervals import (
     intersect_intervals,
     merge_halfopen,
 )
-from replaydb.planner.pattern.planner import _kinds
-from replaydb.planner.scopes import ConditionScope, condition_scope
+from replaydb.planner.scopes import ConditionScope, condition_scope, scope_inputs
 
 
 # --------------------------------------------------------------------------- the region
@@ -134,9 +133,7 @@ def variable_scopes(compiled: Any, snap: Any, geo: Geometry, *, use_index: bool,
     """Where each variable's candidates can occur (every graph's states: positive and
     negated), from its local predicates as the operator classified them and its event type on
     the type column."""
-    kinds = _kinds(snap)
-    indexes = snap.indexes()
-    leaves = snap.tree.histogram(0) if snap.tree.height > 0 else {}
+    kinds, indexes, leaves = scope_inputs(snap)
     type_column = compiled.config.type_column
     out: dict[str, ConditionScope] = {}
     for g in compiled.graphs:

@@ -54,8 +54,7 @@ from replaydb.planner.pattern.intervals import (
     intersect_intervals,
     merge_halfopen,
 )
-from replaydb.planner.pattern.planner import _kinds
-from replaydb.planner.scopes import ConditionScope, condition_scope
+from replaydb.planner.scopes import ConditionScope, condition_scope, scope_inputs
 
 
 # --------------------------------------------------------------------------- leaf bounds
@@ -138,9 +137,7 @@ def component_scopes(cfg: Any, snap: Any, geo: Geometry, *, use_index: bool, max
                      ) -> dict[str, ConditionScope]:
     """Where the first and the last component's candidates can occur: their type on the type
     column and the WHERE conjuncts on their variable alone (the others widen to TRUE)."""
-    kinds = _kinds(snap)
-    indexes = snap.indexes()
-    leaves = snap.tree.histogram(0) if snap.tree.height > 0 else {}
+    kinds, indexes, leaves = scope_inputs(snap)
     where = ex.and_all(list(cfg.predicates)) if cfg.predicates else None
     out: dict[str, ConditionScope] = {}
     for c in dict.fromkeys((cfg.components[0], cfg.components[-1])):

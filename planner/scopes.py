@@ -78,6 +78,15 @@ def leaf_ranges(geo: Geometry, hit: np.ndarray) -> np.ndarray:
     return merge_halfopen(geo.leaf_t_min[idx], geo.leaf_t_max[idx] + 1)
 
 
+def scope_inputs(snap: Any) -> tuple[dict[str, str], dict[str, Any], dict[str, np.ndarray]]:
+    """What :func:`condition_scope` reads of a stream, gathered once per plan: its indexable
+    columns' kinds, its indexes, and its leaf level as columns (empty for an empty tree)."""
+    from replaydb.planner.pattern.planner import _kinds
+
+    leaves = snap.tree.histogram(0) if snap.tree.height > 0 else {}
+    return _kinds(snap), snap.indexes(), leaves
+
+
 def _entries(idx: Any, r: Range, n_events: int) -> float:
     """The index's estimated entries in range ``r``: from its sample, counted exactly from
     the boundary row groups where the sample's bounds are loose (an equality on a key with

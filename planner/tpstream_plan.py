@@ -108,8 +108,12 @@ from replaydb.planner.pattern.intervals import (
     intersect_intervals,
     merge_halfopen,
 )
-from replaydb.planner.pattern.planner import _kinds
-from replaydb.planner.scopes import ConditionScope, condition_scope, leaves_covered
+from replaydb.planner.scopes import (
+    ConditionScope,
+    condition_scope,
+    leaves_covered,
+    scope_inputs,
+)
 from replaydb.replay.plan import IntervalScan, SituationGuard
 from replaydb.store.interval_list import IntervalList
 
@@ -302,9 +306,7 @@ def plan(ctx: Any) -> Any:
                             f"{w} (+1): no match")
             return finish("empty", [], geo)
     t0 = time.perf_counter()
-    kinds = _kinds(snap)
-    indexes = snap.indexes()
-    leaves = snap.tree.histogram(0) if snap.tree.height > 0 else {}
+    kinds, indexes, leaves = scope_inputs(snap)
     use_index = choice != "tree"
     max_sel = opts.index_max_selectivity
     var = cfg.stream_alias or ""
