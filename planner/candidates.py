@@ -98,14 +98,16 @@ def checked_choice(ctx: Any, language: str) -> tuple[str, CandidatePlannerOption
 def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
                            st: CandidatePlanState, scopes: Scopes, intervals: Intervals,
                            blocker: str | None = None, nothing: str = "",
-                           interval_floor: float = 0.0) -> Any:
+                           contiguous: bool = False) -> Any:
     """The plan of ``ctx`` (see the module docstring): full replay when ``blocker`` (a reason)
     is given, several streams are merged, or no scope narrows anything; else the intervals of
     ``intervals`` when they cost less. ``key`` names EXPLAIN's section and the state attribute
     (``<key>_state``); ``reason`` the interval scan's reason; ``nothing`` why no interval is
-    left when none is; ``interval_floor``: the least per-interval cost the planner assumes
-    for its operator when the option leaves it to the calibration."""
+    left when none is; ``contiguous``: the planner's rule proves that the gaps decide no
+    result (:attr:`~replaydb.replay.plan.IntervalScan.contiguous`)."""
     from replaydb.planner.query import Plan
+    from replaydb.replay.plan import IntervalScan
+    from replaydb.store.interval_list import IntervalList
 
     choice, opts = checked_choice(ctx, ctx.language)
     timings: dict[str, float] = {}
@@ -115,8 +117,11 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
         estimates = ({"leaves": st.leaves[0], "events": st.leaves[1],
                       "events_pushed": round(st.cost.get("events_pushed", 0.0))}
                      if iv is not None and geo is not None else {})
-        p = Plan.of(ctx, strategy, iv, operator=op, estimates=estimates,
-                    reason="nothing" if iv is not None and not len(iv) else reason)
+        why_iv = "nothing" if iv is not None and not len(iv) else reason
+        source = (IntervalScan(IntervalList.of(iv), why_iv, contiguous=True)
+                  if contiguous and iv is not None and len(iv) > 1 else None)
+        p = Plan.of(ctx, strategy, iv, operator=op, estimates=estimates, reason=why_iv,
+                    source=source)
         p.details.defer(key, lambda: st.describe(geo, strategy))
         p.timings.update(timings)
         if geo is not None:
@@ -143,7 +148,7 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
     t0 = time.perf_counter()
     weights = load_weights(ctx.store)
     per_interval = (opts.interval_events if opts.interval_events is not None
-                    else max(weights.interval_events, interval_floor))
+                    else weights.interval_events)
     join = opts.join_events if opts.join_events is not None else per_interval
     st.region, iv = intervals(st.scopes, geo)
     iv = join_gaps(iv, geo, join)

@@ -15,10 +15,18 @@ of them - can take a point in ``[t_1, t_l]``, so it has ``upper >= lower(e_1)`` 
 ``lower <= upper(e_l)``. Replaying, for every first candidate, the ``lower`` range
 ``[first leaf whose running maximum of upper reaches lower(e_1), upper(e_1) + W)`` and, for
 every last candidate, ``[first leaf reaching lower(e_l) - W + 1, upper(e_l) + 1)``, intersected,
-therefore contains each match's events together with everything that decides it; the operator
-resets between intervals, so each interval is a stream of its own, and a match is reported by
-the interval that holds it, with full replay's confidence (a signature's confidence depends only
-on the events that can take a point in its span). Candidates' bounds come from their ranges
+therefore contains each match's events together with everything that decides it, all in one
+interval (for a match with first event ``a`` and last ``c`` they lie in the intersection of
+``a``'s and ``c``'s ranges, itself one range). A signature's confidence depends only on the
+events that can take a point in its span, so each match is found with full replay's
+confidence; and a signature of the replayed events that is no match of the full stream is none
+of the replayed ones either: a positive confidence among the replayed events needs a world
+placing its events in order within ``W`` (then the intersection above holds every event that
+can spoil it, and the confidences agree), and without one both are zero. The gaps therefore
+decide no result and the intervals are fed to the operator as one stream
+(:attr:`~replaydb.replay.plan.IntervalScan.contiguous`: no reset and no end of input per
+interval; Spark's interval tasks end each interval, which gives the same rows). Candidates'
+bounds come from their ranges
 widened to whole leaves: the TAB+-tree's per-leaf maximum of ``upper`` bounds ``upper``, its
 running maximum over the leaves bounds how far back an event can reach forward in time - the
 uncertainty ``delta`` on both sides, exact at leaf granularity, and no further back than the
@@ -27,9 +35,9 @@ component's candidates come from an index lookup, their own upper bounds are rea
 seqs. Both skip-till-any-match and
 skip-till-next-match, and the event-based and point-based evaluation, see the same events.
 
-Output order: intervals are replayed in time order and a match is emitted by its interval in
-order of ``(upper(e_1) + W - 1, signature)``; a later interval's first candidate has a larger
-key, so the concatenated rows are full replay's rows in full replay's order.
+Output order: the operator emits matches in order of ``(upper(e_1) + W - 1, signature)`` as in
+full replay (and a later interval's first candidate has a larger key, so ending each interval
+keeps that order too).
 
 Cost, ``--plan`` and options: :mod:`replaydb.planner.candidates`.
 
@@ -199,14 +207,6 @@ def candidate_uppers(snap: Any, cfg: Any, scope: ConditionScope
     return times[order], np.asarray(up, np.int64)[order]
 
 
-RESET_EVENTS = 4_000.0
-"""Least cost of one replay interval for this operator, in events of full replay: it ends each
-interval with its end of input and starts the next from an empty state, which costs about as
-much as replaying 4,000 events where non-candidates are filtered in bulk (the derivation:
-``bench/results/candidate_plans``); the calibrated pattern weight applies when it is higher,
-the ``interval_events`` option replaces both."""
-
-
 def _blocker(cfg: Any, snap: Any) -> str | None:
     if cfg.lower_column != "t":
         return f"the lower bound {cfg.lower_column!r} is not the stream's time"
@@ -235,7 +235,6 @@ def plan(ctx: Any) -> Any:
         ctx, key="imprecise", reason="matches", op=op, st=st, scopes=scopes,
         intervals=lambda sc, geo: pruned_intervals(cfg, snap, sc, geo),
         blocker=_blocker(cfg, snap) if len(ctx.snapshots) == 1 else None,
-        nothing="no first candidate has a last candidate within reach",
-        interval_floor=RESET_EVENTS)
+        nothing="no first candidate has a last candidate within reach", contiguous=True)
     p.timings["bind"] = bind_s
     return p

@@ -189,8 +189,7 @@ class CandidatePlannerOptions:
     interval_events: float | None = None
     """Fixed cost of one replay interval, in events replayed (None: the store's calibrated
     pattern weight ``interval_events``, see ``replaydb calibrate``: an interval's navigation,
-    as in a pattern plan; for an operator that resets at each interval, at least that reset's
-    cost, :data:`replaydb.planner.imprecise_plan.RESET_EVENTS`)."""
+    as in a pattern plan)."""
 
 
 # --------------------------------------------------------------------------- operators

@@ -72,7 +72,8 @@ def replay_into(plan: PhysicalPlan, snapshots: Sequence[Any], op: Any,
     # an operator that names its input columns without seq and does not order by it gets no seq
     seq = columns is None or "seq" in columns or getattr(op, "requires_seq", True)
     rep = Replay(list(snapshots), plan.intervals, columns=columns,
-                 type_column=plan.type_column, aliases=dict(plan.aliases), seq=seq, **extra)
+                 type_column=plan.type_column, aliases=dict(plan.aliases), seq=seq,
+                 contiguous=plan.contiguous, **extra)
     tick = check
     if progress is not None:
         def tick() -> None:

@@ -71,6 +71,10 @@ class IntervalScan:
     intervals: IntervalList
     reason: str
     guard: SituationGuard | None = None
+    contiguous: bool = False
+    """The planner proved that no result spans a gap and no event in a gap decides a result:
+    the intervals are then fed as one stream, with no ``end_interval`` between them (ending
+    each one gives the same rows; Spark's interval tasks do that)."""
     kind: ClassVar[str] = "interval_scan"
 
     def describe(self) -> dict[str, Any]:
@@ -79,6 +83,8 @@ class IntervalScan:
                                "intervals": len(self.intervals)}
         if len(a):
             out["span"] = [int(a[0, 0]), int(a[-1, 1])]
+        if self.contiguous:
+            out["feed"] = "one stream"
         if self.guard is not None:
             out["guard"] = "situation cuts"
         return out
@@ -147,6 +153,12 @@ class PhysicalPlan:
         """The replayed intervals (None: every event; tree aggregates read no interval)."""
         src = self.source
         return src.intervals if isinstance(src, IntervalScan) else None
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether the intervals are fed as one stream (:attr:`IntervalScan.contiguous`)."""
+        src = self.source
+        return isinstance(src, IntervalScan) and src.contiguous
 
     def describe(self) -> dict[str, Any]:
         """The plan as nested plain dicts, node by node (what EXPLAIN prints)."""

@@ -30,7 +30,9 @@ full replay's reads and batches. The operator still sees each interval's events 
 ``end_interval`` between intervals, exactly as if they had been read one by one - unless it
 overrides :meth:`~replaydb.operators.base.Operator.push_intervals`: it then gets batches of many
 intervals with the row offsets where each ends (:meth:`Replay.spans`); inside one read, every
-interval is split where one batch per interval would split it.
+interval is split where one batch per interval would split it. With ``contiguous=True`` (a plan
+whose gaps decide no result) the operator gets those batches through ``push`` and no
+``end_interval`` at all: the intervals are one stream with the gaps' events left out.
 
 What was read (intervals, leaves, row groups, events, bytes, seconds) is in :attr:`Replay.stats`
 for EXPLAIN ANALYZE.
@@ -109,6 +111,7 @@ class Replay:
         batch_rows: int = DEFAULT_BATCH_ROWS,
         aliases: dict[str, str] | None = None,
         seq: bool = True,
+        contiguous: bool = False,
     ) -> None:
         if not snapshots:
             raise UsageError("replay needs at least one stream")
@@ -119,6 +122,9 @@ class Replay:
         self.type_column = type_column
         self.seq = seq or (columns is not None and "seq" in columns)
         self.batch_rows = batch_rows
+        self.contiguous = contiguous
+        """Feed the intervals as one stream: no ``end_interval`` between them (a plan's
+        :attr:`~replaydb.replay.plan.IntervalScan.contiguous`)."""
         self.stats = ReplayStats()
         self.events_pushed = 0
         """Events pushed into the operator so far by :meth:`results` (progress reports)."""
@@ -375,11 +381,14 @@ class Replay:
         since = 0
         rows = 0
         ask_rows = max(1, self.batch_rows * RESULTS_BATCHES)
-        source = self._marked_spans() if self._takes_spans(op) else (
+        contiguous = self.contiguous
+        source = self._marked_spans() if contiguous or self._takes_spans(op) else (
             (k, k, b, _NO_BREAKS, False) for k, b in self.batches())
         for k, k_last, batch, breaks, last in source:
             if k != current:
-                if breaks is _NO_BREAKS:
+                if contiguous:
+                    pass
+                elif breaks is _NO_BREAKS:
                     t0 = time.perf_counter()
                     for _ in range(k - current):
                         op.end_interval()
@@ -391,7 +400,10 @@ class Replay:
             if check is not None:
                 check()
             t0 = time.perf_counter()
-            if breaks.size or last:
+            if contiguous:
+                if batch.num_rows:
+                    op.push(batch)
+            elif breaks.size or last:
                 op.push_intervals(batch, breaks, final=last)
             else:
                 op.push(batch)

@@ -104,6 +104,8 @@ def _source_line(src: dict[str, Any], out: dict[str, Any]) -> str:
         span = src.get("span")
         if isinstance(span, list | tuple) and len(span) == 2:
             text += f" over t {_time(span[0], out)} .. {_time(span[1], out)}"
+        if src.get("feed"):
+            text += f", fed as {src['feed']}"
     elif src.get("variant"):
         text += f" ({src['variant']} path)"
     return text

@@ -133,6 +133,24 @@ def test_spans_carry_many_intervals_per_batch(snap, points, batch_rows) -> None:
         assert getattr(rec, "pushes", 0) < nonempty
 
 
+@settings(max_examples=40, deadline=None)
+@given(points=st.lists(st.integers(0, T_MAX), min_size=2, max_size=40),
+       batch_rows=st.sampled_from([16, 48, 1000]), spans=st.booleans())
+def test_contiguous_replay_feeds_the_intervals_as_one_stream(snap, points, batch_rows,
+                                                           spans) -> None:
+    """``contiguous=True``: the intervals' events, in order, through ``push`` alone - no
+    ``end_interval`` and no ``push_intervals``, whatever the operator overrides."""
+    ivs = _intervals(points, False, False)
+    rec = BreakRecorder() if spans else Recorder()
+    rep = Replay([snap], ivs, batch_rows=batch_rows, contiguous=True)
+    got = rep.run(rec)
+    one = Replay([snap], ivs, batch_rows=batch_rows).run(Recorder())
+    assert got.column("seq").equals(one.column("seq"))
+    assert set(got.column("interval").to_pylist()) <= {0}
+    assert getattr(rec, "ends", 0) == 0 and getattr(rec, "pushes", 0) == 0
+    assert rep.stats.intervals == len(ivs)
+
+
 def test_a_pattern_query_replays_only_the_columns_it_reads() -> None:
     """Full replay and an indexed plan read t, seq and the query's columns, not the others
     (fewer bytes), and give the rows of a replay of every column."""
