@@ -80,7 +80,11 @@ def _normalize_limbs(a: np.ndarray, L: int) -> np.ndarray:
 
 class GretaOperator(Operator):
     """Event trend aggregation (GRETA). See :mod:`replaydb.operators.greta` for the semantics,
-    the output schema and an example."""
+    the output schema and an example.
+
+    Counters beyond the common ones: ``chunks`` (the runs of events between two window
+    closings handed to the runtime; each has a fixed cost besides its events),
+    ``state_bytes`` and ``peak_state_bytes``."""
 
     name = "greta"
     family = "greta"
@@ -255,6 +259,7 @@ class GretaOperator(Operator):
                 W0 = (self._w_next if self._w_next is not None else 0) * s
                 ev = whole.slice(a, b - a)
                 self._rt.process(ev, W0)
+                self.counters.extra["chunks"] = self.counters.extra.get("chunks", 0) + 1
                 hi = int(tp[b - 1]) // s
                 self._w_hi = hi if self._w_hi is None else max(self._w_hi, hi)
                 self._update_state_size()
