@@ -3,16 +3,20 @@
 
 Languages are tried in :data:`LANGUAGES` order: the first whose ``detect`` accepts a query's
 text parses it. Each entry loads its module on first use (an import named in the code, so the
-layering test sees every edge). :func:`register_language` adds a language before the built-in
-ones - a language of one's own, with ``detect``, ``parse`` and ``bind`` - and returns the call
-that removes it again.
+layering test sees every edge); the built-in languages are detected by
+:mod:`replaydb.planner.lang.detect` without loading any module, so a query loads only its own
+language. :func:`register_language` adds a language before the built-in ones - a language of
+one's own, with ``detect``, ``parse`` and ``bind`` - and returns the call that removes it
+again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from replaydb.planner.lang import detect as detection
 
 Loader = Callable[[], ModuleType]
 
@@ -64,11 +68,30 @@ LANGUAGES: list[tuple[str, Loader]] = [
 """Languages in detection order (the first whose ``detect`` accepts the text wins)."""
 
 
-def modules() -> Iterator[tuple[str, ModuleType]]:
-    """Every language's module, in detection order, each loaded when the iteration reaches it
-    (a query detected early imports none of the later languages)."""
+DETECTORS: dict[Loader, Callable[[str], bool]] = {
+    _window_sql: detection.window_sql,
+    _match_recognize: detection.match_recognize,
+    _tpstream: detection.tpstream,
+    _greta: detection.greta,
+    _sase: detection.sase,
+}
+"""The built-in languages' detection, by loader: no module is loaded to ask it."""
+
+
+def detect(text: str) -> tuple[str, ModuleType] | None:
+    """The first language in :data:`LANGUAGES` order that accepts ``text``, with its module
+    (loaded), or None. A language without an entry in :data:`DETECTORS` is loaded to ask its
+    own ``detect``."""
     for name, load in list(LANGUAGES):
-        yield name, load()
+        cheap = DETECTORS.get(load)
+        if cheap is not None:
+            if cheap(text):
+                return name, load()
+            continue
+        mod = load()
+        if mod.detect(text):
+            return name, mod
+    return None
 
 
 def register_language(name: str, load: Loader) -> Callable[[], None]:

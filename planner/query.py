@@ -283,9 +283,9 @@ def _accepted(fn: Callable[..., Any]) -> frozenset[str] | None:
 def detect_language(text: str) -> tuple[str, Any]:
     if not isinstance(text, str) or not text.strip():
         raise UsageError("empty query")
-    for name, mod in languages.modules():
-        if mod.detect(text):
-            return name, mod
+    found = languages.detect(text)
+    if found is not None:
+        return found
     head = text.strip().split(None, 1)[0][:20]
     raise ParseError(
         f"cannot tell which query language this is (it starts with {head!r})",

@@ -46,7 +46,7 @@ from replaydb.operators.greta.config import (
     ReturnItem,
     pattern_types,
 )
-from replaydb.planner.lang.lexer import tokenize
+from replaydb.planner.lang import detect as detection
 from replaydb.planner.lang.parser_base import ParserBase
 from replaydb.timeunits import to_units
 
@@ -78,18 +78,7 @@ class GretaQuery:
     language: str = LANGUAGE
 
 
-def detect(text: str) -> bool:
-    """True when ``text`` starts like a GRETA query (``RETURN ...`` or ``FROM s RETURN ...``)."""
-    try:
-        toks = tokenize(text)
-    except Exception:  # noqa: BLE001 - detect must not raise
-        return False
-    if not toks:
-        return False
-    if toks[0].is_kw("RETURN"):
-        return True
-    return (len(toks) > 2 and toks[0].is_kw("FROM") and toks[1].kind == "ident"
-            and toks[2].is_kw("RETURN"))
+detect = detection.greta
 
 
 class _Parser(ParserBase):

@@ -73,6 +73,7 @@ from replaydb.operators.expr import Column, Expr, to_text
 from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.operator import PatternOperator
+from replaydb.planner.lang import detect as detection
 from replaydb.planner.lang.parser_base import MAX_DEPTH, ParserBase
 from replaydb.timeunits import to_units
 
@@ -136,13 +137,7 @@ def is_time_alias(schema: pa.Schema, name: str) -> bool:
     return meta.get(b"replaydb.alias_of") == b"t"
 
 
-def detect(text: str) -> bool:
-    """True for ``SELECT ... MATCH_RECOGNIZE``; cheap, never raises."""
-    try:
-        head = text.lstrip().lstrip("(").lstrip()
-        return head[:6].upper() == "SELECT" and "MATCH_RECOGNIZE" in text.upper()
-    except Exception:  # pragma: no cover - defensive: detect must not raise
-        return False
+detect = detection.match_recognize
 
 
 def _normalize_quotes(text: str) -> str:

@@ -62,6 +62,7 @@ from replaydb.operators.base import DEFAULT_STATE_CAP
 from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.operator import PatternOperator
+from replaydb.planner.lang import detect as detection
 from replaydb.planner.lang.parser_base import ParserBase
 from replaydb.timeunits import to_units
 
@@ -112,17 +113,7 @@ class SaseQuery:
         return replace(self.spec, window=w, type_column=type_column)
 
 
-def detect(text: str) -> bool:
-    """True for queries starting with PATTERN (or FROM x PATTERN); never raises."""
-    try:
-        words = text.split(None, 3)
-        if not words:
-            return False
-        if words[0].upper() == "PATTERN":
-            return True
-        return len(words) >= 3 and words[0].upper() == "FROM" and words[2].upper() == "PATTERN"
-    except Exception:  # pragma: no cover
-        return False
+detect = detection.sase
 
 
 class _Parser(ParserBase):

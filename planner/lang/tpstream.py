@@ -75,6 +75,7 @@ from replaydb.operators.tpstream.config import (
 )
 from replaydb.operators.tpstream.operator import TPStream
 from replaydb.operators.tpstream.relations import canonical, inverse_mask, mask_of, names_of
+from replaydb.planner.lang import detect as detection
 from replaydb.planner.lang.lexer import Token
 from replaydb.planner.lang.parser_base import ParserBase
 from replaydb.timeunits import duration_word_ns, to_units
@@ -597,17 +598,7 @@ class TPStreamParser(ParserBase):
 
 
 # --------------------------------------------------------------------------- contract
-def detect(text: str) -> bool:
-    """True if the text looks like a TPStream query (FROM ... DEFINE ... PATTERN ...)."""
-    try:
-        head = text.lstrip().upper()
-    except Exception:  # noqa: BLE001 - must not raise
-        return False
-    if not head.startswith("FROM"):
-        return False
-    words = set(head.replace(",", " ").replace("(", " ").split())
-    return "DEFINE" in words and "PATTERN" in words and "WITHIN" in words \
-        and "MATCH_RECOGNIZE" not in words and "SELECT" not in words
+detect = detection.tpstream
 
 
 def parse(text: str) -> TPStreamQuery:

@@ -58,7 +58,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -70,6 +69,7 @@ from replaydb.operators.expr import Call, Column, Expr, Star, columns, to_text
 from replaydb.operators.exprcode.check import check_condition, schema_kinds
 from replaydb.operators.window import AGG_FUNCS, AggSpec, WindowAggregate, WindowConfig
 from replaydb.operators.window.config import WINDOW_COLUMNS
+from replaydb.planner.lang import detect as detection
 from replaydb.planner.lang.parser_base import ParserBase
 from replaydb.timeunits import MAX_DURATION, to_units
 
@@ -89,13 +89,6 @@ _REQUIRED = {
     "HOP_ROWS": ("DATA", "SLIDE", "SIZE"),
 }
 _EXTENSIONS = ("ALIGN", "EMPTY")
-
-_DETECT = re.compile(
-    r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*SELECT\b.*?\bTABLE\s*\(\s*(?:TUMBLE|HOP|TUMBLE_ROWS|"
-    r"HOP_ROWS)\s*\(",
-    re.IGNORECASE | re.DOTALL,
-)
-
 
 @dataclass(frozen=True)
 class Duration:
@@ -135,12 +128,7 @@ class WindowQuery:
         return tuple(c.name for c in self.group_by)
 
 
-def detect(text: str) -> bool:
-    """True when ``text`` looks like a SELECT over a windowing table function (never raises)."""
-    try:
-        return isinstance(text, str) and _DETECT.match(text[:20_000]) is not None
-    except Exception:  # pragma: no cover - defensive: detect must not raise
-        return False
+detect = detection.window_sql
 
 
 class _Parser(ParserBase):
