@@ -75,11 +75,9 @@ def _gap_weights(m: int, g: int, vlb: np.ndarray, vub: np.ndarray, gap_ptr: np.n
             if first < 0:
                 first = 0
             f = fs[a]
+            row = out[a]
             for b in range(first, nt):
-                q = 1.0 - (ft[b] - f)
-                if q < 0.0:
-                    q = 0.0
-                out[a, b] *= q
+                row[b] *= max(1.0 - (ft[b] - f), 0.0)
 
 
 _SIG = (nb.types.Tuple((nb.float64[::1], nb.int64[::1], nb.int64[::1]))(
