@@ -233,7 +233,7 @@ def main() -> None:
     args = arguments(__doc__.splitlines()[0], quick="300k events per stream (default)",
                      full="1M events per stream").parse_args()
     n = 1_000_000 if args.full else 300_000
-    repeat = 3
+    repeat = 5
     res = Results("candidate_plans", "GRETA and imprecise-timestamp planners vs full replay",
                   params={"scale": "full" if args.full else "quick", "events_per_stream": n,
                           "rare_share": RARE, "dense_share": DENSE, "tuning_seeds": TUNING,
