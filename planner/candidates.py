@@ -106,8 +106,6 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
     left when none is; ``contiguous``: the planner's rule proves that the gaps decide no
     result (:attr:`~replaydb.replay.plan.IntervalScan.contiguous`)."""
     from replaydb.planner.query import Plan
-    from replaydb.replay.plan import IntervalScan
-    from replaydb.store.interval_list import IntervalList
 
     choice, opts = checked_choice(ctx, ctx.language)
     timings: dict[str, float] = {}
@@ -117,11 +115,9 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
         estimates = ({"leaves": st.leaves[0], "events": st.leaves[1],
                       "events_pushed": round(st.cost.get("events_pushed", 0.0))}
                      if iv is not None and geo is not None else {})
-        why_iv = "nothing" if iv is not None and not len(iv) else reason
-        source = (IntervalScan(IntervalList.of(iv), why_iv, contiguous=True)
-                  if contiguous and iv is not None and len(iv) > 1 else None)
-        p = Plan.of(ctx, strategy, iv, operator=op, estimates=estimates, reason=why_iv,
-                    source=source)
+        p = Plan.of(ctx, strategy, iv, operator=op, estimates=estimates,
+                    reason="nothing" if iv is not None and not len(iv) else reason,
+                    contiguous=contiguous and iv is not None and len(iv) > 1)
         p.details.defer(key, lambda: st.describe(geo, strategy))
         p.timings.update(timings)
         if geo is not None:

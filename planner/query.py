@@ -208,17 +208,18 @@ class Plan:
     @classmethod
     def of(cls, ctx: QueryContext, strategy: str, intervals: Any = None, *, operator: Any = None,
            spec: OperatorSpec | None = None, reason: str = "index", source: Any = None,
-           estimates: dict[str, Any] | None = None) -> Plan:
+           estimates: dict[str, Any] | None = None, contiguous: bool = False) -> Plan:
         """A plan of ``ctx``: replay ``intervals`` (None: everything; a guard or another
-        source through ``source``) into ``operator`` (a fresh bound operator) or ``spec``
-        (default: the query bound by its language)."""
+        source through ``source``; ``contiguous``: fed as one stream,
+        :attr:`~replaydb.replay.plan.IntervalScan.contiguous`) into ``operator`` (a fresh
+        bound operator) or ``spec`` (default: the query bound by its language)."""
         if spec is None:
             if operator is None:
                 operator = ctx.bind()
             spec = operator.spec()
         if source is None:
             source = FullScan() if intervals is None else IntervalScan(
-                IntervalList.of(intervals), reason)
+                IntervalList.of(intervals), reason, contiguous=contiguous)
         physical = PhysicalPlan(
             language=ctx.language, query=ctx.text.strip(),
             streams=tuple(StreamRef(s.name, s.version, int(s.n_events)) for s in ctx.snapshots),

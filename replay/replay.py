@@ -385,18 +385,16 @@ class Replay:
         source = self._marked_spans() if contiguous or self._takes_spans(op) else (
             (k, k, b, _NO_BREAKS, False) for k, b in self.batches())
         for k, k_last, batch, breaks, last in source:
-            if k != current:
-                if contiguous:
-                    pass
-                elif breaks is _NO_BREAKS:
+            if k != current and not contiguous:
+                if breaks is _NO_BREAKS:
                     t0 = time.perf_counter()
                     for _ in range(k - current):
                         op.end_interval()
                     self.stats.operator_seconds += time.perf_counter() - t0
                 else:  # the intervals ending before the batch are breaks at its row 0
                     breaks = np.concatenate((np.zeros(k - current, np.int64), breaks))
-                since += k - current
-                current = k
+            since += k - current
+            current = k
             if check is not None:
                 check()
             t0 = time.perf_counter()
