@@ -34,10 +34,13 @@ from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.model import (
     AfterMatchSkip,
     Alt,
+    Anchor,
+    Exclude,
     Measure,
     Neg,
     PatternNode,
     PatternSpec,
+    Permute,
     Repeat,
     RowsPerMatch,
     SelectItem,
@@ -51,7 +54,7 @@ from replaydb.operators.pattern.model import (
 from replaydb.operators.pattern.operator import PatternOperator
 
 __all__ = [
-    "AfterMatchSkip", "Alt", "Measure", "Neg", "PatternConfig", "PatternNode", "PatternOperator",
-    "PatternSpec", "Repeat", "RowsPerMatch", "SelectItem", "Semantics", "Seq", "SkipKind",
-    "Strategy", "Var", "VarDef",
+    "AfterMatchSkip", "Alt", "Anchor", "Exclude", "Measure", "Neg", "PatternConfig", "PatternNode",
+    "PatternOperator", "PatternSpec", "Permute", "Repeat", "RowsPerMatch", "SelectItem",
+    "Semantics", "Seq", "SkipKind", "Strategy", "Var", "VarDef",
 ]

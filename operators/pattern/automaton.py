@@ -18,6 +18,14 @@ Two additions make one automaton serve both semantics:
   ``p -> follow[p][k]`` jumps over: the edge may only be taken if no event satisfying one of those
   negated variables arrived since the run bound its last event.
 
+* **Anchors and exclusion** (MATCH_RECOGNIZE). ``^`` and ``$`` bind no row; an option that
+  passes over ``^`` may only be taken by the first row of a partition, so it survives only in
+  :attr:`Automaton.start_first` (the start list for a partition's first row); an option that
+  passes over ``$`` may only end the match after the partition's last row, so it becomes
+  :data:`ACCEPT_END` when it accepts and is dropped when it binds another row. The positions
+  inside an exclusion ``{- -}`` are listed in :attr:`Automaton.excluded`.
+* **PERMUTE** is built as the alternation of its orders, lexicographically.
+
 Restrictions (raise :class:`~replaydb.errors.QueryError`): the pattern must not match the empty
 sequence; a quantified sub-pattern must not be able to match zero events; a negation must sit
 between two positive items of a sequence and negate a single variable; at most 62 negations and
@@ -29,12 +37,32 @@ Complexity: O(positions^2) time and space to build.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import permutations
+from math import factorial
 
 from replaydb.errors import QueryError
-from replaydb.operators.pattern.model import Alt, Neg, PatternNode, Repeat, Seq, Var
+from replaydb.operators.pattern.model import (
+    Alt,
+    Anchor,
+    Exclude,
+    Neg,
+    PatternNode,
+    Permute,
+    Repeat,
+    Seq,
+    Var,
+)
 
 ACCEPT = -1
 """Marker in ``start``/``follow`` lists: the match may end here."""
+ACCEPT_END = -2
+"""Marker in ``follow`` lists: the match may end here if its last row is its partition's last."""
+
+_AT_START = 1 << 62
+"""Option mask bit: the option passes over ``^`` (negations use bits 0-61)."""
+_AT_END = 1 << 63
+"""Option mask bit: the option passes over ``$``."""
+_ANCHORS = _AT_START | _AT_END
 
 MAX_POSITIONS = 4096
 
@@ -48,9 +76,13 @@ class Automaton:
     Attributes:
         pos_var: variable name of each position.
         start: ordered first positions (never contains ACCEPT: patterns are not nullable).
-        follow: per position, ordered options (positions or ACCEPT).
+        follow: per position, ordered options (positions, ACCEPT or ACCEPT_END).
         follow_neg: per position, the negation mask of each option.
         negations: the negated variable of each negation id.
+        start_first: the start list for a partition's first row (``start`` plus the options
+            that pass over ``^``).
+        excluded: the positions inside an exclusion ``{- -}``.
+        anchored: whether the pattern has ``^`` or ``$``.
     """
 
     pos_var: tuple[str, ...]
@@ -58,16 +90,19 @@ class Automaton:
     follow: tuple[tuple[int, ...], ...]
     follow_neg: tuple[tuple[int, ...], ...]
     negations: tuple[str, ...]
+    start_first: tuple[int, ...] = ()
+    excluded: frozenset[int] = frozenset()
+    anchored: bool = False
 
     @property
     def n_positions(self) -> int:
         return len(self.pos_var)
 
     def is_final(self, p: int) -> bool:
-        return ACCEPT in self.follow[p]
+        return ACCEPT in self.follow[p] or ACCEPT_END in self.follow[p]
 
     def has_next(self, p: int) -> bool:
-        return any(q != ACCEPT for q in self.follow[p])
+        return any(q >= 0 for q in self.follow[p])
 
     def unambiguous_labels(self) -> bool:
         """True if no two positions reachable from one state share a variable.
@@ -75,9 +110,9 @@ class Automaton:
         Then every (events, variables) labelling corresponds to exactly one position path, so
         the all-runs engine never reports the same labelled match twice.
         """
-        lists = [self.start, *self.follow]
+        lists = [self.start, self.start_first, *self.follow]
         for lst in lists:
-            names = [self.pos_var[q] for q in lst if q != ACCEPT]
+            names = [self.pos_var[q] for q in lst if q >= 0]
             if len(names) != len(set(names)):
                 return False
         return True
@@ -86,14 +121,16 @@ class Automaton:
         """Invariant checker: indices in range, no duplicate options, lists aligned."""
         n = len(self.pos_var)
         assert len(self.follow) == n and len(self.follow_neg) == n
-        assert ACCEPT not in self.start and len(self.start) == len(set(self.start))
+        for lst in (self.start, self.start_first):
+            assert len(lst) == len(set(lst))
+            for q in lst:
+                assert 0 <= q < n
         for p in range(n):
             assert len(self.follow[p]) == len(self.follow_neg[p])
             assert len(self.follow[p]) == len(set(self.follow[p]))
             for q in self.follow[p]:
-                assert q == ACCEPT or 0 <= q < n
-        for q in self.start:
-            assert 0 <= q < n
+                assert q in (ACCEPT, ACCEPT_END) or 0 <= q < n
+        assert all(0 <= p < n for p in self.excluded)
 
 
 @dataclass
@@ -107,12 +144,33 @@ class _Frag:
 
 
 def _dedupe(items: list[Item]) -> list[Item]:
-    seen: set[int] = set()
+    """The first of the options with one target and one set of anchors (their negation masks
+    are those of the first)."""
+    seen: set[tuple[int, int]] = set()
     out: list[Item] = []
     for t, m in items:
+        key = (t, m & _ANCHORS)
+        if key not in seen:
+            seen.add(key)
+            out.append((t, m))
+    return out
+
+
+def _resolve_anchors(items: list[Item], first_row: bool) -> list[Item]:
+    """The options with their anchors decided (see the module docstring): ``first_row`` says
+    whether the next row is its partition's first (only start lists of first rows)."""
+    out: list[Item] = []
+    seen: set[int] = set()
+    for t, m in items:
+        if m & _AT_START and not first_row:
+            continue
+        if m & _AT_END:
+            if t != ACCEPT:
+                continue
+            t = ACCEPT_END
         if t not in seen:
             seen.add(t)
-            out.append((t, m))
+            out.append((t, m & ~_ANCHORS))
     return out
 
 
@@ -139,11 +197,13 @@ class _Builder:
         self.pos_var: list[str] = []
         self.follow: list[list[Item]] = []
         self.negations: list[str] = []
+        self.excluded: set[int] = set()
+        self.anchored = False
 
     def new_pos(self, var: str) -> int:
         if len(self.pos_var) >= MAX_POSITIONS:
             msg = (f"pattern has more than {MAX_POSITIONS} positions after expanding bounded "
-                   "repetitions")
+                   "repetitions and PERMUTE")
             raise QueryError(msg if self.root is None else _at_node(msg, self.root),
                              hint="use smaller {n,m} bounds")
         self.pos_var.append(var)
@@ -193,6 +253,23 @@ class _Builder:
             return _Frag(_dedupe(first), last)
         if isinstance(node, Repeat):
             return self.build_repeat(node)
+        if isinstance(node, Permute):
+            if factorial(len(node.items)) > MAX_POSITIONS:
+                raise QueryError(_at_node(
+                    f"PERMUTE of {len(node.items)} items has {factorial(len(node.items))} orders, "
+                    f"more than the {MAX_POSITIONS} positions a pattern may have", node),
+                    hint="permute fewer items, or write the orders that matter as alternatives")
+            orders = [Seq(tuple(node.items[i] for i in order))
+                      for order in permutations(range(len(node.items)))]
+            return self.build(Alt(tuple(orders)))
+        if isinstance(node, Exclude):
+            first_pos = len(self.pos_var)
+            frag = self.build(node.body)
+            self.excluded.update(range(first_pos, len(self.pos_var)))
+            return frag
+        if isinstance(node, Anchor):
+            self.anchored = True
+            return _Frag([(ACCEPT, _AT_START if node.start else _AT_END)], set())
         if isinstance(node, Neg):
             raise QueryError("a negation must stand between two positive items of a sequence")
         raise QueryError(f"unknown pattern node {type(node).__name__}")  # pragma: no cover
@@ -276,13 +353,16 @@ def build_automaton(pattern: PatternNode) -> Automaton:
         raise QueryError(
             _at_node(f"pattern ({pattern}) can match zero events", pattern),
             hint="every match must contain at least one event; make some item mandatory")
-    start = tuple(t for t, _ in frag.first)
-    if any(m for _, m in frag.first):  # pragma: no cover - excluded by build_seq
+    if any(m & ~_ANCHORS for _, m in frag.first):  # pragma: no cover - excluded by build_seq
         raise QueryError("a pattern must not start with a negation")
+    follow = [_resolve_anchors(f, first_row=False) for f in b.follow]
     return Automaton(
         pos_var=tuple(b.pos_var),
-        start=start,
-        follow=tuple(tuple(t for t, _ in f) for f in b.follow),
-        follow_neg=tuple(tuple(m for _, m in f) for f in b.follow),
+        start=tuple(t for t, _ in _resolve_anchors(frag.first, first_row=False)),
+        follow=tuple(tuple(t for t, _ in f) for f in follow),
+        follow_neg=tuple(tuple(m for _, m in f) for f in follow),
         negations=tuple(b.negations),
+        start_first=tuple(t for t, _ in _resolve_anchors(frag.first, first_row=True)),
+        excluded=frozenset(b.excluded),
+        anchored=b.anchored,
     )

@@ -47,7 +47,7 @@ from replaydb.operators.exprcode.check import column_kind, is_string_type
 from replaydb.operators.exprcode.program import Builder
 from replaydb.operators.exprcode.scalar import AGG_AVG, AGG_COUNT, AGG_MAX, AGG_MIN, AGG_SUM
 from replaydb.operators.exprcode.typed import Typed, type_condition
-from replaydb.operators.pattern.automaton import ACCEPT, Automaton, build_automaton
+from replaydb.operators.pattern.automaton import ACCEPT, ACCEPT_END, Automaton, build_automaton
 from replaydb.operators.pattern.lowering import (
     Agg,
     Bound,
@@ -123,6 +123,8 @@ class CompiledPattern:
     # automaton (CSR)
     pos_var: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     start: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
+    start_first: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
+    pos_excluded: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     fol_ptr: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     fol_to: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     fol_neg: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
@@ -189,6 +191,9 @@ def check_spec(spec: PatternSpec, schema: pa.Schema) -> None:
             raise QueryError("SQL MATCH_RECOGNIZE semantics requires contiguous rows")
         if negs:
             raise QueryError("negation is not part of SQL MATCH_RECOGNIZE")
+    elif spec.anchored() or spec.excludes():
+        raise QueryError("anchors ^ $ and exclusion {- -} are MATCH_RECOGNIZE constructs: they "
+                         "need its semantics (one match per attempt, rows of a partition)")
     if spec.strategy == Strategy.PARTITION_CONTIGUITY and not (spec.partition_by
                                                               or spec.equivalence):
         raise QueryError("partition contiguity needs partition keys ([attr] or PARTITION BY)")
@@ -287,6 +292,9 @@ def _fill_automaton(cp: CompiledPattern, auto: Automaton, var_names: list[str]) 
     P = auto.n_positions
     cp.pos_var = np.array([vidx[v] for v in auto.pos_var], dtype=np.int64)
     cp.start = np.array(auto.start, dtype=np.int64)
+    cp.start_first = np.array(auto.start_first, dtype=np.int64)
+    cp.pos_excluded = np.zeros(P, dtype=np.bool_)
+    cp.pos_excluded[list(auto.excluded)] = True
     ptr = [0]
     to: list[int] = []
     neg: list[int] = []
@@ -305,7 +313,7 @@ def _fill_automaton(cp: CompiledPattern, auto: Automaton, var_names: list[str]) 
             negmask[p] |= m
     cp.pos_negmask = negmask
     cp.neg_var = np.array([vidx[v] for v in auto.negations], dtype=np.int64)
-    assert all(q == ACCEPT or q >= 0 for q in to)
+    assert all(q in (ACCEPT, ACCEPT_END) or q >= 0 for q in to)
 
 
 class _Codegen:

@@ -328,12 +328,13 @@ class SqlEngine(_Base):
                 "a_next", "a_mno")
     out_keys = ("o_node", "o_start", "o_pid", "o_number", "o_confirm")
     part_fill = {"p_head": -1, "p_tail": -1, "p_next_allowed": 0, "p_matchno": 0, "p_natt": 0,
-                 "p_nthr": 0, "p_hmax": 0}
+                 "p_nthr": 0, "p_hmax": 0, "p_seen": 0}
 
     def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
         # the kernel writes the assumed match number of a starting attempt into its own copy
         # of the initial float state (see :func:`nfa_sql.sql_run`)
         self.init_f = cp.init_f.copy()
+        self.n_start = max(len(cp.start), len(cp.start_first))
         super().__init__(cp, grow_check)
 
     def reset(self) -> None:
@@ -375,7 +376,8 @@ class SqlEngine(_Base):
         while i < n:
             i, st = nfa_sql.sql_run(
                 i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window,
-                cp.skip_kind, cp.skip_var, cp.pos_var, cp.start, cp.fol_ptr, cp.fol_to,
+                cp.skip_kind, cp.skip_var, cp.pos_var, cp.start, cp.start_first, s["p_seen"],
+                cp.fol_ptr, cp.fol_to,
                 cp.prog_lo, cp.prog_hi, self.prog_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic,
                 cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, self.init_f, buf.T, base,
                 s["n_ev"], s["n_pos"], s["n_pred"], s["n_t"],
@@ -430,7 +432,7 @@ class SqlEngine(_Base):
         cnt = s["cnt"]
         nthr = int(s["p_nthr"][p])
         n_hyp = self._hypotheses(p)
-        need = nthr * self.maxdeg + len(self.cp.start) * n_hyp
+        need = nthr * self.maxdeg + self.n_start * n_hyp
         full = cnt[0] + need > s["n_ev"].shape[0] or cnt[1] + n_hyp > s["a_start_g"].shape[0] \
             or cnt[2] + 2 * (need + nthr) + 8 > s["tp"].shape[0]
         return bool(full and max(cnt[0], cnt[1], cnt[2]) >= s["gc_at"])
@@ -452,7 +454,7 @@ class SqlEngine(_Base):
         cnt = s["cnt"]
         nthr = int(s["p_nthr"][p])
         n_hyp = self._hypotheses(p)
-        need = nthr * self.maxdeg + len(self.cp.start) * n_hyp
+        need = nthr * self.maxdeg + self.n_start * n_hyp
         if cnt[0] + need > s["n_ev"].shape[0]:
             cap = max(2 * s["n_ev"].shape[0], int(cnt[0] + need) + 16)
             self.grow_check(cap, "partial-match nodes")
@@ -481,8 +483,10 @@ class SqlEngine(_Base):
         out_pos = np.empty(total, dtype=np.int64)
         out_off = np.empty(k + 1, dtype=np.int64)
         nfa_sql.sql_paths(o_node, k, s["n_pred"], s["n_ev"], s["n_pos"], out_ev, out_pos, out_off)
+        shown = ~cp.pos_excluded[out_pos[:total]] if cp.automaton.excluded \
+            else np.zeros(0, dtype=np.bool_)
         ms = MatchSet(out_ev[:total].copy(), cp.pos_var[out_pos[:total]], out_off.copy(),
-                      s["o_pid"][:k].copy(), s["o_number"][:k].copy())
+                      s["o_pid"][:k].copy(), s["o_number"][:k].copy(), shown=shown)
         s["cnt"][3] = 0
         return [ms]
 

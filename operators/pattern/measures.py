@@ -49,7 +49,9 @@ from replaydb.operators.pattern.lowering import (
 
 @dataclass
 class MatchSet:
-    """Matches as flat arrays: match ``m`` is rows ``off[m]:off[m+1]`` of ``ev``/``var``."""
+    """Matches as flat arrays: match ``m`` is rows ``off[m]:off[m+1]`` of ``ev``/``var``.
+    ``shown`` (empty: every row) flags the rows ALL ROWS PER MATCH outputs: a row bound inside
+    an exclusion ``{- -}`` is part of the match but not output."""
 
     ev: np.ndarray
     var: np.ndarray
@@ -57,6 +59,11 @@ class MatchSet:
     pid: np.ndarray
     number: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     match_id: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    shown: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+
+    def shown_rows(self) -> np.ndarray:
+        """``shown`` with one flag per row (all True when the matches exclude nothing)."""
+        return self.shown if len(self.shown) == len(self.ev) else np.ones(len(self.ev), np.bool_)
 
     @property
     def n(self) -> int:
@@ -79,7 +86,8 @@ class MatchSet:
         off = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
         return MatchSet(self.ev[idx], self.var[idx], off, self.pid[order],
                         self.number[order] if len(self.number) else self.number,
-                        self.match_id[order] if len(self.match_id) else self.match_id)
+                        self.match_id[order] if len(self.match_id) else self.match_id,
+                        self.shown[idx] if len(self.shown) else self.shown)
 
     @staticmethod
     def empty() -> MatchSet:

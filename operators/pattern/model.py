@@ -15,7 +15,12 @@ The pattern itself is a small regular-expression tree over *variables* (symbols)
   ``Repeat(x, 0, 1)``);
 * :class:`Neg` - SASE+ negation ``~X`` / ``!(X)``: no event satisfying the negated variable's
   condition may occur between the neighbouring positive components (allowed only between two
-  positive components of a sequence).
+  positive components of a sequence);
+* :class:`Permute` - ``PERMUTE(X, Y, ...)``: the items in any order; the orders are preferred
+  lexicographically by the items' positions in the list (SQL:2016, as Trino);
+* :class:`Exclude` - ``{- X -}``: matches as ``X``; the rows it binds are left out of ALL ROWS
+  PER MATCH output (they stay part of the match for DEFINE and MEASURES);
+* :class:`Anchor` - ``^`` (the partition's start) or ``$`` (its end): binds no row.
 
 Every variable's condition is an :mod:`replaydb.operators.expr` tree in the *running* dialect of
 SQL:2016 row pattern recognition (see :mod:`replaydb.operators.pattern.compile` for the exact
@@ -162,6 +167,36 @@ class Neg(PatternNode):
         return (self.body,)
 
 
+@dataclass(frozen=True)
+class Permute(PatternNode):
+    """``PERMUTE(items)``: every order of the items, most preferred first in lexicographic
+    order of the items' indices (``PERMUTE(A, B, C)``: ``A B C``, ``A C B``, ``B A C``, ...)."""
+
+    items: tuple[PatternNode, ...]
+
+    def children(self) -> tuple[PatternNode, ...]:
+        return self.items
+
+
+@dataclass(frozen=True)
+class Exclude(PatternNode):
+    """``{- body -}``: matches as ``body``; its rows are not output with ALL ROWS PER MATCH."""
+
+    body: PatternNode
+
+    def children(self) -> tuple[PatternNode, ...]:
+        return (self.body,)
+
+
+@dataclass(frozen=True)
+class Anchor(PatternNode):
+    """``^`` (``start=True``): only before a partition's first row; ``$``: only after its last
+    row. Binds no row."""
+
+    start: bool
+    pos: int | None = field(default=None, compare=False)
+
+
 def pattern_text(n: PatternNode, parent: str = "") -> str:
     """Text of a pattern in MATCH_RECOGNIZE syntax (for EXPLAIN and error messages)."""
     if isinstance(n, Var):
@@ -189,6 +224,12 @@ def pattern_text(n: PatternNode, parent: str = "") -> str:
         return inner + q + ("" if n.greedy else "?")
     if isinstance(n, Neg):
         return "~" + pattern_text(n.body, "rep")
+    if isinstance(n, Permute):
+        return "PERMUTE(" + ", ".join(pattern_text(i, "alt") for i in n.items) + ")"
+    if isinstance(n, Exclude):
+        return "{- " + pattern_text(n.body) + " -}"
+    if isinstance(n, Anchor):
+        return "^" if n.start else "$"
     raise TypeError(f"unknown pattern node {n!r}")  # pragma: no cover
 
 
@@ -282,6 +323,14 @@ class PatternSpec:
             if d.name == var:
                 return d
         return VarDef(var)
+
+    def anchored(self) -> bool:
+        """Whether the pattern has an anchor ``^`` or ``$``."""
+        return any(isinstance(n, Anchor) for n in self.pattern.walk())
+
+    def excludes(self) -> bool:
+        """Whether the pattern has an exclusion ``{- -}``."""
+        return any(isinstance(n, Exclude) for n in self.pattern.walk())
 
     def negated_variables(self) -> set[str]:
         out: set[str] = set()

@@ -150,7 +150,8 @@ def hypotheses(head, hmax, matchno):
 
 @njit(cache=True, error_model="numpy")
 def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind,  # noqa: C901
-            skip_var, pos_var, start, fol_ptr, fol_to, prog_lo, prog_hi, p_op, p_ia, p_ib, p_fc,
+            skip_var, pos_var, start, start_first, p_seen, fol_ptr, fol_to, prog_lo, prog_hi,
+            p_op, p_ia, p_ib, p_fc,
             p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_pred,
             n_t, ctx_i, ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap,
             a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, p_hmax,
@@ -198,6 +199,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
         g = g0 + i
         can_start = startable[i] and g >= p_next_allowed[p]
         if p_head[p] == -1 and not can_start:
+            p_seen[p] = 1
             continue
         n_hyp = 1
         if a_mno is not None:
@@ -207,6 +209,8 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 or cnt[2] + 2 * (need + p_nthr[p]) + 8 > tp.shape[0]
                 or cnt[3] + p_natt[p] + 1 > o_node.shape[0] or 2 * need + 2 > ht.shape[0]):
             return i, ST_SPACE
+        first_row = p_seen[p] == 0
+        p_seen[p] = 1
         te = t[i]
         # step running attempts, most senior first
         a = p_head[p]
@@ -224,6 +228,8 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                     cut = False
                     for k in range(fol_ptr[ps], fol_ptr[ps + 1]):
                         q = fol_to[k]
+                        if q == -2:  # ACCEPT_END: this row follows the thread's last one
+                            continue
                         if q < 0:
                             a_best[a] = nd
                             cut = True
@@ -267,8 +273,9 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 stamp = cnt[4]
                 w = cnt[2]
                 nw = 0
-                for k in range(nstart):
-                    q = start[k]
+                lst = start_first if first_row else start
+                for k in range(lst.shape[0]):
+                    q = lst[k]
                     v = pos_var[q]
                     if not vmask[i, v]:
                         continue

@@ -166,7 +166,8 @@ class PatternOperator(Operator):
         for col, k in sorted(self.cp.navs):
             aug.append(pa.field(nav_name(col, k), config.schema.field(col).type))
         self._aug_schema = pa.schema(aug)
-        self._start_vars = np.unique(self.cp.pos_var[self.cp.start])
+        self._start_vars = np.unique(self.cp.pos_var[np.concatenate(
+            (self.cp.start, self.cp.start_first))])
         self._read = self._read_columns()
         self._base_schema = self._make_schema()
         self._select = self._compile_select(spec.select)
@@ -435,8 +436,8 @@ class PatternOperator(Operator):
             startable = None
         else:
             vmask = np.stack(masks, axis=1) if masks else np.zeros((n, 0), dtype=np.bool_)
-            startable = masks[self._start_vars[0]].copy()
-            for v in self._start_vars[1:]:
+            startable = np.zeros(n, dtype=np.bool_)
+            for v in self._start_vars:
                 startable |= masks[v]
         vmcols = np.empty((len(cp.buf_cols), n), dtype=np.float64)
         for j, (c, k) in enumerate(cp.buf_cols):
@@ -624,6 +625,8 @@ class PatternOperator(Operator):
         base = self._base_schema
         cast = [a if a.type == f.type else a.cast(f.type, safe=False) for a, f in zip(arrays, base)]
         out = pa.RecordBatch.from_arrays(cast, schema=base)
+        if self.all_rows and len(ms.shown):
+            out = out.filter(pa.array(ms.shown))  # rows inside {- -} are not output
         if self._select:
             out = self._apply_select(out)
         self._emit(out)
@@ -720,8 +723,10 @@ def _concat_matches(parts: list[MatchSet]) -> MatchSet:
     def cat(name: str) -> np.ndarray:
         return np.concatenate([getattr(ms, name) for ms in parts])
 
+    shown = np.concatenate([ms.shown_rows() for ms in parts]) \
+        if any(len(ms.shown) for ms in parts) else np.zeros(0, dtype=np.bool_)
     return MatchSet(cat("ev"), cat("var"), np.concatenate(offs), cat("pid"), cat("number"),
-                    cat("match_id"))
+                    cat("match_id"), shown)
 
 
 def _resolve_select(e: Expr, lookup: dict[str, str]) -> Expr:

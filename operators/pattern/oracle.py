@@ -16,7 +16,10 @@ operators and built-in functions to :mod:`replaydb.operators.expr`.
   patterns whose runs are identified by their labels (every automaton option list names
   distinct variables) and, with negation, for flat sequences of distinct variables.
 * :func:`sql_matches` - SQL:2016 MATCH_RECOGNIZE: per partition, attempts at every row in order,
-  the first match in preferment order, AFTER MATCH SKIP.
+  the first match in preferment order, AFTER MATCH SKIP; a match's rows are those ALL ROWS PER
+  MATCH outputs (rows inside an exclusion ``{- -}`` left out, a match with no other row
+  omitted). Anchors, PERMUTE and exclusion are read straight from their definitions
+  (:func:`_bt`), not from the automaton.
 
 Both return matches as ``(partition key, (row indices...), (variables...))`` with row indices
 into the input table. Exponential in the input size: use only on a handful of events.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import permutations
 from typing import Any
 
 import numpy as np
@@ -42,7 +46,14 @@ _EMPTY = pm.Seq(())          # matches the empty word
 _NONE = pm.Alt(())           # matches nothing
 
 
+def _orders(n: pm.Permute) -> pm.Alt:
+    """PERMUTE as the alternation of its orders, lexicographically (all-runs semantics)."""
+    return pm.Alt(tuple(pm.Seq(order) for order in permutations(n.items)))
+
+
 def nullable(n: pm.PatternNode) -> bool:
+    if isinstance(n, pm.Permute):
+        return nullable(_orders(n))
     if isinstance(n, pm.Var):
         return False
     if isinstance(n, pm.Neg):
@@ -58,6 +69,8 @@ def nullable(n: pm.PatternNode) -> bool:
 
 def derive(n: pm.PatternNode, label: str) -> pm.PatternNode:
     """Brzozowski derivative: the words w such that ``label w`` is in the language of ``n``."""
+    if isinstance(n, pm.Permute):
+        return derive(_orders(n), label)
     if isinstance(n, pm.Var):
         return _EMPTY if n.name == label else _NONE
     if isinstance(n, pm.Neg):
@@ -109,6 +122,8 @@ def _alt(a: pm.PatternNode, b: pm.PatternNode) -> pm.PatternNode:
 
 def nonempty(n: pm.PatternNode) -> bool:
     """True if the language of ``n`` contains some word."""
+    if isinstance(n, pm.Permute):
+        return nonempty(_orders(n))
     if isinstance(n, pm.Var):
         return True
     if isinstance(n, pm.Neg):
@@ -415,28 +430,49 @@ class _AllRuns:
 
 
 # --------------------------------------------------------------------------- SQL
+Found = Iterator[tuple[int, list[tuple[int, str]], tuple[int, ...]]]
+"""(next row, the match so far, its rows inside an exclusion)"""
+
+
 def _bt(node: pm.PatternNode, rows: Rows, conds: dict[str, ex.Expr | None], names: dict[str, str],
         number: int, pos: int, match: list[tuple[int, str]], t0: int | None,
-        window: int | None) -> Iterator[tuple[int, list[tuple[int, str]]]]:
-    """Backtracking matcher yielding (next row, match) in SQL:2016 preferment order; ``number``
-    is the attempt's MATCH_NUMBER()."""
+        window: int | None, hidden: tuple[int, ...] = ()) -> Found:
+    """Backtracking matcher yielding (next row, match, excluded rows) in SQL:2016 preferment
+    order; ``number`` is the attempt's MATCH_NUMBER(). ``^`` holds before the partition's first
+    row (``pos == 0``), ``$`` after its last; PERMUTE tries the orders of its items in
+    lexicographic order of their indices; ``{- -}`` matches as its body and hides its rows."""
     if isinstance(node, pm.Var):
         if pos < len(rows.t):
             start_t = rows.t[pos] if t0 is None else t0
             if window is None or rows.t[pos] - start_t <= window:
                 if eval_condition(conds[node.name], rows, match, node.name, pos, names,
                                   number):
-                    yield pos + 1, match + [(pos, node.name)]
+                    yield pos + 1, match + [(pos, node.name)], hidden
+        return
+    if isinstance(node, pm.Anchor):
+        if pos == (0 if node.start else len(rows.t)):
+            yield pos, match, hidden
+        return
+    if isinstance(node, pm.Exclude):
+        for p2, m2, h2 in _bt(node.body, rows, conds, names, number, pos, match, t0, window,
+                              hidden):
+            yield p2, m2, h2 + tuple(r for r, _ in m2[len(match):])
         return
     if isinstance(node, pm.Seq):
-        yield from _bt_seq(list(node.items), rows, conds, names, number, pos, match, t0, window)
+        yield from _bt_seq(list(node.items), rows, conds, names, number, pos, match, t0, window,
+                           hidden)
+        return
+    if isinstance(node, pm.Permute):
+        for order in permutations(node.items):
+            yield from _bt_seq(list(order), rows, conds, names, number, pos, match, t0, window,
+                               hidden)
         return
     if isinstance(node, pm.Alt):
         for o in node.options:
-            yield from _bt(o, rows, conds, names, number, pos, match, t0, window)
+            yield from _bt(o, rows, conds, names, number, pos, match, t0, window, hidden)
         return
     if isinstance(node, pm.Repeat):
-        yield from _bt_rep(node, 0, rows, conds, names, number, pos, match, t0, window)
+        yield from _bt_rep(node, 0, rows, conds, names, number, pos, match, t0, window, hidden)
         return
     raise TypeError(node)
 
@@ -447,37 +483,38 @@ def _t0(match: list[tuple[int, str]], rows: Rows, t0: int | None) -> int | None:
 
 def _bt_seq(items: list[pm.PatternNode], rows: Rows, conds: dict, names: dict, number: int,
             pos: int, match: list[tuple[int, str]], t0: int | None,
-            window: int | None) -> Iterator:
+            window: int | None, hidden: tuple[int, ...]) -> Found:
     if not items:
-        yield pos, match
+        yield pos, match, hidden
         return
-    for p2, m2 in _bt(items[0], rows, conds, names, number, pos, match, t0, window):
+    for p2, m2, h2 in _bt(items[0], rows, conds, names, number, pos, match, t0, window, hidden):
         yield from _bt_seq(items[1:], rows, conds, names, number, p2, m2, _t0(m2, rows, t0),
-                           window)
+                           window, h2)
 
 
 def _bt_rep(node: pm.Repeat, count: int, rows: Rows, conds: dict, names: dict, number: int,
             pos: int, match: list[tuple[int, str]], t0: int | None,
-            window: int | None) -> Iterator:
+            window: int | None, hidden: tuple[int, ...]) -> Found:
     can_more = node.max is None or count < node.max
     can_stop = count >= node.min
 
-    def more() -> Iterator:
+    def more() -> Found:
         if not can_more:
             return
-        for p2, m2 in _bt(node.body, rows, conds, names, number, pos, match, t0, window):
+        for p2, m2, h2 in _bt(node.body, rows, conds, names, number, pos, match, t0, window,
+                              hidden):
             if p2 == pos:  # pragma: no cover - bodies consume rows
                 continue
             yield from _bt_rep(node, count + 1, rows, conds, names, number, p2, m2,
-                               _t0(m2, rows, t0), window)
+                               _t0(m2, rows, t0), window, h2)
 
     if node.greedy:
         yield from more()
         if can_stop:
-            yield pos, match
+            yield pos, match, hidden
     else:
         if can_stop:
-            yield pos, match
+            yield pos, match, hidden
         yield from more()
 
 
@@ -497,17 +534,19 @@ def sql_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
         s = 0
         number = 1  # the partition's next MATCH_NUMBER()
         while s < n:
-            found = None
-            for p2, m in _bt(spec.pattern, rows, conds, names, number, s, [], None,
-                             spec.window):
+            found, hidden = None, ()
+            for p2, m, h in _bt(spec.pattern, rows, conds, names, number, s, [], None,
+                                spec.window):
                 if p2 > s:
-                    found = m
+                    found, hidden = m, h
                     break
             if found is None:
                 s += 1
                 continue
-            out.append((key, tuple(rows.index[r] for r, _ in found),
-                        tuple(lab for _, lab in found)))
+            shown = [(r, lab) for r, lab in found if r not in hidden]
+            if shown:  # a match whose rows are all excluded outputs no row
+                out.append((key, tuple(rows.index[r] for r, _ in shown),
+                            tuple(lab for _, lab in shown)))
             number += 1
             if sk.kind == pm.SkipKind.PAST_LAST_ROW:
                 s = found[-1][0] + 1

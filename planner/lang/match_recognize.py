@@ -15,7 +15,9 @@ Grammar (keywords case-insensitive; clauses in this order, each optional unless 
 
     row_pattern := alternative ('|' alternative)*
     alternative := term+
-    term        := (v | '(' row_pattern ')') [quantifier]
+    term        := primary [quantifier]
+    primary     := v | '(' row_pattern ')' | '^' | '$' | '{-' row_pattern '-}'
+                 | PERMUTE '(' row_pattern (',' row_pattern)* ')'
     quantifier  := ('*' | '+' | '?' | '{n}' | '{n,}' | '{,m}' | '{n,m}') ['?']   -- '?': reluctant
 
 ``select_list`` is ``*`` or a list of expressions over the output columns (measures, partition
@@ -28,7 +30,9 @@ The supported subset of SQL:2016 and the decisions taken:
 * rows are the stream's events in ``(t, seq)`` order; ORDER BY may only name ``t`` (and ``seq``)
   ascending - the operator is online and never reorders;
 * contiguous rows within a partition, greedy and reluctant quantifiers with the standard's
-  preferment, alternation, grouping, AFTER MATCH SKIP (with the standard's exceptions when the
+  preferment, alternation, grouping, the anchors ``^`` and ``$``, ``PERMUTE`` (lexicographic
+  preference among its orders), exclusion ``{- -}`` (rows left out of ALL ROWS PER MATCH
+  output), AFTER MATCH SKIP (with the standard's exceptions when the
   skip target is missing or is the match's first row), ONE ROW / ALL ROWS PER MATCH, CLASSIFIER(),
   MATCH_NUMBER(), RUNNING/FINAL, PREV/NEXT/FIRST/LAST, COUNT/SUM/AVG/MIN/MAX over variables;
   the exact meaning inside DEFINE is in :mod:`replaydb.operators.pattern.lowering`, inside
@@ -36,8 +40,8 @@ The supported subset of SQL:2016 and the decisions taken:
 * **empty matches never occur**: a pattern that can match zero rows (``A*``, ``(A? B?)``) and a
   quantified group that can match zero rows are rejected with a QueryError, so SHOW/OMIT EMPTY
   MATCHES make no difference and are accepted only for compatibility;
-* not supported (ParseError/QueryError naming the position): SUBSET, PERMUTE, anchors ``^ $``,
-  exclusion ``{- -}``, WITH UNMATCHED ROWS, NEXT inside DEFINE, aggregates over expressions;
+* not supported (ParseError/QueryError naming the position): SUBSET, WITH UNMATCHED ROWS,
+  NEXT inside DEFINE, aggregates over expressions in DEFINE;
 * clauses come in the order above, each at most once; a repeated or misplaced clause is a
   ParseError naming it and the order;
 * a row pattern written in parentheses ends at its closing parenthesis: what follows must be
@@ -369,8 +373,10 @@ class _Parser(ParserBase):
 
     def _pattern_end(self, bare: bool) -> bool:
         t = self.tok
-        if t.is_op(")", "|") or t.kind == "eof":
+        if t.is_op(")", "|", ",") or t.kind == "eof":
             return True
+        if t.is_op("-") and self.peek().is_op("}"):
+            return True  # the end of an exclusion {- ... -}
         if t.is_kw(*_END_OF_PATTERN):
             if not bare:
                 self._expected.append("')'")
@@ -406,11 +412,12 @@ class _Parser(ParserBase):
             self.expect_op(")")
             node: pm.PatternNode = inner if isinstance(inner, pm.Seq) else pm.Seq((inner,))
         elif t.is_op("^", "$"):
-            raise self.error("row pattern anchors ^ and $ are not supported")
+            self.advance()
+            node = pm.Anchor(t.text == "^", pos=t.pos)
         elif t.is_op("{") and self.peek().is_op("-"):
-            raise self.error("row pattern exclusion {- -} is not supported")
+            node = self.parse_exclusion()
         elif t.is_kw("PERMUTE") and self.peek().is_op("("):
-            raise self.error("PERMUTE is not supported")
+            node = self.parse_permute()
         elif t.kind == "ident":
             if t.kw in _RESERVED_VARIABLES:
                 raise self.clause_error() or self.error(
@@ -423,12 +430,46 @@ class _Parser(ParserBase):
             raise self.error(f"unexpected {t.describe()}")
         return self.parse_quantifier(node)
 
+    def _nested(self, parse):  # type: ignore[no-untyped-def]
+        """``parse()`` one level deeper (the nesting limit of patterns)."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise self.error(f"pattern nested deeper than {MAX_DEPTH} levels")
+            return parse()
+        finally:
+            self._depth -= 1
+
+    def parse_exclusion(self) -> pm.PatternNode:
+        """``{- row_pattern -}``: its rows are left out of ALL ROWS PER MATCH output."""
+        self.advance()
+        self.advance()
+        inner = self._nested(lambda: self.parse_alt(bare=False))
+        if not (self.at_op("-") and self.peek().is_op("}")):
+            self._expected.append("'-}'")
+            raise self.error(f"unexpected {self.tok.describe()} (an exclusion ends with -}})")
+        self.advance()
+        self.advance()
+        return pm.Exclude(inner)
+
+    def parse_permute(self) -> pm.PatternNode:
+        """``PERMUTE(row_pattern, ...)``: the items in every order, lexicographically
+        preferred."""
+        self.advance()
+        self.expect_op("(")
+        items = [self._nested(lambda: self.parse_alt(bare=False))]
+        while self.at_op(","):  # at_op lists ',' as expected where the items end
+            self.advance()
+            items.append(self._nested(lambda: self.parse_alt(bare=False)))
+        self.expect_op(")")
+        return pm.Permute(tuple(items))
+
     def parse_quantifier(self, node: pm.PatternNode) -> pm.PatternNode:
         t = self.tok
         if t.is_op("*", "+", "?"):
             self.advance()
             lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[t.text]
-        elif t.is_op("{"):
+        elif t.is_op("{") and not self.peek().is_op("-"):
             self.advance()
             lo, hi = 0, None
             if self.tok.kind == "number":

@@ -535,6 +535,9 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     if (nav[0] or nav[1]) and _partitioned(spec):
         return _replay_plan(ctx, op, st, "PREV/NEXT in a partitioned pattern can reach any earlier "
                                      "event of the partition: full replay")
+    if spec.anchored():
+        return _replay_plan(ctx, op, st, "the anchors ^ $ need each partition's first and last "
+                                     "rows, which only full replay reads: full replay")
     kinds = _kinds(snap)
     type_col = spec.type_column if spec.type_column in kinds else None
     t0 = time.perf_counter()

@@ -17,6 +17,8 @@ original pattern is a match of the rewritten one, with the BS events among its e
 * an alternation -> ``true`` (one unconstrained BS) in the table. We keep more: when every
   option has the same fixed length L, L unconstrained BSs (so seq distances around it stay
   fixed); otherwise ``min length`` unconstrained BSs followed by ``true*``;
+* ``PERMUTE(...)`` -> as an alternation of its orders; an exclusion ``{- P -}`` -> ``P``'s
+  rewrite (it changes only what is output); an anchor binds no event and adds nothing;
 * a SASE+ negation -> ``true*``. The table maps negation to ``true``, but a SASE+ negation binds
   no event (it forbids events between its neighbours), so a ``true`` would wrongly demand one;
 * adjacent gaps are merged.
@@ -137,8 +139,12 @@ def length_bounds(n: pm.PatternNode) -> tuple[int, float]:
     """(min, max) number of events a match of ``n`` binds (max may be inf)."""
     if isinstance(n, pm.Var):
         return 1, 1
-    if isinstance(n, pm.Neg):
+    if isinstance(n, pm.Neg | pm.Anchor):
         return 0, 0
+    if isinstance(n, pm.Exclude):
+        return length_bounds(n.body)
+    if isinstance(n, pm.Permute):
+        return length_bounds(pm.Seq(n.items))
     if isinstance(n, pm.Seq):
         lo, hi = 0, 0.0
         for i in n.items:
@@ -160,6 +166,12 @@ def _items(n: pm.PatternNode) -> list[str | None]:
         return [n.name]
     if isinstance(n, pm.Neg):
         return [_STAR]
+    if isinstance(n, pm.Anchor):
+        return []
+    if isinstance(n, pm.Exclude):
+        return _items(n.body)
+    if isinstance(n, pm.Permute):  # its orders: an alternation
+        return _items(pm.Alt((pm.Seq(n.items),)))
     if isinstance(n, pm.Seq):
         out: list[str | None] = []
         for i in n.items:

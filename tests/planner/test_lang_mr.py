@@ -107,7 +107,8 @@ def test_select_list_projection() -> None:
     ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t, x PATTERN (A) DEFINE A AS true)", 45, "SEQ"),
     ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t DESC PATTERN (A) DEFINE A AS true)", 44, None),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) SUBSET U = (A) DEFINE A AS true)", 45, None),
-    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (^A) DEFINE A AS true)", 42, None),
+    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A {- B) DEFINE A AS true)", 48, "'-}'"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (PERMUTE(A, B DEFINE A AS true)", 55, "','"),
     ("SELECT * s MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true)", 9, "FROM"),
 ])
 def test_parse_errors_name_position_and_expected(text: str, pos: int, expected: str | None) -> None:

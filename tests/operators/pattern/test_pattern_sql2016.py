@@ -1,0 +1,160 @@
+"""MATCH_RECOGNIZE's anchors, PERMUTE and exclusion against the brute-force oracle.
+
+Random patterns from the whole row pattern grammar the operator accepts (sequences,
+alternation, greedy and reluctant quantifiers, ``^``, ``$``, ``PERMUTE(...)`` and ``{- -}``,
+nested) with random conditions and AFTER MATCH SKIP modes, on random streams with ties, NULLs
+and two partitions; the operator (cut into random batch sizes) must give exactly the oracle's
+matches, rows and variables, in order per partition. The oracle reads each construct from its
+definition (:func:`replaydb.operators.pattern.oracle._bt`), sharing nothing with the automaton.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from replaydb.errors import OperatorError, QueryError
+from replaydb.operators.pattern import model as pm
+from replaydb.operators.pattern import oracle
+from replaydb.operators.pattern.automaton import build_automaton
+from replaydb.planner.lang import match_recognize as mr
+from tests.operators.pattern.test_pattern_oracle import VARS, conditions, streams
+
+
+def sql_patterns(depth: int = 2) -> st.SearchStrategy[pm.PatternNode]:
+    var = st.sampled_from(VARS).map(pm.Var)
+    if depth == 0:
+        return var
+    sub = sql_patterns(depth - 1)
+    quant = st.sampled_from([(0, None), (1, None), (0, 1), (1, 2), (2, 3), (0, 2), (2, None)])
+    anchor = st.booleans().map(pm.Anchor)
+    return st.one_of(
+        var,
+        st.lists(st.one_of(sub, sub, anchor), min_size=2, max_size=3).map(
+            lambda xs: pm.Seq(tuple(xs))),
+        st.lists(sub, min_size=2, max_size=2).map(lambda xs: pm.Alt(tuple(xs))),
+        st.builds(lambda b, q, g: pm.Repeat(b, q[0], q[1], g), sub, quant, st.booleans()),
+        st.lists(sql_patterns(0), min_size=2, max_size=3).map(lambda xs: pm.Permute(tuple(xs))),
+        st.lists(sub, min_size=2, max_size=2).map(lambda xs: pm.Permute(tuple(xs))),
+        # an exclusion beside shown rows (a match with every row excluded outputs nothing)
+        st.tuples(sub, sub, st.booleans()).map(
+            lambda p: pm.Seq((pm.Exclude(p[0]), p[1]) if p[2] else (p[1], pm.Exclude(p[0])))),
+    )
+
+
+@st.composite
+def sql_specs(draw) -> pm.PatternSpec:
+    pat = draw(sql_patterns())
+    ends = draw(st.sampled_from(["", "", "^", "$", "^$"]))  # anchor a third of the patterns
+    if ends:
+        pat = pm.Seq(((pm.Anchor(True),) if "^" in ends else ()) + (pat,)
+                     + ((pm.Anchor(False),) if "$" in ends else ()))
+    try:
+        build_automaton(pat)
+    except QueryError:
+        assume(False)
+    used = pat.variables()
+    assume(used)
+    # half of the variables always true, so that long patterns still find matches
+    defines = tuple(pm.VarDef(v, draw(st.one_of(st.none(), conditions(v, used, True))))
+                    for v in used)
+    window = draw(st.one_of(st.none(), st.integers(0, 5)))
+    part = draw(st.sampled_from([(), ("k",)]))
+    skip = draw(st.sampled_from([pm.AfterMatchSkip(pm.SkipKind.PAST_LAST_ROW),
+                                 pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW),
+                                 pm.AfterMatchSkip(pm.SkipKind.TO_LAST, draw(st.sampled_from(used))),
+                                 pm.AfterMatchSkip(pm.SkipKind.TO_FIRST,
+                                                   draw(st.sampled_from(used)))]))
+    return pm.PatternSpec(pat, defines, window, pm.Strategy.CONTIGUOUS, pm.Semantics.SQL, part,
+                          after_match_skip=skip)
+
+
+def _per_partition(ms: list) -> dict:
+    d: dict = {}
+    for m in ms:
+        d.setdefault(m[0], []).append(m)
+    return d
+
+
+def _compare(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
+    try:
+        expected = oracle.sql_matches(spec, table)
+    except OperatorError:
+        with pytest.raises(OperatorError):
+            oracle.run_operator(spec, table, batch_rows=batch)
+        return
+    got = oracle.run_operator(spec, table, batch_rows=batch)
+    assert _per_partition(got) == _per_partition(expected), (spec.to_text(), table.to_pydict())
+
+
+SUPPRESS = [HealthCheck.too_slow, HealthCheck.filter_too_much]
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=SUPPRESS)
+@given(sql_specs(), streams(), st.integers(1, 4))
+def test_sql2016_constructs_match_the_oracle(spec: pm.PatternSpec, table: pa.Table,
+                                             batch: int) -> None:
+    _compare(spec, table, batch)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None, suppress_health_check=SUPPRESS)
+@given(sql_specs(), streams(11), st.integers(1, 5))
+def test_sql2016_constructs_match_the_oracle_ten_thousand(spec: pm.PatternSpec,
+                                                          table: pa.Table, batch: int) -> None:
+    _compare(spec, table, batch)
+
+
+# --------------------------------------------------------------------------- examples
+def _rows(query: str, table: pa.Table) -> list[dict]:
+    op = mr.bind(mr.parse(query), table.schema, None)
+    op.push(table.to_batches()[0])
+    op.flush()
+    return op.results().to_pylist()
+
+
+def _prices(values: list[float], keys: list[int] | None = None) -> pa.Table:
+    n = len(values)
+    return pa.table({"t": pa.array(range(n), pa.int64()), "seq": pa.array(range(n), pa.int64()),
+                     "price": pa.array(values, pa.float64()),
+                     "k": pa.array(keys or [0] * n, pa.int64())})
+
+
+def test_anchors_bind_the_partition_ends() -> None:
+    table = _prices([5, 4, 3, 6, 2, 1, 7], [0, 0, 0, 0, 1, 1, 1])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k MEASURES FIRST(A.seq) AS a, "
+         "LAST(B.seq) AS b PATTERN (^ A B+) DEFINE B AS price < PREV(price))")
+    assert [(r["k"], r["a"], r["b"]) for r in _rows(q, table)] == [(0, 0, 2), (1, 4, 5)]
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k MEASURES FIRST(A.seq) AS a "
+         "PATTERN (A $) DEFINE A AS price > 5)")
+    assert [(r["k"], r["a"]) for r in _rows(q, table)] == [(0, 3), (1, 6)]
+
+
+def test_permute_prefers_the_lexicographic_order() -> None:
+    # both A B and B A fit rows 0-1; PERMUTE(A, B) takes A B, PERMUTE(B, A) takes B A
+    table = _prices([1, 1, 1])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH "
+         "PATTERN (PERMUTE({}) ) DEFINE A AS price = 1, B AS price = 1)")
+    assert [r["c"] for r in _rows(q.format("A, B"), table)] == ["A", "B"]
+    assert [r["c"] for r in _rows(q.format("B, A"), table)] == ["B", "A"]
+
+
+def test_exclusion_hides_rows_but_keeps_them_in_measures() -> None:
+    table = _prices([5, 4, 3, 6, 7])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES COUNT(*) AS n, CLASSIFIER() AS c "
+         "ALL ROWS PER MATCH PATTERN (A {- B+ -} C+) "
+         "DEFINE B AS price < PREV(price), C AS price > PREV(price))")
+    rows = _rows(q, table)
+    assert [(r["seq"], r["c"], r["n"]) for r in rows] == [(0, "A", 1), (3, "C", 4), (4, "C", 5)]
+
+
+def test_parse_errors_name_the_position() -> None:
+    with pytest.raises(QueryError, match="PERMUTE of 9 items"):
+        build_automaton(mr.parse(
+            "SELECT * FROM s MATCH_RECOGNIZE (PATTERN (PERMUTE(A, B, C, D, E, F, G, H, I)) "
+            "DEFINE A AS TRUE)").spec.pattern)
+    from replaydb.errors import ParseError
+    with pytest.raises(ParseError, match="expected"):
+        mr.parse("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A {- B) DEFINE A AS TRUE)")
