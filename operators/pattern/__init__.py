@@ -48,6 +48,7 @@ from replaydb.operators.pattern.model import (
     Seq,
     SkipKind,
     Strategy,
+    Subset,
     Var,
     VarDef,
 )
@@ -56,5 +57,5 @@ from replaydb.operators.pattern.operator import PatternOperator
 __all__ = [
     "AfterMatchSkip", "Alt", "Anchor", "Exclude", "Measure", "Neg", "PatternConfig", "PatternNode",
     "PatternOperator", "PatternSpec", "Permute", "Repeat", "RowsPerMatch", "SelectItem",
-    "Semantics", "Seq", "SkipKind", "Strategy", "Var", "VarDef",
+    "Semantics", "Seq", "SkipKind", "Strategy", "Subset", "Var", "VarDef",
 ]

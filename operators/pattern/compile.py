@@ -85,6 +85,8 @@ CI_FIRST = 1
 CF_ROWS = 0
 CF_AGG = 1  # a block of 4 slots: nn, sum, min, max
 MATCHNO_VAR = -2
+SUBSET_CODE = -3
+"""Union variables' codes are ``SUBSET_CODE - mask`` (below every other code)."""
 """The variable of the float slot holding MATCH_NUMBER(): none, so binding never updates it (the
 matcher sets it when an attempt starts)."""
 
@@ -150,7 +152,10 @@ class CompiledPattern:
     cf_col: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     init_f: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     skip_kind: int = SKIP_PAST_LAST
-    skip_var: int = -1
+    skip_member: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
+    """AFTER MATCH SKIP TO v: per variable, whether ``v`` (a union variable: each of its
+    variables) is it."""
+    skip_name: str = ""
     sql: bool = False
     unambiguous: bool = True
     matchno_slot: int = -1
@@ -201,10 +206,31 @@ def check_spec(spec: PatternSpec, schema: pa.Schema) -> None:
         LowerContext(pvars, schema).resolve_column(k, None)
     if spec.window is not None and spec.window < 0:
         raise QueryError(f"window must be >= 0, got {spec.window}")
+    _check_subsets(spec, pvars)
     if spec.after_match_skip.kind in (SkipKind.TO_FIRST, SkipKind.TO_LAST):
         v = spec.after_match_skip.var
-        if v not in pvars:
+        if v not in pvars and v not in spec.subset_members():
             raise QueryError(f"AFTER MATCH SKIP names unknown variable {v!r}")
+
+
+MAX_SUBSET_VARIABLES = 60
+"""Most primary variables a pattern with SUBSET may have (their bits fit a state code)."""
+
+
+def _check_subsets(spec: PatternSpec, pvars: list[str]) -> None:
+    """Union variables name primary variables of the pattern, once each, and are not one."""
+    seen: set[str] = set()
+    for u in spec.subsets:
+        if u.name in pvars or u.name in seen:
+            raise QueryError(_at(f"union variable {u.name!r} is already a variable", u.pos))
+        seen.add(u.name)
+        for m in u.members:
+            if m not in pvars:
+                raise QueryError(_at(f"SUBSET {u.name} names {m!r}, not a variable of the "
+                                     "pattern", u.pos))
+    if spec.subsets and len(pvars) > MAX_SUBSET_VARIABLES:
+        raise QueryError(f"a pattern with SUBSET may have at most {MAX_SUBSET_VARIABLES} "
+                         f"variables, not {len(pvars)}")
 
 
 def _positive_vars(spec: PatternSpec) -> list[Var]:
@@ -234,7 +260,8 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
     auto._check()
     var_names = spec.variables()
     lctx = LowerContext(var_names, schema,
-                        case_insensitive_vars=spec.semantics == Semantics.SQL)
+                        case_insensitive_vars=spec.semantics == Semantics.SQL,
+                        subsets=spec.subset_members())
     strategy = _strategy_code(spec.strategy)
     partition_by = tuple(lctx.resolve_column(k, None) for k in spec.partition_by)
     equiv = tuple(lctx.resolve_column(k, None) for k in spec.equivalence)
@@ -275,13 +302,17 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
         sql=spec.semantics == Semantics.SQL, unambiguous=auto.unambiguous_labels(),
     )
     _fill_automaton(cp, auto, var_names)
+    cp.skip_member = np.zeros(len(var_names), dtype=np.bool_)
     _Codegen(cp, schema).build(cross)
     if cp.sql:
         sk = spec.after_match_skip
         cp.skip_kind = {SkipKind.PAST_LAST_ROW: SKIP_PAST_LAST, SkipKind.TO_NEXT_ROW: SKIP_NEXT_ROW,
                         SkipKind.TO_FIRST: SKIP_TO_FIRST, SkipKind.TO_LAST: SKIP_TO_LAST}[sk.kind]
         if sk.var is not None:
-            cp.skip_var = cp.var_index(lctx.resolve_var(sk.var, None))
+            skip_to = lctx.resolve_var(sk.var, None)
+            cp.skip_name = skip_to
+            for v in lctx.members(skip_to) or ():
+                cp.skip_member[cp.var_index(v)] = True
     elif spec.rows_per_match not in (RowsPerMatch.ONE, RowsPerMatch.ALL):  # pragma: no cover
         raise QueryError("bad rows per match")
     return cp
@@ -345,7 +376,15 @@ class _Codegen:
         return is_string_type(self.schema.field(name).type)
 
     def var(self, v: str | None) -> int:
-        return -1 if v is None else self.vidx[v]
+        """A variable's code in the state layout: its index, -1 for every row, and for a union
+        variable ``SUBSET_CODE - mask`` (``mask``: a bit per primary variable, see
+        :func:`replaydb.operators.pattern.ctxops.bind_update`)."""
+        if v is None:
+            return -1
+        members = self.cp.spec.subset_members().get(v)
+        if members is None:
+            return self.vidx[v]
+        return SUBSET_CODE - sum(1 << self.vidx[m] for m in set(members))
 
     def islot(self, kind: int, var: int) -> int:
         key = (kind, var)

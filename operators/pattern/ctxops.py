@@ -37,18 +37,20 @@ def copy_row(dst, src, ctx_i, ctx_f):
 @register_jitable(inline="always")
 def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, base):
     """Update the 1-D state rows ``ci``/``cf`` (a GPU thread's local state) for event ``g``
-    bound to variable ``v``; the CPU matchers use :func:`bind_update_row`. ``rows[g - base,
+    bound to variable ``v``; the CPU matchers use :func:`bind_update_row`. A slot's variable
+    code is a variable's index, -1 (every row) or ``-3 - mask`` (a union variable: ``v`` is one
+    of its variables when bit ``v`` of ``mask`` is set). ``rows[g - base,
     c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
     for s in range(ci_kind.shape[0]):
         cv = ci_var[s]
-        if cv == v or cv == -1:
+        if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
             if ci_kind[s] == CI_LAST:
                 ci[s] = g
             elif ci[s] < 0:
                 ci[s] = g
     for s in range(cf_kind.shape[0]):
         cv = cf_var[s]
-        if cv == v or cv == -1:
+        if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
             kind = cf_kind[s]
             if kind == CF_ROWS:
                 cf[s] += 1.0
@@ -77,14 +79,14 @@ def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf,
     two are held to each other by the CPU/GPU pattern tests. O(slots)."""
     for s in range(ci_kind.shape[0]):
         cv = ci_var[s]
-        if cv == v or cv == -1:
+        if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
             if ci_kind[s] == CI_LAST:
                 ci[nid, s] = g
             elif ci[nid, s] < 0:
                 ci[nid, s] = g
     for s in range(cf_kind.shape[0]):
         cv = cf_var[s]
-        if cv == v or cv == -1:
+        if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
             kind = cf_kind[s]
             if kind == CF_ROWS:
                 cf[nid, s] += 1.0

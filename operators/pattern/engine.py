@@ -376,7 +376,7 @@ class SqlEngine(_Base):
         while i < n:
             i, st = nfa_sql.sql_run(
                 i, n, g0, pid, brk, int(s["n_parts"]), t, vmask, startable, cp.window,
-                cp.skip_kind, cp.skip_var, cp.pos_var, cp.start, cp.start_first, s["p_seen"],
+                cp.skip_kind, cp.skip_member, cp.pos_var, cp.start, cp.start_first, s["p_seen"],
                 cp.fol_ptr, cp.fol_to,
                 cp.prog_lo, cp.prog_hi, self.prog_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic,
                 cp.ci_kind, cp.ci_var, cp.cf_kind, cp.cf_var, cp.cf_col, self.init_f, buf.T, base,
@@ -402,7 +402,7 @@ class SqlEngine(_Base):
     def _check_status(self, st: int, g: int) -> None:
         if st == nfa_sql.ST_OK or st == nfa_sql.ST_SPACE:
             return
-        var = self.cp.var_names[self.cp.skip_var] if self.cp.skip_var >= 0 else "?"
+        var = self.cp.skip_name or "?"
         if st == nfa_sql.ST_SKIP_NONE:
             raise OperatorError(
                 f"AFTER MATCH SKIP TO {var}: the match resolved at input row {g} bound no row "
@@ -417,7 +417,7 @@ class SqlEngine(_Base):
         if s["cnt"][3] + n_att + 1 > s["o_node"].shape[0]:
             self._grow_keys(self.out_keys, int(s["cnt"][3] + n_att + 16))
         st = nfa_sql.sql_finish(
-            int(s["n_parts"]), cp.skip_kind, cp.skip_var, cp.pos_var, cp.fol_ptr, cp.fol_to,
+            int(s["n_parts"]), cp.skip_kind, cp.skip_member, cp.pos_var, cp.fol_ptr, cp.fol_to,
             s["n_ev"], s["n_pos"], s["n_pred"], s["a_start_g"], s["a_best"], s["a_done"],
             s["a_toff"], s["a_tlen"], s["a_next"], self._a_mno(), s["tp"], s["p_head"], s["p_tail"],
             s["p_next_allowed"], s["p_matchno"], s["p_natt"], s["p_nthr"],
@@ -689,12 +689,12 @@ class FixedSeqEngine:
         if cp.sql and len(starts):
             offset = 0
             if cp.skip_kind in (nfa_sql.SKIP_TO_FIRST, nfa_sql.SKIP_TO_LAST):
-                occ = np.flatnonzero(pv == cp.skip_var)
+                occ = np.flatnonzero(cp.skip_member[pv])
                 offset = int(occ[0] if cp.skip_kind == nfa_sql.SKIP_TO_FIRST else occ[-1])
             keep, na, bad = sql_select(starts, starts + (k - 1), s["next_allowed"],
                                        cp.skip_kind, offset)
             if bad >= 0:
-                var = cp.var_names[cp.skip_var]
+                var = cp.skip_name
                 raise OperatorError(
                     f"AFTER MATCH SKIP TO {var}: the match starting at input row "
                     f"{int(starts[bad])} would restart at its own first row (SQL:2016 raises "

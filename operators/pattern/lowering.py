@@ -6,6 +6,8 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
 
 * ``x`` or ``V.x`` - the current event's column ``x`` (``t`` and ``seq`` included);
 * ``A.x`` (another variable) - ``x`` of the last event bound to ``A`` so far; NULL if none;
+* a union variable ``U`` (``SUBSET U = (A, B)``) stands for the rows bound to any of its
+  variables: it behaves as ``V`` itself when ``V`` is one of them, else as another variable;
 * ``PREV(expr, k)`` - ``expr`` evaluated on the row ``k`` (default 1) rows before the row its
   columns refer to, *physically* in the (partition's) stream; NULL before the first row;
 * ``FIRST(V.x)`` - the first event bound to ``V`` (the current one if it is the first);
@@ -100,6 +102,14 @@ class LowerContext:
     schema: pa.Schema
     case_insensitive_vars: bool = False
     navs: set[tuple[str, int]] = field(default_factory=set)
+    subsets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Union variables (``SUBSET``) and their primary variables."""
+
+    def members(self, var: str | None) -> tuple[str, ...] | None:
+        """The primary variables a resolved variable stands for (None: every row)."""
+        if var is None:
+            return None
+        return self.subsets.get(var, (var,))
 
     def resolve_column(self, name: str, pos: int | None) -> str:
         names = self.schema.names
@@ -114,14 +124,16 @@ class LowerContext:
                          hint=f"columns are: {', '.join(names)}")
 
     def resolve_var(self, q: str, pos: int | None) -> str:
-        if q in self.variables:
+        """A primary or union variable's name as declared."""
+        names = [*self.variables, *self.subsets]
+        if q in names:
             return q
         if self.case_insensitive_vars:
-            for v in self.variables:
+            for v in names:
                 if v.upper() == q.upper():
                     return v
         raise QueryError(_at(f"unknown pattern variable {q!r}", pos),
-                         hint=f"variables are: {', '.join(self.variables)}")
+                         hint=f"variables are: {', '.join(names)}")
 
 
 def _at(msg: str, pos: int | None) -> str:
@@ -238,7 +250,7 @@ class _Lowerer:
                                  "aggregate a column", e.pos))
         var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
         excl = a.index is not None and a.index[0] == "all_prev"
-        include = (var is None or var == self.var) and not excl
+        include = self.own(var) and not excl
         if a.name == "*":
             if e.name != "COUNT":
                 raise QueryError(_at(f"{e.name}({a.qualifier}.*) is not allowed", e.pos))
@@ -253,7 +265,7 @@ class _Lowerer:
             raise QueryError(_at("x[..i-1] is only allowed inside an aggregate", c.pos))
         var = self.ctx.resolve_var(c.qualifier, c.pos) if c.qualifier is not None else None
         col = self.ctx.resolve_column(c.name, c.pos)
-        own = var is None or var == self.var
+        own = self.own(var)
         kind, k = sel if sel is not None else ("last", 0)
         if kind == "last" and k == 0:
             if own:
@@ -266,6 +278,11 @@ class _Lowerer:
                 return self._bound("firstcur", var, col, nav)
             return self._bound("first", var, col, nav)
         raise QueryError(_at(f"{kind.upper()}(..., {k}) is not supported in a condition", c.pos))
+
+    def own(self, var: str | None) -> bool:
+        """Whether ``var`` (None: every row) covers the row being bound to this variable."""
+        members = self.ctx.members(var)
+        return members is None or self.var in members
 
     def _cur(self, col: str, nav: int) -> ex.Expr:
         if nav:

@@ -3,7 +3,8 @@
 Semantics (SQL:2016 row pattern MEASURES; SASE+ RETURN items are translated into this dialect):
 
 * ``A.x`` - ``x`` of the last row bound to ``A``; ``x`` unqualified - of the last row of the
-  match. NULL when ``A`` bound no row.
+  match. NULL when ``A`` bound no row. A union variable ``U`` (``SUBSET U = (A, B)``) stands
+  for the rows bound to any of its variables, wherever a variable can stand.
 * ``FIRST(A.x, k)`` / ``LAST(A.x, k)`` - the ``k``-th row (default 0) bound to ``A`` from the
   start / from the end; unqualified: of the whole match.
 * ``PREV(e, k)`` / ``NEXT(e, k)`` - ``e`` evaluated ``k`` rows (default 1) before / after the row
@@ -115,11 +116,32 @@ class Frame:
 
 
 # --------------------------------------------------------------------------- leaves
+VarRef = int | tuple[int, ...] | None
+"""The rows a measure leaf looks at: a variable's index, a union variable's (sorted) indices,
+or None for every row of the match."""
+
+
+def covers(var: VarRef, vars: Collection[int]) -> bool:
+    """Whether ``var`` looks at rows of one of ``vars`` (None: every row does)."""
+    if var is None:
+        return True
+    if isinstance(var, tuple):
+        return any(v in vars for v in var)
+    return var in vars
+
+
+def member_table(var: int | tuple[int, ...], n_vars: int) -> np.ndarray:
+    """Per variable index, whether it is (one of) ``var``."""
+    out = np.zeros(max(n_vars, 1), dtype=np.bool_)
+    out[list(var) if isinstance(var, tuple) else [var]] = True
+    return out
+
+
 @dataclass(frozen=True)
 class _Sel(ex.Expr):
     """Column ``col`` of the row chosen by (var, from_end, k, final), navigated ``nav`` rows."""
 
-    var: int | None
+    var: VarRef
     from_end: bool
     k: int
     final: bool
@@ -130,7 +152,7 @@ class _Sel(ex.Expr):
 @dataclass(frozen=True)
 class _AggLeaf(ex.Expr):
     fn: str
-    var: int | None
+    var: VarRef
     col: str | None  # None: row count (unless ``arg`` is given)
     final: bool
     arg: ex.Expr | None = None  # an expression evaluated on every row the aggregate covers
@@ -167,6 +189,15 @@ class MeasureLowerer:
         self.vidx = var_index
         self.all_rows = all_rows
 
+    def vid(self, var: str | None) -> VarRef:
+        """A resolved variable as a :data:`VarRef`."""
+        members = self.ctx.members(var)
+        if members is None:
+            return None
+        if var in self.ctx.subsets:
+            return tuple(sorted({self.vidx[m] for m in members}))
+        return self.vidx[var]  # type: ignore[index]
+
     def lower(self, e: ex.Expr, nav: int = 0, sel: tuple[str, int, bool] | None = None,
               final: bool | None = None) -> ex.Expr:
         fin = (not self.all_rows) if final is None else final
@@ -182,7 +213,7 @@ class MeasureLowerer:
             kind, k, f2 = sel if sel is not None else ("last", 0, fin)
             if nav > 0:
                 self.ctx.navs.add((col, nav))
-            return _Sel(None if var is None else self.vidx[var], kind == "last", k, f2, col, nav)
+            return _Sel(self.vid(var), kind == "last", k, f2, col, nav)
         if isinstance(e, ex.Star):
             raise QueryError(_at("'*' is only allowed in COUNT(*)", e.pos))
         if isinstance(e, ex.Unary):
@@ -228,7 +259,7 @@ class MeasureLowerer:
             if not isinstance(a, ex.Column):
                 return self.expression_aggregate(name, a, fin, e.pos)
             var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
-            vi = None if var is None else self.vidx[var]
+            vi = self.vid(var)
             if a.name == "*":
                 if name != "COUNT":
                     raise QueryError(_at(f"{name}({a.qualifier}.*) is not allowed", e.pos))
@@ -274,7 +305,7 @@ class MeasureLowerer:
             raise QueryError(_at(f"the columns inside {name}(...) must all be of one pattern "
                                  f"variable, not {named}", pos))
         var = next(iter(variables), None)
-        return _AggLeaf(name, None if var is None else self.vidx[var], None, final, arg=arg,
+        return _AggLeaf(name, self.vid(var), None, final, arg=arg,
                         arg_columns=tuple(sorted(columns.items())))
 
 
@@ -292,20 +323,20 @@ def rows_of_vars_unread(lowered: Iterable[ex.Expr], vars: Collection[int], all_r
     for low in lowered:
         for node in low.walk():
             if isinstance(node, _Sel):
-                if (node.k != 0 if node.var is None else node.var in vars):
+                if (node.k != 0 if node.var is None else covers(node.var, vars)):
                     return False
             elif isinstance(node, _AggLeaf):
-                if node.var is None or node.var in vars:
+                if covers(node.var, vars):
                     return False
     return True
 
 
 # --------------------------------------------------------------------------- evaluation
 @njit(cache=True, nogil=True)
-def _kth_of_var(var: np.ndarray, start: np.ndarray, end: np.ndarray, v: int,
+def _kth_of_var(var: np.ndarray, start: np.ndarray, end: np.ndarray, member: np.ndarray,
                 from_end: bool, k: int) -> np.ndarray:
     """Per row ``i``: the flat row of the ``k``-th occurrence (0-based; counted from
-    ``end[i]`` backwards when ``from_end``) of variable ``v`` among flat rows
+    ``end[i]`` backwards when ``from_end``) of a variable flagged in ``member`` among flat rows
     ``start[i]..end[i]``, or -1 when there are not that many. O(rows passed over)."""
     out = np.full(start.size, -1, np.int64)
     step = -1 if from_end else 1
@@ -313,7 +344,7 @@ def _kth_of_var(var: np.ndarray, start: np.ndarray, end: np.ndarray, v: int,
         c = 0
         j = end[i] if from_end else start[i]
         while start[i] <= j <= end[i]:
-            if var[j] == v:
+            if member[var[j]]:
                 if c == k:
                     out[i] = j
                     break
@@ -353,7 +384,13 @@ class Evaluator:
         end = ms.off[self.f.mid + 1] - 1 if final else self.f.cur
         return start, end
 
-    def select(self, var: int | None, from_end: bool, k: int, final: bool) -> np.ndarray:
+    def rows_of(self, var: int | tuple[int, ...]) -> np.ndarray:
+        """Per flat row, whether it is bound to ``var``."""
+        if isinstance(var, tuple):
+            return member_table(var, len(self.var_names))[self.f.ms.var]
+        return self.f.ms.var == var
+
+    def select(self, var: VarRef, from_end: bool, k: int, final: bool) -> np.ndarray:
         """Flat row index per output row (-1: none)."""
         key = ("sel", var, from_end, k, final)
         if key in self._cache:
@@ -363,10 +400,11 @@ class Evaluator:
             # each match's rows scanned from the chosen end: O(rows passed over), where
             # finding every occurrence of the variable costs O(all rows) per measure
             ms = self.f.ms
+            member = member_table(var, len(self.var_names))
             if self.f.per_match:
-                out = _kth_of_var(ms.var, start, end, var, from_end, k)
+                out = _kth_of_var(ms.var, start, end, member, from_end, k)
             else:
-                out = _kth_of_var(ms.var, ms.off[:-1], ms.off[1:] - 1, var, from_end,
+                out = _kth_of_var(ms.var, ms.off[:-1], ms.off[1:] - 1, member, from_end,
                                   k)[self.f.mid]
             self._cache[key] = out
             return out
@@ -374,7 +412,7 @@ class Evaluator:
             idx = end - k if from_end else start + k
             ok = (idx >= start) & (idx <= end)
         else:
-            occ = np.flatnonzero(self.f.ms.var == var)
+            occ = np.flatnonzero(self.rows_of(var))
             lo = np.searchsorted(occ, start, "left")
             hi = np.searchsorted(occ, end, "right")
             cnt = hi - lo
@@ -404,7 +442,7 @@ class Evaluator:
 
     def agg(self, leaf: _AggLeaf) -> np.ndarray:
         ms = self.f.ms
-        mask = np.ones(len(ms.ev), dtype=bool) if leaf.var is None else ms.var == leaf.var
+        mask = np.ones(len(ms.ev), dtype=bool) if leaf.var is None else self.rows_of(leaf.var)
         if leaf.arg is not None:
             vals = self.row_values(leaf)
         elif leaf.col is None:

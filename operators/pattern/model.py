@@ -258,6 +258,16 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class Subset:
+    """``SUBSET name = (members)``: a union variable standing for the rows bound to any of its
+    primary variables (in MEASURES, DEFINE and AFTER MATCH SKIP)."""
+
+    name: str
+    members: tuple[str, ...]
+    pos: int | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class AfterMatchSkip:
     kind: SkipKind = SkipKind.PAST_LAST_ROW
     var: str | None = None
@@ -295,6 +305,7 @@ class PatternSpec:
         equivalence: SASE+ ``[attr]`` tests: all events of a match agree on these attributes.
         type_column: the column holding event type names (for ``VarDef.event_types``).
         select: SQL select list over the output (None: ``*``).
+        subsets: MATCH_RECOGNIZE's union variables (``SUBSET``).
         sources: streams named in a FROM clause.
         text: the original query text.
     """
@@ -313,6 +324,11 @@ class PatternSpec:
     select: tuple[SelectItem, ...] | None = None
     sources: tuple[str, ...] = ()
     text: str = ""
+    subsets: tuple[Subset, ...] = ()
+
+    def subset_members(self) -> dict[str, tuple[str, ...]]:
+        """Each union variable's primary variables."""
+        return {s.name: s.members for s in self.subsets}
 
     def variables(self) -> list[str]:
         """Variables in order of first occurrence in the pattern."""
@@ -354,6 +370,9 @@ class PatternSpec:
             parts.insert(0, f"PARTITION BY {', '.join(self.partition_by)}")
         if self.window is not None:
             parts.append(f"WITHIN {self.window}")
+        if self.subsets:
+            parts.append("SUBSET " + ", ".join(f"{u.name} = ({', '.join(u.members)})"
+                                               for u in self.subsets))
         parts.append(f"STRATEGY {self.strategy.value}")
         defs = [f"{d.name} AS {to_text(d.condition) if d.condition is not None else 'TRUE'}"
                 + (f" [type in {list(d.event_types)}]" if d.event_types else "")

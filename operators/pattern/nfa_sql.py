@@ -79,7 +79,7 @@ def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, 
 
 
 @njit(cache=True, inline="always")
-def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
+def _resolve(p, confirm, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
              a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
              p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt):
     """Resolve the partition's finished attempts in row order (see the module docstring).
@@ -123,7 +123,7 @@ def _resolve(p, confirm, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_st
             na = -1
             nd = b
             while nd >= 0:
-                if pos_var[n_pos[nd]] == skip_var:
+                if skip_member[pos_var[n_pos[nd]]]:
                     na = n_ev[nd]
                     if skip_kind == SKIP_TO_LAST:
                         break
@@ -150,7 +150,7 @@ def hypotheses(head, hmax, matchno):
 
 @njit(cache=True, error_model="numpy")
 def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind,  # noqa: C901
-            skip_var, pos_var, start, start_first, p_seen, fol_ptr, fol_to, prog_lo, prog_hi,
+            skip_member, pos_var, start, start_first, p_seen, fol_ptr, fol_to, prog_lo, prog_hi,
             p_op, p_ia, p_ib, p_fc,
             p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_pred,
             n_t, ctx_i, ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap,
@@ -188,7 +188,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
             if live > 0:
                 if cnt[3] + live + 1 > o_node.shape[0]:
                     return i, ST_SPACE
-                st = _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev,
+                st = _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev,
                                    n_pos, n_pred, a_start_g, a_best, a_done, a_toff, a_tlen,
                                    a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno,
                                    p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm,
@@ -315,7 +315,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 # the next attempt's highest possible number: one more if the copy assuming
                 # the highest number here started (its match would take that number)
                 p_hmax[p] = p_matchno[p] + n_hyp + (1 if started else 0)
-        st = _resolve(p, g, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
+        st = _resolve(p, g, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
                       a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno,
                       p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
         if st != ST_OK:
@@ -324,7 +324,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
 
 
 @njit(cache=True, inline="always")
-def _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
+def _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
                   a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
                   p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
                   o_confirm, cnt):
@@ -351,7 +351,7 @@ def _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, 
                 a_tlen[a] = 0
             a = a_next[a]
         p_nthr[p] = 0
-        st = _resolve(p, -1, skip_kind, skip_var, pos_var, n_ev, n_pos, n_pred, a_start_g,
+        st = _resolve(p, -1, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g,
                       a_best, a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed,
                       p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
         if st != ST_OK:
@@ -360,12 +360,12 @@ def _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, 
 
 
 @njit(cache=True)
-def sql_finish(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
+def sql_finish(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
                a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
                p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
                o_confirm, cnt):
     """End of input: every running attempt ends; the first thread that may accept wins."""
-    return _finish_parts(n_parts, skip_kind, skip_var, pos_var, fol_ptr, fol_to, n_ev, n_pos,
+    return _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos,
                          n_pred, a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp,
                          p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node,
                          o_start, o_pid, o_number, o_confirm, cnt)

@@ -152,7 +152,8 @@ class PatternOperator(Operator):
         self.cp: CompiledPattern = compile_pattern(spec, config.schema)
         self.all_rows = spec.rows_per_match == RowsPerMatch.ALL
         lctx = LowerContext(self.cp.var_names, config.schema,
-                            case_insensitive_vars=self.cp.sql, navs=self.cp.navs)
+                            case_insensitive_vars=self.cp.sql, navs=self.cp.navs,
+                            subsets=spec.subset_members())
         vidx = {v: i for i, v in enumerate(self.cp.var_names)}
         lowerer = MeasureLowerer(lctx, vidx, self.all_rows)
         self._measures = [(m.name, lowerer.lower(m.expr)) for m in spec.measures]

@@ -165,7 +165,9 @@ class _Running:
     """Scalar interpreter of the running dialect for variable ``var`` at row ``cur``."""
 
     def __init__(self, rows: Rows, match: list[tuple[int, str]], var: str, cur: int,
-                 names: dict[str, str], number: int | None = None) -> None:
+                 names: dict[str, str], number: int | None = None,
+                 subsets: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.subsets = subsets or {}  # union variable -> its variables (SUBSET)
         self.rows = rows
         self.match = match + [(cur, var)]  # running match, current row included
         self.var = var
@@ -180,12 +182,12 @@ class _Running:
 
     def rows_of(self, q: str | None, exclude_current: bool = False) -> list[int]:
         m = self.match[:-1] if exclude_current else self.match
-        return [r for r, lab in m if q is None or lab == q]
+        return [r for r, lab in m if q is None or lab in self.subsets.get(q, (q,))]
 
     def row_for(self, c: ex.Column, sel: tuple[str, int] | None) -> int | None:
         q = c.qualifier
         kind, k = sel if sel is not None else ("last", 0)
-        own = q is None or q == self.var
+        own = q is None or self.var in self.subsets.get(q, (q,))
         if sel is None and own:
             return self.cur
         rows = self.rows_of(q)
@@ -263,12 +265,13 @@ class _Running:
 
 
 def eval_condition(cond: ex.Expr | None, rows: Rows, match: list[tuple[int, str]], var: str,
-                   cur: int, names: dict[str, str], number: int | None = None) -> bool:
+                   cur: int, names: dict[str, str], number: int | None = None,
+                   subsets: dict[str, tuple[str, ...]] | None = None) -> bool:
     """Does row ``cur`` satisfy ``var``'s condition, given the running ``match`` before it
-    (``number``: the attempt's MATCH_NUMBER())?"""
+    (``number``: the attempt's MATCH_NUMBER(); ``subsets``: union variables)?"""
     if cond is None:
         return True
-    interp = _Running(rows, match, var, cur, names, number)
+    interp = _Running(rows, match, var, cur, names, number, subsets)
     closed = interp.leaf(cond, 0, None)
     r = ex.compile_predicate(closed)(ex.ColumnsEnv({}))
     return bool(np.asarray(r).item())
@@ -296,8 +299,15 @@ def _partitions(table: pa.Table, keys: tuple[str, ...]) -> dict[Any, Rows]:
     return out
 
 
-def _conditions(spec: pm.PatternSpec) -> dict[str, ex.Expr | None]:
-    conds: dict[str, ex.Expr | None] = {}
+class Conditions(dict):
+    """Each variable's condition (a dict), with the query's union variables."""
+
+    subsets: dict[str, tuple[str, ...]] = {}
+
+
+def _conditions(spec: pm.PatternSpec) -> Conditions:
+    conds = Conditions()
+    conds.subsets = spec.subset_members()
     eq: list[ex.Expr] = []
     if spec.equivalence and spec.strategy == pm.Strategy.CONTIGUOUS:
         eq = [ex.Binary("=", ex.Column(a), ex.Call("FIRST", (ex.Column(a),))) for a in spec.equivalence]
@@ -434,7 +444,7 @@ Found = Iterator[tuple[int, list[tuple[int, str]], tuple[int, ...]]]
 """(next row, the match so far, its rows inside an exclusion)"""
 
 
-def _bt(node: pm.PatternNode, rows: Rows, conds: dict[str, ex.Expr | None], names: dict[str, str],
+def _bt(node: pm.PatternNode, rows: Rows, conds: Conditions, names: dict[str, str],
         number: int, pos: int, match: list[tuple[int, str]], t0: int | None,
         window: int | None, hidden: tuple[int, ...] = ()) -> Found:
     """Backtracking matcher yielding (next row, match, excluded rows) in SQL:2016 preferment
@@ -446,7 +456,7 @@ def _bt(node: pm.PatternNode, rows: Rows, conds: dict[str, ex.Expr | None], name
             start_t = rows.t[pos] if t0 is None else t0
             if window is None or rows.t[pos] - start_t <= window:
                 if eval_condition(conds[node.name], rows, match, node.name, pos, names,
-                                  number):
+                                  number, conds.subsets):
                     yield pos + 1, match + [(pos, node.name)], hidden
         return
     if isinstance(node, pm.Anchor):
@@ -553,7 +563,8 @@ def sql_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
             elif sk.kind == pm.SkipKind.TO_NEXT_ROW:
                 s = s + 1
             else:
-                rs = [r for r, lab in found if lab == sk.var]
+                targets = spec.subset_members().get(sk.var, (sk.var,))
+                rs = [r for r, lab in found if lab in targets]
                 if not rs:
                     raise OperatorError(f"AFTER MATCH SKIP TO {sk.var}: no row bound")
                 r = rs[0] if sk.kind == pm.SkipKind.TO_FIRST else rs[-1]

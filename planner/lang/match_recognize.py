@@ -10,6 +10,7 @@ Grammar (keywords case-insensitive; clauses in this order, each optional unless 
         [AFTER MATCH SKIP {PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v}]
         PATTERN ( row_pattern )            -- required; see below for the parentheses
         [WITHIN duration]                  -- Flink's / the dissertation's extension
+        [SUBSET u = (v, ...), ...]
         DEFINE v AS condition, ...         -- required unless every variable is always true
     ) [[AS] alias] [;]
 
@@ -40,7 +41,8 @@ The supported subset of SQL:2016 and the decisions taken:
 * **empty matches never occur**: a pattern that can match zero rows (``A*``, ``(A? B?)``) and a
   quantified group that can match zero rows are rejected with a QueryError, so SHOW/OMIT EMPTY
   MATCHES make no difference and are accepted only for compatibility;
-* not supported (ParseError/QueryError naming the position): SUBSET, WITH UNMATCHED ROWS,
+* ``SUBSET U = (A, B)``: union variables in MEASURES, DEFINE and AFTER MATCH SKIP;
+* not supported (ParseError/QueryError naming the position): WITH UNMATCHED ROWS,
   NEXT inside DEFINE, aggregates over expressions in DEFINE;
 * clauses come in the order above, each at most once; a repeated or misplaced clause is a
   ParseError naming it and the order;
@@ -279,8 +281,10 @@ class _Parser(ParserBase):
             self.seen("WITHIN")
             amount, word, pos = self.parse_duration()
             window = Duration(amount, word, pos)
-        if self.at_kw("SUBSET"):
-            raise self.error("SUBSET is not supported")
+        subsets: list[pm.Subset] = []
+        if self.accept_kw("SUBSET"):
+            self.seen("SUBSET")
+            subsets = self.parse_subsets()
         defines: list[pm.VarDef] = []
         if self.accept_kw("DEFINE"):
             self.seen("DEFINE")
@@ -296,8 +300,25 @@ class _Parser(ParserBase):
         spec = pm.PatternSpec(
             pattern=pattern, defines=tuple(defines), window=None, strategy=pm.Strategy.CONTIGUOUS,
             semantics=pm.Semantics.SQL, partition_by=tuple(partition), measures=tuple(measures),
-            rows_per_match=rows, after_match_skip=skip)
+            rows_per_match=rows, after_match_skip=skip, subsets=tuple(subsets))
         return spec, window
+
+    def parse_subsets(self) -> list[pm.Subset]:
+        """``SUBSET U = (A, B), ...``: union variables (checked against the pattern when the
+        query is bound)."""
+        out: list[pm.Subset] = []
+        while True:
+            tok = self.expect_ident("a union variable")
+            self.expect_op("=")
+            self.expect_op("(")
+            members = [self.var_name(self.expect_ident("a pattern variable"))]
+            while self.at_op(","):
+                self.advance()
+                members.append(self.var_name(self.expect_ident("a pattern variable")))
+            self.expect_op(")")
+            out.append(pm.Subset(self.var_name(tok), tuple(members), pos=tok.pos))
+            if not self.accept_op(","):
+                return out
 
     def parse_order_by(self) -> None:
         """``ORDER BY <time column> [ASC] [, seq [ASC]]``: rows are always in (t, seq) order, so

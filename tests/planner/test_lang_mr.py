@@ -106,7 +106,7 @@ def test_select_list_projection() -> None:
      "DEFINE"),
     ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t, x PATTERN (A) DEFINE A AS true)", 45, "SEQ"),
     ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY t DESC PATTERN (A) DEFINE A AS true)", 44, None),
-    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) SUBSET U = (A) DEFINE A AS true)", 45, None),
+    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) SUBSET U (A) DEFINE A AS true)", 54, "'='"),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A {- B) DEFINE A AS true)", 48, "'-}'"),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (PERMUTE(A, B DEFINE A AS true)", 55, "','"),
     ("SELECT * s MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true)", 9, "FROM"),

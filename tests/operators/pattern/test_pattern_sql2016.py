@@ -1,8 +1,10 @@
-"""MATCH_RECOGNIZE's anchors, PERMUTE and exclusion against the brute-force oracle.
+"""MATCH_RECOGNIZE's anchors, PERMUTE, exclusion and SUBSET against the brute-force oracle.
 
 Random patterns from the whole row pattern grammar the operator accepts (sequences,
 alternation, greedy and reluctant quantifiers, ``^``, ``$``, ``PERMUTE(...)`` and ``{- -}``,
-nested) with random conditions and AFTER MATCH SKIP modes, on random streams with ties, NULLs
+nested) with random union variables, random conditions (on the current row, PREV, other
+variables and union variables, running aggregates, MATCH_NUMBER()) and AFTER MATCH SKIP modes
+(to union variables too), on random streams with ties, NULLs
 and two partitions; the operator (cut into random batch sizes) must give exactly the oracle's
 matches, rows and variables, in order per partition. The oracle reads each construct from its
 definition (:func:`replaydb.operators.pattern.oracle._bt`), sharing nothing with the automaton.
@@ -57,18 +59,23 @@ def sql_specs(draw) -> pm.PatternSpec:
         assume(False)
     used = pat.variables()
     assume(used)
+    n_subsets = draw(st.integers(0, 2))
+    subsets = tuple(pm.Subset(f"U{i}", tuple(draw(st.lists(st.sampled_from(used), min_size=1,
+                                                           max_size=3, unique=True))))
+                    for i in range(n_subsets))
+    names = used + [u.name for u in subsets]
     # half of the variables always true, so that long patterns still find matches
-    defines = tuple(pm.VarDef(v, draw(st.one_of(st.none(), conditions(v, used, True))))
+    defines = tuple(pm.VarDef(v, draw(st.one_of(st.none(), conditions(v, names, True))))
                     for v in used)
     window = draw(st.one_of(st.none(), st.integers(0, 5)))
     part = draw(st.sampled_from([(), ("k",)]))
     skip = draw(st.sampled_from([pm.AfterMatchSkip(pm.SkipKind.PAST_LAST_ROW),
                                  pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW),
-                                 pm.AfterMatchSkip(pm.SkipKind.TO_LAST, draw(st.sampled_from(used))),
+                                 pm.AfterMatchSkip(pm.SkipKind.TO_LAST, draw(st.sampled_from(names))),
                                  pm.AfterMatchSkip(pm.SkipKind.TO_FIRST,
-                                                   draw(st.sampled_from(used)))]))
+                                                   draw(st.sampled_from(names)))]))
     return pm.PatternSpec(pat, defines, window, pm.Strategy.CONTIGUOUS, pm.Semantics.SQL, part,
-                          after_match_skip=skip)
+                          after_match_skip=skip, subsets=subsets)
 
 
 def _per_partition(ms: list) -> dict:
@@ -158,3 +165,35 @@ def test_parse_errors_name_the_position() -> None:
     from replaydb.errors import ParseError
     with pytest.raises(ParseError, match="expected"):
         mr.parse("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A {- B) DEFINE A AS TRUE)")
+
+
+def test_subset_in_measures_define_and_skip() -> None:
+    # the V shape of orders: a fall, then a rise past the start; U = (C, D) is the rise
+    table = _prices([10, 8, 6, 7, 9, 12, 11, 5, 4, 6])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.price AS start, LAST(B.price) AS bottom, "
+         "LAST(U.price) AS top, COUNT(U.*) AS rising, FIRST(U.seq) AS turn "
+         "PATTERN (A B+ C+ D+) SUBSET U = (C, D) "
+         "DEFINE B AS price < PREV(price), C AS price > PREV(price) AND price <= A.price, "
+         "D AS price > PREV(price))")
+    rows = _rows(q, table)
+    assert [(r["start"], r["bottom"], r["top"], r["rising"], r["turn"]) for r in rows] == [
+        (10.0, 6.0, 12.0, 3, 3)]
+    # a union variable in DEFINE: the current row counts when it is one of U's variables
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES COUNT(*) AS n PATTERN (A (B | C)+) "
+         "SUBSET U = (B, C) DEFINE B AS COUNT(U.*) <= 2, C AS COUNT(U.*) <= 2)")
+    assert [r["n"] for r in _rows(q, table)] == [3, 3, 3]
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.seq) AS a AFTER MATCH SKIP TO LAST U "
+         "PATTERN (A (B | C){2}) SUBSET U = (A, B) DEFINE C AS price > 100)")
+    assert [r["a"] for r in _rows(q, table)] == [0, 2, 4, 6]  # the last B of each match
+
+
+def test_subset_errors() -> None:
+    schema = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("price", pa.float64())])
+    for text, message in [
+            ("PATTERN (A B) SUBSET A = (B)", "union variable 'A' is already a variable"),
+            ("PATTERN (A B) SUBSET U = (A, Z)", "SUBSET U names 'Z', not a variable"),
+            ("PATTERN (A B) SUBSET U = (A), U = (B)", "union variable 'U' is already"),
+            ("MEASURES W.price AS w PATTERN (A B) SUBSET U = (A)", "unknown pattern variable 'W'")]:
+        with pytest.raises(QueryError, match=message):
+            mr.bind(mr.parse(f"SELECT * FROM s MATCH_RECOGNIZE ({text} DEFINE A AS TRUE)"),
+                    schema, None)
