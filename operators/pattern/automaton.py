@@ -27,8 +27,9 @@ Two additions make one automaton serve both semantics:
 * **PERMUTE** is built as the alternation of its orders, lexicographically.
 
 Restrictions (raise :class:`~replaydb.errors.QueryError`): the pattern must not match the empty
-sequence; a quantified sub-pattern must not be able to match zero events; a negation must sit
-between two positive items of a sequence and negate a single variable; at most 62 negations and
+sequence (unless ``allow_empty``: MATCH_RECOGNIZE's empty matches); a quantified sub-pattern
+must not be able to match zero events; a negation must sit between two positive items of a
+sequence and negate a single variable; at most 62 negations and
 :data:`MAX_POSITIONS` positions after expanding bounded repetitions.
 
 Complexity: O(positions^2) time and space to build.
@@ -75,7 +76,8 @@ class Automaton:
 
     Attributes:
         pos_var: variable name of each position.
-        start: ordered first positions (never contains ACCEPT: patterns are not nullable).
+        start: ordered first positions; ACCEPT among them when the pattern can match zero rows
+            (an empty match, less preferred than the options before it; MATCH_RECOGNIZE only).
         follow: per position, ordered options (positions, ACCEPT or ACCEPT_END).
         follow_neg: per position, the negation mask of each option.
         negations: the negated variable of each negation id.
@@ -97,6 +99,11 @@ class Automaton:
     @property
     def n_positions(self) -> int:
         return len(self.pos_var)
+
+    @property
+    def nullable(self) -> bool:
+        """Whether the pattern can match zero rows (an empty match)."""
+        return ACCEPT in self.start or ACCEPT in self.start_first
 
     def is_final(self, p: int) -> bool:
         return ACCEPT in self.follow[p] or ACCEPT_END in self.follow[p]
@@ -124,7 +131,7 @@ class Automaton:
         for lst in (self.start, self.start_first):
             assert len(lst) == len(set(lst))
             for q in lst:
-                assert 0 <= q < n
+                assert q == ACCEPT or 0 <= q < n
         for p in range(n):
             assert len(self.follow[p]) == len(self.follow_neg[p])
             assert len(self.follow[p]) == len(set(self.follow[p]))
@@ -156,16 +163,18 @@ def _dedupe(items: list[Item]) -> list[Item]:
     return out
 
 
-def _resolve_anchors(items: list[Item], first_row: bool) -> list[Item]:
+def _resolve_anchors(items: list[Item], first_row: bool, start: bool = False) -> list[Item]:
     """The options with their anchors decided (see the module docstring): ``first_row`` says
-    whether the next row is its partition's first (only start lists of first rows)."""
+    whether the next row is its partition's first (only start lists of first rows); in a
+    ``start`` list no row has been bound, so an empty match cannot end after a partition's
+    last row."""
     out: list[Item] = []
     seen: set[int] = set()
     for t, m in items:
         if m & _AT_START and not first_row:
             continue
         if m & _AT_END:
-            if t != ACCEPT:
+            if t != ACCEPT or start:
                 continue
             t = ACCEPT_END
         if t not in seen:
@@ -344,12 +353,14 @@ class _Builder:
         return frag
 
 
-def build_automaton(pattern: PatternNode) -> Automaton:
-    """Compile a pattern tree into its ordered position automaton (see module docstring)."""
+def build_automaton(pattern: PatternNode, *, allow_empty: bool = False) -> Automaton:
+    """Compile a pattern tree into its ordered position automaton (see module docstring).
+    ``allow_empty``: a pattern that can match zero rows is allowed (MATCH_RECOGNIZE's empty
+    matches); a quantified group that can match zero rows never is."""
     b = _Builder()
     b.root = pattern
     frag = b.build(pattern)
-    if frag.nullable:
+    if frag.nullable and not allow_empty:
         raise QueryError(
             _at_node(f"pattern ({pattern}) can match zero events", pattern),
             hint="every match must contain at least one event; make some item mandatory")
@@ -358,11 +369,12 @@ def build_automaton(pattern: PatternNode) -> Automaton:
     follow = [_resolve_anchors(f, first_row=False) for f in b.follow]
     return Automaton(
         pos_var=tuple(b.pos_var),
-        start=tuple(t for t, _ in _resolve_anchors(frag.first, first_row=False)),
+        start=tuple(t for t, _ in _resolve_anchors(frag.first, first_row=False, start=True)),
         follow=tuple(tuple(t for t, _ in f) for f in follow),
         follow_neg=tuple(tuple(m for _, m in f) for f in follow),
         negations=tuple(b.negations),
-        start_first=tuple(t for t, _ in _resolve_anchors(frag.first, first_row=True)),
+        start_first=tuple(t for t, _ in _resolve_anchors(frag.first, first_row=True,
+                                                        start=True)),
         excluded=frozenset(b.excluded),
         anchored=b.anchored,
     )

@@ -196,6 +196,12 @@ def check_spec(spec: PatternSpec, schema: pa.Schema) -> None:
             raise QueryError("SQL MATCH_RECOGNIZE semantics requires contiguous rows")
         if negs:
             raise QueryError("negation is not part of SQL MATCH_RECOGNIZE")
+        if spec.unmatched_rows and spec.excludes():
+            raise QueryError("exclusion {- -} cannot be used with ALL ROWS PER MATCH WITH "
+                             "UNMATCHED ROWS: an excluded row would be neither output nor "
+                             "unmatched")
+        if spec.unmatched_rows and spec.rows_per_match != RowsPerMatch.ALL:
+            raise QueryError("WITH UNMATCHED ROWS needs ALL ROWS PER MATCH")
     elif spec.anchored() or spec.excludes():
         raise QueryError("anchors ^ $ and exclusion {- -} are MATCH_RECOGNIZE constructs: they "
                          "need its semantics (one match per attempt, rows of a partition)")
@@ -256,7 +262,7 @@ def _at(msg: str, pos: int | None) -> str:
 def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
     """Compile ``spec`` for streams with ``schema`` (see module docstring)."""
     check_spec(spec, schema)
-    auto = build_automaton(spec.pattern)
+    auto = build_automaton(spec.pattern, allow_empty=spec.semantics == Semantics.SQL)
     auto._check()
     var_names = spec.variables()
     lctx = LowerContext(var_names, schema,

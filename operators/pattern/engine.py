@@ -22,7 +22,7 @@ from numba import njit
 from replaydb.errors import OperatorError
 from replaydb.operators.pattern import nfa_cep, nfa_sql
 from replaydb.operators.pattern.compile import CompiledPattern
-from replaydb.operators.pattern.measures import MatchSet
+from replaydb.operators.pattern.measures import EMPTY, MATCHED, UNMATCHED, MatchSet
 
 MIN_T = np.iinfo(np.int64).min
 GC_MIN = 1 << 16
@@ -328,7 +328,7 @@ class SqlEngine(_Base):
                 "a_next", "a_mno")
     out_keys = ("o_node", "o_start", "o_pid", "o_number", "o_confirm")
     part_fill = {"p_head": -1, "p_tail": -1, "p_next_allowed": 0, "p_matchno": 0, "p_natt": 0,
-                 "p_nthr": 0, "p_hmax": 0, "p_seen": 0}
+                 "p_nthr": 0, "p_hmax": 0, "p_seen": 0, "p_cover": -1}
 
     def __init__(self, cp: CompiledPattern, grow_check: Callable[[int, str], None]) -> None:
         # the kernel writes the assumed match number of a starting attempt into its own copy
@@ -384,7 +384,8 @@ class SqlEngine(_Base):
                 s["ctx_i"], s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"],
                 s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], self._a_mno(),
                 s["tp"], s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"],
-                s["p_natt"], s["p_nthr"], s["p_hmax"], *self._kernel_args_tail(), self.maxdeg,
+                s["p_natt"], s["p_nthr"], s["p_hmax"], s["p_cover"], cp.spec.unmatched_rows,
+                *self._kernel_args_tail(), self.maxdeg,
                 s["ht"], s["ht_gen"], self.ci0, self.si, self.sf, cp.matchno_slot)
             i = int(i)
             self._check_status(int(st), g0 + i)
@@ -420,8 +421,8 @@ class SqlEngine(_Base):
             int(s["n_parts"]), cp.skip_kind, cp.skip_member, cp.pos_var, cp.fol_ptr, cp.fol_to,
             s["n_ev"], s["n_pos"], s["n_pred"], s["a_start_g"], s["a_best"], s["a_done"],
             s["a_toff"], s["a_tlen"], s["a_next"], self._a_mno(), s["tp"], s["p_head"], s["p_tail"],
-            s["p_next_allowed"], s["p_matchno"], s["p_natt"], s["p_nthr"],
-            *self._kernel_args_tail())
+            s["p_next_allowed"], s["p_matchno"], s["p_natt"], s["p_nthr"], s["p_cover"],
+            cp.spec.unmatched_rows, *self._kernel_args_tail())
         self._check_status(int(st), -1)
         return self._drain()
 
@@ -487,6 +488,11 @@ class SqlEngine(_Base):
             else np.zeros(0, dtype=np.bool_)
         ms = MatchSet(out_ev[:total].copy(), cp.pos_var[out_pos[:total]], out_off.copy(),
                       s["o_pid"][:k].copy(), s["o_number"][:k].copy(), shown=shown)
+        if cp.automaton.nullable or cp.spec.unmatched_rows:
+            ms.start = s["o_start"][:k].copy()
+            ms.kind = np.where(o_node == nfa_sql.UNMATCHED_ROW, UNMATCHED,
+                               np.where(o_node == nfa_sql.EMPTY_MATCH, EMPTY, MATCHED)
+                               ).astype(np.int8)
         s["cnt"][3] = 0
         return [ms]
 
@@ -619,7 +625,7 @@ class FixedSeqEngine:
         if not all(isinstance(x, Var) for x in items):
             return False
         if cp.partition_by or len(cp.p_op) or len(cp.ci_kind) or len(cp.cf_kind) \
-                or len(cp.neg_var):
+                or len(cp.neg_var) or cp.spec.unmatched_rows or cp.automaton.nullable:
             return False
         return cp.sql or cp.strategy == nfa_cep.STRAT_CONTIGUOUS
 

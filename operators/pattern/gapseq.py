@@ -76,7 +76,7 @@ def gap_layout(cp: CompiledPattern) -> tuple[list[list[int]], list[int]] | None:
     after it (one fewer gap than blocks, at least one gap)."""
     spec = cp.spec
     if not cp.sql or cp.partition_by or cp.window < 0 or len(cp.p_op) or len(cp.ci_kind) \
-            or len(cp.cf_kind) or len(cp.neg_var):
+            or len(cp.cf_kind) or len(cp.neg_var) or spec.unmatched_rows:
         return None
     if cp.skip_kind not in (nfa_sql.SKIP_PAST_LAST, nfa_sql.SKIP_NEXT_ROW):
         return None

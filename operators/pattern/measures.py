@@ -47,12 +47,20 @@ from replaydb.operators.pattern.lowering import (
     offset_arg,
 )
 
+MATCHED = 0
+EMPTY = 1
+"""``MatchSet.kind``: an empty match (no rows; ``start`` is the row it was found at)."""
+UNMATCHED = 2
+"""``MatchSet.kind``: a row in no match (WITH UNMATCHED ROWS; no rows, ``start`` is the row)."""
+
 
 @dataclass
 class MatchSet:
     """Matches as flat arrays: match ``m`` is rows ``off[m]:off[m+1]`` of ``ev``/``var``.
     ``shown`` (empty: every row) flags the rows ALL ROWS PER MATCH outputs: a row bound inside
-    an exclusion ``{- -}`` is part of the match but not output."""
+    an exclusion ``{- -}`` is part of the match but not output. ``kind`` and ``start`` (empty:
+    every match is an ordinary one) mark empty matches and unmatched rows, which have no rows,
+    and give the row each was found at."""
 
     ev: np.ndarray
     var: np.ndarray
@@ -61,6 +69,8 @@ class MatchSet:
     number: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     match_id: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     shown: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    kind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    start: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def shown_rows(self) -> np.ndarray:
         """``shown`` with one flag per row (all True when the matches exclude nothing)."""
@@ -88,7 +98,9 @@ class MatchSet:
         return MatchSet(self.ev[idx], self.var[idx], off, self.pid[order],
                         self.number[order] if len(self.number) else self.number,
                         self.match_id[order] if len(self.match_id) else self.match_id,
-                        self.shown[idx] if len(self.shown) else self.shown)
+                        self.shown[idx] if len(self.shown) else self.shown,
+                        self.kind[order] if len(self.kind) else self.kind,
+                        self.start[order] if len(self.start) else self.start)
 
     @staticmethod
     def empty() -> MatchSet:
@@ -426,7 +438,8 @@ class Evaluator:
 
     def leaf_arrow(self, leaf: _Sel) -> pa.Array:
         flat = self.select(leaf.var, leaf.from_end, leaf.k, leaf.final)
-        ev = np.where(flat >= 0, self.f.ms.ev[np.maximum(flat, 0)], -1)
+        ev = np.where(flat >= 0, self.f.ms.ev[np.maximum(flat, 0)], -1) if len(self.f.ms.ev) \
+            else np.full(len(flat), -1, dtype=np.int64)  # only empty matches
         col = leaf.col
         if leaf.nav > 0:
             col = nav_name(leaf.col, leaf.nav)
@@ -468,8 +481,10 @@ class Evaluator:
             with np.errstate(invalid="ignore", divide="ignore"):
                 r = s if leaf.fn == "SUM" else s / cnt
             return np.where(cnt > 0, r, np.nan)
+        if not len(vals):
+            return np.full(len(end), np.nan)
         run = _running_minmax(vals, good, ms.off, leaf.fn == "MIN")
-        return np.where(cnt > 0, run[end], np.nan)
+        return np.where(cnt > 0, run[np.maximum(end, 0)], np.nan)  # end < 0: an empty match
 
     def row_values(self, leaf: _AggLeaf) -> np.ndarray:
         """``leaf.arg`` on every matched row, as float64 (NaN where it is NULL)."""
@@ -502,8 +517,10 @@ class Evaluator:
             row = end - k if from_end else start + k
         row = row - leaf.shift
         ok = (row >= start) & (row <= end)
+        if not len(self.f.ms.var):  # only empty matches
+            return pa.nulls(len(row), pa.string())
         names = np.array(self.var_names, dtype=object)
-        labels = names[self.f.ms.var[np.where(ok, row, end)]]
+        labels = names[self.f.ms.var[np.where(ok, row, 0)]]
         return pa.array(labels, type=pa.string(), mask=None if ok.all() else ~ok)
 
     def evaluate(self, e: ex.Expr) -> pa.Array:

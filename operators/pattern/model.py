@@ -306,6 +306,10 @@ class PatternSpec:
         type_column: the column holding event type names (for ``VarDef.event_types``).
         select: SQL select list over the output (None: ``*``).
         subsets: MATCH_RECOGNIZE's union variables (``SUBSET``).
+        show_empty: whether empty matches (of a pattern that can match zero rows) are output
+            (``SHOW EMPTY MATCHES``, the default; ``OMIT EMPTY MATCHES``: not).
+        unmatched_rows: ``ALL ROWS PER MATCH WITH UNMATCHED ROWS``: every row that is in no
+            match and starts no empty match is output once, with NULL measures.
         sources: streams named in a FROM clause.
         text: the original query text.
     """
@@ -325,6 +329,8 @@ class PatternSpec:
     sources: tuple[str, ...] = ()
     text: str = ""
     subsets: tuple[Subset, ...] = ()
+    show_empty: bool = True
+    unmatched_rows: bool = False
 
     def subset_members(self) -> dict[str, tuple[str, ...]]:
         """Each union variable's primary variables."""

@@ -8,8 +8,11 @@ iterations, reluctant ones fewer - the order of the automaton's option lists). A
 resolved in row order; after a match, AFTER MATCH SKIP decides where the next attempt may start
 (PAST LAST ROW: after the match; TO NEXT ROW: the row after the match's first row; TO FIRST/LAST
 v: the first/last row bound to ``v``, an error if ``v`` bound no row or that row is the match's
-first row - the standard's exceptions). Attempts starting at skipped rows are discarded. Empty
-matches cannot occur: patterns that can match zero rows are rejected when compiling.
+first row - the standard's exceptions). Attempts starting at skipped rows are discarded. A
+pattern that can match zero rows has ACCEPT in its start list: an attempt reaching it has the
+empty match as its result unless a more preferred thread matches; after an empty match the next
+attempt starts at the next row. With WITH UNMATCHED ROWS every row not skipped starts an
+attempt, and a failed one reports its row when no earlier match covered it.
 
 Running all attempts of a partition side by side (instead of one after another) keeps the
 operator online: each event is read once. An attempt is a list of threads (partial matches, most
@@ -43,6 +46,10 @@ SKIP_PAST_LAST = 0
 SKIP_NEXT_ROW = 1
 SKIP_TO_FIRST = 2
 SKIP_TO_LAST = 3
+
+NO_MATCH = -1
+EMPTY_MATCH = -2   # an attempt's best match / a reported match: the empty match at its row
+UNMATCHED_ROW = -3  # a reported row that is in no match (WITH UNMATCHED ROWS)
 
 ST_OK = 0
 ST_SPACE = 1
@@ -78,11 +85,27 @@ def _thread_node(q, src, v, g, te, stamp, cnt, n_ev, n_pos, n_pred, n_t, ctx_i, 
     return nid
 
 
+@njit(cache=True)
+def _report(node, start, p, number, confirm, o_node, o_start, o_pid, o_number, o_confirm, cnt):
+    """Append one reported match (or empty match, or unmatched row) to the output arrays."""
+    k = cnt[3]
+    o_node[k] = node
+    o_start[k] = start
+    o_pid[k] = p
+    o_number[k] = number
+    o_confirm[k] = confirm
+    cnt[3] = k + 1
+
+
 @njit(cache=True, inline="always")
 def _resolve(p, confirm, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
              a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
-             p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt):
+             p_nthr, p_cover, unmatched, o_node, o_start, o_pid, o_number, o_confirm, cnt):
     """Resolve the partition's finished attempts in row order (see the module docstring).
+
+    An empty match (``EMPTY_MATCH``) takes a number and lets the next attempt start at the next
+    row. ``unmatched``: a failed attempt at a row after every row of the partition's earlier
+    matches (``p_cover``) reports that row (``UNMATCHED_ROW``, no number).
 
     With ``a_mno`` (MATCH_NUMBER() in a condition, see :func:`sql_run`), an attempt that assumed
     another number than the one it would get now, with every earlier attempt resolved, is
@@ -105,16 +128,19 @@ def _resolve(p, confirm, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a
         if wrong or a_start_g[a] < p_next_allowed[p]:
             continue
         b = a_best[a]
-        if b < 0:
+        if b == NO_MATCH:
+            if unmatched and a_start_g[a] > p_cover[p]:
+                _report(UNMATCHED_ROW, a_start_g[a], p, 0, confirm, o_node, o_start, o_pid,
+                        o_number, o_confirm, cnt)
             continue
         p_matchno[p] += 1
-        k = cnt[3]
-        o_node[k] = b
-        o_start[k] = a_start_g[a]
-        o_pid[k] = p
-        o_number[k] = p_matchno[p]
-        o_confirm[k] = confirm
-        cnt[3] = k + 1
+        _report(b, a_start_g[a], p, p_matchno[p], confirm, o_node, o_start, o_pid, o_number,
+                o_confirm, cnt)
+        if b == EMPTY_MATCH:
+            p_next_allowed[p] = a_start_g[a] + 1
+            continue
+        if n_ev[b] > p_cover[p]:
+            p_cover[p] = n_ev[b]
         if skip_kind == SKIP_PAST_LAST:
             na = n_ev[b] + 1
         elif skip_kind == SKIP_NEXT_ROW:
@@ -155,8 +181,8 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
             p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_pred,
             n_t, ctx_i, ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap,
             a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, p_hmax,
-            o_node, o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht, ht_gen, ci0, si, sf,
-            mslot):
+            p_cover, unmatched, o_node, o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht,
+            ht_gen, ci0, si, sf, mslot):
     """Process events ``[i0, n)``; returns (index where it stopped, status).
 
     ``cnt`` = [nodes, attempts, thread pool end, outputs, hash stamp, error node]. Status
@@ -191,8 +217,8 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 st = _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev,
                                    n_pos, n_pred, a_start_g, a_best, a_done, a_toff, a_tlen,
                                    a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno,
-                                   p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm,
-                                   cnt)
+                                   p_natt, p_nthr, p_cover, unmatched, o_node, o_start, o_pid,
+                                   o_number, o_confirm, cnt)
                 if st != ST_OK:
                     return i, st
         p = pid[i]
@@ -273,9 +299,13 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 stamp = cnt[4]
                 w = cnt[2]
                 nw = 0
+                empty = False
                 lst = start_first if first_row else start
                 for k in range(lst.shape[0]):
                     q = lst[k]
+                    if q < 0:  # the empty match, less preferred than the threads before it
+                        empty = True
+                        break
                     v = pos_var[q]
                     if not vmask[i, v]:
                         continue
@@ -289,14 +319,14 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                     if nid >= 0:
                         tp[w + nw] = nid
                         nw += 1
-                started = nw > 0
-                if started:
+                started = nw > 0 or empty
+                if started or unmatched:  # an unmatched row is reported when its attempt fails
                     a = cnt[1]
                     cnt[1] = a + 1
                     a_start_g[a] = g
                     a_start_t[a] = te
-                    a_best[a] = -1
-                    a_done[a] = 0
+                    a_best[a] = EMPTY_MATCH if empty else NO_MATCH
+                    a_done[a] = 1 if nw == 0 else 0
                     a_toff[a] = w
                     a_tlen[a] = nw
                     a_tcap[a] = 2 * nw
@@ -317,17 +347,18 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 p_hmax[p] = p_matchno[p] + n_hyp + (1 if started else 0)
         st = _resolve(p, g, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
                       a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno,
-                      p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
+                      p_natt, p_nthr, p_cover, unmatched, o_node, o_start, o_pid, o_number,
+                      o_confirm, cnt)
         if st != ST_OK:
             return i, st
     return n, ST_OK
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
                   a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
-                  p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
-                  o_confirm, cnt):
+                  p_next_allowed, p_matchno, p_natt, p_nthr, p_cover, unmatched, o_node, o_start,
+                  o_pid, o_number, o_confirm, cnt):
     """End of input for every partition: each running attempt ends and its first thread that
     may accept wins; afterwards no attempt is left (the state of a fresh matcher, except for
     match numbers and the skip positions, which only point backwards)."""
@@ -353,7 +384,8 @@ def _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_e
         p_nthr[p] = 0
         st = _resolve(p, -1, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g,
                       a_best, a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed,
-                      p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number, o_confirm, cnt)
+                      p_matchno, p_natt, p_nthr, p_cover, unmatched, o_node, o_start, o_pid,
+                      o_number, o_confirm, cnt)
         if st != ST_OK:
             return st
     return ST_OK
@@ -362,13 +394,13 @@ def _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_e
 @njit(cache=True)
 def sql_finish(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
                a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
-               p_next_allowed, p_matchno, p_natt, p_nthr, o_node, o_start, o_pid, o_number,
-               o_confirm, cnt):
+               p_next_allowed, p_matchno, p_natt, p_nthr, p_cover, unmatched, o_node, o_start,
+               o_pid, o_number, o_confirm, cnt):
     """End of input: every running attempt ends; the first thread that may accept wins."""
     return _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos,
                          n_pred, a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp,
-                         p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, o_node,
-                         o_start, o_pid, o_number, o_confirm, cnt)
+                         p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, p_cover,
+                         unmatched, o_node, o_start, o_pid, o_number, o_confirm, cnt)
 
 
 @njit(cache=True)
@@ -456,7 +488,7 @@ def sql_collect(n_nodes, n_att, n_parts, n_ev, n_pos, n_pred, n_t, ctx_i, ctx_f,
             new_tp[pe + j] = node_map[tp[a_toff[x] + j]]
         a_start_g[y] = a_start_g[x]
         a_start_t[y] = a_start_t[x]
-        a_best[y] = node_map[a_best[x]] if a_best[x] >= 0 else -1
+        a_best[y] = node_map[a_best[x]] if a_best[x] >= 0 else a_best[x]
         a_done[y] = a_done[x]
         a_toff[y] = pe
         a_tlen[y] = cnt_t

@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from replaydb.errors import DataError, QueryError, StateCapExceeded
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
@@ -85,6 +86,7 @@ from replaydb.operators.expr import (
     compile_predicate,
     to_text,
 )
+from replaydb.operators.pattern import frames
 from replaydb.operators.pattern.buffer import (
     EventBuffer,
     NavCarry,
@@ -100,6 +102,7 @@ from replaydb.operators.pattern.engine import AllRunsEngine, FixedSeqEngine, Sql
 from replaydb.operators.pattern.gapseq import GapSeqEngine
 from replaydb.operators.pattern.lowering import LowerContext, nav_name
 from replaydb.operators.pattern.measures import (
+    UNMATCHED,
     Evaluator,
     Frame,
     MatchSet,
@@ -121,6 +124,8 @@ _NO_EVENT = np.iinfo(np.int64).max
 
 META_ONE = ("t", "match_id", "match_number", "first_t", "first_seq", "last_t", "last_seq")
 META_ALL = ("match_id", "match_number")
+_ALWAYS = ("t", "match_id", "match_number")
+"""ONE ROW PER MATCH metadata an empty match has (``t``: the row it was found at)."""
 
 
 def _weak_grow_check(op: PatternOperator) -> Callable[[int, str], None]:
@@ -167,8 +172,10 @@ class PatternOperator(Operator):
         for col, k in sorted(self.cp.navs):
             aug.append(pa.field(nav_name(col, k), config.schema.field(col).type))
         self._aug_schema = pa.schema(aug)
-        self._start_vars = np.unique(self.cp.pos_var[np.concatenate(
-            (self.cp.start, self.cp.start_first))])
+        starts = np.concatenate((self.cp.start, self.cp.start_first))
+        self._start_vars = np.unique(self.cp.pos_var[starts[starts >= 0]])
+        # an empty match or an unmatched row may come from any row
+        self._every_row_starts = self.cp.automaton.nullable or spec.unmatched_rows
         self._read = self._read_columns()
         self._base_schema = self._make_schema()
         self._select = self._compile_select(spec.select)
@@ -437,7 +444,7 @@ class PatternOperator(Operator):
             startable = None
         else:
             vmask = np.stack(masks, axis=1) if masks else np.zeros((n, 0), dtype=np.bool_)
-            startable = np.zeros(n, dtype=np.bool_)
+            startable = np.full(n, self._every_row_starts, dtype=np.bool_)
             for v in self._start_vars:
                 startable |= masks[v]
         vmcols = np.empty((len(cp.buf_cols), n), dtype=np.float64)
@@ -561,12 +568,20 @@ class PatternOperator(Operator):
         if self.state_cap is not None and ms.n > self.state_cap:
             raise StateCapExceeded(self.name, "matches completed by one batch", ms.n,
                                    self.state_cap, "state_cap")
-        ms.match_id = np.arange(self._next_match_id, self._next_match_id + ms.n, dtype=np.int64)
-        self._next_match_id += ms.n
+        if self.all_rows and not self.cp.spec.show_empty:
+            ms = frames.omit_empty(ms)
+            if ms.n == 0:
+                return
+        # unmatched rows get no match id (a NULL)
+        is_match = ms.kind != UNMATCHED if len(ms.kind) else np.ones(ms.n, dtype=np.bool_)
+        ms.match_id = self._next_match_id + np.cumsum(is_match) - 1
+        self._next_match_id += int(is_match.sum())
         self._pending.append(ms)
         self._pending_n += ms.n
         if len(ms.ev):
             self._pending_lo = min(self._pending_lo, int(ms.ev.min()))
+        if len(ms.start):  # empty matches and unmatched rows output the row they were found at
+            self._pending_lo = min(self._pending_lo, int(ms.start.min()))
         if self._uses_next:
             # NEXT reads the events after a match: build now, with what has been seen, so the
             # rows do not depend on when results are asked for
@@ -599,35 +614,42 @@ class PatternOperator(Operator):
     def _build_rows(self, ms: MatchSet) -> None:
         buf = self._buffer
         arrays: list[pa.Array] = []
+        unmatched = None
         if self.all_rows:
-            frame = Frame.all_rows(ms)
-            fm = frame.mid
+            rows = frames.all_rows(ms)
+            frame, fm = rows.frame, rows.frame.mid
+            unmatched = rows.unmatched if rows.unmatched.any() else None
             meta = {"match_id": ms.match_id[fm], "match_number": ms.number[fm]}
-            arrays += [pa.array(meta[n]) for n in META_ALL if n not in self._shadowed]
+            arrays += [pa.array(meta[n], mask=unmatched) for n in META_ALL
+                       if n not in self._shadowed]
             names = self.config.schema.names
-            got = buf.gather(ms.ev, names)
+            got = buf.gather(rows.ev, names)
             arrays += [got[n] for n in names]
         else:
             frame = Frame.one_row(ms)
-            first = ms.ev[ms.off[:-1]]
-            last = ms.ev[ms.off[1:] - 1]
+            first, last, has = frames.one_row_ends(ms)
+            empty = None if has.all() else ~has
             lt = buf.at("t", last)
             meta = {"t": lt, "match_id": ms.match_id, "match_number": ms.number,
                     "first_t": buf.at("t", first), "first_seq": buf.at("seq", first),
                     "last_t": lt, "last_seq": buf.at("seq", last)}
-            arrays += [pa.array(meta[n]) for n in META_ONE if n not in self._shadowed]
+            arrays += [pa.array(meta[n], mask=empty if n not in _ALWAYS else None)
+                       for n in META_ONE if n not in self._shadowed]
             keyvals = self._pmap.key_values(ms.pid)
             for k, vals in zip(self.cp.partition_by, keyvals):
                 arrays.append(pa.array(vals, type=self.config.schema.field(k).type))
         if self._measures:
             ev = Evaluator(frame, buf, self.cp.var_names, self._aug_schema)
             for _, low in self._measures:
-                arrays.append(ev.evaluate(low))
+                value = ev.evaluate(low)
+                if unmatched is not None:  # an unmatched row's measures are NULL
+                    value = pc.if_else(pa.array(unmatched), pa.scalar(None, value.type), value)
+                arrays.append(value)
         base = self._base_schema
         cast = [a if a.type == f.type else a.cast(f.type, safe=False) for a, f in zip(arrays, base)]
         out = pa.RecordBatch.from_arrays(cast, schema=base)
         if self.all_rows and len(ms.shown):
-            out = out.filter(pa.array(ms.shown))  # rows inside {- -} are not output
+            out = out.filter(pa.array(rows.shown))  # rows inside {- -} are not output
         if self._select:
             out = self._apply_select(out)
         self._emit(out)
@@ -726,8 +748,11 @@ def _concat_matches(parts: list[MatchSet]) -> MatchSet:
 
     shown = np.concatenate([ms.shown_rows() for ms in parts]) \
         if any(len(ms.shown) for ms in parts) else np.zeros(0, dtype=np.bool_)
+    special = any(len(ms.kind) for ms in parts)
+    kind = cat("kind") if special else np.zeros(0, dtype=np.int8)
+    start = cat("start") if special else np.zeros(0, dtype=np.int64)
     return MatchSet(cat("ev"), cat("var"), np.concatenate(offs), cat("pid"), cat("number"),
-                    cat("match_id"), shown)
+                    cat("match_id"), shown, kind, start)
 
 
 def _resolve_select(e: Expr, lookup: dict[str, str]) -> Expr:

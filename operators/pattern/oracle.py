@@ -39,7 +39,9 @@ from replaydb.errors import OperatorError
 from replaydb.operators import expr as ex
 from replaydb.operators.pattern import model as pm
 
-Match = tuple[Any, tuple[int, ...], tuple[str, ...]]
+Match = tuple[Any, tuple[int, ...], tuple[str | None, ...]]
+UNMATCHED = "\x00unmatched"
+"""The label of an unmatched row (WITH UNMATCHED ROWS); an empty match has the label None."""
 
 # --------------------------------------------------------------------------- derivatives
 _EMPTY = pm.Seq(())          # matches the empty word
@@ -543,16 +545,23 @@ def sql_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
         n = len(rows.t)
         s = 0
         number = 1  # the partition's next MATCH_NUMBER()
+        covered = -1  # the last row of the partition's non-empty matches so far
         while s < n:
-            found, hidden = None, ()
-            for p2, m, h in _bt(spec.pattern, rows, conds, names, number, s, [], None,
-                                spec.window):
-                if p2 > s:
-                    found, hidden = m, h
-                    break
+            # the attempt's result: its most preferred match, possibly empty
+            found, hidden = next(((m, h) for _, m, h in _bt(
+                spec.pattern, rows, conds, names, number, s, [], None, spec.window)), (None, ()))
             if found is None:
+                if spec.unmatched_rows and s > covered:
+                    out.append((key, (rows.index[s],), (UNMATCHED,)))
                 s += 1
                 continue
+            if not found:  # an empty match: numbered, then the next row
+                if spec.show_empty or spec.rows_per_match == pm.RowsPerMatch.ONE:
+                    out.append((key, (rows.index[s],), (None,)))
+                number += 1
+                s += 1
+                continue
+            covered = max(covered, found[-1][0])
             shown = [(r, lab) for r, lab in found if r not in hidden]
             if shown:  # a match whose rows are all excluded outputs no row
                 out.append((key, tuple(rows.index[r] for r, _ in shown),
@@ -642,13 +651,15 @@ def run_operator(spec: pm.PatternSpec, table: pa.Table, batch_rows: int | None =
     res = op.results().to_pylist()
     seq_to_row = {s: i for i, s in enumerate(table.column("seq").to_pylist())}
     keys = _keys(spec)
-    groups: dict[int, list[dict[str, Any]]] = {}
-    for r in res:
-        groups.setdefault(r["match_id"], []).append(r)
+    groups: list[list[dict[str, Any]]] = []
+    for r in res:  # a match's rows are adjacent; an unmatched row (no match id) is alone
+        if groups and r["match_id"] is not None and groups[-1][0]["match_id"] == r["match_id"]:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
     out: list[Match] = []
-    for mid in sorted(groups):
-        rs = groups[mid]
+    for rs in groups:
         key = tuple(rs[0][k] for k in keys)
-        out.append((key, tuple(seq_to_row[r["seq"]] for r in rs),
-                    tuple(r["\x00cls"] for r in rs)))
+        labels = (UNMATCHED,) if rs[0]["match_id"] is None else tuple(r["\x00cls"] for r in rs)
+        out.append((key, tuple(seq_to_row[r["seq"]] for r in rs), labels))
     return out

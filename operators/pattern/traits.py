@@ -10,7 +10,8 @@ Order-dependent columns and how a parallel run makes them deterministic:
   (``MATCH_NUMBER() * 10``) cannot be renumbered after the fact, so such a query never runs
   interval-parallel (its key groups still can: a key's numbering is complete inside one task);
   nor does one whose DEFINE reads ``MATCH_NUMBER()``: which rows match depends on the number;
-  nor does a pattern with an anchor ``^``/``$``, which needs each partition's first/last row;
+  nor does a pattern with an anchor ``^``/``$``, which needs each partition's first/last row,
+  nor one with empty matches or unmatched rows, which come from every row;
 * the SQL select list of MATCH_RECOGNIZE may compute with ``match_id``/``match_number``: tasks
   run the operator without it (``strip_select``) and the driver applies it after renumbering.
 """
@@ -76,6 +77,10 @@ def pattern_traits(op: Any) -> Traits:
     if anchored:
         notes.append("the anchors ^ $ need each partition's first and last rows: no "
                      "interval-parallel run")
+    every_row = op.cp.automaton.nullable or spec.unmatched_rows
+    if every_row:
+        notes.append("empty matches or unmatched rows number every row: no interval-parallel "
+                     "run")
     exact = False
     blocker = None
     if visible and keys:
@@ -88,7 +93,7 @@ def pattern_traits(op: Any) -> Traits:
             blocker = ("match_id follows the order in which MATCH_RECOGNIZE resolves matches, "
                        "which only the operator knows: key groups cannot run apart while "
                        "match_id is selected")
-    interval_safe = not (compound or numbered_define or anchored)
+    interval_safe = not (compound or numbered_define or anchored or every_row)
     return Traits("pattern", partition_keys=keys, interval_safe=interval_safe,
                   sort_columns=SORT_COLUMNS, numbering=numbering,
                   strip_select=spec.select is not None, exact_partition_order=exact,

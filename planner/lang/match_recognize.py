@@ -6,7 +6,8 @@ Grammar (keywords case-insensitive; clauses in this order, each optional unless 
         [PARTITION BY col, ...]
         [ORDER BY t [ASC] [, seq [ASC]]]
         [MEASURES expr [[AS] name], ...]
-        [ONE ROW PER MATCH | ALL ROWS PER MATCH [SHOW EMPTY MATCHES | OMIT EMPTY MATCHES]]
+        [ONE ROW PER MATCH
+         | ALL ROWS PER MATCH [SHOW EMPTY MATCHES | OMIT EMPTY MATCHES | WITH UNMATCHED ROWS]]
         [AFTER MATCH SKIP {PAST LAST ROW | TO NEXT ROW | TO FIRST v | TO LAST v | TO v}]
         PATTERN ( row_pattern )            -- required; see below for the parentheses
         [WITHIN duration]                  -- Flink's / the dissertation's extension
@@ -38,12 +39,13 @@ The supported subset of SQL:2016 and the decisions taken:
   MATCH_NUMBER(), RUNNING/FINAL, PREV/NEXT/FIRST/LAST, COUNT/SUM/AVG/MIN/MAX over variables;
   the exact meaning inside DEFINE is in :mod:`replaydb.operators.pattern.lowering`, inside
   MEASURES in :mod:`replaydb.operators.pattern.measures`;
-* **empty matches never occur**: a pattern that can match zero rows (``A*``, ``(A? B?)``) and a
-  quantified group that can match zero rows are rejected with a QueryError, so SHOW/OMIT EMPTY
-  MATCHES make no difference and are accepted only for compatibility;
+* a pattern that can match zero rows (``A*``, ``A? B?``, ``()``) has empty matches (SHOW /
+  OMIT EMPTY MATCHES decide whether ALL ROWS PER MATCH outputs them), and ALL ROWS PER MATCH
+  WITH UNMATCHED ROWS outputs the rows in no match; a quantified group that can match zero rows
+  (``(B?)+``) is rejected with a QueryError;
 * ``SUBSET U = (A, B)``: union variables in MEASURES, DEFINE and AFTER MATCH SKIP;
-* not supported (ParseError/QueryError naming the position): WITH UNMATCHED ROWS,
-  NEXT inside DEFINE, aggregates over expressions in DEFINE;
+* not supported (ParseError/QueryError naming the position): NEXT inside DEFINE, aggregates
+  over expressions in DEFINE;
 * clauses come in the order above, each at most once; a repeated or misplaced clause is a
   ParseError naming it and the order;
 * a row pattern written in parentheses ends at its closing parenthesis: what follows must be
@@ -248,6 +250,7 @@ class _Parser(ParserBase):
             self.seen("MEASURES")
             measures = self.parse_measures()
         rows = pm.RowsPerMatch.ONE
+        show_empty, unmatched = True, False
         if self.at_kw("ONE"):
             self.seen("ONE")
             self.advance()
@@ -262,11 +265,13 @@ class _Parser(ParserBase):
             self.expect_kw("MATCH")
             rows = pm.RowsPerMatch.ALL
             if self.at_kw("SHOW", "OMIT"):
-                self.advance()
+                show_empty = self.advance().kw == "SHOW"
                 self.expect_kw("EMPTY")
                 self.expect_kw("MATCHES")
-            elif self.at_kw("WITH"):
-                raise self.error("WITH UNMATCHED ROWS is not supported")
+            elif self.accept_kw("WITH"):
+                self.expect_kw("UNMATCHED")
+                self.expect_kw("ROWS")
+                unmatched = True
         skip = pm.AfterMatchSkip()
         if self.accept_kw("AFTER"):
             self.seen("AFTER")
@@ -300,7 +305,8 @@ class _Parser(ParserBase):
         spec = pm.PatternSpec(
             pattern=pattern, defines=tuple(defines), window=None, strategy=pm.Strategy.CONTIGUOUS,
             semantics=pm.Semantics.SQL, partition_by=tuple(partition), measures=tuple(measures),
-            rows_per_match=rows, after_match_skip=skip, subsets=tuple(subsets))
+            rows_per_match=rows, after_match_skip=skip, subsets=tuple(subsets),
+            show_empty=show_empty, unmatched_rows=unmatched)
         return spec, window
 
     def parse_subsets(self) -> list[pm.Subset]:
@@ -383,7 +389,8 @@ class _Parser(ParserBase):
     def parse_pattern_clause(self) -> pm.PatternNode:
         if self.at_op("("):
             self.advance()
-            p = self.parse_alt(bare=False)
+            # PATTERN (): the empty pattern, an empty match at every row
+            p = pm.Seq(()) if self.tok.is_op(")") else self.parse_alt(bare=False)
             self.expect_op(")")
             if self.at_kw(*_END_OF_PATTERN) or self.at_op(")"):
                 return p
@@ -421,7 +428,11 @@ class _Parser(ParserBase):
 
     def parse_term(self, bare: bool) -> pm.PatternNode:
         t = self.tok
-        if t.is_op("("):
+        if t.is_op("(") and self.peek().is_op(")"):  # (): the empty pattern
+            self.advance()
+            self.advance()
+            node: pm.PatternNode = pm.Seq(())
+        elif t.is_op("("):
             self.advance()
             self._depth += 1
             try:
@@ -431,7 +442,7 @@ class _Parser(ParserBase):
             finally:
                 self._depth -= 1
             self.expect_op(")")
-            node: pm.PatternNode = inner if isinstance(inner, pm.Seq) else pm.Seq((inner,))
+            node = inner if isinstance(inner, pm.Seq) else pm.Seq((inner,))
         elif t.is_op("^", "$"):
             self.advance()
             node = pm.Anchor(t.text == "^", pos=t.pos)

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from replaydb.operators.traits import PatternNumbering, Traits
 from replaydb.replay.spark.adapters import sortable
@@ -116,25 +117,28 @@ def renumber(rows: pa.Table, nb: PatternNumbering) -> pa.Table:
     """Renumber ``match_id`` and MATCH_NUMBER columns in the rows' (final) order.
 
     A match is identified by (task, its task-local ``match_id``) when that column exists, else by
-    (task, key, task-local MATCH_NUMBER); its rows are adjacent in the final order.
+    (task, key, task-local MATCH_NUMBER); its rows are adjacent in the final order. A row whose
+    identifying column is NULL (an unmatched row of WITH UNMATCHED ROWS) is in no match: it
+    keeps NULLs and takes no number.
     """
     n = rows.num_rows
     if n == 0 or (nb.id_column is None and not nb.number_columns):
         return rows
     task = _task_of(rows)
     (kc,) = key_codes([rows], nb.keys)
-    if nb.id_column is not None:
-        local = _col(rows, nb.id_column).astype(np.int64)
-        start = np.ones(n, bool)
-        start[1:] = (local[1:] != local[:-1]) | (task[1:] != task[:-1])
-    else:
-        local = _col(rows, nb.number_columns[0]).astype(np.int64)
-        start = np.ones(n, bool)
-        start[1:] = (local[1:] != local[:-1]) | (task[1:] != task[:-1]) | (kc[1:] != kc[:-1])
+    ident = rows.column(nb.id_column if nb.id_column is not None else nb.number_columns[0])
+    valid = ~np.asarray(ident.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    local = pc.fill_null(ident, 0).to_numpy().astype(np.int64)
+    start = np.ones(n, bool)
+    start[1:] = (local[1:] != local[:-1]) | (task[1:] != task[:-1]) | ~valid[:-1]
+    if nb.id_column is None:
+        start[1:] |= kc[1:] != kc[:-1]
+    start &= valid
+    mask = None if valid.all() else ~valid
     out = rows
     if nb.id_column is not None:
         ids = np.cumsum(start).astype(np.int64)
-        out = _replace(out, nb.id_column, ids)
+        out = _replace(out, nb.id_column, ids, mask)
     if nb.number_columns:
         order = np.argsort(kc, kind="stable")
         s = start[order].astype(np.int64)
@@ -146,14 +150,15 @@ def renumber(rows: pa.Table, nb: PatternNumbering) -> pa.Table:
         num = np.empty(n, np.int64)
         num[order] = cum - base
         for c in nb.number_columns:
-            out = _replace(out, c, num)
+            out = _replace(out, c, num, mask)
     return out
 
 
-def _replace(t: pa.Table, name: str, values: np.ndarray) -> pa.Table:
+def _replace(t: pa.Table, name: str, values: np.ndarray,
+             mask: np.ndarray | None = None) -> pa.Table:
     i = t.schema.get_field_index(name)
     f = t.schema.field(i)
-    return t.set_column(i, f, pa.array(values, pa.int64()).cast(f.type))
+    return t.set_column(i, f, pa.array(values, pa.int64(), mask=mask).cast(f.type))
 
 
 def finish(rows: pa.Table, order: np.ndarray, tr: Traits, select: Any | None,

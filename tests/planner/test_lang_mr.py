@@ -100,7 +100,7 @@ def test_select_list_projection() -> None:
 @pytest.mark.parametrize("text,pos,expected", [
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) DEFINE A AS)", 58, "a value"),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B DEFINE A AS x > 1)", 46, "')'"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN () DEFINE A AS x > 1)", 42, "a pattern variable"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A |) DEFINE A AS x > 1)", 45, "a pattern variable"),
     ("SELECT * FROM s MATCH_RECOGNIZE (DEFINE A AS x > 1)", 33, "PATTERN"),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) WITHIN 5 parsecs DEFINE A AS true)", 54,
      "DEFINE"),
@@ -127,8 +127,11 @@ def test_bind_errors() -> None:
         mr.bind(mr.parse("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS y > 1)"),
                 sch, None)
     with pytest.raises(QueryError, match="zero events"):
-        mr.bind(mr.parse("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A*) DEFINE A AS x > 1)"),
+        mr.bind(mr.parse("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A (B?)+) DEFINE A AS x > 1)"),
                 sch, None)
+    with pytest.raises(QueryError, match="cannot be used with ALL ROWS PER MATCH WITH UNMATCHED"):
+        mr.bind(mr.parse("SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH WITH UNMATCHED ROWS "
+                         "PATTERN (A {- B -}) DEFINE A AS x > 1)"), sch, None)
     with pytest.raises(QueryError, match="unknown pattern variable 'Z'"):
         mr.bind(mr.parse("SELECT * FROM s MATCH_RECOGNIZE (MEASURES Z.x AS z PATTERN (A) "
                          "DEFINE A AS x > 1)"), sch, None)

@@ -1,10 +1,12 @@
-"""MATCH_RECOGNIZE's anchors, PERMUTE, exclusion and SUBSET against the brute-force oracle.
+"""MATCH_RECOGNIZE's anchors, PERMUTE, exclusion, SUBSET, empty matches and unmatched rows
+against the brute-force oracle.
 
 Random patterns from the whole row pattern grammar the operator accepts (sequences,
 alternation, greedy and reluctant quantifiers, ``^``, ``$``, ``PERMUTE(...)`` and ``{- -}``,
 nested) with random union variables, random conditions (on the current row, PREV, other
-variables and union variables, running aggregates, MATCH_NUMBER()) and AFTER MATCH SKIP modes
-(to union variables too), on random streams with ties, NULLs
+variables and union variables, running aggregates, MATCH_NUMBER()), AFTER MATCH SKIP modes
+(to union variables too), patterns that can match zero rows (SHOW and OMIT EMPTY MATCHES) and
+WITH UNMATCHED ROWS, on random streams with ties, NULLs
 and two partitions; the operator (cut into random batch sizes) must give exactly the oracle's
 matches, rows and variables, in order per partition. The oracle reads each construct from its
 definition (:func:`replaydb.operators.pattern.oracle._bt`), sharing nothing with the automaton.
@@ -49,17 +51,27 @@ def sql_patterns(depth: int = 2) -> st.SearchStrategy[pm.PatternNode]:
 @st.composite
 def sql_specs(draw) -> pm.PatternSpec:
     pat = draw(sql_patterns())
+    if draw(st.integers(0, 2)) == 0:  # a third of the patterns can match zero rows
+        var = st.sampled_from(VARS).map(pm.Var)
+        optional = st.builds(lambda b, hi, g: pm.Repeat(b, 0, hi, g),
+                             st.one_of(var, st.lists(var, min_size=2, max_size=2).map(
+                                 lambda xs: pm.Seq(tuple(xs)))),
+                             st.sampled_from([None, 1, 2]), st.booleans())
+        pat = draw(st.one_of(optional, st.just(pm.Seq(())),
+                             st.lists(optional, min_size=2, max_size=2).map(
+                                 lambda xs: pm.Seq(tuple(xs))),
+                             st.tuples(optional, st.sampled_from(VARS)).map(
+                                 lambda p: pm.Alt((p[0], pm.Var(p[1]))))))
     ends = draw(st.sampled_from(["", "", "^", "$", "^$"]))  # anchor a third of the patterns
     if ends:
         pat = pm.Seq(((pm.Anchor(True),) if "^" in ends else ()) + (pat,)
                      + ((pm.Anchor(False),) if "$" in ends else ()))
     try:
-        build_automaton(pat)
+        build_automaton(pat, allow_empty=True)
     except QueryError:
         assume(False)
     used = pat.variables()
-    assume(used)
-    n_subsets = draw(st.integers(0, 2))
+    n_subsets = draw(st.integers(0, 2)) if used else 0
     subsets = tuple(pm.Subset(f"U{i}", tuple(draw(st.lists(st.sampled_from(used), min_size=1,
                                                            max_size=3, unique=True))))
                     for i in range(n_subsets))
@@ -69,13 +81,21 @@ def sql_specs(draw) -> pm.PatternSpec:
                     for v in used)
     window = draw(st.one_of(st.none(), st.integers(0, 5)))
     part = draw(st.sampled_from([(), ("k",)]))
-    skip = draw(st.sampled_from([pm.AfterMatchSkip(pm.SkipKind.PAST_LAST_ROW),
-                                 pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW),
-                                 pm.AfterMatchSkip(pm.SkipKind.TO_LAST, draw(st.sampled_from(names))),
-                                 pm.AfterMatchSkip(pm.SkipKind.TO_FIRST,
-                                                   draw(st.sampled_from(names)))]))
+    skips = [pm.AfterMatchSkip(pm.SkipKind.PAST_LAST_ROW),
+             pm.AfterMatchSkip(pm.SkipKind.TO_NEXT_ROW)]
+    if names:
+        skips += [pm.AfterMatchSkip(pm.SkipKind.TO_LAST, draw(st.sampled_from(names))),
+                  pm.AfterMatchSkip(pm.SkipKind.TO_FIRST, draw(st.sampled_from(names)))]
+    skip = draw(st.sampled_from(skips))
+    show_empty = draw(st.sampled_from([True, True, False]))
+    unmatched = not pat_excludes(pat) and draw(st.booleans())
     return pm.PatternSpec(pat, defines, window, pm.Strategy.CONTIGUOUS, pm.Semantics.SQL, part,
-                          after_match_skip=skip, subsets=subsets)
+                          rows_per_match=pm.RowsPerMatch.ALL, after_match_skip=skip,
+                          subsets=subsets, show_empty=show_empty, unmatched_rows=unmatched)
+
+
+def pat_excludes(pat: pm.PatternNode) -> bool:
+    return any(isinstance(n, pm.Exclude) for n in pat.walk())
 
 
 def _per_partition(ms: list) -> dict:
