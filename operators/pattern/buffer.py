@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from replaydb.errors import QueryError
+from replaydb.operators import expr as ex
 from replaydb.operators.pattern.compile import StringCodes
 from replaydb.operators.pattern.lowering import nav_name
 
@@ -90,6 +92,25 @@ def object_to_float(values: np.ndarray, is_string: bool, strings: StringCodes) -
     if values.dtype == object:
         return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
     return values.astype(np.float64, copy=False)
+
+
+def derived_column(batch: pa.RecordBatch, expr: Any, count_only: bool) -> np.ndarray:
+    """A DEFINE aggregate's argument expression (over ``batch``'s columns) on every row, as
+    float64 with NaN for NULL; ``count_only`` (COUNT): 1.0 where it is not NULL. A numeric
+    aggregate over a non-numeric expression is a QueryError. O(rows x expression size)."""
+    names = sorted({c.name for c in expr.walk() if isinstance(c, ex.Column)})
+    env = ex.ColumnsEnv({n: arrow_to_numpy(batch.column(n)) for n in names})
+    r = np.asarray(ex.compile_expr(expr)(env))
+    if r.ndim == 0:
+        r = np.full(batch.num_rows, r.item(), dtype=r.dtype)
+    if count_only:
+        nulls = np.array([v is None or v != v for v in r.tolist()], dtype=np.bool_) \
+            if r.dtype == object else (np.isnan(r) if r.dtype.kind == "f" else
+                                       np.zeros(len(r), dtype=np.bool_))
+        return np.where(nulls, np.nan, 1.0)
+    if r.dtype == object or r.dtype.kind in "USb":
+        raise QueryError(f"an aggregate over the non-numeric expression {ex.to_text(expr)}")
+    return r.astype(np.float64)
 
 
 class PartitionMap:

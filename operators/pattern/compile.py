@@ -156,6 +156,9 @@ class CompiledPattern:
     """AFTER MATCH SKIP TO v: per variable, whether ``v`` (a union variable: each of its
     variables) is it."""
     skip_name: str = ""
+    derived: dict[str, tuple[Expr, bool]] = field(default_factory=dict)
+    """Derived per-row columns of DEFINE's aggregates over expressions (see
+    :attr:`replaydb.operators.pattern.lowering.LowerContext.derived`)."""
     sql: bool = False
     unambiguous: bool = True
     matchno_slot: int = -1
@@ -292,7 +295,7 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
                         else InList(Column(tcol), lits))
         for c in parts:
             low = lower_condition(c, v, lctx)
-            check_condition(low, schema, c.pos if c.pos is not None else d.pos)
+            check_condition(low, schema, c.pos if c.pos is not None else d.pos, lctx.derived)
             if is_local(low):
                 locs.append(to_batch_expr(low))
             else:
@@ -306,6 +309,7 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
         window=-1 if spec.window is None else int(spec.window), navs=set(lctx.navs),
         buf_cols=[], buf_is_string=[], strings=StringCodes(),
         sql=spec.semantics == Semantics.SQL, unambiguous=auto.unambiguous_labels(),
+        derived=lctx.derived,
     )
     _fill_automaton(cp, auto, var_names)
     cp.skip_member = np.zeros(len(var_names), dtype=np.bool_)
@@ -379,6 +383,8 @@ class _Codegen:
         return self.bufcol[key]
 
     def is_string(self, name: str) -> bool:
+        if name in self.cp.derived:
+            return False  # a derived column is numeric (checked when computed)
         return is_string_type(self.schema.field(name).type)
 
     def var(self, v: str | None) -> int:
@@ -455,6 +461,8 @@ class _Codegen:
 
     def kind(self, name: str) -> str:
         """The column's kind in the typed form (its values are float64 in the buffer)."""
+        if name in self.cp.derived:
+            return "f"
         return column_kind(self.schema, name)
 
 

@@ -25,9 +25,11 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
 * ``MATCH_NUMBER()`` (MATCH_RECOGNIZE) - the number the running match would get if it matched:
   one more than the partition's matches before it (Trino's reading).
 
+* ``SUM(A.price * 2)``, ``COUNT(x + 1)``, ...: an aggregate over an expression of one variable's
+  columns (or of unqualified columns: every row) runs over the expression's value on each row.
+
 Not supported inside conditions (QueryError naming the position): ``NEXT`` (an online matcher
-cannot look ahead), ``FIRST``/``LAST`` with other offsets than the ones above, ``FINAL``,
-aggregates over expressions instead of a column.
+cannot look ahead), ``FIRST``/``LAST`` with other offsets than the ones above, ``FINAL``.
 
 The lowered tree replaces column references and navigation by :class:`Cur`, :class:`Bound`,
 :class:`Agg`, :class:`Rows` and :class:`MatchNumber` leaves; a conjunct made only of :class:`Cur` leaves is *local*
@@ -104,6 +106,9 @@ class LowerContext:
     navs: set[tuple[str, int]] = field(default_factory=set)
     subsets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Union variables (``SUBSET``) and their primary variables."""
+    derived: dict[str, tuple[ex.Expr, bool]] = field(default_factory=dict)
+    """Per-row columns computed from the stream's (an aggregate's argument expression): name ->
+    (an expression over the schema's columns, whether only its NULL-ness counts: COUNT)."""
 
     def members(self, var: str | None) -> tuple[str, ...] | None:
         """The primary variables a resolved variable stands for (None: every row)."""
@@ -219,8 +224,14 @@ class _Lowerer:
                 raise QueryError(_at(f"{name} cannot be nested in navigation", e.pos))
             return self.aggregate(e)
         if name == "CLASSIFIER":
-            if e.args:
-                raise QueryError(_at("CLASSIFIER() takes no arguments", e.pos))
+            if len(e.args) > 1 or (e.args and not isinstance(e.args[0], ex.Column)):
+                raise QueryError(_at("CLASSIFIER takes no argument or one pattern variable",
+                                     e.pos))
+            if e.args and not self.own(self.ctx.resolve_var(e.args[0].name, e.pos)):
+                raise QueryError(
+                    _at("CLASSIFIER(v) in a condition must name the variable itself or a union "
+                        "variable with it", e.pos),
+                    hint="use CLASSIFIER(v) of other variables in MEASURES")
             if nav or (sel is not None and sel != ("last", 0)):
                 raise QueryError(
                     _at("navigation of CLASSIFIER() (PREV, FIRST, LAST with an offset) is not "
@@ -246,8 +257,7 @@ class _Lowerer:
                 raise QueryError(_at(f"{e.name}(*) is not allowed", e.pos))
             return Rows(None, True)
         if not isinstance(a, ex.Column):
-            raise QueryError(_at(f"{e.name} over an expression is not supported; "
-                                 "aggregate a column", e.pos))
+            return self.expression_aggregate(e.name, a, e.pos)
         var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
         excl = a.index is not None and a.index[0] == "all_prev"
         include = self.own(var) and not excl
@@ -279,6 +289,36 @@ class _Lowerer:
             return self._bound("first", var, col, nav)
         raise QueryError(_at(f"{kind.upper()}(..., {k}) is not supported in a condition", c.pos))
 
+    def expression_aggregate(self, fn: str, arg: ex.Expr, pos: int | None) -> ex.Expr:
+        """``SUM(A.price * 2)`` and the like: the expression's value on each row becomes a
+        derived column (:attr:`LowerContext.derived`) aggregated like a column. Its columns must
+        all be of one variable (or none: every row), as SQL:2016 asks; no navigation,
+        aggregate, CLASSIFIER() or MATCH_NUMBER() inside."""
+        variables: set[str | None] = set()
+        for x in arg.walk():
+            if isinstance(x, ex.Column):
+                if x.name == "*" or x.index is not None:
+                    raise QueryError(_at(f"{fn} over an expression takes plain columns", x.pos))
+                variables.add(None if x.qualifier is None
+                              else self.ctx.resolve_var(x.qualifier, x.pos))
+            elif isinstance(x, ex.Star):
+                raise QueryError(_at(f"'*' is not allowed inside {fn}(...)", x.pos))
+            elif isinstance(x, ex.Call) and (x.name in AGGREGATES or x.name in NAVIGATION
+                                             or x.name in ("CLASSIFIER", "MATCH_NUMBER")):
+                raise QueryError(_at(f"{x.name} cannot be nested in {fn}", x.pos))
+        if len(variables) > 1:
+            named = ", ".join(sorted(v or "(none)" for v in variables))
+            raise QueryError(_at(f"the columns inside {fn}(...) must all be of one pattern "
+                                 f"variable, not {named}", pos))
+        var = next(iter(variables), None)
+        row_expr = _unqualified(arg, self.ctx)
+        key = (row_expr, fn == "COUNT")
+        name = next((n for n, v in self.ctx.derived.items() if v == key), None)
+        if name is None:
+            name = f"\x00expr{len(self.ctx.derived)}"
+            self.ctx.derived[name] = key
+        return Agg(fn, var, name, self.own(var))
+
     def own(self, var: str | None) -> bool:
         """Whether ``var`` (None: every row) covers the row being bound to this variable."""
         members = self.ctx.members(var)
@@ -293,6 +333,29 @@ class _Lowerer:
         if nav:
             self.ctx.navs.add((col, nav))
         return Bound(kind, var, col, nav)
+
+
+def _unqualified(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
+    """``e`` with every column reference unqualified and resolved against the schema."""
+    if isinstance(e, ex.Column):
+        return ex.Column(ctx.resolve_column(e.name, e.pos))
+    if isinstance(e, ex.Literal):
+        return e
+    if isinstance(e, ex.Unary):
+        return ex.Unary(e.op, _unqualified(e.operand, ctx))
+    if isinstance(e, ex.Binary):
+        return ex.Binary(e.op, _unqualified(e.left, ctx), _unqualified(e.right, ctx))
+    if isinstance(e, ex.Between):
+        return ex.Between(_unqualified(e.operand, ctx), _unqualified(e.low, ctx),
+                          _unqualified(e.high, ctx), e.negated)
+    if isinstance(e, ex.InList):
+        return ex.InList(_unqualified(e.operand, ctx),
+                         tuple(_unqualified(v, ctx) for v in e.values), e.negated)
+    if isinstance(e, ex.IsNull):
+        return ex.IsNull(_unqualified(e.operand, ctx), e.negated)
+    if isinstance(e, ex.Call):
+        return ex.Call(e.name, tuple(_unqualified(a, ctx) for a in e.args), e.qualifier)
+    raise QueryError(f"unsupported expression {e}")  # pragma: no cover
 
 
 def is_local(e: ex.Expr) -> bool:

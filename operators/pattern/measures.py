@@ -12,7 +12,8 @@ Semantics (SQL:2016 row pattern MEASURES; SASE+ RETURN items are translated into
   reported is NULL (the operator is online and reports a match as soon as it is final).
 * ``COUNT(*)``, ``COUNT(A.*)``, ``COUNT/SUM/AVG/MIN/MAX(A.x)`` (or of ``x``: all rows) -
   aggregates skipping NULLs; SUM/AVG/MIN/MAX of no value is NULL.
-* ``CLASSIFIER()`` - the variable of the row; navigated (``PREV(CLASSIFIER(), k)``,
+* ``CLASSIFIER()`` - the variable of the row (``CLASSIFIER(v)``: of the last row bound to
+  ``v``, a variable or union variable, NULL if none); navigated (``PREV(CLASSIFIER(), k)``,
   ``FIRST(CLASSIFIER(), k)``, ``LAST(...)``, ``NEXT(...)``) - the variable of the row reached,
   NULL when that row is not one of the match's rows up to the current one (RUNNING) or up to
   its last (FINAL); ``MATCH_NUMBER()`` - the match's number (1-based, per partition).
@@ -177,6 +178,7 @@ class _Special(ex.Expr):
     final: bool
     shift: int = 0  # CLASSIFIER of the row this many rows before (> 0) / after (< 0) ...
     pick: tuple[bool, int] | None = None  # ... the k-th row from the end (True) / start
+    var: VarRef = None  # CLASSIFIER(v): among the rows bound to v
 
 
 def _at(msg: str, pos: int | None) -> str:
@@ -283,14 +285,22 @@ class MeasureLowerer:
                 raise QueryError(_at(f"{name} over the non-numeric column {col!r}", e.pos))
             return _AggLeaf(name, vi, col, fin)
         if name == "CLASSIFIER":
-            if e.args:
-                raise QueryError(_at("CLASSIFIER() takes no arguments", e.pos))
+            var = self.vid(self.classifier_var(e))
             if sel is None:
-                return _Special("classifier", fin, nav)
-            return _Special("classifier", sel[2], nav, (sel[0] == "last", sel[1]))
+                return _Special("classifier", fin, nav, None, var)
+            return _Special("classifier", sel[2], nav, (sel[0] == "last", sel[1]), var)
         if name == "MATCH_NUMBER":
             return _Special("match_number", fin)
         return ex.Call(name, tuple(self.lower(a, nav, sel, final) for a in e.args), None, pos=e.pos)
+
+    def classifier_var(self, e: ex.Call) -> str | None:
+        """The variable of ``CLASSIFIER(v)`` (a primary or union variable), None without one."""
+        if not e.args:
+            return None
+        a = e.args[0]
+        if len(e.args) > 1 or not isinstance(a, ex.Column) or a.qualifier is not None:
+            raise QueryError(_at("CLASSIFIER takes no argument or one pattern variable", e.pos))
+        return self.ctx.resolve_var(a.name, a.pos)
 
     def expression_aggregate(self, name: str, arg: ex.Expr, final: bool,
                              pos: int | None) -> _AggLeaf:
@@ -512,11 +522,18 @@ class Evaluator:
             return pa.array(self.f.ms.number[self.f.mid], type=pa.int64())
         start, end = self._ends(leaf.final)
         row = end
-        if leaf.pick is not None:
-            from_end, k = leaf.pick
+        from_end, k = leaf.pick if leaf.pick is not None else (True, 0)
+        found = None
+        if leaf.var is not None:  # CLASSIFIER(v): the k-th of v's rows
+            flat = self.select(leaf.var, from_end, k, leaf.final)
+            found = flat >= 0
+            row = np.where(found, flat, end)
+        elif leaf.pick is not None:
             row = end - k if from_end else start + k
         row = row - leaf.shift
         ok = (row >= start) & (row <= end)
+        if found is not None:
+            ok &= found
         if not len(self.f.ms.var):  # only empty matches
             return pa.nulls(len(row), pa.string())
         names = np.array(self.var_names, dtype=object)

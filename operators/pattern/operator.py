@@ -92,6 +92,7 @@ from replaydb.operators.pattern.buffer import (
     NavCarry,
     PartitionMap,
     arrow_to_numpy,
+    derived_column,
     first_disorder,
     object_to_float,
     to_float_column,
@@ -193,6 +194,8 @@ class PatternOperator(Operator):
         cp = self.cp
         used = {"t", "seq", *cp.partition_by, *self._local_cols, *self._nav_cols,
                 *(c for c, _ in cp.buf_cols)}
+        for e, _ in cp.derived.values():  # the columns of DEFINE's SUM(A.price * 2)
+            used.update(c.name for c in e.walk() if isinstance(c, Column))
         for _, low in self._measures:
             for node in low.walk():
                 col = getattr(node, "col", None)
@@ -449,7 +452,9 @@ class PatternOperator(Operator):
                 startable |= masks[v]
         vmcols = np.empty((len(cp.buf_cols), n), dtype=np.float64)
         for j, (c, k) in enumerate(cp.buf_cols):
-            if k == 0:
+            if c in cp.derived:  # SUM(A.price * 2) in DEFINE: the expression on each row
+                vmcols[j] = derived_column(batch, *cp.derived[c])
+            elif k == 0:
                 vmcols[j] = to_float_column(batch.column(c), cp.buf_is_string[j], cp.strings)
             else:
                 vmcols[j] = object_to_float(navs[nav_name(c, k)], cp.buf_is_string[j],

@@ -11,6 +11,8 @@ only what this check accepts. O(size of the condition).
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pyarrow as pa
 
 from replaydb.errors import QueryError
@@ -20,14 +22,18 @@ from replaydb.operators.exprcode.check import column_kind
 from replaydb.operators.pattern.lowering import Agg, Bound, Cur, MatchNumber, Rows
 
 
-def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None) -> None:
+def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None,
+                    derived: Collection[str] = ()) -> None:
     """Raise a QueryError unless ``lowered``, one lowered conjunct of a variable's condition
     over ``schema``, is a well-typed condition; the error names the position of the offending
-    node, else ``pos`` (the conjunct's, as written)."""
+    node, else ``pos`` (the conjunct's, as written). ``derived``: the names of derived columns
+    (an aggregate's argument expression, numeric; checked when computed)."""
 
     def kind_of(e: Expr) -> str:
         if isinstance(e, Cur | Bound):
             return column_kind(schema, e.col)
+        if isinstance(e, Agg) and e.col in derived:
+            return "i" if e.fn == "COUNT" else "f"
         if isinstance(e, Agg):
             kind = column_kind(schema, e.col)
             if kind == "s" and e.fn != "COUNT":

@@ -4,7 +4,7 @@ against the brute-force oracle.
 Random patterns from the whole row pattern grammar the operator accepts (sequences,
 alternation, greedy and reluctant quantifiers, ``^``, ``$``, ``PERMUTE(...)`` and ``{- -}``,
 nested) with random union variables, random conditions (on the current row, PREV, other
-variables and union variables, running aggregates, MATCH_NUMBER()), AFTER MATCH SKIP modes
+variables and union variables, running aggregates, also over expressions, MATCH_NUMBER()), AFTER MATCH SKIP modes
 (to union variables too), patterns that can match zero rows (SHOW and OMIT EMPTY MATCHES) and
 WITH UNMATCHED ROWS, on random streams with ties, NULLs
 and two partitions; the operator (cut into random batch sizes) must give exactly the oracle's
@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from replaydb.errors import OperatorError, QueryError
+from replaydb.operators import expr as ex
 from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern import oracle
 from replaydb.operators.pattern.automaton import build_automaton
@@ -46,6 +47,22 @@ def sql_patterns(depth: int = 2) -> st.SearchStrategy[pm.PatternNode]:
         st.tuples(sub, sub, st.booleans()).map(
             lambda p: pm.Seq((pm.Exclude(p[0]), p[1]) if p[2] else (p[1], pm.Exclude(p[0])))),
     )
+
+
+def expression_aggregates(var: str, names: list[str]) -> st.SearchStrategy[ex.Expr]:
+    """Conditions with an aggregate over an expression of one (union) variable's rows, of all
+    rows, or of the variable's own rows (the current row included)."""
+    whose = st.sampled_from([None, var, *names])
+
+    def agg(fn: str, q: str | None, op: str, c: int) -> ex.Expr:
+        x = ex.Column("x", q)
+        arg = {"SUM": ex.Binary("*", x, ex.Literal(2)), "COUNT": ex.Binary("+", x, ex.Literal(1)),
+               "AVG": ex.Binary("-", x, ex.Literal(1)),
+               "MAX": ex.Call("ABS", (ex.Binary("-", x, ex.Literal(2)),))}[fn]
+        return ex.Binary(op, ex.Call(fn, (arg,)), ex.Literal(c))
+
+    return st.builds(agg, st.sampled_from(["SUM", "COUNT", "AVG", "MAX"]), whose,
+                     st.sampled_from(["<", ">=", "<="]), st.integers(0, 6))
 
 
 @st.composite
@@ -77,7 +94,8 @@ def sql_specs(draw) -> pm.PatternSpec:
                     for i in range(n_subsets))
     names = used + [u.name for u in subsets]
     # half of the variables always true, so that long patterns still find matches
-    defines = tuple(pm.VarDef(v, draw(st.one_of(st.none(), conditions(v, names, True))))
+    defines = tuple(pm.VarDef(v, draw(st.one_of(st.none(), conditions(v, names, True),
+                                                expression_aggregates(v, names))))
                     for v in used)
     window = draw(st.one_of(st.none(), st.integers(0, 5)))
     part = draw(st.sampled_from([(), ("k",)]))
@@ -217,3 +235,22 @@ def test_subset_errors() -> None:
         with pytest.raises(QueryError, match=message):
             mr.bind(mr.parse(f"SELECT * FROM s MATCH_RECOGNIZE ({text} DEFINE A AS TRUE)"),
                     schema, None)
+
+
+def test_classifier_of_a_variable() -> None:
+    # A (B | C)+ D: CLASSIFIER(U) is the variable of the last row bound to B or C
+    table = _prices([1, 5, 2, 6, 9, 1, 3])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES CLASSIFIER(U) AS last_u, "
+         "FIRST(CLASSIFIER(U)) AS first_u, CLASSIFIER(D) AS d, CLASSIFIER(A) AS a, "
+         "RUNNING CLASSIFIER(U) AS running_u, CLASSIFIER() AS c "
+         "ALL ROWS PER MATCH PATTERN (A (B | C)+ D) SUBSET U = (B, C) "
+         "DEFINE A AS price < 2, B AS price > 4, C AS price <= 4 AND CLASSIFIER(U) = 'C', "
+         "D AS price > 8)")
+    rows = [(r["c"], r["running_u"], r["last_u"], r["first_u"], r["d"], r["a"])
+            for r in _rows(q, table)]
+    assert rows == [("A", None, None, None, None, "A"), ("B", "B", "B", "B", None, "A"),
+                    ("C", "C", "C", "B", None, "A"), ("B", "B", "B", "B", None, "A"),
+                    ("D", "B", "B", "B", "D", "A")]
+    with pytest.raises(QueryError, match="CLASSIFIER.v. in a condition must name"):
+        _rows("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) DEFINE B AS CLASSIFIER(A) = 'A')",
+              table)
