@@ -23,6 +23,7 @@ from replaydb.errors import OperatorError
 from replaydb.operators.pattern import nfa_cep, nfa_sql
 from replaydb.operators.pattern.compile import CompiledPattern
 from replaydb.operators.pattern.measures import EMPTY, MATCHED, UNMATCHED, MatchSet
+from replaydb.operators.pattern.model import RowsPerMatch
 
 MIN_T = np.iinfo(np.int64).min
 GC_MIN = 1 << 16
@@ -335,6 +336,10 @@ class SqlEngine(_Base):
         # of the initial float state (see :func:`nfa_sql.sql_run`)
         self.init_f = cp.init_f.copy()
         self.n_start = max(len(cp.start), len(cp.start_first))
+        spec = cp.spec
+        omit = spec.rows_per_match == RowsPerMatch.ALL and not spec.show_empty
+        self.modes = (nfa_sql.REPORT_UNMATCHED if spec.unmatched_rows else 0) | (
+            nfa_sql.OMIT_EMPTY if omit else 0)
         super().__init__(cp, grow_check)
 
     def reset(self) -> None:
@@ -384,7 +389,7 @@ class SqlEngine(_Base):
                 s["ctx_i"], s["ctx_f"], s["a_start_g"], s["a_start_t"], s["a_best"],
                 s["a_done"], s["a_toff"], s["a_tlen"], s["a_tcap"], s["a_next"], self._a_mno(),
                 s["tp"], s["p_head"], s["p_tail"], s["p_next_allowed"], s["p_matchno"],
-                s["p_natt"], s["p_nthr"], s["p_hmax"], s["p_cover"], cp.spec.unmatched_rows,
+                s["p_natt"], s["p_nthr"], s["p_hmax"], s["p_cover"], self.modes,
                 *self._kernel_args_tail(), self.maxdeg,
                 s["ht"], s["ht_gen"], self.ci0, self.si, self.sf, cp.matchno_slot)
             i = int(i)
@@ -422,7 +427,7 @@ class SqlEngine(_Base):
             s["n_ev"], s["n_pos"], s["n_pred"], s["a_start_g"], s["a_best"], s["a_done"],
             s["a_toff"], s["a_tlen"], s["a_next"], self._a_mno(), s["tp"], s["p_head"], s["p_tail"],
             s["p_next_allowed"], s["p_matchno"], s["p_natt"], s["p_nthr"], s["p_cover"],
-            cp.spec.unmatched_rows, *self._kernel_args_tail())
+            self.modes, *self._kernel_args_tail())
         self._check_status(int(st), -1)
         return self._drain()
 

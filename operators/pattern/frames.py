@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replaydb.operators.pattern.measures import EMPTY, UNMATCHED, Frame, MatchSet
+from replaydb.operators.pattern.measures import UNMATCHED, Frame, MatchSet
 
 
 @dataclass
@@ -74,11 +74,3 @@ def one_row_ends(ms: MatchSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         first = np.where(has, first, ms.start)
         last = np.where(has, last, ms.start)
     return first, last, has
-
-
-def omit_empty(ms: MatchSet) -> MatchSet:
-    """``ms`` without its empty matches (OMIT EMPTY MATCHES)."""
-    kinds = _kinds(ms)
-    if not (kinds == EMPTY).any():
-        return ms
-    return ms.take(np.flatnonzero(kinds != EMPTY))

@@ -310,6 +310,10 @@ class PatternSpec:
             (``SHOW EMPTY MATCHES``, the default; ``OMIT EMPTY MATCHES``: not).
         unmatched_rows: ``ALL ROWS PER MATCH WITH UNMATCHED ROWS``: every row that is in no
             match and starts no empty match is output once, with NULL measures.
+        where: MATCH_RECOGNIZE over ``(SELECT ... FROM s WHERE where)``: only the rows passing
+            it are rows of the pattern (the others do not break contiguity); None: every row.
+        columns: the subquery's selected columns (None: all); ``t`` and ``seq``, the stream's
+            order, are always rows' columns.
         sources: streams named in a FROM clause.
         text: the original query text.
     """
@@ -331,6 +335,8 @@ class PatternSpec:
     subsets: tuple[Subset, ...] = ()
     show_empty: bool = True
     unmatched_rows: bool = False
+    where: Expr | None = None
+    columns: tuple[str, ...] | None = None
 
     def subset_members(self) -> dict[str, tuple[str, ...]]:
         """Each union variable's primary variables."""

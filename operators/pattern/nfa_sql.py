@@ -51,6 +51,9 @@ NO_MATCH = -1
 EMPTY_MATCH = -2   # an attempt's best match / a reported match: the empty match at its row
 UNMATCHED_ROW = -3  # a reported row that is in no match (WITH UNMATCHED ROWS)
 
+REPORT_UNMATCHED = 1  # ``modes`` bit: WITH UNMATCHED ROWS
+OMIT_EMPTY = 2        # ``modes`` bit: empty matches are numbered but not reported
+
 ST_OK = 0
 ST_SPACE = 1
 ST_SKIP_NONE = 2    # AFTER MATCH SKIP TO v: v bound no row
@@ -100,12 +103,13 @@ def _report(node, start, p, number, confirm, o_node, o_start, o_pid, o_number, o
 @njit(cache=True, inline="always")
 def _resolve(p, confirm, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
              a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
-             p_nthr, p_cover, unmatched, o_node, o_start, o_pid, o_number, o_confirm, cnt):
+             p_nthr, p_cover, modes, o_node, o_start, o_pid, o_number, o_confirm, cnt):
     """Resolve the partition's finished attempts in row order (see the module docstring).
 
     An empty match (``EMPTY_MATCH``) takes a number and lets the next attempt start at the next
-    row. ``unmatched``: a failed attempt at a row after every row of the partition's earlier
-    matches (``p_cover``) reports that row (``UNMATCHED_ROW``, no number).
+    row (with ``modes & OMIT_EMPTY`` it is not reported). ``modes & REPORT_UNMATCHED``: a
+    failed attempt at a row after every row of the partition's earlier matches (``p_cover``)
+    reports that row (``UNMATCHED_ROW``, no number).
 
     With ``a_mno`` (MATCH_NUMBER() in a condition, see :func:`sql_run`), an attempt that assumed
     another number than the one it would get now, with every earlier attempt resolved, is
@@ -129,16 +133,19 @@ def _resolve(p, confirm, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a
             continue
         b = a_best[a]
         if b == NO_MATCH:
-            if unmatched and a_start_g[a] > p_cover[p]:
+            if modes & REPORT_UNMATCHED and a_start_g[a] > p_cover[p]:
                 _report(UNMATCHED_ROW, a_start_g[a], p, 0, confirm, o_node, o_start, o_pid,
                         o_number, o_confirm, cnt)
             continue
         p_matchno[p] += 1
-        _report(b, a_start_g[a], p, p_matchno[p], confirm, o_node, o_start, o_pid, o_number,
-                o_confirm, cnt)
         if b == EMPTY_MATCH:
+            if not modes & OMIT_EMPTY:
+                _report(b, a_start_g[a], p, p_matchno[p], confirm, o_node, o_start, o_pid,
+                        o_number, o_confirm, cnt)
             p_next_allowed[p] = a_start_g[a] + 1
             continue
+        _report(b, a_start_g[a], p, p_matchno[p], confirm, o_node, o_start, o_pid, o_number,
+                o_confirm, cnt)
         if n_ev[b] > p_cover[p]:
             p_cover[p] = n_ev[b]
         if skip_kind == SKIP_PAST_LAST:
@@ -181,7 +188,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
             p_ic, ci_kind, ci_var, cf_kind, cf_var, cf_col, init_f, rows, base, n_ev, n_pos, n_pred,
             n_t, ctx_i, ctx_f, a_start_g, a_start_t, a_best, a_done, a_toff, a_tlen, a_tcap,
             a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, p_hmax,
-            p_cover, unmatched, o_node, o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht,
+            p_cover, modes, o_node, o_start, o_pid, o_number, o_confirm, cnt, maxdeg, ht,
             ht_gen, ci0, si, sf, mslot):
     """Process events ``[i0, n)``; returns (index where it stopped, status).
 
@@ -217,7 +224,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 st = _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev,
                                    n_pos, n_pred, a_start_g, a_best, a_done, a_toff, a_tlen,
                                    a_next, a_mno, tp, p_head, p_tail, p_next_allowed, p_matchno,
-                                   p_natt, p_nthr, p_cover, unmatched, o_node, o_start, o_pid,
+                                   p_natt, p_nthr, p_cover, modes, o_node, o_start, o_pid,
                                    o_number, o_confirm, cnt)
                 if st != ST_OK:
                     return i, st
@@ -320,7 +327,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                         tp[w + nw] = nid
                         nw += 1
                 started = nw > 0 or empty
-                if started or unmatched:  # an unmatched row is reported when its attempt fails
+                if started or modes & REPORT_UNMATCHED:  # reported when its attempt fails
                     a = cnt[1]
                     cnt[1] = a + 1
                     a_start_g[a] = g
@@ -347,7 +354,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 p_hmax[p] = p_matchno[p] + n_hyp + (1 if started else 0)
         st = _resolve(p, g, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
                       a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno,
-                      p_natt, p_nthr, p_cover, unmatched, o_node, o_start, o_pid, o_number,
+                      p_natt, p_nthr, p_cover, modes, o_node, o_start, o_pid, o_number,
                       o_confirm, cnt)
         if st != ST_OK:
             return i, st
@@ -357,7 +364,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
 @njit(cache=True)
 def _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
                   a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
-                  p_next_allowed, p_matchno, p_natt, p_nthr, p_cover, unmatched, o_node, o_start,
+                  p_next_allowed, p_matchno, p_natt, p_nthr, p_cover, modes, o_node, o_start,
                   o_pid, o_number, o_confirm, cnt):
     """End of input for every partition: each running attempt ends and its first thread that
     may accept wins; afterwards no attempt is left (the state of a fresh matcher, except for
@@ -384,7 +391,7 @@ def _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_e
         p_nthr[p] = 0
         st = _resolve(p, -1, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g,
                       a_best, a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed,
-                      p_matchno, p_natt, p_nthr, p_cover, unmatched, o_node, o_start, o_pid,
+                      p_matchno, p_natt, p_nthr, p_cover, modes, o_node, o_start, o_pid,
                       o_number, o_confirm, cnt)
         if st != ST_OK:
             return st
@@ -394,13 +401,13 @@ def _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_e
 @njit(cache=True)
 def sql_finish(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos, n_pred,
                a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp, p_head, p_tail,
-               p_next_allowed, p_matchno, p_natt, p_nthr, p_cover, unmatched, o_node, o_start,
+               p_next_allowed, p_matchno, p_natt, p_nthr, p_cover, modes, o_node, o_start,
                o_pid, o_number, o_confirm, cnt):
     """End of input: every running attempt ends; the first thread that may accept wins."""
     return _finish_parts(n_parts, skip_kind, skip_member, pos_var, fol_ptr, fol_to, n_ev, n_pos,
                          n_pred, a_start_g, a_best, a_done, a_toff, a_tlen, a_next, a_mno, tp,
                          p_head, p_tail, p_next_allowed, p_matchno, p_natt, p_nthr, p_cover,
-                         unmatched, o_node, o_start, o_pid, o_number, o_confirm, cnt)
+                         modes, o_node, o_start, o_pid, o_number, o_confirm, cnt)
 
 
 @njit(cache=True)

@@ -112,6 +112,7 @@ from replaydb.operators.pattern.measures import (
     rows_of_vars_unread,
 )
 from replaydb.operators.pattern.model import RowsPerMatch, Semantics
+from replaydb.operators.pattern.source import RowFilter, rows_schema
 
 EMIT_MATCHES = 4096
 """Waiting matches that trigger building their output rows (see the module docstring)."""
@@ -155,9 +156,12 @@ class PatternOperator(Operator):
         super().__init__(config, state_cap=state_cap)
         self._fast = vectorized
         spec = config.spec
-        self.cp: CompiledPattern = compile_pattern(spec, config.schema)
+        # the rows' columns: the subquery's selection (FROM (SELECT ... WHERE ...)), if any
+        self.rows_schema = rows_schema(config.schema, spec.columns)
+        self._where = None if spec.where is None else RowFilter(spec.where, config.schema)
+        self.cp: CompiledPattern = compile_pattern(spec, self.rows_schema)
         self.all_rows = spec.rows_per_match == RowsPerMatch.ALL
-        lctx = LowerContext(self.cp.var_names, config.schema,
+        lctx = LowerContext(self.cp.var_names, self.rows_schema,
                             case_insensitive_vars=self.cp.sql, navs=self.cp.navs,
                             subsets=spec.subset_members())
         vidx = {v: i for i, v in enumerate(self.cp.var_names)}
@@ -169,9 +173,9 @@ class PatternOperator(Operator):
         self._local_cols = sorted({c.name for e in self.cp.local_exprs if e is not None
                                    for c in e.walk() if isinstance(c, Column)})
         self._nav_cols = sorted({c for c, _ in self.cp.navs})
-        aug = list(config.schema)
+        aug = list(self.rows_schema)
         for col, k in sorted(self.cp.navs):
-            aug.append(pa.field(nav_name(col, k), config.schema.field(col).type))
+            aug.append(pa.field(nav_name(col, k), self.rows_schema.field(col).type))
         self._aug_schema = pa.schema(aug)
         starts = np.concatenate((self.cp.start, self.cp.start_first))
         self._start_vars = np.unique(self.cp.pos_var[starts[starts >= 0]])
@@ -187,13 +191,15 @@ class PatternOperator(Operator):
     def _read_columns(self) -> list[str]:
         """The input columns the query reads, in schema order: ``t``, ``seq``, the partition
         keys, the columns of DEFINE (per-event and cross-event, PREV included) and of the
-        measures; every column for ALL ROWS PER MATCH, which outputs them all."""
+        measures; every column of the rows for ALL ROWS PER MATCH, which outputs them all; the
+        columns of the subquery's WHERE."""
         names = self.config.schema.names
+        where = self._where.columns if self._where is not None else []
         if self.all_rows:
-            return list(names)
+            return [n for n in names if n in self.rows_schema.names or n in where]
         cp = self.cp
         used = {"t", "seq", *cp.partition_by, *self._local_cols, *self._nav_cols,
-                *(c for c, _ in cp.buf_cols)}
+                *(c for c, _ in cp.buf_cols), *where}
         for e, _ in cp.derived.values():  # the columns of DEFINE's SUM(A.price * 2)
             used.update(c.name for c in e.walk() if isinstance(c, Column))
         for _, low in self._measures:
@@ -211,7 +217,7 @@ class PatternOperator(Operator):
         return list(self._read)
 
     def _make_schema(self) -> pa.Schema:
-        sch = self.config.schema
+        sch = self.rows_schema
         fields: list[pa.Field] = []
         measure_names = {name for name, _ in self._measures}
         meta = META_ALL if self.all_rows else META_ONE
@@ -281,6 +287,8 @@ class PatternOperator(Operator):
     def _reset_state(self) -> None:
         """Fresh partitions, navigation carry, event buffer, engine and no waiting matches."""
         cp = self.cp
+        if self._where is not None:
+            self._where.reset()
         self._pmap = PartitionMap(cp.partition_by)
         self._nav = NavCarry(cp.navs)
         self._buffer = EventBuffer(len(cp.buf_cols), track_next=self._uses_next)
@@ -421,6 +429,14 @@ class PatternOperator(Operator):
         if missing:
             raise DataError(f"input batch lacks column(s) {', '.join(missing)}",
                             column=missing[0])
+        if self._where is not None:  # rows failing the subquery's WHERE are no rows
+            keep = self._where.keep(batch)
+            if brk is not None:
+                brk = self._where.breaks(brk, keep)
+            if not keep.all():
+                batch = batch.filter(pa.array(keep))
+            if batch.num_rows == 0:
+                return
         n = batch.num_rows
         t = column_np(batch, "t").astype(np.int64, copy=False)
         seq = column_np(batch, "seq").astype(np.int64, copy=False)
@@ -465,7 +481,7 @@ class PatternOperator(Operator):
             names = list(raw.schema.names)
             for col, k in sorted(cp.navs):
                 vals = navs[nav_name(col, k)]
-                typ = self.config.schema.field(col).type
+                typ = self.rows_schema.field(col).type
                 arrays.append(pa.array(vals.tolist() if vals.dtype == object else vals,
                                        from_pandas=True).cast(typ, safe=False))
                 names.append(nav_name(col, k))
@@ -573,10 +589,6 @@ class PatternOperator(Operator):
         if self.state_cap is not None and ms.n > self.state_cap:
             raise StateCapExceeded(self.name, "matches completed by one batch", ms.n,
                                    self.state_cap, "state_cap")
-        if self.all_rows and not self.cp.spec.show_empty:
-            ms = frames.omit_empty(ms)
-            if ms.n == 0:
-                return
         # unmatched rows get no match id (a NULL)
         is_match = ms.kind != UNMATCHED if len(ms.kind) else np.ones(ms.n, dtype=np.bool_)
         ms.match_id = self._next_match_id + np.cumsum(is_match) - 1
@@ -627,7 +639,7 @@ class PatternOperator(Operator):
             meta = {"match_id": ms.match_id[fm], "match_number": ms.number[fm]}
             arrays += [pa.array(meta[n], mask=unmatched) for n in META_ALL
                        if n not in self._shadowed]
-            names = self.config.schema.names
+            names = self.rows_schema.names
             got = buf.gather(rows.ev, names)
             arrays += [got[n] for n in names]
         else:
@@ -642,7 +654,7 @@ class PatternOperator(Operator):
                        for n in META_ONE if n not in self._shadowed]
             keyvals = self._pmap.key_values(ms.pid)
             for k, vals in zip(self.cp.partition_by, keyvals):
-                arrays.append(pa.array(vals, type=self.config.schema.field(k).type))
+                arrays.append(pa.array(vals, type=self.rows_schema.field(k).type))
         if self._measures:
             ev = Evaluator(frame, buf, self.cp.var_names, self._aug_schema)
             for _, low in self._measures:

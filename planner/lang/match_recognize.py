@@ -2,7 +2,7 @@
 
 Grammar (keywords case-insensitive; clauses in this order, each optional unless noted)::
 
-    SELECT select_list FROM stream MATCH_RECOGNIZE (
+    SELECT select_list FROM source MATCH_RECOGNIZE (
         [PARTITION BY col, ...]
         [ORDER BY t [ASC] [, seq [ASC]]]
         [MEASURES expr [[AS] name], ...]
@@ -15,6 +15,8 @@ Grammar (keywords case-insensitive; clauses in this order, each optional unless 
         DEFINE v AS condition, ...         -- required unless every variable is always true
     ) [[AS] alias] [;]
 
+    source      := stream [[AS] alias]
+                 | '(' SELECT ('*' | col, ...) FROM stream [WHERE condition] ')' [[AS] alias]
     row_pattern := alternative ('|' alternative)*
     alternative := term+
     term        := primary [quantifier]
@@ -199,11 +201,13 @@ class _Parser(ParserBase):
         self.expect_kw("SELECT")
         select = self.parse_select_list()
         self.expect_kw("FROM")
-        src = self.expect_ident("a stream name")
+        src, where, columns = self.parse_source()
         if self.at_kw("AS") and self.peek().kind == "ident" and not self.peek().is_kw(
                 "MATCH_RECOGNIZE"):
             self.advance()
             self.advance()
+        elif self.tok.kind == "ident" and not self.at_kw("MATCH_RECOGNIZE"):
+            self.advance()  # an alias without AS
         self.expect_kw("MATCH_RECOGNIZE")
         self.expect_op("(")
         spec, window = self.parse_body()
@@ -216,9 +220,28 @@ class _Parser(ParserBase):
             self.advance()
         self.accept_op(";")
         self.expect_eof()
-        spec = replace(spec, select=select, sources=(str(src.value),), text=self.original)
+        spec = replace(spec, select=select, sources=(str(src.value),), text=self.original,
+                       where=where, columns=columns)
         return MatchRecognizeQuery(spec, window, (str(src.value),), self.original,
                                    order_by=getattr(self, "order_by", ("t", -1)))
+
+    def parse_source(self):  # type: ignore[no-untyped-def]
+        """``stream`` or ``(SELECT * | col, ... FROM stream [WHERE condition])``: the stream's
+        token, the WHERE condition (None) and the selected columns (None: all)."""
+        if not self.accept_op("("):
+            return self.expect_ident("a stream name or '('"), None, None
+        self.expect_kw("SELECT")
+        columns: list[str] | None = None
+        if not self.accept_op("*"):
+            columns = [str(self.expect_ident("a column").value)]
+            while self.at_op(","):
+                self.advance()
+                columns.append(str(self.expect_ident("a column").value))
+        self.expect_kw("FROM")
+        src = self.expect_ident("a stream name")
+        where = self.parse_expr() if self.accept_kw("WHERE") else None
+        self.expect_op(")")
+        return src, where, None if columns is None else tuple(columns)
 
     def parse_select_list(self) -> tuple[pm.SelectItem, ...] | None:
         items: list[pm.SelectItem] = []

@@ -535,6 +535,9 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     if (nav[0] or nav[1]) and _partitioned(spec):
         return _replay_plan(ctx, op, st, "PREV/NEXT in a partitioned pattern can reach any earlier "
                                      "event of the partition: full replay")
+    if (nav[0] or nav[1]) and spec.where is not None:
+        return _replay_plan(ctx, op, st, "PREV/NEXT over the rows a WHERE keeps can reach any "
+                                     "earlier event: full replay")
     if op.cp.automaton.nullable or spec.unmatched_rows:
         return _replay_plan(ctx, op, st, "empty matches or unmatched rows are output at rows no "
                                      "index selects: full replay")

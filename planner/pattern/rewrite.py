@@ -23,8 +23,11 @@ original pattern is a match of the rewritten one, with the BS events among its e
   no event (it forbids events between its neighbours), so a ``true`` would wrongly demand one;
 * adjacent gaps are merged.
 
-Strategies other than contiguous, ``PARTITION BY`` and partition contiguity (and several merged
-streams) break fixed seq distances: events of a match are then not adjacent in the stream, so a
+Every basic symbol also carries the range conditions of MATCH_RECOGNIZE's subquery WHERE
+(``FROM (SELECT ... WHERE origin = 'ORD')``): every row of the pattern passes it.
+
+Strategies other than contiguous, ``PARTITION BY``, a subquery's WHERE and partition contiguity
+(and several merged streams) break fixed seq distances: events of a match are then not adjacent in the stream, so a
 gap is put between every two BSs (every BS its own BB, Table 3.2 / 3.4.4). SASE+ ``[attr]``
 equivalence under *strict* contiguity keeps fixed distances: the operator enforces stream
 contiguity there (the equivalence is an extra condition; see
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from replaydb.operators import expr as ex
 from replaydb.operators.pattern import model as pm
 from replaydb.planner.pattern.conditions import Condition, Range, extract_conditions
 
@@ -196,8 +200,8 @@ def _items(n: pm.PatternNode) -> list[str | None]:
 
 def is_tight(spec: pm.PatternSpec, n_streams: int = 1) -> bool:
     """Whether consecutive BSs of a block are adjacent in the (single) stream."""
-    if n_streams != 1 or spec.partition_by:
-        return False
+    if n_streams != 1 or spec.partition_by or spec.where is not None:
+        return False  # the rows between two matched ones may be another partition's or filtered
     if spec.semantics == pm.Semantics.SQL:
         return spec.strategy == pm.Strategy.CONTIGUOUS
     return spec.strategy == pm.Strategy.CONTIGUOUS
@@ -249,8 +253,10 @@ def rewrite(spec: pm.PatternSpec, kinds: dict[str, str], *, n_streams: int = 1,
             extra: list[tuple[str, tuple[Range, ...]]] = []
             if d is not None and d.event_types and type_column:
                 extra.append((type_column, tuple(Range(t, t) for t in d.event_types)))
-            cache[var] = extract_conditions(var, d.condition if d else None, kinds, sql=sql,
-                                            extra=extra)
+            cond = d.condition if d else None
+            if spec.where is not None:  # every row of the pattern passes the subquery's WHERE
+                cond = spec.where if cond is None else ex.Binary("and", spec.where, cond)
+            cache[var] = extract_conditions(var, cond, kinds, sql=sql, extra=extra)
             if cache[var][1]:
                 dropped[var] = cache[var][1]
         return cache[var][0]

@@ -14,6 +14,8 @@ definition (:func:`replaydb.operators.pattern.oracle._bt`), sharing nothing with
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -254,3 +256,52 @@ def test_classifier_of_a_variable() -> None:
     with pytest.raises(QueryError, match="CLASSIFIER.v. in a condition must name"):
         _rows("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) DEFINE B AS CLASSIFIER(A) = 'A')",
               table)
+
+
+# --------------------------------------------------------------------------- filtered streams
+WHERES = [ex.Binary("=", ex.Column("type"), ex.Literal("a")),
+          ex.Binary(">", ex.Column("x"), ex.Literal(1)),
+          ex.InList(ex.Column("type"), (ex.Literal("a"), ex.Literal("b"))),
+          ex.Binary("or", ex.IsNull(ex.Column("x")), ex.Binary("<=", ex.Column("x"),
+                                                                ex.Literal(2)))]
+
+
+def _by_seq(ms: list, table: pa.Table) -> dict:
+    seqs = table.column("seq").to_pylist()
+    return _per_partition([(k, tuple(seqs[r] for r in rows), labels) for k, rows, labels in ms])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=SUPPRESS)
+@given(sql_specs(), streams(), st.sampled_from(WHERES), st.integers(1, 4))
+def test_where_of_a_subquery_filters_the_rows(spec: pm.PatternSpec, table: pa.Table,
+                                               where: ex.Expr, batch: int) -> None:
+    """FROM (SELECT * FROM s WHERE w) MATCH_RECOGNIZE: the operator on every row equals the
+    oracle on the rows passing ``w`` alone (rows failing it are no rows: PREV, contiguity and
+    anchors step over them)."""
+    mask = ex.compile_predicate(where)(ex.ColumnsEnv(
+        {c: table.column(c).to_numpy(zero_copy_only=False) for c in ("type", "x")}))
+    kept = table.filter(pa.array(mask, pa.bool_()))
+    try:
+        expected = oracle.sql_matches(spec, kept)
+    except OperatorError:
+        with pytest.raises(OperatorError):
+            oracle.run_operator(replace(spec, where=where), table, batch_rows=batch)
+        return
+    got = oracle.run_operator(replace(spec, where=where), table, batch_rows=batch)
+    assert _by_seq(got, table) == _by_seq(expected, kept), (spec.to_text(), where)
+
+
+def test_subquery_columns_and_errors() -> None:
+    table = _prices([5, 4, 3, 6, 7], [0, 1, 0, 0, 1])
+    q = ("SELECT * FROM (SELECT price FROM s WHERE k = 0) AS f MATCH_RECOGNIZE ("
+         "MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A B) "
+         "DEFINE B AS price > PREV(price))")
+    rows = _rows(q, table)
+    assert [(r["seq"], r["price"], r["c"]) for r in rows] == [(2, 3.0, "A"), (3, 6.0, "B")]
+    assert set(rows[0]) == {"match_id", "match_number", "t", "seq", "price", "c"}
+    with pytest.raises(QueryError, match="unknown column 'k'"):
+        _rows("SELECT * FROM (SELECT price FROM s) MATCH_RECOGNIZE (PATTERN (A) "
+              "DEFINE A AS k = 0)", table)
+    with pytest.raises(QueryError, match="may use only the row's own columns"):
+        _rows("SELECT * FROM (SELECT * FROM s WHERE price > PREV(price)) MATCH_RECOGNIZE "
+              "(PATTERN (A) DEFINE A AS TRUE)", table)
