@@ -100,6 +100,21 @@ def _report(node, start, p, number, confirm, o_node, o_start, o_pid, o_number, o
     cnt[3] = k + 1
 
 
+@njit(cache=True)
+def _resolve_threadless(p, g, empty, modes, p_cover, p_next_allowed, p_matchno, o_node, o_start,
+                        o_pid, o_number, o_confirm, cnt):
+    """:func:`_resolve` of an attempt at row ``g`` that started no thread, when no earlier
+    attempt of partition ``p`` waits: its result is the empty match (``empty``) or none."""
+    if empty:
+        p_matchno[p] += 1
+        if not modes & OMIT_EMPTY:
+            _report(EMPTY_MATCH, g, p, p_matchno[p], g, o_node, o_start, o_pid, o_number,
+                    o_confirm, cnt)
+        p_next_allowed[p] = g + 1
+    elif modes & REPORT_UNMATCHED and g > p_cover[p]:
+        _report(UNMATCHED_ROW, g, p, 0, g, o_node, o_start, o_pid, o_number, o_confirm, cnt)
+
+
 @njit(cache=True, inline="always")
 def _resolve(p, confirm, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
              a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
@@ -327,7 +342,12 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                         tp[w + nw] = nid
                         nw += 1
                 started = nw > 0 or empty
-                if started or modes & REPORT_UNMATCHED:  # reported when its attempt fails
+                if nw == 0 and p_head[p] == -1 and a_mno is None:
+                    # no thread and no earlier attempt waiting: resolved at once, as _resolve
+                    # would (an empty match, an unmatched row or nothing), with no attempt
+                    _resolve_threadless(p, g, empty, modes, p_cover, p_next_allowed, p_matchno,
+                                        o_node, o_start, o_pid, o_number, o_confirm, cnt)
+                elif started or modes & REPORT_UNMATCHED:  # reported when its attempt fails
                     a = cnt[1]
                     cnt[1] = a + 1
                     a_start_g[a] = g
