@@ -21,6 +21,7 @@ from numba import njit
 
 from replaydb.errors import OperatorError
 from replaydb.operators.pattern import nfa_cep, nfa_sql
+from replaydb.operators.pattern.automaton import ACCEPT
 from replaydb.operators.pattern.compile import CompiledPattern
 from replaydb.operators.pattern.measures import EMPTY, MATCHED, UNMATCHED, MatchSet
 from replaydb.operators.pattern.model import RowsPerMatch
@@ -339,7 +340,9 @@ class SqlEngine(_Base):
         spec = cp.spec
         omit = spec.rows_per_match == RowsPerMatch.ALL and not spec.show_empty
         self.modes = (nfa_sql.REPORT_UNMATCHED if spec.unmatched_rows else 0) | (
-            nfa_sql.OMIT_EMPTY if omit else 0)
+            nfa_sql.OMIT_EMPTY if omit else 0) | (
+            nfa_sql.EMPTY_AT_FIRST if ACCEPT in cp.start_first else 0) | (
+            nfa_sql.EMPTY_AT_OTHER if ACCEPT in cp.start else 0)
         super().__init__(cp, grow_check)
 
     def reset(self) -> None:

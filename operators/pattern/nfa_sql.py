@@ -53,6 +53,11 @@ UNMATCHED_ROW = -3  # a reported row that is in no match (WITH UNMATCHED ROWS)
 
 REPORT_UNMATCHED = 1  # ``modes`` bit: WITH UNMATCHED ROWS
 OMIT_EMPTY = 2        # ``modes`` bit: empty matches are numbered but not reported
+EMPTY_AT_FIRST = 4    # ``modes`` bit: an attempt at a partition's first row may match empty
+EMPTY_AT_OTHER = 8    # ``modes`` bit: an attempt at any other row may match empty
+EVERY_ROW = REPORT_UNMATCHED | EMPTY_AT_FIRST | EMPTY_AT_OTHER
+"""``modes`` bits under which every row not skipped has a result (an empty match, an unmatched
+row), even one that starts no thread (``startable`` False)."""
 
 ST_OK = 0
 ST_SPACE = 1
@@ -98,21 +103,6 @@ def _report(node, start, p, number, confirm, o_node, o_start, o_pid, o_number, o
     o_number[k] = number
     o_confirm[k] = confirm
     cnt[3] = k + 1
-
-
-@njit(cache=True)
-def _resolve_threadless(p, g, empty, modes, p_cover, p_next_allowed, p_matchno, o_node, o_start,
-                        o_pid, o_number, o_confirm, cnt):
-    """:func:`_resolve` of an attempt at row ``g`` that started no thread, when no earlier
-    attempt of partition ``p`` waits: its result is the empty match (``empty``) or none."""
-    if empty:
-        p_matchno[p] += 1
-        if not modes & OMIT_EMPTY:
-            _report(EMPTY_MATCH, g, p, p_matchno[p], g, o_node, o_start, o_pid, o_number,
-                    o_confirm, cnt)
-        p_next_allowed[p] = g + 1
-    elif modes & REPORT_UNMATCHED and g > p_cover[p]:
-        _report(UNMATCHED_ROW, g, p, 0, g, o_node, o_start, o_pid, o_number, o_confirm, cnt)
 
 
 @njit(cache=True, inline="always")
@@ -225,8 +215,12 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
     resolved matches to ``p_hmax``, one past the highest number the newest live attempt could
     take; each runs on its own and :func:`_resolve` keeps the sibling whose number turns out
     right. ``a_mno`` None compiles a specialization without any of this.
+
+    Anchors: an attempt at a partition's first row (``p_seen`` 0) starts from ``start_first``;
+    an option ``ACCEPT_END`` (-2) is never taken here, since a row of the thread's partition
+    arrived after its last row (:func:`_finish_parts` takes it).
     """
-    nstart = start.shape[0]
+    nstart = max(start.shape[0], start_first.shape[0])
     has_brk = brk.shape[0] > 0
     for i in range(i0, n):
         if has_brk and brk[i]:
@@ -245,10 +239,27 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                     return i, st
         p = pid[i]
         g = g0 + i
-        can_start = startable[i] and g >= p_next_allowed[p]
+        allowed = g >= p_next_allowed[p]
+        can_start = startable[i] and allowed
         if p_head[p] == -1 and not can_start:
+            if modes & EVERY_ROW and allowed:  # no thread can start: resolved at once
+                if cnt[3] + 1 > o_node.shape[0]:
+                    return i, ST_SPACE
+                # as _resolve would, with no attempt (scalar code: an inlined call here would
+                # copy its array arguments on every row)
+                if modes & (EMPTY_AT_FIRST if p_seen[p] == 0 else EMPTY_AT_OTHER):
+                    p_matchno[p] += 1
+                    p_next_allowed[p] = g + 1
+                    if not modes & OMIT_EMPTY:
+                        _report(EMPTY_MATCH, g, p, p_matchno[p], g, o_node, o_start, o_pid,
+                                o_number, o_confirm, cnt)
+                elif modes & REPORT_UNMATCHED and g > p_cover[p]:
+                    _report(UNMATCHED_ROW, g, p, 0, g, o_node, o_start, o_pid, o_number,
+                            o_confirm, cnt)
             p_seen[p] = 1
             continue
+        if modes & EVERY_ROW and allowed:
+            can_start = True  # its result waits for the earlier attempts, in row order
         n_hyp = 1
         if a_mno is not None:
             n_hyp = hypotheses(p_head[p], p_hmax[p], p_matchno[p])
@@ -322,9 +333,9 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 w = cnt[2]
                 nw = 0
                 empty = False
-                lst = start_first if first_row else start
-                for k in range(lst.shape[0]):
-                    q = lst[k]
+                n_lst = start_first.shape[0] if first_row else start.shape[0]
+                for k in range(n_lst):
+                    q = start_first[k] if first_row else start[k]
                     if q < 0:  # the empty match, less preferred than the threads before it
                         empty = True
                         break
@@ -345,8 +356,15 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 if nw == 0 and p_head[p] == -1 and a_mno is None:
                     # no thread and no earlier attempt waiting: resolved at once, as _resolve
                     # would (an empty match, an unmatched row or nothing), with no attempt
-                    _resolve_threadless(p, g, empty, modes, p_cover, p_next_allowed, p_matchno,
-                                        o_node, o_start, o_pid, o_number, o_confirm, cnt)
+                    if empty:
+                        p_matchno[p] += 1
+                        p_next_allowed[p] = g + 1
+                        if not modes & OMIT_EMPTY:
+                            _report(EMPTY_MATCH, g, p, p_matchno[p], g, o_node, o_start, o_pid,
+                                    o_number, o_confirm, cnt)
+                    elif modes & REPORT_UNMATCHED and g > p_cover[p]:
+                        _report(UNMATCHED_ROW, g, p, 0, g, o_node, o_start, o_pid, o_number,
+                                o_confirm, cnt)
                 elif started or modes & REPORT_UNMATCHED:  # reported when its attempt fails
                     a = cnt[1]
                     cnt[1] = a + 1

@@ -179,8 +179,11 @@ class PatternOperator(Operator):
         self._aug_schema = pa.schema(aug)
         starts = np.concatenate((self.cp.start, self.cp.start_first))
         self._start_vars = np.unique(self.cp.pos_var[starts[starts >= 0]])
-        # an empty match or an unmatched row may come from any row
-        self._every_row_starts = self.cp.automaton.nullable or spec.unmatched_rows
+        # an empty match or an unmatched row may come from any row; the matcher resolves the
+        # rows that start no thread itself, unless MATCH_NUMBER() in DEFINE makes every row's
+        # attempt wait for the earlier ones
+        self._every_row_starts = (self.cp.automaton.nullable or spec.unmatched_rows) \
+            and self.cp.matchno_slot >= 0
         self._read = self._read_columns()
         self._base_schema = self._make_schema()
         self._select = self._compile_select(spec.select)
