@@ -102,13 +102,12 @@ from replaydb.operators.pattern.config import PatternConfig
 from replaydb.operators.pattern.engine import AllRunsEngine, FixedSeqEngine, SqlEngine
 from replaydb.operators.pattern.gapseq import GapSeqEngine
 from replaydb.operators.pattern.lowering import LowerContext, nav_name
+from replaydb.operators.pattern.measure_eval import Evaluator, infer_type
 from replaydb.operators.pattern.measures import (
     UNMATCHED,
-    Evaluator,
     Frame,
     MatchSet,
     MeasureLowerer,
-    infer_type,
     rows_of_vars_unread,
 )
 from replaydb.operators.pattern.model import RowsPerMatch, Semantics
@@ -814,7 +813,7 @@ def _select_type(e: Expr, schema: pa.Schema) -> pa.DataType:
         if pa.types.is_integer(lt) and pa.types.is_integer(rt):
             return pa.int64()
         return pa.float64()
-    from replaydb.operators.pattern.measures import infer_type as _it
+    from replaydb.operators.pattern.measure_eval import infer_type as _it
 
     return _it(e, schema)
 

@@ -15,7 +15,7 @@ operators and built-in functions to :mod:`replaydb.operators.expr`.
   prefix ``r[..i]`` has any transition. This is the operational table's fixed point. Valid for
   patterns whose runs are identified by their labels (every automaton option list names
   distinct variables) and, with negation, for flat sequences of distinct variables.
-* :func:`sql_matches` - SQL:2016 MATCH_RECOGNIZE: per partition, attempts at every row in order,
+* :func:`replaydb.operators.pattern.oracle_sql.sql_matches` - SQL:2016 MATCH_RECOGNIZE: per partition, attempts at every row in order,
   the first match in preferment order, AFTER MATCH SKIP; a match's rows are those ALL ROWS PER
   MATCH outputs (rows inside an exclusion ``{- -}`` left out, a match with no other row
   omitted). Anchors, PERMUTE and exclusion are read straight from their definitions
@@ -27,7 +27,6 @@ into the input table. Exponential in the input size: use only on a handful of ev
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import permutations
 from typing import Any
@@ -35,7 +34,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from replaydb.errors import OperatorError
 from replaydb.operators import expr as ex
 from replaydb.operators.pattern import model as pm
 
@@ -442,150 +440,11 @@ class _AllRuns:
 
 
 # --------------------------------------------------------------------------- SQL
-Found = Iterator[tuple[int, list[tuple[int, str]], tuple[int, ...]]]
-"""(next row, the match so far, its rows inside an exclusion)"""
-
-
-def _bt(node: pm.PatternNode, rows: Rows, conds: Conditions, names: dict[str, str],
-        number: int, pos: int, match: list[tuple[int, str]], t0: int | None,
-        window: int | None, hidden: tuple[int, ...] = ()) -> Found:
-    """Backtracking matcher yielding (next row, match, excluded rows) in SQL:2016 preferment
-    order; ``number`` is the attempt's MATCH_NUMBER(). ``^`` holds before the partition's first
-    row (``pos == 0``), ``$`` after its last; PERMUTE tries the orders of its items in
-    lexicographic order of their indices; ``{- -}`` matches as its body and hides its rows."""
-    if isinstance(node, pm.Var):
-        if pos < len(rows.t):
-            start_t = rows.t[pos] if t0 is None else t0
-            if window is None or rows.t[pos] - start_t <= window:
-                if eval_condition(conds[node.name], rows, match, node.name, pos, names,
-                                  number, conds.subsets):
-                    yield pos + 1, match + [(pos, node.name)], hidden
-        return
-    if isinstance(node, pm.Anchor):
-        if pos == (0 if node.start else len(rows.t)):
-            yield pos, match, hidden
-        return
-    if isinstance(node, pm.Exclude):
-        for p2, m2, h2 in _bt(node.body, rows, conds, names, number, pos, match, t0, window,
-                              hidden):
-            yield p2, m2, h2 + tuple(r for r, _ in m2[len(match):])
-        return
-    if isinstance(node, pm.Seq):
-        yield from _bt_seq(list(node.items), rows, conds, names, number, pos, match, t0, window,
-                           hidden)
-        return
-    if isinstance(node, pm.Permute):
-        for order in permutations(node.items):
-            yield from _bt_seq(list(order), rows, conds, names, number, pos, match, t0, window,
-                               hidden)
-        return
-    if isinstance(node, pm.Alt):
-        for o in node.options:
-            yield from _bt(o, rows, conds, names, number, pos, match, t0, window, hidden)
-        return
-    if isinstance(node, pm.Repeat):
-        yield from _bt_rep(node, 0, rows, conds, names, number, pos, match, t0, window, hidden)
-        return
-    raise TypeError(node)
-
-
-def _t0(match: list[tuple[int, str]], rows: Rows, t0: int | None) -> int | None:
-    return rows.t[match[0][0]] if match else t0
-
-
-def _bt_seq(items: list[pm.PatternNode], rows: Rows, conds: dict, names: dict, number: int,
-            pos: int, match: list[tuple[int, str]], t0: int | None,
-            window: int | None, hidden: tuple[int, ...]) -> Found:
-    if not items:
-        yield pos, match, hidden
-        return
-    for p2, m2, h2 in _bt(items[0], rows, conds, names, number, pos, match, t0, window, hidden):
-        yield from _bt_seq(items[1:], rows, conds, names, number, p2, m2, _t0(m2, rows, t0),
-                           window, h2)
-
-
-def _bt_rep(node: pm.Repeat, count: int, rows: Rows, conds: dict, names: dict, number: int,
-            pos: int, match: list[tuple[int, str]], t0: int | None,
-            window: int | None, hidden: tuple[int, ...]) -> Found:
-    can_more = node.max is None or count < node.max
-    can_stop = count >= node.min
-
-    def more() -> Found:
-        if not can_more:
-            return
-        for p2, m2, h2 in _bt(node.body, rows, conds, names, number, pos, match, t0, window,
-                              hidden):
-            if p2 == pos:  # pragma: no cover - bodies consume rows
-                continue
-            yield from _bt_rep(node, count + 1, rows, conds, names, number, p2, m2,
-                               _t0(m2, rows, t0), window, h2)
-
-    if node.greedy:
-        yield from more()
-        if can_stop:
-            yield pos, match, hidden
-    else:
-        if can_stop:
-            yield pos, match, hidden
-        yield from more()
-
-
-def sql_matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
-    """SQL:2016 MATCH_RECOGNIZE matches (see module docstring), per partition in order.
-
-    Raises :class:`~replaydb.errors.OperatorError` where the standard raises an exception
-    (AFTER MATCH SKIP TO a variable that bound no row / the match's first row).
-    """
-    assert spec.semantics == pm.Semantics.SQL
-    conds = _conditions(spec)
-    names = _names(table)
-    out: list[Match] = []
-    sk = spec.after_match_skip
-    for key, rows in _partitions(table, tuple(spec.partition_by)).items():
-        n = len(rows.t)
-        s = 0
-        number = 1  # the partition's next MATCH_NUMBER()
-        covered = -1  # the last row of the partition's non-empty matches so far
-        while s < n:
-            # the attempt's result: its most preferred match, possibly empty
-            found, hidden = next(((m, h) for _, m, h in _bt(
-                spec.pattern, rows, conds, names, number, s, [], None, spec.window)), (None, ()))
-            if found is None:
-                if spec.unmatched_rows and s > covered:
-                    out.append((key, (rows.index[s],), (UNMATCHED,)))
-                s += 1
-                continue
-            if not found:  # an empty match: numbered, then the next row
-                if spec.show_empty or spec.rows_per_match == pm.RowsPerMatch.ONE:
-                    out.append((key, (rows.index[s],), (None,)))
-                number += 1
-                s += 1
-                continue
-            covered = max(covered, found[-1][0])
-            shown = [(r, lab) for r, lab in found if r not in hidden]
-            if shown:  # a match whose rows are all excluded outputs no row
-                out.append((key, tuple(rows.index[r] for r, _ in shown),
-                            tuple(lab for _, lab in shown)))
-            number += 1
-            if sk.kind == pm.SkipKind.PAST_LAST_ROW:
-                s = found[-1][0] + 1
-            elif sk.kind == pm.SkipKind.TO_NEXT_ROW:
-                s = s + 1
-            else:
-                targets = spec.subset_members().get(sk.var, (sk.var,))
-                rs = [r for r, lab in found if lab in targets]
-                if not rs:
-                    raise OperatorError(f"AFTER MATCH SKIP TO {sk.var}: no row bound")
-                r = rs[0] if sk.kind == pm.SkipKind.TO_FIRST else rs[-1]
-                if r == s:
-                    raise OperatorError(f"AFTER MATCH SKIP TO {sk.var}: first row of the match")
-                s = r
-    return out
-
-
 def matches(spec: pm.PatternSpec, table: pa.Table) -> list[Match]:
     """Dispatch on the spec's semantics."""
     if spec.semantics == pm.Semantics.SQL:
+        from replaydb.operators.pattern.oracle_sql import sql_matches
+
         return sql_matches(spec, table)
     return all_runs_matches(spec, table)
 

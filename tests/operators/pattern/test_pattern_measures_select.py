@@ -1,5 +1,5 @@
 """Which flat row a navigation measure picks (``FIRST``/``LAST`` of a variable, with an
-offset, RUNNING or FINAL) in :class:`~replaydb.operators.pattern.measures.Evaluator`:
+offset, RUNNING or FINAL) in :class:`~replaydb.operators.pattern.measure_eval.Evaluator`:
 the per-match scan against brute force on random match sets, for ONE ROW and ALL ROWS
 frames."""
 
@@ -9,7 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaydb.operators.pattern.measures import Evaluator, Frame, MatchSet
+from replaydb.operators.pattern.measure_eval import Evaluator
+from replaydb.operators.pattern.measures import Frame, MatchSet
 
 
 def _brute(ms: MatchSet, frame: Frame, var: int | None, from_end: bool, k: int,

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from replaydb.errors import OperatorError, QueryError
 from replaydb.operators import expr as ex
 from replaydb.operators.pattern import model as pm
-from replaydb.operators.pattern import oracle
+from replaydb.operators.pattern import oracle, oracle_sql
 from replaydb.operators.pattern.automaton import build_automaton
 from replaydb.planner.lang import match_recognize as mr
 from tests.operators.pattern.test_pattern_oracle import VARS, conditions, streams
@@ -127,7 +127,7 @@ def _per_partition(ms: list) -> dict:
 
 def _compare(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
     try:
-        expected = oracle.sql_matches(spec, table)
+        expected = oracle_sql.sql_matches(spec, table)
     except OperatorError:
         with pytest.raises(OperatorError):
             oracle.run_operator(spec, table, batch_rows=batch)
@@ -282,7 +282,7 @@ def test_where_of_a_subquery_filters_the_rows(spec: pm.PatternSpec, table: pa.Ta
         {c: table.column(c).to_numpy(zero_copy_only=False) for c in ("type", "x")}))
     kept = table.filter(pa.array(mask, pa.bool_()))
     try:
-        expected = oracle.sql_matches(spec, kept)
+        expected = oracle_sql.sql_matches(spec, kept)
     except OperatorError:
         with pytest.raises(OperatorError):
             oracle.run_operator(replace(spec, where=where), table, batch_rows=batch)
