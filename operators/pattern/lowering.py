@@ -294,23 +294,7 @@ class _Lowerer:
         derived column (:attr:`LowerContext.derived`) aggregated like a column. Its columns must
         all be of one variable (or none: every row), as SQL:2016 asks; no navigation,
         aggregate, CLASSIFIER() or MATCH_NUMBER() inside."""
-        variables: set[str | None] = set()
-        for x in arg.walk():
-            if isinstance(x, ex.Column):
-                if x.name == "*" or x.index is not None:
-                    raise QueryError(_at(f"{fn} over an expression takes plain columns", x.pos))
-                variables.add(None if x.qualifier is None
-                              else self.ctx.resolve_var(x.qualifier, x.pos))
-            elif isinstance(x, ex.Star):
-                raise QueryError(_at(f"'*' is not allowed inside {fn}(...)", x.pos))
-            elif isinstance(x, ex.Call) and (x.name in AGGREGATES or x.name in NAVIGATION
-                                             or x.name in ("CLASSIFIER", "MATCH_NUMBER")):
-                raise QueryError(_at(f"{x.name} cannot be nested in {fn}", x.pos))
-        if len(variables) > 1:
-            named = ", ".join(sorted(v or "(none)" for v in variables))
-            raise QueryError(_at(f"the columns inside {fn}(...) must all be of one pattern "
-                                 f"variable, not {named}", pos))
-        var = next(iter(variables), None)
+        var = aggregated_variable(fn, arg, self.ctx, pos)
         row_expr = _unqualified(arg, self.ctx)
         key = (row_expr, fn == "COUNT")
         name = next((n for n, v in self.ctx.derived.items() if v == key), None)
@@ -333,6 +317,28 @@ class _Lowerer:
         if nav:
             self.ctx.navs.add((col, nav))
         return Bound(kind, var, col, nav)
+
+
+def aggregated_variable(fn: str, arg: ex.Expr, ctx: LowerContext, pos: int | None) -> str | None:
+    """The one variable whose rows an aggregate over the expression ``arg`` covers (None: every
+    row), checking SQL:2016's rules: plain columns, all of one variable, no navigation,
+    aggregate, CLASSIFIER() or MATCH_NUMBER() inside (QueryErrors naming the position)."""
+    variables: set[str | None] = set()
+    for x in arg.walk():
+        if isinstance(x, ex.Column):
+            if x.name == "*" or x.index is not None:
+                raise QueryError(_at(f"{fn} over an expression takes plain columns", x.pos))
+            variables.add(None if x.qualifier is None else ctx.resolve_var(x.qualifier, x.pos))
+        elif isinstance(x, ex.Star):
+            raise QueryError(_at(f"'*' is not allowed inside {fn}(...)", x.pos))
+        elif isinstance(x, ex.Call) and (x.name in AGGREGATES or x.name in NAVIGATION
+                                         or x.name in ("CLASSIFIER", "MATCH_NUMBER")):
+            raise QueryError(_at(f"{x.name} cannot be nested in {fn}", x.pos))
+    if len(variables) > 1:
+        named = ", ".join(sorted(v or "(none)" for v in variables))
+        raise QueryError(_at(f"the columns inside {fn}(...) must all be of one pattern "
+                             f"variable, not {named}", pos))
+    return next(iter(variables), None)
 
 
 def _unqualified(e: ex.Expr, ctx: LowerContext) -> ex.Expr:

@@ -40,8 +40,8 @@ from replaydb.operators import expr as ex
 from replaydb.operators.exprcode.check import is_string_type
 from replaydb.operators.pattern.lowering import (
     AGGREGATES,
-    NAVIGATION,
     LowerContext,
+    aggregated_variable,
     offset_arg,
 )
 
@@ -305,25 +305,9 @@ class MeasureLowerer:
         the aggregate covers. Its column references must all name the same variable (or none:
         every row of the match), as SQL:2016 asks; no navigation, aggregate, CLASSIFIER or
         MATCH_NUMBER inside."""
-        variables: set[str | None] = set()
-        columns: dict[str, str] = {}
-        for x in arg.walk():
-            if isinstance(x, ex.Column):
-                if x.name == "*" or x.index is not None:
-                    raise QueryError(_at(f"{name} over an expression takes plain columns", x.pos))
-                variables.add(None if x.qualifier is None
-                              else self.ctx.resolve_var(x.qualifier, x.pos))
-                columns[x.name] = self.ctx.resolve_column(x.name, x.pos)
-            elif isinstance(x, ex.Star):
-                raise QueryError(_at(f"'*' is not allowed inside {name}(...)", x.pos))
-            elif isinstance(x, ex.Call) and (x.name in AGGREGATES or x.name in NAVIGATION
-                                             or x.name in ("CLASSIFIER", "MATCH_NUMBER")):
-                raise QueryError(_at(f"{x.name} cannot be nested in {name}", x.pos))
-        if len(variables) > 1:
-            named = ", ".join(sorted(v or "(none)" for v in variables))
-            raise QueryError(_at(f"the columns inside {name}(...) must all be of one pattern "
-                                 f"variable, not {named}", pos))
-        var = next(iter(variables), None)
+        var = aggregated_variable(name, arg, self.ctx, pos)
+        columns = {x.name: self.ctx.resolve_column(x.name, x.pos) for x in arg.walk()
+                   if isinstance(x, ex.Column)}
         return _AggLeaf(name, self.vid(var), None, final, arg=arg,
                         arg_columns=tuple(sorted(columns.items())))
 

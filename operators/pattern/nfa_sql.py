@@ -105,6 +105,22 @@ def _report(node, start, p, number, confirm, o_node, o_start, o_pid, o_number, o
     cnt[3] = k + 1
 
 
+@njit(cache=True)
+def _resolve_threadless(p, g, empty, modes, p_cover, p_next_allowed, p_matchno, o_node, o_start,
+                        o_pid, o_number, o_confirm, cnt):
+    """:func:`_resolve` of an attempt at row ``g`` that started no thread, when no earlier
+    attempt of partition ``p`` waits: its result is the empty match (``empty``), numbered and
+    reported unless omitted, or none (its row reported as unmatched if no match covered it)."""
+    if empty:
+        p_matchno[p] += 1
+        p_next_allowed[p] = g + 1
+        if not modes & OMIT_EMPTY:
+            _report(EMPTY_MATCH, g, p, p_matchno[p], g, o_node, o_start, o_pid, o_number,
+                    o_confirm, cnt)
+    elif modes & REPORT_UNMATCHED and g > p_cover[p]:
+        _report(UNMATCHED_ROW, g, p, 0, g, o_node, o_start, o_pid, o_number, o_confirm, cnt)
+
+
 @njit(cache=True, inline="always")
 def _resolve(p, confirm, skip_kind, skip_member, pos_var, n_ev, n_pos, n_pred, a_start_g, a_best,
              a_done, a_tlen, a_next, a_mno, p_head, p_tail, p_next_allowed, p_matchno, p_natt,
@@ -245,17 +261,15 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
             if modes & EVERY_ROW and allowed:  # no thread can start: resolved at once
                 if cnt[3] + 1 > o_node.shape[0]:
                     return i, ST_SPACE
-                # as _resolve would, with no attempt (scalar code: an inlined call here would
-                # copy its array arguments on every row)
-                if modes & (EMPTY_AT_FIRST if p_seen[p] == 0 else EMPTY_AT_OTHER):
+                empty = modes & (EMPTY_AT_FIRST if p_seen[p] == 0 else EMPTY_AT_OTHER) != 0
+                if empty and modes & OMIT_EMPTY:
+                    # an omitted empty match in scalar code: the call below passes arrays,
+                    # whose reference counts would cost more than the rest of the row
                     p_matchno[p] += 1
                     p_next_allowed[p] = g + 1
-                    if not modes & OMIT_EMPTY:
-                        _report(EMPTY_MATCH, g, p, p_matchno[p], g, o_node, o_start, o_pid,
-                                o_number, o_confirm, cnt)
-                elif modes & REPORT_UNMATCHED and g > p_cover[p]:
-                    _report(UNMATCHED_ROW, g, p, 0, g, o_node, o_start, o_pid, o_number,
-                            o_confirm, cnt)
+                else:
+                    _resolve_threadless(p, g, empty, modes, p_cover, p_next_allowed, p_matchno,
+                                        o_node, o_start, o_pid, o_number, o_confirm, cnt)
             p_seen[p] = 1
             continue
         if modes & EVERY_ROW and allowed:
@@ -356,15 +370,8 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                 if nw == 0 and p_head[p] == -1 and a_mno is None:
                     # no thread and no earlier attempt waiting: resolved at once, as _resolve
                     # would (an empty match, an unmatched row or nothing), with no attempt
-                    if empty:
-                        p_matchno[p] += 1
-                        p_next_allowed[p] = g + 1
-                        if not modes & OMIT_EMPTY:
-                            _report(EMPTY_MATCH, g, p, p_matchno[p], g, o_node, o_start, o_pid,
-                                    o_number, o_confirm, cnt)
-                    elif modes & REPORT_UNMATCHED and g > p_cover[p]:
-                        _report(UNMATCHED_ROW, g, p, 0, g, o_node, o_start, o_pid, o_number,
-                                o_confirm, cnt)
+                    _resolve_threadless(p, g, empty, modes, p_cover, p_next_allowed, p_matchno,
+                                        o_node, o_start, o_pid, o_number, o_confirm, cnt)
                 elif started or modes & REPORT_UNMATCHED:  # reported when its attempt fails
                     a = cnt[1]
                     cnt[1] = a + 1

@@ -27,7 +27,7 @@ from replaydb.operators.pattern import model as pm
 from replaydb.operators.pattern import oracle, oracle_sql
 from replaydb.operators.pattern.automaton import build_automaton
 from replaydb.planner.lang import match_recognize as mr
-from tests.operators.pattern.test_pattern_oracle import VARS, conditions, streams
+from tests.operators.pattern.test_pattern_oracle import VARS, _compare, conditions, streams
 
 
 def sql_patterns(depth: int = 2) -> st.SearchStrategy[pm.PatternNode]:
@@ -123,17 +123,6 @@ def _per_partition(ms: list) -> dict:
     for m in ms:
         d.setdefault(m[0], []).append(m)
     return d
-
-
-def _compare(spec: pm.PatternSpec, table: pa.Table, batch: int) -> None:
-    try:
-        expected = oracle_sql.sql_matches(spec, table)
-    except OperatorError:
-        with pytest.raises(OperatorError):
-            oracle.run_operator(spec, table, batch_rows=batch)
-        return
-    got = oracle.run_operator(spec, table, batch_rows=batch)
-    assert _per_partition(got) == _per_partition(expected), (spec.to_text(), table.to_pydict())
 
 
 SUPPRESS = [HealthCheck.too_slow, HealthCheck.filter_too_much]
