@@ -166,6 +166,12 @@ class CompiledPattern:
     reads it)."""
 
     @property
+    def every_row(self) -> bool:
+        """Whether every row not skipped has a result: an empty match (the pattern can match
+        zero rows) or an unmatched row (WITH UNMATCHED ROWS)."""
+        return self.automaton.nullable or self.spec.unmatched_rows
+
+    @property
     def n_vars(self) -> int:
         return len(self.var_names)
 

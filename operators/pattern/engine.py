@@ -496,7 +496,7 @@ class SqlEngine(_Base):
             else np.zeros(0, dtype=np.bool_)
         ms = MatchSet(out_ev[:total].copy(), cp.pos_var[out_pos[:total]], out_off.copy(),
                       s["o_pid"][:k].copy(), s["o_number"][:k].copy(), shown=shown)
-        if cp.automaton.nullable or cp.spec.unmatched_rows:
+        if cp.every_row:
             ms.start = s["o_start"][:k].copy()
             ms.kind = np.where(o_node == nfa_sql.UNMATCHED_ROW, UNMATCHED,
                                np.where(o_node == nfa_sql.EMPTY_MATCH, EMPTY, MATCHED)
@@ -633,7 +633,7 @@ class FixedSeqEngine:
         if not all(isinstance(x, Var) for x in items):
             return False
         if cp.partition_by or len(cp.p_op) or len(cp.ci_kind) or len(cp.cf_kind) \
-                or len(cp.neg_var) or cp.spec.unmatched_rows or cp.automaton.nullable:
+                or len(cp.neg_var) or cp.every_row:
             return False
         return cp.sql or cp.strategy == nfa_cep.STRAT_CONTIGUOUS
 

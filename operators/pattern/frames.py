@@ -51,12 +51,12 @@ def all_rows(ms: MatchSet) -> Rows:
     cur = ms.off[:-1][mid] + within - virt_row  # a virtual row: just before its empty range
     if len(ms.ev):
         flat = np.clip(cur, 0, len(ms.ev) - 1)
-        ev = np.where(virt_row, 0, ms.ev[flat])
+        ev = ms.ev[flat]
         shown = np.where(virt_row, True, ms.shown_rows()[flat])
     else:
         ev = np.zeros(len(mid), dtype=np.int64)
         shown = np.ones(len(mid), dtype=np.bool_)
-    if virt_row.any():
+    if virt_row.any():  # an empty match or unmatched row: the row it was found at
         ev = np.where(virt_row, ms.start[mid], ev)
     unmatched = _kinds(ms)[mid] == UNMATCHED
     return Rows(Frame(ms, mid, cur), ev, shown, unmatched)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from numba import njit
 
+from replaydb.operators.pattern.automaton import ACCEPT_END
 from replaydb.operators.pattern.ctxops import (
     bind_update_row,
     copy_row,
@@ -301,7 +302,7 @@ def sql_run(i0, n, g0, pid, brk, n_parts, t, vmask, startable, window, skip_kind
                     cut = False
                     for k in range(fol_ptr[ps], fol_ptr[ps + 1]):
                         q = fol_to[k]
-                        if q == -2:  # ACCEPT_END: this row follows the thread's last one
+                        if q == ACCEPT_END:  # this row follows the thread's last one
                             continue
                         if q < 0:
                             a_best[a] = nd

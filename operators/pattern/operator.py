@@ -181,8 +181,7 @@ class PatternOperator(Operator):
         # an empty match or an unmatched row may come from any row; the matcher resolves the
         # rows that start no thread itself, unless MATCH_NUMBER() in DEFINE makes every row's
         # attempt wait for the earlier ones
-        self._every_row_starts = (self.cp.automaton.nullable or spec.unmatched_rows) \
-            and self.cp.matchno_slot >= 0
+        self._every_row_starts = self.cp.every_row and self.cp.matchno_slot >= 0
         self._read = self._read_columns()
         self._base_schema = self._make_schema()
         self._select = self._compile_select(spec.select)

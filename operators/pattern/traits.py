@@ -77,7 +77,7 @@ def pattern_traits(op: Any) -> Traits:
     if anchored:
         notes.append("the anchors ^ $ need each partition's first and last rows: no "
                      "interval-parallel run")
-    every_row = op.cp.automaton.nullable or spec.unmatched_rows
+    every_row = op.cp.every_row
     if every_row:
         notes.append("empty matches or unmatched rows number every row: no interval-parallel "
                      "run")

@@ -46,8 +46,8 @@ The supported subset of SQL:2016 and the decisions taken:
   WITH UNMATCHED ROWS outputs the rows in no match; a quantified group that can match zero rows
   (``(B?)+``) is rejected with a QueryError;
 * ``SUBSET U = (A, B)``: union variables in MEASURES, DEFINE and AFTER MATCH SKIP;
-* not supported (ParseError/QueryError naming the position): NEXT inside DEFINE, aggregates
-  over expressions in DEFINE;
+* not supported (ParseError/QueryError naming the position): NEXT inside DEFINE, quantified
+  groups that can match zero rows;
 * clauses come in the order above, each at most once; a repeated or misplaced clause is a
   ParseError naming it and the order;
 * a row pattern written in parentheses ends at its closing parenthesis: what follows must be
@@ -233,10 +233,7 @@ class _Parser(ParserBase):
         self.expect_kw("SELECT")
         columns: list[str] | None = None
         if not self.accept_op("*"):
-            columns = [str(self.expect_ident("a column").value)]
-            while self.at_op(","):
-                self.advance()
-                columns.append(str(self.expect_ident("a column").value))
+            columns = [str(t.value) for t in self.parse_ident_list("a column")]
         self.expect_kw("FROM")
         src = self.expect_ident("a stream name")
         where = self.parse_expr() if self.accept_kw("WHERE") else None
@@ -340,10 +337,7 @@ class _Parser(ParserBase):
             tok = self.expect_ident("a union variable")
             self.expect_op("=")
             self.expect_op("(")
-            members = [self.var_name(self.expect_ident("a pattern variable"))]
-            while self.at_op(","):
-                self.advance()
-                members.append(self.var_name(self.expect_ident("a pattern variable")))
+            members = [self.var_name(t) for t in self.parse_ident_list("a pattern variable")]
             self.expect_op(")")
             out.append(pm.Subset(self.var_name(tok), tuple(members), pos=tok.pos))
             if not self.accept_op(","):

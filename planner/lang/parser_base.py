@@ -413,8 +413,9 @@ class ParserBase:
         return None
 
     def parse_ident_list(self, what: str = "a name") -> list[Token]:
-        """``name (, name)*``."""
+        """``name (, name)*``; where the list ends, ``','`` is among the expected tokens."""
         out = [self.expect_ident(what)]
-        while self.accept_op(","):
+        while self.at_op(","):
+            self.advance()
             out.append(self.expect_ident(what))
         return out

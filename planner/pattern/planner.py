@@ -538,7 +538,7 @@ def _plan(ctx: Any, op: Any, choice: str, t_bind: float) -> Any:
     if (nav[0] or nav[1]) and spec.where is not None:
         return _replay_plan(ctx, op, st, "PREV/NEXT over the rows a WHERE keeps can reach any "
                                      "earlier event: full replay")
-    if op.cp.automaton.nullable or spec.unmatched_rows:
+    if op.cp.every_row:
         return _replay_plan(ctx, op, st, "empty matches or unmatched rows are output at rows no "
                                      "index selects: full replay")
     if spec.anchored():
