@@ -147,12 +147,15 @@ class IsNull(Expr):
 
 @dataclass(frozen=True)
 class Call(Expr):
-    """A function call; ``name`` is upper-case. ``qualifier`` holds a RUNNING/FINAL prefix."""
+    """A function call; ``name`` is upper-case. ``qualifier`` holds a RUNNING/FINAL prefix;
+    ``distinct``: an aggregate over the distinct values of its argument (``COUNT(DISTINCT x)``,
+    parsed where a language allows it)."""
 
     name: str
     args: tuple[Expr, ...] = ()
     qualifier: str | None = None
     pos: int | None = field(default=None, compare=False)
+    distinct: bool = False
 
     def children(self) -> tuple[Expr, ...]:
         return self.args
@@ -258,7 +261,8 @@ def to_text(e: Expr, parent_prec: int = 0) -> str:
         return f"({s})" if 4 < parent_prec else s
     if isinstance(e, Call):
         q = f"{e.qualifier} " if e.qualifier else ""
-        return f"{q}{e.name}({', '.join(to_text(a) for a in e.args)})"
+        d = "DISTINCT " if e.distinct else ""
+        return f"{q}{e.name}({d}{', '.join(to_text(a) for a in e.args)})"
     raise TypeError(f"unknown node {e!r}")  # pragma: no cover
 
 

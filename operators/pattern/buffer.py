@@ -6,6 +6,8 @@
   in the same partition, NULL before the partition's first row) and carries the last ``k`` values
   of every partition to the next batch. Materializing them per event keeps physical navigation
   exact without keeping old events alive.
+* :class:`NavAhead` computes the ``NEXT(col, k)`` columns DEFINE reads, holding rows back
+  until the rows after them in their partition have arrived.
 * :class:`EventBuffer` holds the events live runs may still read: a float64 matrix of the columns
   the VM reads (strings dictionary-coded), ``t``/``seq``/partition id and the successor in the
   partition (for ``NEXT`` in measures) per event, and the raw Arrow batches (with the PREV
@@ -100,9 +102,17 @@ def derived_column(batch: pa.RecordBatch, expr: Any, count_only: bool) -> np.nda
     aggregate over a non-numeric expression is a QueryError. O(rows x expression size)."""
     names = sorted({c.name for c in expr.walk() if isinstance(c, ex.Column)})
     env = ex.ColumnsEnv({n: arrow_to_numpy(batch.column(n)) for n in names})
-    r = np.asarray(ex.compile_expr(expr)(env))
+    return aggregated_values(np.asarray(ex.compile_expr(expr)(env)), batch.num_rows, expr,
+                             count_only)
+
+
+def aggregated_values(r: np.ndarray, n: int, expr: Any, count_only: bool) -> np.ndarray:
+    """An aggregate's argument values ``r`` (an expression's result over ``n`` rows) as the
+    float64 the aggregate runs over, NaN for NULL; ``count_only`` (COUNT): 1.0 where not NULL,
+    any type; else a numeric aggregate over a non-numeric expression is a QueryError. Shared by
+    DEFINE (per batch) and MEASURES (per match), so both read an argument alike."""
     if r.ndim == 0:
-        r = np.full(batch.num_rows, r.item(), dtype=r.dtype)
+        r = np.full(n, r.item(), dtype=r.dtype)
     if count_only:
         nulls = np.array([v is None or v != v for v in r.tolist()], dtype=np.bool_) \
             if r.dtype == object else (np.isnan(r) if r.dtype.kind == "f" else
@@ -167,9 +177,11 @@ class PartitionMap:
 
 
 class NavCarry:
-    """``PREV(col, k)`` columns per batch with the last values of each partition carried over."""
+    """``PREV(col, k)`` columns per batch with the last values of each partition carried over
+    (the ``(col, k)`` of ``navs`` with ``k > 0``; NEXT's are :class:`NavAhead`'s)."""
 
     def __init__(self, navs: set[tuple[str, int]]) -> None:
+        navs = {(c, k) for c, k in navs if k > 0}
         self.depth: dict[str, int] = {}
         for col, k in navs:
             self.depth[col] = max(self.depth.get(col, 0), k)
@@ -217,6 +229,69 @@ class NavCarry:
                 merged = (list(prev) + grp[-K:].tolist())[-K:]
                 carry[gpid[gi]] = merged
         return out
+
+
+def _group_ranks(pid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, rank, size)``: a stable sort of the rows by partition, each sorted row's rank
+    in its partition and its partition's row count."""
+    n = len(pid)
+    order = np.argsort(pid, kind="stable")
+    bounds = np.flatnonzero(np.diff(pid[order])) + 1
+    starts = np.concatenate(([0], bounds))
+    sizes = np.diff(np.concatenate((starts, [n])))
+    rank = np.arange(n) - np.repeat(starts, sizes)
+    return order, rank, np.repeat(sizes, sizes)
+
+
+class NavAhead:
+    """``NEXT(col, k)`` columns (``k`` rows later in the same partition, NULL after its last
+    row) for DEFINE, which reads them while matching: a row is held back until its partition
+    shows the ``K`` rows after it (``K`` the largest offset), or the input (an interval) ends.
+
+    Rows are released in input order, so a row waits also for the earlier rows of other
+    partitions: with partitions, the held rows may reach back to the last ``K`` rows of the
+    least recent partition. Complexity: O(held + batch) per batch (the held rows are looked at
+    again); the held rows count in the operator's state."""
+
+    def __init__(self, navs: set[tuple[str, int]]) -> None:
+        self.navs = sorted((c, k) for c, k in navs if k < 0)
+        self.reach = max((-k for _, k in self.navs), default=0)
+        self.held: pa.RecordBatch | None = None
+
+    @property
+    def size(self) -> int:
+        return 0 if self.held is None else self.held.num_rows
+
+    def push(self, batch: pa.RecordBatch | None, pmap: PartitionMap, *, final: bool = False
+             ) -> tuple[pa.RecordBatch | None, dict[str, np.ndarray]]:
+        """Take ``batch`` (None: nothing new); return the rows now released (None if none)
+        with their ``{nav_name(col, k): values}``; ``final``: the input ends, release all."""
+        parts = [b for b in (self.held, batch) if b is not None and b.num_rows]
+        if not parts:
+            return None, {}
+        rows = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+        order, rank, size = _group_ranks(pmap.assign(rows))
+        n = rows.num_rows
+        if final:
+            cut = n
+        else:
+            waiting = np.zeros(n, dtype=np.bool_)
+            waiting[order] = rank + self.reach >= size
+            cut = int(np.argmax(waiting)) if waiting.any() else n
+        self.held = rows.slice(cut) if cut < n else None
+        if cut == 0:
+            return None, {}
+        out: dict[str, np.ndarray] = {}
+        for col, k in self.navs:
+            vals = arrow_to_numpy(rows.column(col))[order]
+            ahead = rank - k < size  # k < 0: the row -k later exists in the partition
+            res = np.full(n, None if vals.dtype == object else np.nan,
+                          dtype=object if vals.dtype == object else np.float64)
+            res[np.flatnonzero(ahead)] = vals[np.flatnonzero(ahead) - k]
+            full = np.empty(n, dtype=res.dtype)
+            full[order] = res
+            out[nav_name(col, k)] = full[:cut]
+        return rows.slice(0, cut), out
 
 
 class EventBuffer:

@@ -48,6 +48,7 @@ from replaydb.operators.exprcode.program import Builder
 from replaydb.operators.exprcode.scalar import AGG_AVG, AGG_COUNT, AGG_MAX, AGG_MIN, AGG_SUM
 from replaydb.operators.exprcode.typed import Typed, type_condition
 from replaydb.operators.pattern.automaton import ACCEPT, ACCEPT_END, Automaton, build_automaton
+from replaydb.operators.pattern.ctxops import CI_FIRST, CI_LAST, CI_NTH, CI_SHIFT
 from replaydb.operators.pattern.lowering import (
     Agg,
     Bound,
@@ -80,8 +81,6 @@ SKIP_NEXT_ROW = 1
 SKIP_TO_FIRST = 2
 SKIP_TO_LAST = 3
 
-CI_LAST = 0
-CI_FIRST = 1
 CF_ROWS = 0
 CF_AGG = 1  # a block of 4 slots: nn, sum, min, max
 MATCHNO_VAR = -2
@@ -371,6 +370,8 @@ class _Codegen:
         self.schema = schema
         self.vidx = {v: i for i, v in enumerate(cp.var_names)}
         self.ci: dict[tuple[int, int], int] = {}       # (kind, var) -> slot
+        self.ci_slots: list[tuple[int, int]] = []       # slot -> (kind, var)
+        self.chains: dict[tuple[int, int], tuple[int, int]] = {}  # (kind, var) -> (slot, len)
         self.cf_rows: dict[int, int] = {}               # var -> slot
         self.cf_agg: dict[tuple[int, int], int] = {}    # (var, bufcol) -> first of 4 slots
         self.cf_kind: list[int] = []
@@ -407,8 +408,24 @@ class _Codegen:
     def islot(self, kind: int, var: int) -> int:
         key = (kind, var)
         if key not in self.ci:
-            self.ci[key] = len(self.ci)
+            self.ci[key] = len(self.ci_slots)
+            self.ci_slots.append(key)
         return self.ci[key]
+
+    def chain_slot(self, kind: int, var: int, k: int) -> int:
+        """The slot of the ``k``-th first (``kind`` ``CI_FIRST``) or ``k``-th before the last
+        (``CI_LAST``) event bound to ``var``: the ``k``-th of a chain of consecutive slots (see
+        :mod:`replaydb.operators.pattern.ctxops`); a longer chain replaces a shorter one for
+        later requests (slots already handed out keep working)."""
+        if k == 0:
+            return self.islot(kind, var)
+        start, length = self.chains.get((kind, var), (-1, 0))
+        if k >= length:
+            start = len(self.ci_slots)
+            tail = CI_NTH if kind == CI_FIRST else CI_SHIFT
+            self.ci_slots += [(kind, var)] + [(tail, var)] * k
+            self.chains[(kind, var)] = (start, k + 1)
+        return start + k
 
     def rows_slot(self, var: int) -> int:
         if var not in self.cf_rows:
@@ -457,9 +474,8 @@ class _Codegen:
         cp.prog_hi = np.array(hi, dtype=np.int64)
         cp.p_op, cp.p_ia, cp.p_ib, cp.p_fc, cp.p_ic = prog.op, prog.a, prog.b, prog.fc, prog.ic
         cp.depth_i, cp.depth_f = max(1, prog.depth_i), max(1, prog.depth_f)
-        ci_items = sorted(self.ci.items(), key=lambda kv: kv[1])
-        cp.ci_kind = np.array([k[0] for k, _ in ci_items], dtype=np.int64)
-        cp.ci_var = np.array([k[1] for k, _ in ci_items], dtype=np.int64)
+        cp.ci_kind = np.array([k for k, _ in self.ci_slots], dtype=np.int64)
+        cp.ci_var = np.array([v for _, v in self.ci_slots], dtype=np.int64)
         cp.cf_kind = np.array(self.cf_kind, dtype=np.int64)
         cp.cf_var = np.array(self.cf_var, dtype=np.int64)
         cp.cf_col = np.array(self.cf_col, dtype=np.int64)
@@ -490,9 +506,11 @@ class _PatternScope:
             return Typed(oc.LDF, g.kind(e.col), "F", a=g.col(e.col, e.nav))
         if isinstance(e, Bound):
             kind = CI_FIRST if e.kind in ("first", "firstcur") else CI_LAST
-            slot = g.islot(kind, g.var(e.var))
-            return Typed(oc.LDFIRSTCUR if e.kind == "firstcur" else oc.LDBOUND, g.kind(e.col), "F",
-                         a=slot, b=g.col(e.col, e.nav))
+            slot = g.chain_slot(kind, g.var(e.var), e.k)
+            if e.kind == "firstcur":  # the current event once the k events before it are bound
+                return Typed(oc.LDFIRSTCUR, g.kind(e.col), "F", a=slot, b=g.col(e.col, e.nav),
+                             ic=slot if e.k else 0)
+            return Typed(oc.LDBOUND, g.kind(e.col), "F", a=slot, b=g.col(e.col, e.nav))
         if isinstance(e, Agg):
             if g.is_string(e.col):
                 raise self.error(f"{e.fn} over the string column {e.col!r}", e)

@@ -1,7 +1,8 @@
 """Computation-state (SASE+'s vector V) helpers shared by the compiled matchers.
 
 A run's state is one row of ``ctx_i`` (int64: global index of the last/first event bound to a
-variable, or to any variable; -1 when unset) and one row of ``ctx_f`` (float64: running row
+variable, or to any variable, or of the ``k``-th first/last one in a chain of slots; -1 when
+unset) and one row of ``ctx_f`` (float64: running row
 counts and, per (variable, column), the block non-null count, sum, min, max). The layout comes
 from :mod:`replaydb.operators.pattern.compile`; only what some cross-event condition reads is
 kept, so two runs with equal rows behave the same from now on and may be merged.
@@ -15,6 +16,15 @@ from numba.core.extending import register_jitable
 from replaydb.operators.exprcode.scalar import fadd
 
 CI_LAST = 0
+"""An int slot holding the last event bound (to its variable code)."""
+CI_FIRST = 1
+"""An int slot holding the first event bound."""
+CI_SHIFT = 2
+"""An int slot after a ``CI_LAST`` or ``CI_SHIFT`` slot: on each bind it takes the value its
+predecessor slot had, so a chain ``LAST, SHIFT x k`` holds the last ``k + 1`` bound events."""
+CI_NTH = 3
+"""An int slot after a ``CI_FIRST`` or ``CI_NTH`` slot: set by the first bind after its
+predecessor is set, so a chain ``FIRST, NTH x k`` holds the first ``k + 1`` bound events."""
 CF_ROWS = 0
 
 
@@ -39,14 +49,21 @@ def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, ba
     """Update the 1-D state rows ``ci``/``cf`` (a GPU thread's local state) for event ``g``
     bound to variable ``v``; the CPU matchers use :func:`bind_update_row`. A slot's variable
     code is a variable's index, -1 (every row) or ``-3 - mask`` (a union variable: ``v`` is one
-    of its variables when bit ``v`` of ``mask`` is set). ``rows[g - base,
+    of its variables when bit ``v`` of ``mask`` is set); a slot's kind is one of ``CI_LAST``,
+    ``CI_FIRST``, ``CI_SHIFT``, ``CI_NTH`` (chains, see their definitions). ``rows[g - base,
     c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
-    for s in range(ci_kind.shape[0]):
-        cv = ci_var[s]
+    for s in range(ci_kind.shape[0] - 1, -1, -1):  # a chain slot reads its predecessor's
+        cv = ci_var[s]                             # value from before this bind
         if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
-            if ci_kind[s] == CI_LAST:
+            kind = ci_kind[s]
+            if kind == CI_LAST:
                 ci[s] = g
-            elif ci[s] < 0:
+            elif kind == CI_FIRST:
+                if ci[s] < 0:
+                    ci[s] = g
+            elif kind == CI_SHIFT:
+                ci[s] = ci[s - 1]
+            elif ci[s] < 0 and ci[s - 1] >= 0:
                 ci[s] = g
     for s in range(cf_kind.shape[0]):
         cv = cf_var[s]
@@ -77,12 +94,18 @@ def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf,
     inside the compiled matcher loop would cost atomic reference counts per bound event. The
     GPU kernels keep a thread's state in local 1-D arrays and call :func:`bind_update`; the
     two are held to each other by the CPU/GPU pattern tests. O(slots)."""
-    for s in range(ci_kind.shape[0]):
+    for s in range(ci_kind.shape[0] - 1, -1, -1):
         cv = ci_var[s]
         if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
-            if ci_kind[s] == CI_LAST:
+            kind = ci_kind[s]
+            if kind == CI_LAST:
                 ci[nid, s] = g
-            elif ci[nid, s] < 0:
+            elif kind == CI_FIRST:
+                if ci[nid, s] < 0:
+                    ci[nid, s] = g
+            elif kind == CI_SHIFT:
+                ci[nid, s] = ci[nid, s - 1]
+            elif ci[nid, s] < 0 and ci[nid, s - 1] >= 0:
                 ci[nid, s] = g
     for s in range(cf_kind.shape[0]):
         cv = cf_var[s]

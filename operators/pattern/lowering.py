@@ -8,12 +8,17 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
 * ``A.x`` (another variable) - ``x`` of the last event bound to ``A`` so far; NULL if none;
 * a union variable ``U`` (``SUBSET U = (A, B)``) stands for the rows bound to any of its
   variables: it behaves as ``V`` itself when ``V`` is one of them, else as another variable;
-* ``PREV(expr, k)`` - ``expr`` evaluated on the row ``k`` (default 1) rows before the row its
-  columns refer to, *physically* in the (partition's) stream; NULL before the first row;
-* ``FIRST(V.x)`` - the first event bound to ``V`` (the current one if it is the first);
-  ``FIRST(A.x)`` for another variable, its first bound event; ``FIRST(x)`` - the match's first event;
-* ``LAST(V.x)`` = ``V.x``; ``LAST(V.x, 1)`` - the previous event bound to ``V``; ``LAST(x, 1)``
-  - the previous event of the match;
+* ``PREV(expr, k)`` / ``NEXT(expr, k)`` - ``expr`` evaluated on the row ``k`` (default 1) rows
+  before / after the row its columns refer to, *physically* in the (partition's) stream; NULL
+  before the first row / after the last (NEXT may read rows the match has not reached: the
+  operator holds rows back until the rows after them have arrived);
+* ``FIRST(V.x, k)`` - the ``k``-th (default 0: the first) event bound to ``V`` in the running
+  match (the current one when ``V`` has ``k`` events before it); ``FIRST(A.x, k)`` for another
+  variable, its ``k``-th bound event; ``FIRST(x, k)`` - the match's ``k``-th event;
+* ``LAST(V.x, k)`` - the ``k``-th event before the running match's last one bound to ``V``
+  (``LAST(V.x)`` = ``V.x``, ``LAST(V.x, 1)`` the previous event bound to ``V``); for another
+  variable counted from its last bound event; ``LAST(x, k)`` - of all the match's events;
+  offsets up to :data:`MAX_CONDITION_OFFSET`; NULL where no such event is bound;
 * ``COUNT(*)``, ``COUNT(V.*)``, ``COUNT/SUM/AVG/MIN/MAX(V.x)`` - over the running match's events
   bound to ``V`` (the current one included); over ``A``'s events for another variable; over all
   events for an unqualified column. NULLs are skipped; SUM/AVG/MIN/MAX of no values are NULL;
@@ -28,8 +33,7 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
 * ``SUM(A.price * 2)``, ``COUNT(x + 1)``, ...: an aggregate over an expression of one variable's
   columns (or of unqualified columns: every row) runs over the expression's value on each row.
 
-Not supported inside conditions (QueryError naming the position): ``NEXT`` (an online matcher
-cannot look ahead), ``FIRST``/``LAST`` with other offsets than the ones above, ``FINAL``.
+Not supported inside conditions (QueryError naming the position): ``FINAL``.
 
 The lowered tree replaces column references and navigation by :class:`Cur`, :class:`Bound`,
 :class:`Agg`, :class:`Rows` and :class:`MatchNumber` leaves; a conjunct made only of :class:`Cur` leaves is *local*
@@ -60,7 +64,8 @@ class Cur(ex.Expr):
 
 @dataclass(frozen=True)
 class Bound(ex.Expr):
-    """Column ``col`` (``nav`` rows back) of a bound row: ``kind`` 'last' | 'first' | 'firstcur'.
+    """Column ``col`` (``nav`` rows back) of a bound row: ``kind`` 'last' | 'first' | 'firstcur'
+    ('firstcur': the current row when it would be that row itself).
 
     ``var`` None means any variable (the match's first / previous row).
     """
@@ -69,6 +74,9 @@ class Bound(ex.Expr):
     var: str | None
     col: str
     nav: int = 0
+    k: int = 0
+    """For ``first``/``firstcur``: the ``k``-th row bound (0 = the first); for ``last``: the
+    ``k``-th row before the last one bound (0 = the last)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +157,10 @@ MAX_OFFSET = 2**31 - 1
 """The largest row offset of a navigation (PREV, NEXT, FIRST, LAST): offsets index int64 arrays
 of rows, and no partition or match comes near this many rows."""
 
+MAX_CONDITION_OFFSET = 255
+"""The largest FIRST/LAST offset in a condition: a running match keeps one state slot per
+offset (each bound row updates them), where MEASURES read the finished match's rows."""
+
 
 def offset_arg(e: ex.Expr, what: str) -> int:
     if isinstance(e, ex.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool) \
@@ -204,14 +216,10 @@ class _Lowerer:
         if e.qualifier == "FINAL":
             raise QueryError(_at("FINAL is not allowed in a pattern variable's condition", e.pos))
         if name in ("PREV", "NEXT"):
-            if name == "NEXT":
-                raise QueryError(
-                    _at("NEXT is not supported in conditions: the online matcher cannot look "
-                        "ahead", e.pos), hint="use NEXT in MEASURES, or PREV on a later variable")
             if not 1 <= len(e.args) <= 2:
                 raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
             k = offset_arg(e.args[1], f"the offset of {name}") if len(e.args) == 2 else 1
-            return self.lower(e.args[0], nav + k, sel)
+            return self.lower(e.args[0], nav + k if name == "PREV" else nav - k, sel)
         if name in ("FIRST", "LAST"):
             if not 1 <= len(e.args) <= 2:
                 raise QueryError(_at(f"{name} takes 1 or 2 arguments", e.pos))
@@ -251,6 +259,10 @@ class _Lowerer:
     def aggregate(self, e: ex.Call) -> ex.Expr:
         if len(e.args) != 1:
             raise QueryError(_at(f"{e.name} takes one argument", e.pos))
+        if e.distinct:
+            raise QueryError(_at(f"{e.name}(DISTINCT ...) in a condition is not supported: a "
+                                 "running match keeps no set of values", e.pos),
+                             hint="use COUNT(DISTINCT ...) in MEASURES")
         a = e.args[0]
         if isinstance(a, ex.Star):
             if e.name != "COUNT":
@@ -277,17 +289,16 @@ class _Lowerer:
         col = self.ctx.resolve_column(c.name, c.pos)
         own = self.own(var)
         kind, k = sel if sel is not None else ("last", 0)
-        if kind == "last" and k == 0:
-            if own:
-                return self._cur(col, nav)
-            return self._bound("last", var, col, nav)
-        if kind == "last" and k == 1 and own:
-            return self._bound("last", var, col, nav)
-        if kind == "first" and k == 0:
-            if own:
-                return self._bound("firstcur", var, col, nav)
-            return self._bound("first", var, col, nav)
-        raise QueryError(_at(f"{kind.upper()}(..., {k}) is not supported in a condition", c.pos))
+        if k > MAX_CONDITION_OFFSET:
+            raise QueryError(_at(f"{kind.upper()}(..., {k}) in a condition: offsets up to "
+                                 f"{MAX_CONDITION_OFFSET} are supported", c.pos),
+                             hint="use the offset in MEASURES, where any offset is allowed")
+        if kind == "last":
+            if own:  # the current row is the running match's last row of the variable
+                return self._cur(col, nav) if k == 0 else self._bound("last", var, col, nav,
+                                                                      k - 1)
+            return self._bound("last", var, col, nav, k)
+        return self._bound("firstcur" if own else "first", var, col, nav, k)
 
     def expression_aggregate(self, fn: str, arg: ex.Expr, pos: int | None) -> ex.Expr:
         """``SUM(A.price * 2)`` and the like: the expression's value on each row becomes a
@@ -313,10 +324,10 @@ class _Lowerer:
             self.ctx.navs.add((col, nav))
         return Cur(col, nav)
 
-    def _bound(self, kind: str, var: str | None, col: str, nav: int) -> ex.Expr:
+    def _bound(self, kind: str, var: str | None, col: str, nav: int, k: int = 0) -> ex.Expr:
         if nav:
             self.ctx.navs.add((col, nav))
-        return Bound(kind, var, col, nav)
+        return Bound(kind, var, col, nav, k)
 
 
 def aggregated_variable(fn: str, arg: ex.Expr, ctx: LowerContext, pos: int | None) -> str | None:

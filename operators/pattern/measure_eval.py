@@ -14,7 +14,7 @@ from numba import njit
 
 from replaydb.errors import QueryError
 from replaydb.operators import expr as ex
-from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
+from replaydb.operators.pattern.buffer import EventBuffer, aggregated_values, arrow_to_numpy
 from replaydb.operators.pattern.lowering import nav_name
 from replaydb.operators.pattern.measures import (
     Frame,
@@ -139,6 +139,10 @@ class Evaluator:
     def agg(self, leaf: _AggLeaf) -> np.ndarray:
         ms = self.f.ms
         mask = np.ones(len(ms.ev), dtype=bool) if leaf.var is None else self.rows_of(leaf.var)
+        if leaf.distinct:
+            start, end = self._ends(leaf.final)
+            cn = np.concatenate(([0], np.cumsum(self.first_of_value(leaf, mask))))
+            return (cn[end + 1] - cn[start]).astype(np.int64)
         if leaf.arg is not None:
             vals = self.row_values(leaf)
         elif leaf.col is None:
@@ -169,6 +173,35 @@ class Evaluator:
         run = _running_minmax(vals, good, ms.off, leaf.fn == "MIN")
         return np.where(cnt > 0, run[np.maximum(end, 0)], np.nan)  # end < 0: an empty match
 
+    def first_of_value(self, leaf: _AggLeaf, mask: np.ndarray) -> np.ndarray:
+        """Per matched row: whether it is covered (``mask``), not NULL, and the first row of its
+        match with its value (``COUNT(DISTINCT ...)`` counts these). O(rows log rows)."""
+        ms = self.f.ms
+        if leaf.arg is not None:
+            names = dict(leaf.arg_columns)
+            got = self.buf.gather(ms.ev, sorted(set(names.values())), self.schema) \
+                if names else {}
+            env = {written: arrow_to_numpy(got[col]) for written, col in names.items()}
+            vals = np.asarray(ex.compile_expr(leaf.arg)(
+                ex.ColumnsEnv(env, frozenset(ex.qualifiers(leaf.arg)))))
+            if vals.ndim == 0:
+                vals = np.full(len(ms.ev), vals.item())
+        else:
+            assert leaf.col is not None
+            vals = arrow_to_numpy(self.buf.gather(ms.ev, [leaf.col], self.schema)[leaf.col])
+        null = np.array([v is None or v != v for v in vals.tolist()], dtype=np.bool_) \
+            if vals.dtype == object else (np.isnan(vals) if vals.dtype.kind == "f"
+                                          else np.zeros(len(vals), dtype=np.bool_))
+        keep = np.flatnonzero(mask & ~null)
+        first = np.zeros(len(vals), dtype=np.bool_)
+        if not len(keep):
+            return first
+        _, code = np.unique(vals[keep], return_inverse=True)
+        match_of = np.repeat(np.arange(len(ms.off) - 1), np.diff(ms.off))[keep]
+        _, at = np.unique(match_of * (int(code.max()) + 1) + code.reshape(-1), return_index=True)
+        first[keep[at]] = True
+        return first
+
     def row_values(self, leaf: _AggLeaf) -> np.ndarray:
         """``leaf.arg`` on every matched row, as float64 (NaN where it is NULL)."""
         assert leaf.arg is not None
@@ -181,13 +214,7 @@ class Evaluator:
             env = {written: arrow_to_numpy(got[col]) for written, col in names.items()}
             aliases = frozenset(ex.qualifiers(leaf.arg))
             r = np.asarray(ex.compile_expr(leaf.arg)(ex.ColumnsEnv(env, aliases)))
-            if r.ndim == 0:
-                r = np.full(len(ms.ev), r.item())
-            if r.dtype == object or r.dtype.kind in "USb":
-                if leaf.fn != "COUNT" or r.dtype.kind == "b":
-                    raise QueryError(f"{leaf.fn} over a non-numeric expression")
-                r = np.array([np.nan if v is None else 1.0 for v in r.tolist()])
-            self._cache[key] = r.astype(np.float64)
+            self._cache[key] = aggregated_values(r, len(ms.ev), leaf.arg, leaf.fn == "COUNT")
         return self._cache[key]
 
     def special(self, leaf: _Special) -> pa.Array:

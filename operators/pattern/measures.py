@@ -167,6 +167,7 @@ class _AggLeaf(ex.Expr):
     final: bool
     arg: ex.Expr | None = None  # an expression evaluated on every row the aggregate covers
     arg_columns: tuple[tuple[str, str], ...] = ()  # its column names -> the schema's names
+    distinct: bool = False  # COUNT(DISTINCT ...): each non-null value once
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,8 @@ class MeasureLowerer:
             if len(e.args) != 1:
                 raise QueryError(_at(f"{name} takes one argument", e.pos))
             a = e.args[0]
+            if e.distinct:
+                return self.count_distinct(e, fin)
             if isinstance(a, ex.Star):
                 if name != "COUNT":
                     raise QueryError(_at(f"{name}(*) is not allowed", e.pos))
@@ -298,6 +301,24 @@ class MeasureLowerer:
         if len(e.args) > 1 or not isinstance(a, ex.Column) or a.qualifier is not None:
             raise QueryError(_at("CLASSIFIER takes no argument or one pattern variable", e.pos))
         return self.ctx.resolve_var(a.name, a.pos)
+
+    def count_distinct(self, e: ex.Call, final: bool) -> _AggLeaf:
+        """``COUNT(DISTINCT A.x)`` / ``COUNT(DISTINCT expr)``: the number of distinct non-null
+        values over the rows the aggregate covers (strings too)."""
+        a = e.args[0]
+        if e.name != "COUNT":
+            raise QueryError(_at(f"{e.name}(DISTINCT ...) is not supported: only COUNT takes "
+                                 "DISTINCT", e.pos))
+        if isinstance(a, ex.Star) or (isinstance(a, ex.Column) and a.name == "*"):
+            raise QueryError(_at("COUNT(DISTINCT *) is not allowed: name a column", e.pos))
+        if isinstance(a, ex.Column):
+            if a.index is not None:
+                raise QueryError(_at("subscripted variables are not allowed here", a.pos))
+            var = self.ctx.resolve_var(a.qualifier, a.pos) if a.qualifier is not None else None
+            col = self.ctx.resolve_column(a.name, a.pos)
+            return _AggLeaf("COUNT", self.vid(var), col, final, distinct=True)
+        leaf = self.expression_aggregate("COUNT", a, final, e.pos)
+        return _AggLeaf("COUNT", leaf.var, None, final, leaf.arg, leaf.arg_columns, True)
 
     def expression_aggregate(self, name: str, arg: ex.Expr, final: bool,
                              pos: int | None) -> _AggLeaf:

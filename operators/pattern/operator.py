@@ -89,6 +89,7 @@ from replaydb.operators.expr import (
 from replaydb.operators.pattern import frames
 from replaydb.operators.pattern.buffer import (
     EventBuffer,
+    NavAhead,
     NavCarry,
     PartitionMap,
     arrow_to_numpy,
@@ -292,6 +293,7 @@ class PatternOperator(Operator):
             self._where.reset()
         self._pmap = PartitionMap(cp.partition_by)
         self._nav = NavCarry(cp.navs)
+        self._ahead = NavAhead(cp.navs) if any(k < 0 for _, k in cp.navs) else None
         self._buffer = EventBuffer(len(cp.buf_cols), track_next=self._uses_next)
         self._pending: list[MatchSet] = []
         self._pending_n = 0
@@ -315,7 +317,8 @@ class PatternOperator(Operator):
         self._numbers: dict[int, int] = {}
 
     def _get_state(self) -> Any:
-        return {"pmap": self._pmap, "nav": self._nav, "buffer": self._buffer,
+        return {"pmap": self._pmap, "nav": self._nav, "ahead": self._ahead,
+                "buffer": self._buffer,
                 "engine": self._engine.s, "last": self._last, "next_id": self._next_match_id,
                 "numbers": self._numbers, "strings": self.cp.strings.codes,
                 "pending": self._pending}
@@ -323,6 +326,7 @@ class PatternOperator(Operator):
     def _set_state(self, state: Any) -> None:
         self._pmap = state["pmap"]
         self._nav = state["nav"]
+        self._ahead = state["ahead"]
         self._buffer = state["buffer"]
         self._engine.s = state["engine"]
         self._last = state["last"]
@@ -340,7 +344,10 @@ class PatternOperator(Operator):
         Only what a gap must drop is reset: the engine's runs (``engine.reset`` replaces all
         of its state, kept in ``engine.s``; SQL match numbers, which live there, are carried
         over), PREV history, the buffer's NEXT links and the time-order check. Partitions,
-        match ids and numbers, and the buffer with the events of waiting matches live on."""
+        match ids and numbers, and the buffer with the events of waiting matches live on. Rows
+        held back for NEXT in DEFINE are matched first (the interval's end is their
+        partition's end)."""
+        self._release_ahead()
         self._finish_engine()
         eng = self._engine
         eng_numbers = {k: eng.s[k] for k in ("p_matchno", "matchno") if k in eng.s}
@@ -424,7 +431,6 @@ class PatternOperator(Operator):
                     final: bool = False) -> None:
         """Match one batch; ``brk`` (only when :attr:`_breaks_in_kernel`) flags rows that start
         a new replay interval; ``final``: the input ends with this batch (a flush follows)."""
-        cp = self.cp
         have = set(batch.schema.names)
         missing = [n for n in self._read if n not in have]
         if missing:
@@ -438,10 +444,33 @@ class PatternOperator(Operator):
                 batch = batch.filter(pa.array(keep))
             if batch.num_rows == 0:
                 return
+        self._check_order(column_np(batch, "t").astype(np.int64, copy=False),
+                          column_np(batch, "seq").astype(np.int64, copy=False))
+        if self._ahead is None:
+            self._match_batch(batch, {}, brk, final=final)
+            return
+        rows, nexts = self._ahead.push(batch, self._pmap)
+        if rows is not None:
+            self._match_batch(rows, nexts)
+        else:
+            self._set_state_size(self._engine.state_size + self._buffer.size + self._ahead.size,
+                                 "partial matches and events")
+
+    def _release_ahead(self) -> None:
+        """End of input or of an interval: match the rows NEXT in DEFINE held back."""
+        if self._ahead is not None:
+            rows, nexts = self._ahead.push(None, self._pmap, final=True)
+            if rows is not None:
+                self._match_batch(rows, nexts)
+
+    def _match_batch(self, batch: pa.RecordBatch, nexts: dict[str, np.ndarray],
+                     brk: np.ndarray | None = None, *, final: bool = False) -> None:
+        """Match rows that passed the WHERE and the order check (``nexts``: their NEXT columns
+        for DEFINE; ``brk``, ``final`` as for :meth:`_push_batch`)."""
+        cp = self.cp
         n = batch.num_rows
         t = column_np(batch, "t").astype(np.int64, copy=False)
         seq = column_np(batch, "seq").astype(np.int64, copy=False)
-        self._check_order(t, seq)
         pid = self._pmap.assign(batch)
         self._engine.ensure_parts(self._pmap.count)
         cols: dict[str, np.ndarray] = {}
@@ -449,6 +478,7 @@ class PatternOperator(Operator):
             if c in batch.schema.names:
                 cols[c] = arrow_to_numpy(batch.column(c))
         navs = self._nav.compute(cols, pid)
+        navs.update(nexts)
         env_cols = dict(cols)
         env_cols.update(navs)
         env = ColumnsEnv(env_cols)
@@ -512,13 +542,16 @@ class PatternOperator(Operator):
         extra = self.counters.extra
         extra["live_runs"] = live
         extra["peak_live_runs"] = max(extra.get("peak_live_runs", 0), live)
-        self._set_state_size(self._engine.state_size + buf.size, "partial matches and events")
+        held = 0 if self._ahead is None else self._ahead.size
+        self._set_state_size(self._engine.state_size + buf.size + held,
+                             "partial matches and events")
 
     def _finish_engine(self) -> None:
         for ms in self._engine.finish():
             self._emit_matches(ms)
 
     def _flush(self) -> None:
+        self._release_ahead()
         self._finish_engine()
         self._build_pending()
 

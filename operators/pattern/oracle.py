@@ -220,12 +220,17 @@ class _Running:
             return ex.Literal(_val(self.rows, self.col(e.name), r))
         if isinstance(e, ex.Call):
             n = e.name
-            if n == "PREV":
+            if n in ("PREV", "NEXT"):
                 k = e.args[1].value if len(e.args) > 1 else 1  # type: ignore[attr-defined]
-                return self.leaf(e.args[0], nav + k, sel)
+                return self.leaf(e.args[0], nav + k if n == "PREV" else nav - k, sel)
             if n in ("FIRST", "LAST"):
                 k = e.args[1].value if len(e.args) > 1 else 0  # type: ignore[attr-defined]
                 return self.leaf(e.args[0], nav, (n.lower(), k))
+            if n == "COUNT" and e.distinct:  # the set of non-null values of the rows covered
+                a = e.args[0]
+                quals = {c.qualifier for c in ex.columns(a)}
+                rs = self.rows_of(next(iter(quals)) if len(quals) == 1 else None)
+                return ex.Literal(len({v for r in rs if not _null(v := self.row_value(a, r))}))
             if n in ("COUNT", "SUM", "AVG", "MIN", "MAX"):
                 a = e.args[0]
                 if isinstance(a, ex.Star):

@@ -16,8 +16,9 @@ evaluator's two-valued logic.
 Loads (every other instruction is :func:`~replaydb.operators.exprcode.machine.exec_op`):
 
 * ``LDF a``: column ``a`` of the current event ``g``;
-* ``LDBOUND a b`` / ``LDFIRSTCUR a b``: column ``b`` of the event in int state slot ``a`` (NULL
-  when unset; the current event when unset, for ``LDFIRSTCUR``);
+* ``LDBOUND a b`` / ``LDFIRSTCUR a b ic``: column ``b`` of the event in int state slot ``a``
+  (NULL when unset; for ``LDFIRSTCUR`` the current event when unset and, if ``ic > 0``, slot
+  ``ic - 1`` is set: ``FIRST(V.x, k)`` is the current event when ``V`` bound ``k`` before it);
 * ``LDAGG a b ic``: a running aggregate from the float slots ``a..a+3`` (non-null count, sum, min,
   max), function ``b >> 1``, with the current event's column ``ic`` when ``b & 1``;
 * ``LDROWS a b``: the row count in float slot ``a``, plus ``b``.
@@ -93,11 +94,14 @@ def _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, n
                 sf[top + c] = x
         elif o == LDBOUND or o == LDFIRSTCUR:
             unset = g if o == LDFIRSTCUR else -1
+            pred = ic[k] - 1  # LDFIRSTCUR of a chain: the current event only after pred's
             for c in range(w):
                 node = nodes[sel[c]] if m > 0 else nd
                 idx = ctx_i[node, s0] if node >= 0 else ci0[s0]
                 if idx < 0:
                     idx = unset
+                    if pred >= 0 and (ctx_i[node, pred] if node >= 0 else ci0[pred]) < 0:
+                        idx = -1
                 sf[top + c] = math.nan if idx < 0 else rows[idx - base, b]
         elif o == LDAGG:
             cur = rows[g - base, ic[k]] if b & 1 else math.nan

@@ -155,6 +155,8 @@ def _normalize_quotes(text: str) -> str:
 
 
 class _Parser(ParserBase):
+    allow_distinct = True  # COUNT(DISTINCT x) in MEASURES
+
     def __init__(self, text: str) -> None:
         super().__init__(_normalize_quotes(text))
         self.original = text

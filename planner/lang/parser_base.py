@@ -394,10 +394,19 @@ class ParserBase:
         self._expected.extend(["a value", "a column", "'('"])
         raise self.error(f"unexpected {t.describe()}")
 
+    allow_distinct = False
+    """Whether ``f(DISTINCT expr)`` parses (a language that evaluates it sets this)."""
+
     def parse_call(self, name_tok: Token, qualifier: str | None = None) -> ex.Expr:
-        """Parse ``( args )`` after a function name (``COUNT(*)`` allowed)."""
+        """Parse ``( args )`` after a function name (``COUNT(*)`` allowed; ``DISTINCT`` before
+        the first argument where :attr:`allow_distinct`)."""
         self.expect_op("(")
         args: list[ex.Expr] = []
+        distinct = False
+        if self.allow_distinct and self.tok.is_kw("DISTINCT") \
+                and not self.peek().is_op(")", ",", "."):
+            self.advance()
+            distinct = True
         if self.at_op("*"):
             star = self.advance()
             args.append(ex.Star(pos=star.pos))
@@ -406,7 +415,8 @@ class ParserBase:
             while self.accept_op(","):
                 args.append(self.parse_expr())
         self.expect_op(")")
-        return ex.Call(str(name_tok.value).upper(), tuple(args), qualifier, pos=name_tok.pos)
+        return ex.Call(str(name_tok.value).upper(), tuple(args), qualifier, pos=name_tok.pos,
+                       distinct=distinct)
 
     def parse_primary_hook(self) -> ex.Expr | None:
         """Override to parse language-specific atoms; return None to fall back to the default."""

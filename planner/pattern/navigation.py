@@ -2,7 +2,7 @@
 
 ``PREV(expr, k)`` in a DEFINE or MEASURES clause reads the row ``k`` rows before the row ``expr``
 refers to, physically in the (partition's) stream - for the first row of a match that is before
-the match. ``NEXT(expr, k)`` (MEASURES only) reads after it. Replaying an interval that starts at
+the match. ``NEXT(expr, k)`` reads after it. Replaying an interval that starts at
 a match's first event would give such a PREV a NULL where full replay gives a value, so replay
 intervals must start ``before`` events earlier (and end ``after`` events later).
 

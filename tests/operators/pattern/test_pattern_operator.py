@@ -346,7 +346,11 @@ def test_measures_match_oracle_on_random_matches() -> None:
              Call("AVG", (Binary("-", Column("temp"), Literal(1.5)),)),
              Call("MAX", (Binary("+", Column("temp", "A"), Column("temp", "A")),)),
              Call("COUNT", (Binary("*", Column("temp", "B"), Literal(1)),)),
-             Call("MIN", (Call("ABS", (Binary("-", Column("temp", "B"), Literal(50)),)),))]
+             Call("MIN", (Call("ABS", (Binary("-", Column("temp", "B"), Literal(50)),)),)),
+             # COUNT(DISTINCT ...) of a variable's column, of every row's, of an expression
+             Call("COUNT", (Column("type", "B"),), distinct=True),
+             Call("COUNT", (Column("temp"),), distinct=True),
+             Call("COUNT", (Binary("%", Column("temp", "B"), Literal(3)),), distinct=True)]
     spec = pm.PatternSpec(pm.Seq((pm.Var("A"), pm.Repeat(pm.Var("B"), 0, None), pm.Var("C"))),
                        (is_type("A"), pm.VarDef("B", Binary("!=", Column("type"), Literal("a"))),
                         is_type("C")), window=6, strategy=pm.Strategy.SKIP_TILL_ANY,
@@ -408,9 +412,9 @@ def test_compile_errors() -> None:
         _ops(pm.PatternSpec(pm.Repeat(pm.Var("A"), 0, None)))
     with pytest.raises(QueryError, match="not in the pattern"):
         _ops(pm.PatternSpec(pm.Var("A"), (pm.VarDef("Z"),)))
-    with pytest.raises(QueryError, match="NEXT"):
-        _ops(pm.PatternSpec(pm.Var("A"), (pm.VarDef("A", Binary(">", Column("temp"),
-                                                       Call("NEXT", (Column("temp"),)))),)))
+    with pytest.raises(QueryError, match="FINAL"):
+        _ops(pm.PatternSpec(pm.Var("A"), (pm.VarDef("A", Binary(">", Column("temp"), Call(
+            "LAST", (Column("temp"),), "FINAL"))),)))
     with pytest.raises(QueryError, match="unknown column"):
         _ops(pm.PatternSpec(pm.Var("A"), (pm.VarDef("A", Binary(">", Column("nope", pos=3),
                                                        Literal(1))),)))

@@ -4,7 +4,8 @@ against the brute-force oracle.
 Random patterns from the whole row pattern grammar the operator accepts (sequences,
 alternation, greedy and reluctant quantifiers, ``^``, ``$``, ``PERMUTE(...)`` and ``{- -}``,
 nested) with random union variables, random conditions (on the current row, PREV, other
-variables and union variables, running aggregates, also over expressions, MATCH_NUMBER()), AFTER MATCH SKIP modes
+variables and union variables, running aggregates, also over expressions, MATCH_NUMBER(),
+FIRST/LAST at any offset, NEXT), AFTER MATCH SKIP modes
 (to union variables too), patterns that can match zero rows (SHOW and OMIT EMPTY MATCHES) and
 WITH UNMATCHED ROWS, on random streams with ties, NULLs
 and two partitions; the operator (cut into random batch sizes) must give exactly the oracle's
@@ -67,6 +68,30 @@ def expression_aggregates(var: str, names: list[str]) -> st.SearchStrategy[ex.Ex
                      st.sampled_from(["<", ">=", "<="]), st.integers(0, 6))
 
 
+def navigations(var: str, names: list[str]) -> st.SearchStrategy[ex.Expr]:
+    """Conditions with FIRST/LAST at any offset (of the variable itself, another or a union
+    variable, or every row) and NEXT (of the current row, of another variable's last row,
+    around FIRST/LAST), NULL-tests of rows that may not be bound yet among them."""
+    whose = st.sampled_from([None, var, *names])
+    x = ex.Column("x")
+
+    def nav(fn: str, q: str | None, k: int) -> ex.Expr:
+        return ex.Call(fn, (ex.Column("x", q), ex.Literal(k)))
+
+    first_last = st.builds(nav, st.sampled_from(["FIRST", "LAST"]), whose, st.integers(0, 3))
+    nexts = st.one_of(
+        st.integers(1, 2).map(lambda k: ex.Call("NEXT", (x, ex.Literal(k)))),
+        whose.map(lambda q: ex.Call("NEXT", (ex.Column("x", q),))),
+        first_last.map(lambda e: ex.Call("NEXT", (e,))),
+        st.just(ex.Call("PREV", (ex.Call("NEXT", (x, ex.Literal(2))),))))
+    value = st.one_of(first_last, nexts)
+    return st.one_of(
+        st.builds(lambda v, op: ex.Binary(op, x, v), value, st.sampled_from(["<=", ">", "!="])),
+        st.builds(lambda v, neg: ex.IsNull(v, neg), value, st.booleans()),
+        st.builds(lambda a, b: ex.Binary("or", ex.Binary(">=", a, b), ex.IsNull(a)), value,
+                  value))
+
+
 @st.composite
 def sql_specs(draw) -> pm.PatternSpec:
     pat = draw(sql_patterns())
@@ -97,7 +122,8 @@ def sql_specs(draw) -> pm.PatternSpec:
     names = used + [u.name for u in subsets]
     # half of the variables always true, so that long patterns still find matches
     defines = tuple(pm.VarDef(v, draw(st.one_of(st.none(), conditions(v, names, True),
-                                                expression_aggregates(v, names))))
+                                                expression_aggregates(v, names),
+                                                navigations(v, names))))
                     for v in used)
     window = draw(st.one_of(st.none(), st.integers(0, 5)))
     part = draw(st.sampled_from([(), ("k",)]))
@@ -294,3 +320,80 @@ def test_subquery_columns_and_errors() -> None:
     with pytest.raises(QueryError, match="may use only the row's own columns"):
         _rows("SELECT * FROM (SELECT * FROM s WHERE price > PREV(price)) MATCH_RECOGNIZE "
               "(PATTERN (A) DEFINE A AS TRUE)", table)
+
+
+def test_next_in_define_reads_rows_ahead_per_partition() -> None:
+    # partition 0: seq 0 (5), 1 (4), 3 (6), 6 (7), 7 (8); partition 1: 2 (3), 4 (2), 5 (1), 8 (9)
+    # A: the next row of the partition is dearer (the last row has none: NULL, false)
+    table = _prices([5, 4, 3, 6, 2, 1, 7, 8, 9], [0, 0, 1, 0, 1, 1, 0, 0, 1])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k MEASURES FIRST(A.seq) AS a, "
+         "LAST(A.seq) AS b AFTER MATCH SKIP PAST LAST ROW PATTERN (A+) "
+         "DEFINE A AS NEXT(price) > price)")
+    for size in (1, 2, 3, 9):  # rows held back across batch boundaries
+        op = mr.bind(mr.parse(q), table.schema, None)
+        for b in table.to_batches(max_chunksize=size):
+            op.push(b)
+        op.flush()
+        assert [(r["k"], r["a"], r["b"]) for r in op.results().to_pylist()] == [(0, 1, 6),
+                                                                                (1, 5, 5)]
+    # NEXT of another variable's last row, two rows on: A at 1 (4), B while B < NEXT(A.price, 2)
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.seq) AS a, LAST(B.seq) AS b "
+         "AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) "
+         "DEFINE A AS price = 4, B AS B.price < NEXT(A.price, 2))")
+    assert [(r["a"], r["b"]) for r in _rows(q, table)] == [(1, 2)]  # row 3 (6) is not < 6
+
+
+def test_first_and_last_offsets_in_define() -> None:
+    # B extends while its price differs from the row two B rows back (LAST(B.price, 2)) and the
+    # second B row (FIRST(B.price, 1)) is not above 5
+    table = _prices([9, 1, 2, 1, 3, 4, 3, 7, 6])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(B.seq) AS f, LAST(B.seq) AS l "
+         "AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) DEFINE A AS price = 9, "
+         "B AS (LAST(B.price, 2) IS NULL OR B.price != LAST(B.price, 2)) "
+         "AND (FIRST(B.price, 1) IS NULL OR FIRST(B.price, 1) <= 5))")
+    # B rows 1 (1), 2 (2), then row 3 (1) equals row 1 two B rows back: B ends at 2
+    assert [(r["f"], r["l"]) for r in _rows(q, table)] == [(1, 2)]
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES LAST(B.seq) AS l "
+         "AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) DEFINE A AS price = 9, "
+         "B AS FIRST(price, 3) IS NULL OR FIRST(price, 3) < 4)")
+    # the match's row 3 is seq 3 (1): rows 1-2 pass while it is unbound, then FIRST(price, 3)
+    # is 1 from row 3 on, so B runs to the end
+    assert [r["l"] for r in _rows(q, table)] == [8]
+    with pytest.raises(QueryError, match=r"FIRST\(\.\.\., 300\) in a condition: offsets up to"):
+        _rows(q.replace("FIRST(price, 3) <", "FIRST(price, 300) <"), table)
+
+
+def test_count_distinct_in_measures() -> None:
+    # A at row 0, B rows 1-7; prices 4 4 NULL 5 6 4 1 and symbols b a c NULL b a z on B's rows
+    table = pa.table({"t": list(range(8)), "seq": list(range(8)),
+                      "price": [5.0, 4, 4, None, 5, 6, 4, 1],
+                      "sym": ["a", "b", "a", "c", None, "b", "a", "z"]})
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES COUNT(DISTINCT B.price) AS dp, "
+         "COUNT(DISTINCT sym) AS ds, COUNT(DISTINCT B.price * 0) AS dz, "
+         "FINAL COUNT(DISTINCT B.sym) AS fs ALL ROWS PER MATCH PATTERN (A B+) "
+         "DEFINE A AS price = 5, B AS price IS NULL OR price < 7)")
+    got = [(r["dp"], r["ds"], r["dz"], r["fs"]) for r in _rows(q, table)]
+    assert got == [(0, 1, 0, 4), (1, 2, 1, 4), (1, 2, 1, 4), (1, 3, 1, 4), (2, 3, 1, 4),
+                   (3, 3, 1, 4), (3, 3, 1, 4), (4, 4, 1, 4)]
+    assert ex.to_text(mr.parse(q).spec.measures[0].expr) == "COUNT(DISTINCT B.price)"
+    for bad, message in [("SUM(DISTINCT B.price)", "only COUNT takes DISTINCT"),
+                         ("COUNT(DISTINCT *)", r"COUNT\(DISTINCT \*\) is not allowed")]:
+        with pytest.raises(QueryError, match=message):
+            _rows(q.replace("COUNT(DISTINCT B.price)", bad), table)
+    with pytest.raises(QueryError, match=r"COUNT\(DISTINCT \.\.\.\) in a condition") as e:
+        _rows("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B+) "
+              "DEFINE B AS COUNT(DISTINCT B.sym) < 3)", table)
+    assert "MEASURES" in (e.value.hint or "")
+
+
+def test_aggregate_arguments_read_alike_in_define_and_measures() -> None:
+    # COUNT over a boolean expression counts its non-NULL values in both clauses; a numeric
+    # aggregate over it is the same error in both
+    table = _prices([5, 4, 6, 7, 3])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES COUNT(B.price > 4) AS c "
+         "PATTERN (A B+) DEFINE A AS price = 5, B AS COUNT(B.price > 4) <= 3)")
+    assert [r["c"] for r in _rows(q, table)] == [3]
+    for clause in ("MEASURES SUM(B.price > 4) AS c PATTERN (A B+) DEFINE A AS price = 5",
+                   "PATTERN (A B+) DEFINE A AS price = 5, B AS SUM(B.price > 4) > 0"):
+        with pytest.raises(QueryError, match="aggregate over the non-numeric expression"):
+            _rows(f"SELECT * FROM s MATCH_RECOGNIZE ({clause})", table)
