@@ -152,8 +152,10 @@ class Evaluator:
             if key not in self._cache:
                 arr = self.buf.gather(ms.ev, [leaf.col], self.schema)[leaf.col]
                 v = arrow_to_numpy(arr)
-                if v.dtype == object:
-                    raise QueryError(f"{leaf.fn} over the non-numeric column {leaf.col!r}")
+                if v.dtype == object:  # strings: only COUNT (of the non-NULL ones) reads them
+                    if leaf.fn != "COUNT":
+                        raise QueryError(f"{leaf.fn} over the non-numeric column {leaf.col!r}")
+                    v = np.array([np.nan if x is None else 1.0 for x in v.tolist()])
                 self._cache[key] = v.astype(np.float64)
             vals = self._cache[key]
         good = mask & ~np.isnan(vals)

@@ -397,3 +397,11 @@ def test_aggregate_arguments_read_alike_in_define_and_measures() -> None:
                    "PATTERN (A B+) DEFINE A AS price = 5, B AS SUM(B.price > 4) > 0"):
         with pytest.raises(QueryError, match="aggregate over the non-numeric expression"):
             _rows(f"SELECT * FROM s MATCH_RECOGNIZE ({clause})", table)
+
+
+def test_count_of_a_string_column_in_measures() -> None:
+    table = pa.table({"t": list(range(5)), "seq": list(range(5)),
+                      "price": [5.0, 4, 4, 6, 1], "sym": ["a", None, "b", "b", "c"]})
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES COUNT(B.sym) AS n, "
+         "COUNT(DISTINCT B.sym) AS d PATTERN (A B+) DEFINE A AS price = 5, B AS price < 7)")
+    assert [(r["n"], r["d"]) for r in _rows(q, table)] == [(3, 2)]
