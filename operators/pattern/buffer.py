@@ -248,10 +248,10 @@ class NavAhead:
     row) for DEFINE, which reads them while matching: a row is held back until its partition
     shows the ``K`` rows after it (``K`` the largest offset), or the input (an interval) ends.
 
-    Rows are released in input order, so a row waits also for the earlier rows of other
-    partitions: with partitions, the held rows may reach back to the last ``K`` rows of the
-    least recent partition. Complexity: O(held + batch) per batch (the held rows are looked at
-    again); the held rows count in the operator's state."""
+    Rows are released as soon as they are resolved, in input order among themselves: a
+    partition's rows stay in order, while a partition's last ``K`` rows wait without holding
+    back the other partitions (so at most ``K`` rows per partition are held). Complexity:
+    O((held + batch) log(held + batch)) per batch."""
 
     def __init__(self, navs: set[tuple[str, int]]) -> None:
         self.navs = sorted((c, k) for c, k in navs if k < 0)
@@ -272,26 +272,23 @@ class NavAhead:
         rows = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
         order, rank, size = _group_ranks(pmap.assign(rows))
         n = rows.num_rows
-        if final:
-            cut = n
-        else:
-            waiting = np.zeros(n, dtype=np.bool_)
-            waiting[order] = rank + self.reach >= size
-            cut = int(np.argmax(waiting)) if waiting.any() else n
-        self.held = rows.slice(cut) if cut < n else None
-        if cut == 0:
+        ready = np.ones(n, dtype=np.bool_)
+        if not final:
+            ready[order] = rank + self.reach < size
+        self.held = None if ready.all() else rows.filter(pa.array(~ready))
+        if not ready.any():
             return None, {}
         out: dict[str, np.ndarray] = {}
         for col, k in self.navs:
             vals = arrow_to_numpy(rows.column(col))[order]
-            ahead = rank - k < size  # k < 0: the row -k later exists in the partition
+            ahead = np.flatnonzero(rank - k < size)  # k < 0: the row -k later exists
             res = np.full(n, None if vals.dtype == object else np.nan,
                           dtype=object if vals.dtype == object else np.float64)
-            res[np.flatnonzero(ahead)] = vals[np.flatnonzero(ahead) - k]
+            res[ahead] = vals[ahead - k]
             full = np.empty(n, dtype=res.dtype)
             full[order] = res
-            out[nav_name(col, k)] = full[:cut]
-        return rows.slice(0, cut), out
+            out[nav_name(col, k)] = full[ready]
+        return (rows if ready.all() else rows.filter(pa.array(ready))), out
 
 
 class EventBuffer:
