@@ -529,9 +529,10 @@ class _Parser(ParserBase):
                     hi = self._int(self.advance()) if self.tok.kind == "number" else None
                 else:
                     hi = lo
-            else:
+            else:  # {,n}; {,} is *
                 self.expect_op(",")
-                hi = self._int(self.expect_number("an upper bound"))
+                if not self.at_op("}"):
+                    hi = self._int(self.expect_number("an upper bound"))
             self.expect_op("}")
             if hi is not None and (hi < lo or hi == 0):
                 raise self.error(f"bad quantifier {{{lo},{hi}}}", t.pos)

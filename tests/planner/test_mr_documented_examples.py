@@ -129,3 +129,17 @@ def test_the_empty_pattern_matches_every_row() -> None:
                "PATTERN (()) ")
     assert [(r["custkey"], r["m"], r["n"]) for r in rows if r["custkey"] == 2] == [
         (2, 1, 0), (2, 2, 0), (2, 3, 0)]
+
+
+def test_the_quantifier_forms_of_the_documentation() -> None:
+    # customer 1's falling run 100 90 80 (then 85 rises): B{,5} takes both falls, B{,1} one;
+    # {,} is *, {2,} at least two; reluctant {1,5}? and ?? take as few as they may
+    def falls(quantifier: str) -> list[int]:
+        rows = run("PARTITION BY custkey ORDER BY t MEASURES COUNT(B.*) AS n "
+                   f"AFTER MATCH SKIP PAST LAST ROW PATTERN (A B{quantifier}) "
+                   "DEFINE B AS totalprice < PREV(totalprice)")
+        return [r["n"] for r in rows if r["custkey"] == 1][:1]
+
+    assert falls("{,5}") == [2] and falls("{,1}") == [1] and falls("{,}") == [2]
+    assert falls("{2,}") == [2] and falls("{1,5}?") == [1] and falls("??") == [0]
+    assert falls("{3,}") == []  # customer 1's first run falls only twice; its second once
