@@ -26,10 +26,39 @@ Two additions make one automaton serve both semantics:
   inside an exclusion ``{- -}`` are listed in :attr:`Automaton.excluded`.
 * **PERMUTE** is built as the alternation of its orders, lexicographically.
 
+**Quantified groups that can match zero rows** (``(B?)+``, ``(A* B*)*``, ``(^ | A)+``; the
+rule, Trino's, is in ``docs/decisions.md``). ``R{m,M}`` is its copies written out: ``m``
+copies, then ``M - m`` nested optional ones; ``R{m,}`` is ``max(m, 1) - 1`` copies, then a
+*repeated part* (:meth:`_Builder.loop`). A copy may bind no row like any other item; the
+repeated part's first iteration ends the quantifier when it binds no row; a later iteration must
+bind a row. Why the lists give exactly the oracle's preference order under that rule:
+
+* Invariant: a fragment's ``first`` lists, in preference order, every way the fragment can start,
+  as the position of its first row, or ACCEPT (with the anchors passed) for a way that binds no
+  row; ``follow[p]`` lists likewise every way to go on after a row bound at ``p``. Two ways to
+  one position keep the first (:func:`_dedupe`): what may follow a row bound at ``q`` depends on
+  ``q`` alone - copies written out have their own positions, and in a repeated part the
+  iteration holding ``q`` has bound a row, so whether it was the first no longer matters - hence
+  the later way can only give matches the earlier one gave first.
+* ``optional`` (greedy ``x?``): the ways of entering ``x`` in ``x``'s order, an empty way of
+  ``x`` keeping its place, then skipping ``x``; the skip lands where an empty way of ``x``
+  lands, so an empty way of ``x`` that passes no anchor makes it redundant. Reluctant: skipping
+  first.
+* ``loop``: the first iteration's ways are the body's own, an empty one (ACCEPT) where the body
+  puts it: it ends the quantifier. After a row at a position ``p`` that may end an iteration,
+  ``follow[p]`` replaces the ACCEPT of that end by ``again``: for greedy, every way of a new
+  iteration that binds a row (the body's ``first`` without its ACCEPT: an empty later iteration
+  is no way to match), then leaving; for reluctant, leaving, then those ways. ``x*`` has no
+  mandatory iteration: greedy, the first iteration's ways then zero iterations; reluctant,
+  zero iterations first.
+
+These follow a backtracking matcher's order step by step (the oracle,
+:func:`replaydb.operators.pattern.oracle_sql._bt_rep`, is that matcher); the property tests
+compare them on random patterns with nested such groups.
+
 Restrictions (raise :class:`~replaydb.errors.QueryError`): the pattern must not match the empty
-sequence (unless ``allow_empty``: MATCH_RECOGNIZE's empty matches); a quantified sub-pattern
-must not be able to match zero events; a negation must sit between two positive items of a
-sequence and negate a single variable; at most 62 negations and
+sequence (unless ``allow_empty``: MATCH_RECOGNIZE's empty matches); a negation must sit between
+two positive items of a sequence and negate a single variable; at most 62 negations and
 :data:`MAX_POSITIONS` positions after expanding bounded repetitions.
 
 Complexity: O(positions^2) time and space to build.
@@ -229,19 +258,26 @@ class _Builder:
         return _Frag(first, last)
 
     def loop(self, x: _Frag, greedy: bool, at_least_once: bool) -> _Frag:
+        """The repeated copy of an unbounded quantifier (``x+``, or ``x*`` without
+        ``at_least_once``). After an iteration that bound a row, another iteration must bind
+        one (``again`` has no ACCEPT of the body: an empty iteration there is no way to match);
+        the first iteration keeps the body's ACCEPT where the body's order puts it (an empty
+        first iteration ends the loop). See the module docstring."""
         body_first = [(t, m) for t, m in x.first if t != ACCEPT]
-        again = body_first + [(ACCEPT, 0)] if greedy else [(ACCEPT, 0)] + body_first
+        leave = [(ACCEPT, 0)]
+        again = body_first + leave if greedy else leave + body_first
         for p in x.last:
             self.follow[p] = _splice(self.follow[p], again)
         if at_least_once:
             return _Frag(list(x.first), set(x.last))
-        first = body_first + [(ACCEPT, 0)] if greedy else [(ACCEPT, 0)] + body_first
-        return _Frag(first, set(x.last))
+        return _Frag(_dedupe(x.first + leave if greedy else leave + x.first), set(x.last))
 
     def optional(self, x: _Frag, greedy: bool) -> _Frag:
-        body_first = [(t, m) for t, m in x.first if t != ACCEPT]
-        first = body_first + [(ACCEPT, 0)] if greedy else [(ACCEPT, 0)] + body_first
-        return _Frag(first, set(x.last))
+        """``x?`` (greedy) or ``x??``: greedy enters ``x`` first, so a body that can match zero
+        rows keeps its own ACCEPT where its order puts it (that path and skipping the body lead
+        to the same place; the first one found is kept)."""
+        skip = [(ACCEPT, 0)]
+        return _Frag(_dedupe(x.first + skip if greedy else skip + x.first), set(x.last))
 
     # --------------------------------------------------------------- recursion
     def build(self, node: PatternNode) -> _Frag:
@@ -321,11 +357,6 @@ class _Builder:
         lo, hi = node.min, node.max
         if lo < 0 or (hi is not None and (hi < lo or hi == 0)):
             raise QueryError(f"bad quantifier bounds {{{lo},{hi if hi is not None else ''}}}")
-        probe = _Builder().build(node.body)
-        if probe.nullable:
-            raise QueryError(_at_node(
-                f"quantified sub-pattern ({node.body}) can match zero events; "
-                "a quantified group must consume at least one event", node))
         frag: _Frag | None = None
 
         def cat(a: _Frag | None, b: _Frag) -> _Frag:
@@ -356,7 +387,8 @@ class _Builder:
 def build_automaton(pattern: PatternNode, *, allow_empty: bool = False) -> Automaton:
     """Compile a pattern tree into its ordered position automaton (see module docstring).
     ``allow_empty``: a pattern that can match zero rows is allowed (MATCH_RECOGNIZE's empty
-    matches); a quantified group that can match zero rows never is."""
+    matches); a quantified group that can match zero rows always is, a whole pattern that can
+    only with ``allow_empty``."""
     b = _Builder()
     b.root = pattern
     frag = b.build(pattern)

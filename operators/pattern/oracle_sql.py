@@ -4,11 +4,11 @@
 Per partition, an attempt at every row in order; its result is the first match a backtracking
 matcher finds, trying the alternatives in the standard's preferment order (alternation left to
 right, greedy quantifiers more iterations first, reluctant ones fewer, PERMUTE's orders
-lexicographically), straight from the definitions and sharing nothing with the automaton: ``^``
-holds before a partition's first row and ``$`` after its last, ``{- -}`` hides the rows its
-body binds, a union variable stands for the rows of its variables. Then AFTER MATCH SKIP (the
-next row after an empty match), empty matches (SHOW / OMIT) and unmatched rows as Trino defines
-them. Exponential in the input size.
+lexicographically; an iteration that binds no row as :func:`_bt_rep` says), straight from the
+definitions and sharing nothing with the automaton: ``^`` holds before a partition's first row
+and ``$`` after its last, ``{- -}`` hides the rows its body binds, a union variable stands for
+the rows of its variables. Then AFTER MATCH SKIP (the next row after an empty match), empty
+matches (SHOW / OMIT) and unmatched rows as Trino defines them. Exponential in the input size.
 """
 
 from __future__ import annotations
@@ -96,25 +96,35 @@ def _bt_seq(items: list[pm.PatternNode], rows: Rows, conds: dict, names: dict, n
 def _bt_rep(node: pm.Repeat, count: int, rows: Rows, conds: dict, names: dict, number: int,
             pos: int, match: list[tuple[int, str]], t0: int | None,
             window: int | None, hidden: tuple[int, ...]) -> Found:
-    can_more = node.max is None or count < node.max
-    can_stop = count >= node.min
+    """``node`` after ``count`` iterations: greedy tries one more iteration first, reluctant
+    stops first. An iteration that binds no row (the body can match zero rows) counts like any
+    other in a bounded quantifier ``{m,M}`` and in the first ``max(m, 1) - 1`` iterations of an
+    unbounded one; the ``max(m, 1)``-th iteration of an unbounded quantifier (the first of its
+    repeated part) ends the quantifier when it binds no row, and a later one that binds no row
+    is no way to match (as Trino's matcher, whose loop never goes round without a row:
+    docs/decisions.md)."""
+    lo, hi = node.min, node.max
+    looped = max(lo, 1)  # the first iteration of an unbounded quantifier's repeated part
 
     def more() -> Found:
-        if not can_more:
+        if hi is not None and count >= hi:
             return
         for p2, m2, h2 in _bt(node.body, rows, conds, names, number, pos, match, t0, window,
                               hidden):
-            if p2 == pos:  # pragma: no cover - bodies consume rows
+            if p2 == pos and hi is None and count + 1 >= looped:
+                if count + 1 == looped:  # the repeated part's first iteration: it ends here
+                    yield p2, m2, h2
                 continue
             yield from _bt_rep(node, count + 1, rows, conds, names, number, p2, m2,
                                _t0(m2, rows, t0), window, h2)
 
+    stop = count >= lo
     if node.greedy:
         yield from more()
-        if can_stop:
+        if stop:
             yield pos, match, hidden
     else:
-        if can_stop:
+        if stop:
             yield pos, match, hidden
         yield from more()
 

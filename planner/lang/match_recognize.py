@@ -44,10 +44,9 @@ The supported subset of SQL:2016 and the decisions taken:
 * a pattern that can match zero rows (``A*``, ``A? B?``, ``()``) has empty matches (SHOW /
   OMIT EMPTY MATCHES decide whether ALL ROWS PER MATCH outputs them), and ALL ROWS PER MATCH
   WITH UNMATCHED ROWS outputs the rows in no match; a quantified group that can match zero rows
-  (``(B?)+``) is rejected with a QueryError;
+  (``(B?)+``) follows Trino's matcher (:mod:`replaydb.operators.pattern.automaton`);
 * ``SUBSET U = (A, B)``: union variables in MEASURES, DEFINE and AFTER MATCH SKIP;
-* not supported (ParseError/QueryError naming the position): NEXT inside DEFINE, quantified
-  groups that can match zero rows;
+* not supported (ParseError/QueryError naming the position): NEXT inside DEFINE;
 * clauses come in the order above, each at most once; a repeated or misplaced clause is a
   ParseError naming it and the order;
 * a row pattern written in parentheses ends at its closing parenthesis: what follows must be

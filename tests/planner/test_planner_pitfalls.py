@@ -259,6 +259,23 @@ def test_unsatisfiable_and_empty(make_store) -> None:
     assert plan_of(empty, q, "auto").strategy == "empty"
 
 
+def test_groups_that_can_match_zero_rows(make_store) -> None:
+    """A pattern that can match zero rows through a quantified group, ``(A? B?)+``, has empty
+    matches at rows no index selects: full replay, and EXPLAIN says why. Such a group inside a
+    pattern that cannot (``A (B? C?)+ D``) is a gap to the planner; the index plans' matches are
+    full replay's."""
+    store = make_store(list(range(40)), [float(i % 7) for i in range(40)])
+    q = "SELECT * FROM s MATCH_RECOGNIZE (PATTERN ((A? B?)+) DEFINE A AS x = 5, B AS x = 6)"
+    e = replaydb.explain(store, q)
+    assert e["strategy"] == "replay"
+    assert "empty matches or unmatched rows are output at rows no index selects" in e["note"]
+    assert same_as_full_replay(store, q) == 35  # 5 matches A B, 30 empty ones
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A (B? C?)+ D) WITHIN 5 "
+         "DEFINE A AS x = 5, B AS x = 6, C AS x = 0, D AS x = 1)")
+    assert plan_of(store, q, "all").strategy == "all"
+    assert same_as_full_replay(store, q) == 5
+
+
 # --------------------------------------------------------------------------- 8 and 9
 def test_only_indexed_columns_use_indexes_cpm_uses_any_numeric(make_store) -> None:
     n = 400

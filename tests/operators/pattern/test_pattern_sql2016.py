@@ -3,9 +3,10 @@ against the brute-force oracle.
 
 Random patterns from the whole row pattern grammar the operator accepts (sequences,
 alternation, greedy and reluctant quantifiers, ``^``, ``$``, ``PERMUTE(...)`` and ``{- -}``,
-nested) with random union variables, random conditions (on the current row, PREV, other
-variables and union variables, running aggregates, also over expressions, MATCH_NUMBER(),
-FIRST/LAST at any offset, NEXT), AFTER MATCH SKIP modes
+nested; quantified groups whose body can match zero rows, nested in each other) with random
+union variables, random conditions (on the current row, PREV, other variables and union
+variables, running aggregates, also over expressions, MATCH_NUMBER(), FIRST/LAST at any offset,
+NEXT), AFTER MATCH SKIP modes
 (to union variables too), patterns that can match zero rows (SHOW and OMIT EMPTY MATCHES) and
 WITH UNMATCHED ROWS, on random streams with ties, NULLs
 and two partitions; the operator (cut into random batch sizes) must give exactly the oracle's
@@ -30,16 +31,50 @@ from replaydb.operators.pattern.automaton import build_automaton
 from replaydb.planner.lang import match_recognize as mr
 from tests.operators.pattern.test_pattern_oracle import VARS, _compare, conditions, streams
 
+QUANTIFIERS = [(0, None), (1, None), (0, 1), (1, 2), (2, 3), (0, 2), (2, None)]
+
+
+def nullable_patterns(sub: st.SearchStrategy[pm.PatternNode]) -> st.SearchStrategy[pm.PatternNode]:
+    """Patterns that can match zero rows, built over ``sub``: an optional or starred ``sub``,
+    anchors alone, sequences of them, an alternation with one, an exclusion of one."""
+    anchor = st.booleans().map(pm.Anchor)
+    base = st.one_of(
+        st.builds(lambda b, hi, g: pm.Repeat(b, 0, hi, g), sub, st.sampled_from([None, 1, 2]),
+                  st.booleans()),
+        anchor, st.lists(anchor, min_size=1, max_size=2).map(lambda xs: pm.Seq(tuple(xs))))
+    return st.one_of(
+        base,
+        st.lists(base, min_size=2, max_size=3).map(lambda xs: pm.Seq(tuple(xs))),
+        st.tuples(base, sub, st.booleans()).map(
+            lambda p: pm.Alt((p[0], p[1]) if p[2] else (p[1], p[0]))),
+        base.map(pm.Exclude),
+        st.lists(base, min_size=2, max_size=2).map(lambda xs: pm.Permute(tuple(xs))),
+    )
+
+
+def nullable_groups(depth: int = 2) -> st.SearchStrategy[pm.PatternNode]:
+    """A quantified group whose body can match zero rows (greedy or reluctant, bounded or not),
+    its body's pieces themselves such groups down to ``depth``, alone or between variables."""
+    var = st.sampled_from(VARS).map(pm.Var)
+    inner = var if depth <= 1 else st.one_of(var, nullable_groups(depth - 1))
+    group = st.builds(lambda b, q, g: pm.Repeat(b, q[0], q[1], g), nullable_patterns(inner),
+                      st.sampled_from(QUANTIFIERS), st.booleans())
+    return st.one_of(group, st.tuples(st.lists(var, max_size=1), group, st.lists(var, max_size=1))
+                     .map(lambda p: pm.Seq((*p[0], p[1], *p[2]))))
+
 
 def sql_patterns(depth: int = 2) -> st.SearchStrategy[pm.PatternNode]:
     var = st.sampled_from(VARS).map(pm.Var)
     if depth == 0:
         return var
     sub = sql_patterns(depth - 1)
-    quant = st.sampled_from([(0, None), (1, None), (0, 1), (1, 2), (2, 3), (0, 2), (2, None)])
+    quant = st.sampled_from(QUANTIFIERS)
     anchor = st.booleans().map(pm.Anchor)
     return st.one_of(
         var,
+        # a quantified group whose body can match zero rows (nested when ``sub`` is one)
+        st.builds(lambda b, q, g: pm.Repeat(b, q[0], q[1], g), nullable_patterns(sub), quant,
+                  st.booleans()),
         st.lists(st.one_of(sub, sub, anchor), min_size=2, max_size=3).map(
             lambda xs: pm.Seq(tuple(xs))),
         st.lists(sub, min_size=2, max_size=2).map(lambda xs: pm.Alt(tuple(xs))),
@@ -95,7 +130,9 @@ def navigations(var: str, names: list[str]) -> st.SearchStrategy[ex.Expr]:
 @st.composite
 def sql_specs(draw) -> pm.PatternSpec:
     pat = draw(sql_patterns())
-    if draw(st.integers(0, 2)) == 0:  # a third of the patterns can match zero rows
+    if draw(st.integers(0, 3)) == 0:  # a quarter: a quantified group that can match zero rows
+        pat = draw(nullable_groups())
+    elif draw(st.integers(0, 2)) == 0:  # a third of the rest (a quarter) can match zero rows
         var = st.sampled_from(VARS).map(pm.Var)
         optional = st.builds(lambda b, hi, g: pm.Repeat(b, 0, hi, g),
                              st.one_of(var, st.lists(var, min_size=2, max_size=2).map(
@@ -166,6 +203,27 @@ def test_sql2016_constructs_match_the_oracle(spec: pm.PatternSpec, table: pa.Tab
 @given(sql_specs(), streams(11), st.integers(1, 5))
 def test_sql2016_constructs_match_the_oracle_ten_thousand(spec: pm.PatternSpec,
                                                           table: pa.Table, batch: int) -> None:
+    _compare(spec, table, batch)
+
+
+@st.composite
+def zero_row_group_specs(draw) -> pm.PatternSpec:
+    """Quantified groups that can match zero rows under conditions that only sort rows by type:
+    each variable holds on one or two of the three types, so rows fit several variables and the
+    preference order alone decides between the ways of matching."""
+    pat = draw(nullable_groups(3))
+    types = st.lists(st.sampled_from("abc"), min_size=1, max_size=2, unique=True)
+    defines = tuple(pm.VarDef(v, ex.InList(ex.Column("type"), tuple(ex.Literal(c)
+                                                                   for c in draw(types))))
+                    for v in pat.variables())
+    return pm.PatternSpec(pat, defines, None, pm.Strategy.CONTIGUOUS, pm.Semantics.SQL,
+                          rows_per_match=pm.RowsPerMatch.ALL)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=SUPPRESS)
+@given(zero_row_group_specs(), streams(), st.integers(1, 4))
+def test_zero_row_groups_match_the_oracle(spec: pm.PatternSpec, table: pa.Table,
+                                          batch: int) -> None:
     _compare(spec, table, batch)
 
 
@@ -405,3 +463,73 @@ def test_count_of_a_string_column_in_measures() -> None:
     q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES COUNT(B.sym) AS n, "
          "COUNT(DISTINCT B.sym) AS d PATTERN (A B+) DEFINE A AS price = 5, B AS price < 7)")
     assert [(r["n"], r["d"]) for r in _rows(q, table)] == [(3, 2)]
+
+
+# --------------------------------------------------------------------------- zero-row iterations
+def _labels(pattern: str, prices: list[float], defines: str) -> list[tuple[int, int, str | None]]:
+    """(match number, seq, variable) of every output row, ALL ROWS PER MATCH (an empty match:
+    its row with no variable)."""
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES MATCH_NUMBER() AS n, CLASSIFIER() AS c "
+         f"ALL ROWS PER MATCH PATTERN ({pattern}) DEFINE {defines})")
+    return [(r["n"], r["seq"], r["c"]) for r in _rows(q, _prices(prices))]
+
+
+AB = "A AS price = 1, B AS price = 2"
+
+
+def test_a_group_that_can_match_zero_rows_repeats_while_it_binds_rows() -> None:
+    # A (B?)+ on a b b a a: row 0 takes both b's; the third iteration would bind no row, which
+    # is no way to match after an iteration that bound one, so the group ends. Rows 3 and 4: the
+    # first iteration binds no row (no b follows) and ends the group: A alone.
+    got = _labels("A (B?)+", [1, 2, 2, 1, 1], AB)
+    assert got == [(1, 0, "A"), (1, 1, "B"), (1, 2, "B"), (2, 3, "A"), (3, 4, "A")]
+
+
+def test_an_empty_later_iteration_is_no_way_to_match() -> None:
+    # (A | B??)+ on a b: after A the body's order is A, (nothing), B; an empty second iteration
+    # would end the group at row 1 (the match A), but an iteration after one that bound a row
+    # must bind one, so B is tried and taken: one match, A B.
+    assert _labels("(A | B??)+", [1, 2], AB) == [(1, 0, "A"), (1, 1, "B")]
+
+
+def test_an_empty_first_iteration_ends_the_group_where_the_body_prefers_it() -> None:
+    # (A | B??)+ on b a: at row 0 A fails and the body's next preference is to bind nothing:
+    # the first iteration is empty and ends the group, an empty match (B?? never gets row 0).
+    # Row 1: A, then no more rows.
+    assert _labels("(A | B??)+", [2, 1], AB) == [(1, 0, None), (2, 1, "A")]
+
+
+def test_empty_iterations_of_a_bounded_group_are_ordinary_iterations() -> None:
+    # (A?? | B){0,2} C: a bounded group is its copies written out, so an empty first copy may be
+    # followed by a second that binds a row. Preference: (none, none) C, (none, A) C,
+    # (none, B) C, ... before (A, ...). Row 0 is both A and B (price 1 < 5), row 1 is C only after
+    # a B (COUNT(B.*) = 1), row 2 is C by its price. (none, none) C fails at row 0, (none, A) C
+    # fails at row 1 (no B), (none, B) C matches rows 0-1; then row 2 is C alone. A rule that
+    # ended the group at its first empty iteration would try (A, A) C before (B) C and match
+    # rows 0-2 as A A C.
+    got = _labels("(A?? | B){0,2} C", [1, 3, 9],
+                  "A AS price < 5, B AS price < 5, C AS COUNT(B.*) = 1 OR price > 8")
+    assert got == [(1, 0, "B"), (1, 1, "C"), (2, 2, "C")]
+
+
+def test_groups_of_anchors_and_nested_groups() -> None:
+    # A ($)+: an iteration of $ binds no row and holds only after the partition's last row, so
+    # the pattern is A $: the last row. (^ A?)+ B at the partition's start: the first iteration
+    # passes ^ and takes A, a second cannot pass ^; then B.
+    assert _labels("A ($)+", [1, 1, 1], "A AS TRUE") == [(1, 2, "A")]
+    assert _labels("(^ A?)+ B", [1, 2, 2], AB) == [(1, 0, "A"), (1, 1, "B")]
+    # (A* B*)* C on a b a c: iterations "a b", "a", then an empty one, which ends nothing: C.
+    assert _labels("(A* B*)* C", [1, 2, 1, 3], AB + ", C AS price = 3") == [
+        (1, 0, "A"), (1, 1, "B"), (1, 2, "A"), (1, 3, "C")]
+
+
+def test_an_iteration_may_start_by_skipping_to_where_the_last_ended() -> None:
+    # (A?? B??)+ C on rows 1 (A), 4 (A, B and C), 3 (C). The first iteration: binding no row
+    # is followed by C, which fails at row 0; B fails; A takes row 0 (B?? then binds nothing).
+    # The second iteration's ways: none (no way to match after a row), B alone, A, A B. B takes
+    # row 1; a third iteration finds nothing at row 2, C takes it: A B C. Trino's matcher drops
+    # the second iteration's "B alone" (it passes B?? again without a row between) and answers
+    # A A C (docs/decisions.md).
+    got = _labels("(A?? B??)+ C", [1, 4, 3],
+                  "A AS price = 1 OR price = 4, B AS price = 4, C AS price = 4 OR price = 3")
+    assert got == [(1, 0, "A"), (1, 1, "B"), (1, 2, "C")]
