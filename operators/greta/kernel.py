@@ -213,6 +213,24 @@ def _copy_row(dI, dF, dr, sI, sF, sr):
 
 
 @nb.njit(cache=True)
+def max_equal_run(t):
+    """The longest run of equal values in the sorted array ``t`` (0 when empty). O(len(t))."""
+    n = t.shape[0]
+    if n == 0:
+        return 0
+    best = 1
+    run = 1
+    for i in range(1, n):
+        if t[i] == t[i - 1]:
+            run += 1
+            if run > best:
+                best = run
+        else:
+            run = 1
+    return best
+
+
+@nb.njit(cache=True)
 def build_fenwick(fwI, fwF, ptI, ptF, off, sz, G):
     """fw[off:off+sz] := Fenwick tree of the point values pt[off:off+sz] (all slots)."""
     for i in range(sz):
