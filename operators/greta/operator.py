@@ -313,7 +313,7 @@ class GretaOperator(Operator):
             I_rows = gs.finI[:ngroups][:, gs.slot_int_columns(k)]
             F_rows = gs.finF[:ngroups][:, gs.slot_float_columns(k)]
             seq = gs.fin_seq[:ngroups, k]
-        gids = np.flatnonzero(np.any(I_rows[:, :gs.L] != 0, axis=1))
+        gids = np.flatnonzero(kn.nonzero_rows(I_rows, gs.L))
         if len(gids):
             self._closed.append(_Closed(w, [gs.groups.keys[g] for g in gids.tolist()],
                                         I_rows[gids], F_rows[gids], seq[gids], gs.L))

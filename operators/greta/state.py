@@ -92,6 +92,7 @@ class GraphStore:
         self.ix_age = [0] * self.nI  # sub-chunks since the index was last rebuilt
         self.u_dense = [False] * self.nI  # universe is dense (see _universe)
         self.ubase = np.zeros(self.nI + 1, np.int64)
+        self.ranges_P = -1  # partitions whose off/sz were last set from the universes
         Wi, Wf = self.widths()
         self.ptI = np.zeros((0, Wi), np.int64)
         self.ptF = np.zeros((0, Wf), np.float64)
@@ -239,7 +240,7 @@ class GraphStore:
         if vi.shape[0] == 0:
             return np.zeros(0, bool)
         if self.is_main:
-            return np.any(vi[:, : self.K * self.L] != 0, axis=1)
+            return kn.nonzero_rows(vi, self.K * self.L)
         return vi[:, 0] >= W0
 
     def ensure_parts(self, P: int) -> None:
