@@ -22,6 +22,19 @@ from replaydb.operators.greta.plan import FENWICK, NONE, SCAN
 from replaydb.operators.greta.state import EMPTY_I, GraphStore
 
 
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a`` in ascending order (as ``np.unique`` for values without
+    NaN, which index keys never hold; unorderable values raise ``TypeError``), with fewer
+    calls for the small arrays of a sub-chunk. O(n log n)."""
+    if len(a) < 2:
+        return a.copy()
+    b = np.sort(a)
+    keep = np.empty(len(b), bool)
+    keep[0] = True
+    np.not_equal(b[1:], b[:-1], out=keep[1:])
+    return b[keep]
+
+
 class Positions:
     """``np.searchsorted(hay, needles, side)`` for sorted integer ``hay``, answered from a lookup
     table over ``hay``'s value range when that range is small next to the number of needles.
@@ -120,7 +133,7 @@ class IndexUniverses(GraphStore):
         mult = len(gk) + 1
         o_comp = o_pid * mult + pos_of(gk, o_key) if len(o_key) else EMPTY_I
         n_comp = n_pid * mult + pos_of(gk, n_key) if len(n_key) else EMPTY_I
-        nu = np.unique(n_comp)
+        nu = sorted_unique(n_comp)
         if len(o_comp):
             pos = np.searchsorted(o_comp, nu)
             there = pos < len(o_comp)
@@ -245,7 +258,7 @@ class IndexUniverses(GraphStore):
         all_keys = np.concatenate([np.asarray(o_key), np.asarray(nk)]) \
             if len(o_key) or len(nk) else np.zeros(0, np.int64)
         try:
-            gk = np.unique(all_keys)
+            gk = sorted_unique(all_keys)
         except TypeError as e:
             raise DataError(f"edge-predicate key values cannot be ordered: {e}") from None
         gk, uc, o_comp, dense = self._universe(ix, gk, o_pid, o_key, pid[src_sel][valid],
