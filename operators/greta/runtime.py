@@ -85,6 +85,8 @@ def occurrences(ev: EventChunk, g: Any) -> tuple[np.ndarray, np.ndarray]:
         x_l.append(np.full(rows.size, k, np.int64))
     if not rows_l:
         return EMPTY_I, EMPTY_I
+    if len(rows_l) == 1:  # one state: its rows are already in event order
+        return rows_l[0], x_l[0]
     rows = np.concatenate(rows_l)
     xs = np.concatenate(x_l)
     order = np.argsort(rows, kind="stable")
