@@ -23,6 +23,10 @@ from replaydb.operators.greta.plan import CompiledPlan, compile_plan
 from replaydb.operators.greta.runtime import NGT, OUTT, GraphState, Runtime
 
 MIN_PROCESS_ROWS = 1 << 16
+_DEC_LIMIT = 10**38
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_DERIVED = ("cp", "g", "_static", "_slots", "_users_cache", "_gc_base")
+"""Attributes of a graph's state derived from its plan and layout (not saved with the state)."""
 
 
 class _Closed(NamedTuple):
@@ -36,8 +40,6 @@ class _Closed(NamedTuple):
     vf: np.ndarray
     seq: np.ndarray
     L: int
-_DEC_LIMIT = 10**38
-_I64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def limbs_to_int(limbs: np.ndarray) -> int:
@@ -188,7 +190,7 @@ class GretaOperator(Operator):
     def _get_state(self) -> Any:
         graphs = None
         if self._rt is not None:
-            graphs = [{k: v for k, v in g.__dict__.items() if k not in ("cp", "g", "_static", "_slots", "_users_cache", "_gc_base")}
+            graphs = [{k: v for k, v in g.__dict__.items() if k not in _DERIVED}
                       for g in self._rt.graphs]
         return {"graphs": graphs, "buf": list(self._buf), "buf_rows": self._buf_rows,
                 "t_last": self._t_last, "w_next": self._w_next, "w_hi": self._w_hi,
