@@ -213,6 +213,55 @@ def _copy_row(dI, dF, dr, sI, sF, sr):
 
 
 @nb.njit(cache=True)
+def max_equal_run(t):
+    """The longest run of equal values in the sorted array ``t`` (0 when empty). O(len(t))."""
+    n = t.shape[0]
+    if n == 0:
+        return 0
+    best = 1
+    run = 1
+    for i in range(1, n):
+        if t[i] == t[i - 1]:
+            run += 1
+            if run > best:
+                best = run
+        else:
+            run = 1
+    return best
+
+
+@nb.njit(cache=True)
+def nonzero_rows(vi, ncols):
+    """Whether each row of ``vi`` has a nonzero value among its first ``ncols`` columns.
+    O(rows x ncols)."""
+    n = vi.shape[0]
+    out = np.zeros(n, np.bool_)
+    for r in range(n):
+        for c in range(ncols):
+            if vi[r, c] != 0:
+                out[r] = True
+                break
+    return out
+
+
+@nb.njit(cache=True)
+def rows_of_asc(u_pid, off, sz, base):
+    """Local row of every universe entry of a descending index, whose rows hold each
+    partition's ascending entries in reverse order (``off``/``sz``: the index's partition
+    ranges, ``base``: its first pool row); an entry of a forgotten partition (-1) keeps its
+    position. O(entries)."""
+    n = u_pid.shape[0]
+    out = np.empty(n, np.int64)
+    for j in range(n):
+        p = u_pid[j]
+        if p < 0:
+            out[j] = j
+        else:
+            out[j] = 2 * (off[p] - base) + sz[p] - 1 - j
+    return out
+
+
+@nb.njit(cache=True)
 def build_fenwick(fwI, fwF, ptI, ptF, off, sz, G):
     """fw[off:off+sz] := Fenwick tree of the point values pt[off:off+sz] (all slots)."""
     for i in range(sz):

@@ -9,7 +9,7 @@ equal timestamps are never split between two calls (they must not precede each o
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,21 @@ from replaydb.operators.greta.runtime import NGT, OUTT, GraphState, Runtime
 MIN_PROCESS_ROWS = 1 << 16
 _DEC_LIMIT = 10**38
 _I64 = (-(1 << 63), (1 << 63) - 1)
+_DERIVED = ("cp", "g", "_static", "_slots", "_users_cache", "_gc_base")
+"""Attributes of a graph's state derived from its plan and layout (not saved with the state)."""
+
+
+class _Closed(NamedTuple):
+    """A closed window's output before conversion: window id, group keys, and the nonzero
+    groups' integer and float values (slot columns only), last sequence numbers and limb
+    count."""
+
+    w: int
+    keys: list[tuple]
+    vi: np.ndarray
+    vf: np.ndarray
+    seq: np.ndarray
+    L: int
 
 
 def limbs_to_int(limbs: np.ndarray) -> int:
@@ -163,6 +178,8 @@ class GretaOperator(Operator):
         self._rt: Runtime | None = Runtime(self._plan) if self._plan is not None else None
         self._buf: list[pa.Table] = []
         self._buf_rows = 0
+        self._buf_bytes = 0
+        self._closed: list[_Closed] = []
         self._t_last: int | None = None
         self._w_next: int | None = None
         self._w_hi: int | None = None
@@ -173,7 +190,7 @@ class GretaOperator(Operator):
     def _get_state(self) -> Any:
         graphs = None
         if self._rt is not None:
-            graphs = [{k: v for k, v in g.__dict__.items() if k not in ("cp", "g", "_static")}
+            graphs = [{k: v for k, v in g.__dict__.items() if k not in _DERIVED}
                       for g in self._rt.graphs]
         return {"graphs": graphs, "buf": list(self._buf), "buf_rows": self._buf_rows,
                 "t_last": self._t_last, "w_next": self._w_next, "w_hi": self._w_hi,
@@ -188,6 +205,7 @@ class GretaOperator(Operator):
             self._rt = rt
         self._buf = list(state["buf"])
         self._buf_rows = state["buf_rows"]
+        self._buf_bytes = sum(t.nbytes for t in self._buf)
         self._t_last = state["t_last"]
         self._w_next = state["w_next"]
         self._w_hi = state["w_hi"]
@@ -219,6 +237,7 @@ class GretaOperator(Operator):
                             f"{self._t_last}", column="t", row=0)
         self._buf.append(tbl)
         self._buf_rows += tbl.num_rows
+        self._buf_bytes += tbl.nbytes
         self._t_last = int(t[-1])
         if self._w_next is None:
             self._w_next = (int(t[0]) - plan.within) // plan.slide + 1
@@ -233,6 +252,7 @@ class GretaOperator(Operator):
         self._process(final=True)
         if self._w_hi is not None:
             self._close_through(self._w_hi)
+        self._emit_closed()
         self._update_state_size()
 
     # ------------------------------------------------------------------ processing
@@ -246,6 +266,7 @@ class GretaOperator(Operator):
         rest = table.slice(cut)
         self._buf = [rest] if rest.num_rows else []
         self._buf_rows = rest.num_rows
+        self._buf_bytes = rest.nbytes if rest.num_rows else 0
         d, s = plan.within, plan.slide
         if cut:
             proc = table.slice(0, cut)
@@ -265,6 +286,7 @@ class GretaOperator(Operator):
                 self._update_state_size()
         if not final and self._t_last is not None:
             self._close_through((self._t_last - d) // s)
+        self._emit_closed()
 
     def _close_through(self, wid: int) -> None:
         """Close (emit and clear) every window with id <= wid not closed yet."""
@@ -277,24 +299,26 @@ class GretaOperator(Operator):
         self._w_next = max(self._w_next, wid + 1)
 
     def _close_window(self, w: int) -> None:
+        """Close window ``w``: its nonzero groups' values are kept for :meth:`_emit_closed`
+        (windows closing in one call become one output batch), and its slot is cleared.
+        O(groups + state rows)."""
         gs = self._rt.graphs[0]
         k = w % gs.K
-        big, mmi, fs, mmf = gs.slot_columns(k)
         ngroups = len(gs.groups)
         if ngroups == 0:
             gs.clear_slot(k)
             return
+        big, mmi, fs, mmf = gs.slot_columns(k)
         if gs.g.case2 is not None:
             I_rows, F_rows, seq = self._queue_totals(gs, k, big, mmi, fs, mmf, ngroups)
         else:
-            I_rows = np.concatenate([gs.finI[:ngroups][:, big], gs.finI[:ngroups][:, mmi]], 1)
-            F_rows = np.concatenate([gs.finF[:ngroups][:, fs], gs.finF[:ngroups][:, mmf]], 1)
-            seq = gs.fin_seq[:ngroups, k].copy()
-        L = gs.L
-        nonzero = np.any(I_rows[:, :L] != 0, axis=1)
-        gids = np.flatnonzero(nonzero)
+            I_rows = gs.finI[:ngroups][:, gs.slot_int_columns(k)]
+            F_rows = gs.finF[:ngroups][:, gs.slot_float_columns(k)]
+            seq = gs.fin_seq[:ngroups, k]
+        gids = np.flatnonzero(kn.nonzero_rows(I_rows, gs.L))
         if len(gids):
-            self._emit(self._rows(w, gs, gids, I_rows, F_rows, seq))
+            self._closed.append(_Closed(w, [gs.groups.keys[g] for g in gids.tolist()],
+                                        I_rows[gids], F_rows[gids], seq[gids], gs.L))
         gs.clear_slot(k)
 
     def _queue_totals(self, gs: GraphState, k: int, big: np.ndarray, mmi: np.ndarray,
@@ -335,14 +359,31 @@ class GretaOperator(Operator):
         np.maximum.at(seq, gid, pseq[:P])
         return np.concatenate([I_big, I_mm], 1), np.concatenate([F_s, F_m], 1), seq
 
-    def _rows(self, w: int, gs: GraphState, gids: np.ndarray, I_rows: np.ndarray,
-              F_rows: np.ndarray, seq: np.ndarray) -> pa.RecordBatch:
+    def _emit_closed(self) -> None:
+        """Emit the rows of the windows closed since the last call, in window order, one batch
+        per run of windows with the same limb count. O(rows)."""
+        closed, self._closed = self._closed, []
+        i = 0
+        while i < len(closed):
+            j = i + 1
+            while j < len(closed) and closed[j].L == closed[i].L:
+                j += 1
+            self._emit(self._rows(closed[i:j]))
+            i = j
+
+    def _rows(self, closed: list[_Closed]) -> pa.RecordBatch:
+        """The output rows of closed windows sharing one limb count: window bounds, group
+        values, aggregates and the last sequence number. O(rows x outputs)."""
         plan = self.plan
-        L, Cb, Cf = gs.L, gs.Cb, gs.Cf
-        n = len(gids)
-        cols: list[pa.Array] = [pa.array([w * plan.slide] * n, pa.int64()),
-                                pa.array([w * plan.slide + plan.within] * n, pa.int64())]
-        keys = [gs.groups.keys[g] for g in gids]
+        gs = self._rt.graphs[0]
+        L, Cb, Cf = closed[0].L, gs.Cb, gs.Cf
+        wid = np.concatenate([np.full(len(c.keys), c.w, np.int64) for c in closed])
+        keys = [k for c in closed for k in c.keys]
+        I_rows = np.concatenate([c.vi for c in closed])
+        F_rows = np.concatenate([c.vf for c in closed])
+        seq = np.concatenate([c.seq for c in closed])
+        cols: list[pa.Array] = [pa.array(wid * plan.slide, pa.int64()),
+                                pa.array(wid * plan.slide + plan.within, pa.int64())]
         for j, ty in enumerate(plan.group_types):
             vals = [k[j] for k in keys]
             if pa.types.is_integer(ty):
@@ -354,38 +395,43 @@ class GretaOperator(Operator):
         def big(c: int) -> list[int]:
             col = big_cache.get(c)
             if col is None:
-                col = big_cache[c] = limb_rows_to_ints(I_rows[gids, c * L:(c + 1) * L])
+                col = big_cache[c] = limb_rows_to_ints(I_rows[:, c * L:(c + 1) * L])
             return col
 
         schema = plan.output_schema
         for out in plan.outputs:
             ftype = schema.field(out.name).type
             if out.source == "big":
-                cols.append(self._exact(big(out.channel), ftype, out.name, w))
+                cols.append(self._exact(big(out.channel), ftype, out.name, wid))
                 continue
             if out.source == "fsum":
-                vals: Any = F_rows[gids, out.channel].astype(np.float64)
+                vals: Any = F_rows[:, out.channel].astype(np.float64)
             elif out.source == "mmi":
-                vals = I_rows[gids, Cb * L + out.channel].astype(np.int64)
+                vals = I_rows[:, Cb * L + out.channel].astype(np.int64)
             elif out.source == "mmf":
-                vals = F_rows[gids, Cf + out.channel].astype(np.float64)
+                vals = F_rows[:, Cf + out.channel].astype(np.float64)
             elif out.source == "avg_big":
                 # int / int is correctly rounded (as float(Fraction(a, b)) is)
                 vals = [a / b for a, b in zip(big(out.channel), big(out.channel2))]
             else:
                 den = np.array([float(b) for b in big(out.channel2)], np.float64)
-                vals = F_rows[gids, out.channel].astype(np.float64) / den
+                vals = F_rows[:, out.channel].astype(np.float64) / den
             cols.append(pa.array(vals, ftype))
-        cols.append(pa.array(seq[gids].astype(np.int64), pa.int64()))
+        cols.append(pa.array(seq.astype(np.int64), pa.int64()))
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
-    def _exact(self, vals: list[int], ftype: pa.DataType, name: str, w: int) -> pa.Array:
+    def _exact(self, vals: list[int], ftype: pa.DataType, name: str, wid: np.ndarray
+               ) -> pa.Array:
+        """An exact aggregate column (``wid``: each row's window, for the error message).
+        O(rows)."""
         kind = self.plan.config.exact_type
         if kind == "string":
             return pa.array([str(v) for v in vals], pa.string())
-        for v in vals:
-            bad = (abs(v) >= _DEC_LIMIT) if kind == "decimal" else not (_I64[0] <= v <= _I64[1])
+        lim = _DEC_LIMIT if kind == "decimal" else None
+        for i, v in enumerate(vals):
+            bad = (abs(v) >= lim) if lim is not None else not (_I64[0] <= v <= _I64[1])
             if bad:
+                w = int(wid[i])
                 raise OperatorError(
                     f"greta: {name} = {v} in window [{w * self.plan.slide}, "
                     f"{w * self.plan.slide + self.plan.within}) does not fit "
@@ -403,7 +449,7 @@ class GretaOperator(Operator):
         if measure:
             self._entries = self._rt.state_entries()
             self._bytes = self._rt.state_bytes()
-        b = self._bytes + sum(t.nbytes for t in self._buf)
+        b = self._bytes + self._buf_bytes
         if b > self._peak_bytes:
             self._peak_bytes = b
         self.counters.extra["state_bytes"] = b

@@ -85,6 +85,8 @@ def occurrences(ev: EventChunk, g: Any) -> tuple[np.ndarray, np.ndarray]:
         x_l.append(np.full(rows.size, k, np.int64))
     if not rows_l:
         return EMPTY_I, EMPTY_I
+    if len(rows_l) == 1:  # one state: its rows are already in event order
+        return rows_l[0], x_l[0]
     rows = np.concatenate(rows_l)
     xs = np.concatenate(x_l)
     order = np.argsort(rows, kind="stable")
@@ -100,12 +102,21 @@ class GraphState(IndexUniverses):
 
     # ------------------------------------------------------------------ kernel arguments
     def gc(self, slack: float, max_group: int) -> Any:
-        """The kernel's configuration bundle (layout, static arrays, this call's slack)."""
-        Wi, Wf = self.widths()
-        return GC(K=self.K, L=self.L, Cb=self.Cb, Cf=self.Cf, Cmi=self.Cmi, Cmf=self.Cmf,
-                  Wi=Wi, Wf=Wf, is_pos=self.is_main, start=self.g.start, end=self.g.end,
-                  d=self.cp.within, s=self.cp.slide, slack=float(slack),
-                  max_group=max(max_group, 1), fw_in_pt=self.fw_in_pt, **self.static())
+        """The kernel's configuration bundle (layout, static arrays, this call's slack). The
+        bundle of the current limb count is built once and copied with this call's slack and
+        group size. O(1)."""
+        base = self._gc_base
+        if base is None or base.L != self.L:
+            Wi, Wf = self.widths()
+            base = self._gc_base = GC(
+                K=self.K, L=self.L, Cb=self.Cb, Cf=self.Cf, Cmi=self.Cmi, Cmf=self.Cmf, Wi=Wi,
+                Wf=Wf, is_pos=self.is_main, start=self.g.start, end=self.g.end,
+                d=self.cp.within, s=self.cp.slide, slack=0.0, max_group=1,
+                fw_in_pt=self.fw_in_pt, **self.static())
+        slack, max_group = float(slack), max(max_group, 1)
+        if slack == base.slack and max_group == base.max_group:
+            return base
+        return base._replace(slack=slack, max_group=max_group)
 
     def _ixt(self) -> IXT:
         fwI, fwF = (self.ptI, self.ptF) if self.fw_in_pt else (self.fwI, self.fwF)
@@ -211,6 +222,60 @@ class GraphState(IndexUniverses):
             self.q_pid[: self.q_n] = np.where(newp >= 0, newp, 0)
         return True
 
+    def _users(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per integer and per float attribute, a mask over the graph's states: the states
+        whose aggregates read it (a null there is an error). Computed once. O(states)."""
+        if self._users_cache is None:
+            g = self.g
+            ns = len(g.states)
+            ui = [np.zeros(ns, bool) for _ in g.attr_i]
+            uf = [np.zeros(ns, bool) for _ in g.attr_f]
+            for _, s_, a in g.big:
+                if a >= 0:
+                    ui[a][s_] = True
+            for s_, a, _ in g.mmi:
+                if a >= 0:
+                    ui[a][s_] = True
+            for s_, a in g.fsum:
+                uf[a][s_] = True
+            for s_, a, _ in g.mmf:
+                uf[a][s_] = True
+            self._users_cache = (ui, uf)
+        return self._users_cache
+
+    def _attributes(self, ev: EventChunk, rows: np.ndarray, xs: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(integer, float) attribute columns of the occurrences ``rows`` (states ``xs``); a null
+        where an aggregate reads it raises :class:`DataError`, elsewhere it reads as 0 (or
+        NaN). O(occurrences x attributes)."""
+        g = self.g
+        n = len(rows)
+        ui, uf = self._users()
+        ai = np.zeros((n, max(len(g.attr_i), 1)), np.int64)
+        af = np.zeros((n, max(len(g.attr_f), 1)), np.float64)
+        if n == 0:
+            return ai, af
+        for j, name in enumerate(g.attr_i):
+            v = ev.np(name)[rows]
+            if v.dtype == object or np.issubdtype(v.dtype, np.floating):
+                nulls = null_mask(v)
+                bad = ui[j][xs] & nulls
+                if bad.any():
+                    r = int(rows[np.flatnonzero(bad)[0]])
+                    raise DataError("null value in an attribute that is aggregated", row=r,
+                                    column=name)
+                v = np.where(nulls, 0, v)
+            ai[:, j] = v.astype(np.int64)
+        for j, name in enumerate(g.attr_f):
+            v = ev.np(name)[rows].astype(np.float64)
+            bad = uf[j][xs] & np.isnan(v)
+            if bad.any():
+                r = int(rows[np.flatnonzero(bad)[0]])
+                raise DataError("null value in an attribute that is aggregated", row=r,
+                                column=name)
+            af[:, j] = v
+        return ai, af
+
     # ------------------------------------------------------------------ sub-chunk preparation
     def prepare(self, ev: EventChunk, runtime: Runtime, W0: int) -> OCC | None:
         cp, g = self.cp, self.g
@@ -245,39 +310,7 @@ class GraphState(IndexUniverses):
         P = len(self.parts)
         self.ensure_parts(P)
         # --- attributes
-        ai = np.zeros((n, max(len(g.attr_i), 1)), np.int64)
-        af = np.zeros((n, max(len(g.attr_f), 1)), np.float64)
-        users_i: dict[int, list[int]] = {}
-        for _, s_, a in g.big:
-            if a >= 0:
-                users_i.setdefault(a, []).append(s_)
-        for s_, a, _ in g.mmi:
-            if a >= 0:
-                users_i.setdefault(a, []).append(s_)
-        for j, name in enumerate(g.attr_i):
-            v = ev.np(name)[rows]
-            used = np.isin(xs, users_i.get(j, []))
-            if v.dtype == object or np.issubdtype(v.dtype, np.floating):
-                bad = used & null_mask(v)
-                if bad.any():
-                    r = int(rows[np.flatnonzero(bad)[0]])
-                    raise DataError("null value in an attribute that is aggregated", row=r,
-                                    column=name)
-                v = np.where(null_mask(v), 0, v)
-            ai[:, j] = v.astype(np.int64)
-        users_f: dict[int, list[int]] = {}
-        for s_, a in g.fsum:
-            users_f.setdefault(a, []).append(s_)
-        for s_, a, _ in g.mmf:
-            users_f.setdefault(a, []).append(s_)
-        for j, name in enumerate(g.attr_f):
-            v = ev.np(name)[rows].astype(np.float64)
-            bad = np.isin(xs, users_f.get(j, [])) & np.isnan(v)
-            if bad.any():
-                r = int(rows[np.flatnonzero(bad)[0]])
-                raise DataError("null value in an attribute that is aggregated", row=r,
-                                column=name)
-            af[:, j] = v
+        ai, af = self._attributes(ev, rows, xs)
         gcols = np.zeros((n, max(len(g.gcols), 1)), np.float64)
         for j, name in enumerate(g.gcols):
             gcols[:, j] = ev.np(name)[rows].astype(np.float64)
@@ -290,13 +323,18 @@ class GraphState(IndexUniverses):
         self._compact_records(W0)
         self._compact_queue()
         # --- capacities
-        n_rec = int(sum(np.count_nonzero(xs == ix.src) for ix in g.indexes if ix.has_records))
-        self._ensure_records(self.r_n + n_rec)
-        n_end = int(np.count_nonzero(xs == g.end)) if g.case2 is not None else 0
-        self._ensure_queue(self.q_n + n_end)
-        self.co_t = np.zeros(n if not self.is_main else 0, np.int64)
-        self.co_ls = np.zeros_like(self.co_t)
-        self.co_pid = np.zeros_like(self.co_t)
+        per_state = np.bincount(xs, minlength=len(g.states)) if n else None
+        if per_state is not None:
+            n_rec = sum(int(per_state[ix.src]) for ix in g.indexes if ix.has_records)
+            self._ensure_records(self.r_n + n_rec)
+            if g.case2 is not None:
+                self._ensure_queue(self.q_n + int(per_state[g.end]))
+        if self.is_main:
+            self.co_t = self.co_ls = self.co_pid = EMPTY_I
+        else:
+            self.co_t = np.zeros(n, np.int64)
+            self.co_ls = np.zeros(n, np.int64)
+            self.co_pid = np.zeros(n, np.int64)
         return OCC(t=np.ascontiguousarray(t), seq=np.ascontiguousarray(ev.seq[rows]), x=xs,
                    pid=pid, wa=np.ascontiguousarray(wa), wb=np.ascontiguousarray(wb), ai=ai, af=af,
                    rank=rank, bound=bound, g=gcols)
@@ -334,12 +372,11 @@ class GraphState(IndexUniverses):
             self._apply_completions_only(cc)
             return
         # slack bits: attribute magnitude, fan-in, channels, group size
-        _, counts = np.unique(occ.t, return_counts=True)
-        max_group = int(counts.max())
+        max_group = int(kn.max_equal_run(occ.t))
         abits = 0
-        if any(k == "sumi" for k, _, _ in self.g.big):
-            cols = sorted({a for k, _, a in self.g.big if k == "sumi"})
-            m = np.abs(occ.ai[:, cols].astype(np.float64)).max() if n else 0.0
+        sumi = self._sumi_cols()
+        if sumi:
+            m = np.abs(occ.ai[:, sumi].astype(np.float64)).max()
             abits = int(math.ceil(math.log2(m + 2))) + 1
         fan_in = max((len(x) for x in self.g.in_tr), default=0)
         slack = (abits + math.ceil(math.log2(fan_in + 2)) + math.ceil(math.log2(self.Cb + 2))
@@ -380,6 +417,10 @@ class GraphState(IndexUniverses):
         self.co_t, self.co_ls, self.co_pid = self.co_t[:co_n], self.co_ls[:co_n], \
             self.co_pid[:co_n]
         self.Z = float(Zarr[0])
+
+    def _sumi_cols(self) -> list[int]:
+        """The integer attribute columns summed exactly (sorted, distinct). O(channels)."""
+        return sorted({a for k, _, a in self.g.big if k == "sumi"})
 
     def _apply_completions_only(self, cc: tuple[np.ndarray, ...]) -> None:
         """No occurrence in this sub-chunk: still fold the children's completions in."""

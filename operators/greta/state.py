@@ -92,6 +92,7 @@ class GraphStore:
         self.ix_age = [0] * self.nI  # sub-chunks since the index was last rebuilt
         self.u_dense = [False] * self.nI  # universe is dense (see _universe)
         self.ubase = np.zeros(self.nI + 1, np.int64)
+        self.ranges_P = -1  # partitions whose off/sz were last set from the universes
         Wi, Wf = self.widths()
         self.ptI = np.zeros((0, Wi), np.int64)
         self.ptF = np.zeros((0, Wf), np.float64)
@@ -144,6 +145,9 @@ class GraphStore:
         self.co_pid = EMPTY_I
         self.Z = 1.0
         self._static: dict[str, Any] | None = None
+        self._slots: dict[tuple[int, int], tuple[Any, ...]] = {}
+        self._users_cache: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+        self._gc_base: Any = None  # the kernel configuration of the current limb count
 
     # ------------------------------------------------------------------ layout
     def widths(self) -> tuple[int, int]:
@@ -236,7 +240,7 @@ class GraphStore:
         if vi.shape[0] == 0:
             return np.zeros(0, bool)
         if self.is_main:
-            return np.any(vi[:, : self.K * self.L] != 0, axis=1)
+            return kn.nonzero_rows(vi, self.K * self.L)
         return vi[:, 0] >= W0
 
     def ensure_parts(self, P: int) -> None:
@@ -336,23 +340,44 @@ class GraphStore:
 
     # ------------------------------------------------------------------ windows
     def slot_columns(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Columns of slot k: (big int cols, mmi cols, fsum cols, mmf cols)."""
-        K, L = self.K, self.L
-        big = np.concatenate([np.arange((c * K + k) * L, (c * K + k + 1) * L)
-                              for c in range(self.Cb)]) if self.Cb else EMPTY_I
-        nb_ = self.Cb * K * L
-        mmi = np.array([nb_ + c * K + k for c in range(self.Cmi)], np.int64)
-        fs = np.array([c * K + k for c in range(self.Cf)], np.int64)
-        mmf = np.array([self.Cf * K + c * K + k for c in range(self.Cmf)], np.int64)
-        return big, mmi, fs, mmf
+        """Columns of slot k: (big int cols, mmi cols, fsum cols, mmf cols). Cached per (k, L);
+        the arrays are shared, not to be written. O(1) after the first call."""
+        return self._slot(k)[0]
+
+    def slot_int_columns(self, k: int) -> np.ndarray:
+        """The big and mmi columns of slot k, in that order (cached as :meth:`slot_columns`)."""
+        return self._slot(k)[1]
+
+    def slot_float_columns(self, k: int) -> np.ndarray:
+        """The fsum and mmf columns of slot k, in that order (cached as :meth:`slot_columns`)."""
+        return self._slot(k)[2]
+
+    def _slot(self, k: int) -> tuple[Any, ...]:
+        """(columns of slot k, int columns, float columns, mmi fill, float fill), computed once
+        per (k, L)."""
+        key = (k, self.L)
+        hit = self._slots.get(key)
+        if hit is None:
+            K, L = self.K, self.L
+            big = np.concatenate([np.arange((c * K + k) * L, (c * K + k + 1) * L)
+                                  for c in range(self.Cb)]) if self.Cb else EMPTY_I
+            nb_ = self.Cb * K * L
+            mmi = np.array([nb_ + c * K + k for c in range(self.Cmi)], np.int64)
+            fs = np.array([c * K + k for c in range(self.Cf)], np.int64)
+            mmf = np.array([self.Cf * K + c * K + k for c in range(self.Cmf)], np.int64)
+            mmi_fill = np.array([I64_MIN if m else I64_MAX for _, _, m in self.g.mmi], np.int64)
+            f_fill = np.concatenate([np.zeros(len(fs)),
+                                     np.array([-np.inf if m else np.inf for _, _, m in self.g.mmf],
+                                              np.float64)])
+            hit = ((big, mmi, fs, mmf), np.concatenate([big, mmi]), np.concatenate([fs, mmf]),
+                   mmi_fill, f_fill)
+            self._slots[key] = hit
+        return hit
 
     def clear_slot(self, k: int) -> None:
-        big, mmi, fs, mmf = self.slot_columns(k)
-        mmi_fill = np.array([I64_MIN if m else I64_MAX for _, _, m in self.g.mmi], np.int64)
-        f_cols = np.concatenate([fs, mmf])
-        f_fill = np.concatenate([np.zeros(len(fs)),
-                                 np.array([-np.inf if m else np.inf for _, _, m in self.g.mmf],
-                                          np.float64)])
+        """Reset slot k (a closed window) in every value table: zero sums, min/max sentinels,
+        no last sequence number, no negation block. O(rows in use)."""
+        (big, mmi, _, _), _, f_cols, mmi_fill, f_fill = self._slot(k)
         for vi, vf, n in ((self.ptI, self.ptF, self.ptI.shape[0]),
                           (self.fwI, self.fwF, self.fwI.shape[0]),
                           (self.rI, self.rF, self.r_n), (self.qI, self.qF, self.q_n),
@@ -364,6 +389,7 @@ class GraphStore:
             self.fin_seq[:, k] = -1
         if self.blk.shape[1]:
             self.blk[:, :, k] = 0
+
     # ------------------------------------------------------------------ size
     def state_entries(self) -> int:
         live_rec = int(self.r_alive[: self.r_n].sum()) if self.r_n else 0

@@ -22,6 +22,19 @@ from replaydb.operators.greta.plan import FENWICK, NONE, SCAN
 from replaydb.operators.greta.state import EMPTY_I, GraphStore
 
 
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a`` in ascending order (as ``np.unique`` for values without
+    NaN, which index keys never hold; unorderable values raise ``TypeError``), with fewer
+    calls for the small arrays of a sub-chunk. O(n log n)."""
+    if len(a) < 2:
+        return a.copy()
+    b = np.sort(a)
+    keep = np.empty(len(b), bool)
+    keep[0] = True
+    np.not_equal(b[1:], b[:-1], out=keep[1:])
+    return b[keep]
+
+
 class Positions:
     """``np.searchsorted(hay, needles, side)`` for sorted integer ``hay``, answered from a lookup
     table over ``hay``'s value range when that range is small next to the number of needles.
@@ -69,18 +82,12 @@ class IndexUniverses(GraphStore):
 
     def _row_of_asc(self, ii: int, desc: bool) -> np.ndarray:
         """Local row of every universe entry (entries are stored in ascending key order per
-        partition; rows of a descending index hold them in reverse order)."""
+        partition; rows of a descending index hold them in reverse order; entries of partitions
+        forgotten by compaction keep their position). O(entries)."""
         n = len(self.u_pid[ii])
-        j = np.arange(n, dtype=np.int64)
         if not desc or n == 0:
-            return j
-        p = self.u_pid[ii]
-        dead = p < 0  # entries of partitions forgotten by compaction
-        if dead.all():
-            return j
-        pp = np.where(dead, p[~dead][0], p)
-        lo = self.off[ii, pp] - self.ubase[ii]
-        return np.where(dead, j, 2 * lo + self.sz[ii, pp] - 1 - j)
+            return np.arange(n, dtype=np.int64)
+        return kn.rows_of_asc(self.u_pid[ii], self.off[ii], self.sz[ii], int(self.ubase[ii]))
 
     def _set_ranges(self, ii: int, base: int, P: int) -> None:
         """off/sz of every partition of index ii from its universe (an empty partition gets the
@@ -126,7 +133,7 @@ class IndexUniverses(GraphStore):
         mult = len(gk) + 1
         o_comp = o_pid * mult + pos_of(gk, o_key) if len(o_key) else EMPTY_I
         n_comp = n_pid * mult + pos_of(gk, n_key) if len(n_key) else EMPTY_I
-        nu = np.unique(n_comp)
+        nu = sorted_unique(n_comp)
         if len(o_comp):
             pos = np.searchsorted(o_comp, nu)
             there = pos < len(o_comp)
@@ -164,10 +171,12 @@ class IndexUniverses(GraphStore):
         new_keys = [self._new_source_keys(ii, ix, ev, rows, xs) for ii, ix in enumerate(g.indexes)]
         need = [nk is not None and self._needs_rebuild(ii, nk, pid, compacted, W0, pos_of)
                 for ii, nk in enumerate(new_keys)]
-        # rebuild the indexes that need it (on the old pools), compute new layouts
-        old_off = self.off.copy()
-        old_sz = self.sz.copy()
-        old_ubase = self.ubase.copy()
+        # rebuild the indexes that need it (on the old pools), compute new layouts; off/sz are
+        # written in place below, ubase is replaced
+        rebuilt = [ii for ii in range(self.nI) if need[ii]]
+        old_off = self.off.copy() if rebuilt else self.off
+        old_sz = self.sz.copy() if rebuilt else self.sz
+        old_ubase = self.ubase
         lay: list[dict[str, Any]] = []
         for ii, ix in enumerate(g.indexes):
             if ix.kind == SCAN:
@@ -178,7 +187,6 @@ class IndexUniverses(GraphStore):
             else:
                 lay.append(self._rebuilt_layout(ii, ix, new_keys[ii], pid, P, W0, old_ubase, gc0,
                                                 pos_of))
-        rebuilt = [ii for ii in range(self.nI) if need[ii]]
         self._move_pools(lay, rebuilt, old_ubase, P)
         self._build_fenwicks(rebuilt, P, gc0)
         self._adopt_universes(rebuilt, lay, old_off, old_sz, old_ubase, pos_of)
@@ -236,7 +244,7 @@ class IndexUniverses(GraphStore):
         """The new universe of rebuilt index ``ii`` and where its kept rows move: its live old
         entries plus the new vertices' entries, laid out per partition. Recovers the point
         values of a Fenwick tree kept in its point rows first."""
-        if ix.kind == FENWICK and self.fw_in_pt and P:
+        if ix.kind == FENWICK and self.fw_in_pt and P and old_ubase[ii + 1] > old_ubase[ii]:
             kn.fenwicks_to_points(self.ptI, self.ptF, np.ascontiguousarray(self.off[ii, :P]),
                                   np.ascontiguousarray(self.sz[ii, :P]), gc0)
         row_of = self._row_of_asc(ii, ix.desc)
@@ -250,7 +258,7 @@ class IndexUniverses(GraphStore):
         all_keys = np.concatenate([np.asarray(o_key), np.asarray(nk)]) \
             if len(o_key) or len(nk) else np.zeros(0, np.int64)
         try:
-            gk = np.unique(all_keys)
+            gk = sorted_unique(all_keys)
         except TypeError as e:
             raise DataError(f"edge-predicate key values cannot be ordered: {e}") from None
         gk, uc, o_comp, dense = self._universe(ix, gk, o_pid, o_key, pid[src_sel][valid],
@@ -280,9 +288,11 @@ class IndexUniverses(GraphStore):
         ubase = np.zeros(nI + 1, np.int64)
         ubase[1:] = np.cumsum(sizes)
         if not rebuilt and np.array_equal(ubase, old_ubase):
-            for ii in range(nI):  # partitions created by this sub-chunk get their (empty) range
-                if g.indexes[ii].kind != SCAN:
-                    self._set_ranges(ii, ubase[ii], P)
+            if P != self.ranges_P:  # partitions created by this sub-chunk get their (empty) range
+                for ii in range(nI):
+                    if g.indexes[ii].kind != SCAN:
+                        self._set_ranges(ii, ubase[ii], P)
+                self.ranges_P = P
             return
         total = int(ubase[-1])
         ptI, ptF = self.fresh_rows(total)
@@ -311,11 +321,12 @@ class IndexUniverses(GraphStore):
                 self.sz[ii, :P] = szp
         self.ptI, self.ptF, self.fwI, self.fwF = ptI, ptF, fwI, fwF
         self.ubase = ubase
+        self.ranges_P = P
 
     def _build_fenwicks(self, rebuilt: list[int], P: int, gc0: Any) -> None:
         """Rebuild the Fenwick trees of the rebuilt Fenwick indexes over their moved rows."""
         for ii in rebuilt:
-            if self.g.indexes[ii].kind == FENWICK and P:
+            if self.g.indexes[ii].kind == FENWICK and P and self.ubase[ii + 1] > self.ubase[ii]:
                 offs = np.ascontiguousarray(self.off[ii, :P])
                 szs = np.ascontiguousarray(self.sz[ii, :P])
                 if self.fw_in_pt:
@@ -397,26 +408,35 @@ class IndexUniverses(GraphStore):
             if ok.any() and len(gk):
                 vv = v[ok]
                 pp = pv[ok]
-                try:
-                    rl = pos_of(gk, vv, "left")
-                    rr = pos_of(gk, vv, "right")
-                except TypeError as e:
-                    raise DataError(f"edge predicate compares values that cannot be ordered: "
-                                    f"{e}") from None
                 lo = self.off[T.index, pp] - self.ubase[T.index]
-                szp = self.sz[T.index, pp]
-                cl = pos_of(uc, pp * mult + rl) - lo
-                cr = pos_of(uc, pp * mult + rr) - lo
                 op = T.op
+                # rows below the probe's key (left) or up to it (right), as each operator needs
+                cl = self._prefix(gk, uc, vv, pp, mult, lo, "left", pos_of) \
+                    if op in ("<", ">=", "=") else None
+                cr = self._prefix(gk, uc, vv, pp, mult, lo, "right", pos_of) \
+                    if op in ("<=", ">", "=") else None
                 if op == "<":
                     bb = cl
                 elif op == "<=":
                     bb = cr
                 elif op == ">":
-                    bb = szp - cr
+                    bb = self.sz[T.index, pp] - cr
                 elif op == ">=":
-                    bb = szp - cl
+                    bb = self.sz[T.index, pp] - cl
                 else:
                     bb = np.where(cr - cl == 1, cl, -1)
                 b[ok] = bb
             bound[tgt, slot] = b
+
+    @staticmethod
+    def _prefix(gk: np.ndarray, uc: np.ndarray, vv: np.ndarray, pp: np.ndarray, mult: int,
+                lo: np.ndarray, side: str, pos_of: Positions) -> np.ndarray:
+        """Per probe value ``vv`` in partition ``pp``: how many of the partition's entries have
+        a key below it (``side`` "left") or not above it ("right"); ``lo``: the partition's
+        first entry. O(probes log entries)."""
+        try:
+            r = pos_of(gk, vv, side)
+        except TypeError as e:
+            raise DataError(f"edge predicate compares values that cannot be ordered: "
+                            f"{e}") from None
+        return pos_of(uc, pp * mult + r) - lo
