@@ -355,8 +355,10 @@ class _Builder:
 
     def build_repeat(self, node: Repeat) -> _Frag:
         lo, hi = node.min, node.max
-        if lo < 0 or (hi is not None and (hi < lo or hi == 0)):
+        if lo < 0 or (hi is not None and hi < lo):
             raise QueryError(f"bad quantifier bounds {{{lo},{hi if hi is not None else ''}}}")
+        if hi == 0:  # R{0}: no row, as the empty pattern (R's variables bind nothing)
+            return self.build(Seq(()))
         frag: _Frag | None = None
 
         def cat(a: _Frag | None, b: _Frag) -> _Frag:

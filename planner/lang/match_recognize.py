@@ -533,7 +533,7 @@ class _Parser(ParserBase):
                 if not self.at_op("}"):
                     hi = self._int(self.expect_number("an upper bound"))
             self.expect_op("}")
-            if hi is not None and (hi < lo or hi == 0):
+            if hi is not None and hi < lo:
                 raise self.error(f"bad quantifier {{{lo},{hi}}}", t.pos)
         else:
             self._expected.extend(["'*'", "'+'", "'?'", "'{'"])

@@ -142,4 +142,5 @@ def test_the_quantifier_forms_of_the_documentation() -> None:
 
     assert falls("{,5}") == [2] and falls("{,1}") == [1] and falls("{,}") == [2]
     assert falls("{2,}") == [2] and falls("{1,5}?") == [1] and falls("??") == [0]
+    assert falls("{0}") == [0] and falls("{0,0}") == [0]  # exactly zero repetitions
     assert falls("{3,}") == []  # customer 1's first run falls only twice; its second once
