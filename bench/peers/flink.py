@@ -190,7 +190,8 @@ def run_flink(events: pa.Table, queries: dict[str, str], *, time_column: str = "
               table: str = "events", mode: str = "count", parallelism: int = 2,
               timeout_s: float = 3600.0, query_timeout_s: float | None = None,
               startup_probe: bool = True, workdir: str | os.PathLike[str] | None = None,
-              keep_files: bool = False, build_env: bool = True) -> dict[str, Any]:
+              keep_files: bool = False, build_env: bool = True,
+              batch: int = 1) -> dict[str, Any]:
     """Run replaydb MATCH_RECOGNIZE ``queries`` (name -> text) over ``events`` in Flink.
 
     ``mode``: ``"count"`` (matches counted by Flink, cheap), ``"blackhole"`` (timing only,
@@ -198,9 +199,11 @@ def run_flink(events: pa.Table, queries: dict[str, str], *, time_column: str = "
     ``parallelism``: the mini-cluster's default parallelism (the match operator itself runs
     with parallelism 1 unless the query partitions). ``timeout_s`` bounds the whole run (the
     process group is killed), ``query_timeout_s`` each query (its job is cancelled; default
-    ``timeout_s``). A query Flink rejects gets its ``error`` and the others still run; a
-    query the translator rejects raises :class:`~replaydb.errors.ParseError` before anything
-    starts.
+    ``timeout_s``). ``batch`` (``rows`` mode only): queries run that many at a time as one Flink
+    job, several times cheaper per query, for comparisons rather than timing (each ``wall_s`` is
+    then the shared job's; see :mod:`replaydb.bench.peers.flink_runner`). A query Flink rejects
+    gets its ``error`` and the others still run; a query the translator rejects raises
+    :class:`~replaydb.errors.ParseError` before anything starts.
 
     Returns ``{"flink_version", "mode", "parallelism", "events", "startup": {"gateway_s",
     "trivial_cold_s", "trivial_warm_s"}, "csv_write_s", "process_s", "queries": {name:
@@ -210,6 +213,9 @@ def run_flink(events: pa.Table, queries: dict[str, str], *, time_column: str = "
         raise UsageError(f"unknown mode {mode!r}", hint="use count, blackhole or rows")
     if not queries:
         raise UsageError("no queries to run")
+    if batch < 1 or (batch > 1 and mode != "rows"):
+        raise UsageError(f"batch={batch} needs mode='rows' and a positive size",
+                         hint="batch only shares jobs between queries whose rows are written")
     names = list(events.column_names)
     offset = _check_events(events, time_column, seq_column)
     rowtime = _rowtime_name(names)
@@ -235,7 +241,7 @@ def run_flink(events: pa.Table, queries: dict[str, str], *, time_column: str = "
             "output_dir": str(work / "out"),
             "queries": [{"name": n, "sql": tr.sql} for n, tr in translations.items()],
             "query_timeout_s": float(query_timeout_s or timeout_s),
-            "startup_probe": bool(startup_probe),
+            "startup_probe": bool(startup_probe), "batch": int(batch),
             "result": str(work / "result.json"),
         }
         (work / "job.json").write_text(json.dumps(job, indent=1), encoding="utf-8")

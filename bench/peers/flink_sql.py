@@ -45,11 +45,16 @@ The rules (each one tested in ``tests/bench/test_flink_peer.py``):
 7. ``==`` becomes ``=``, ``!=`` becomes ``<>``.
 8. Without DEFINE (every variable true) ``DEFINE <first variable> AS TRUE`` is added (Flink
    requires the clause). ``AFTER MATCH SKIP TO v`` becomes ``SKIP TO LAST v`` (the standard's
-   meaning).
+   meaning). Without AFTER MATCH SKIP, ``AFTER MATCH SKIP PAST LAST ROW`` (the standard's
+   default, replaydb's) is written out: Flink's default is ``SKIP TO NEXT ROW`` (measured: a
+   query without the clause finds Flink's overlapping matches).
 9. Rejected with a :class:`~replaydb.errors.ParseError` naming the position, because Flink
    does not support them: ``ALL ROWS PER MATCH``, alternation ``|``, quantified groups
    ``(A B)+``, ``PERMUTE``, ``SUBSET``, ``MATCH_NUMBER()``, ``CLASSIFIER()``, anchors and
-   exclusions.
+   exclusions. Also rejected: an unqualified column inside navigation or an aggregate of a
+   DEFINE condition (``LAST(x, 1)``, ``SUM(x)``): replaydb reads the whole match's rows there,
+   and rule 5's ``v.x`` would read only the variable's (measured: ``LAST(x, 1)`` became
+   ``LAST(B.x, 1)``, NULL on B's first row, and the matches were lost).
 
 Complexity: linear in the number of tokens.
 """
@@ -72,6 +77,9 @@ _SQL_WORDS = frozenset({
 _OPS = {"==": "=", "!=": "<>"}
 _ALLOWED_OPS = frozenset({"=", "<>", "<", ">", "<=", ">=", "+", "-", "*", "/", "%", "(", ")",
                           ",", "."})
+_MATCH_ROW_FUNCS = frozenset({"FIRST", "LAST", "PREV", "NEXT", "COUNT", "SUM", "AVG", "MIN",
+                               "MAX"})
+"""Functions over which an unqualified column of a DEFINE condition reads the match's rows."""
 _UNSUPPORTED_FUNCS = {"MATCH_NUMBER": "MATCH_NUMBER()", "CLASSIFIER": "CLASSIFIER()"}
 # Clause starts inside MATCH_RECOGNIZE ( ... ): first word, second word or None.
 _CLAUSES = (("PARTITION", "BY"), ("ORDER", "BY"), ("MEASURES", None), ("ONE", "ROW"),
@@ -267,6 +275,8 @@ class _Translator:
         parts.append("ONE ROW PER MATCH")
         if "AFTER" in clauses:
             parts.append(self.skip(*clauses["AFTER"][:2]))
+        else:
+            parts.append("AFTER MATCH SKIP PAST LAST ROW")
         parts.append(pattern)
         window = flink_ms = None
         if "WITHIN" in clauses:
@@ -498,15 +508,22 @@ class _Translator:
 
         ``current``: the variable a DEFINE condition is for; its unqualified columns are the
         current row's, i.e. ``current.column`` (Flink's planner fails on unqualified columns).
+        Inside navigation or an aggregate (``LAST(x, 1)``, ``SUM(x)``) an unqualified column
+        means the rows of the whole match, which Flink cannot express: it is rejected.
         ``measures``: unqualified columns are rejected (they would mean the match's last row;
         write ``LAST(v.column)``).
         """
         out: list[str] = []
         skip_paren = False  # the '(' of a call, already emitted with the function name
+        calls: list[str | None] = []  # per open '(': the function it belongs to, or None
         for n, t in enumerate(toks):
             if skip_paren:
                 skip_paren = False
                 continue
+            if t.is_op("("):
+                calls.append(None)
+            elif t.is_op(")") and calls:
+                calls.pop()
             prev = toks[n - 1] if n > 0 else None
             nxt = toks[n + 1] if n + 1 < len(toks) else None
             if t.kind == "ident":
@@ -517,6 +534,7 @@ class _Translator:
                     if name in _UNSUPPORTED_FUNCS:
                         raise self.unsupported(_UNSUPPORTED_FUNCS[name], t)
                     out.append(name + "(")
+                    calls.append(name)
                     skip_paren = True
                 elif nxt is not None and nxt.is_op("."):
                     out.append(quote(self.var_name(t)))
@@ -530,6 +548,12 @@ class _Translator:
                             f"qualify the column {t.text} with a pattern variable", t,
                             expected=["v." + t.text])
                     if current is not None:
+                        if any(c in _MATCH_ROW_FUNCS for c in calls):
+                            raise self.error(
+                                f"qualify the column {t.text} with a pattern variable: "
+                                "unqualified inside navigation or an aggregate it means the "
+                                "whole match's rows, which Flink cannot express", t,
+                                expected=[f"{current}.{t.text}"])
                         out.append(quote(current) + "." + self.column(t))
                     else:
                         out.append(self.column(t))

@@ -107,6 +107,8 @@ def test_order_by_partition_alias_and_missing_define():
                           "PATTERN (A B)") + " AS m;", "e", columns=COLS)
     assert "PARTITION BY `kind`\n  ORDER BY `rowtime`, `seq`\n" in sql
     assert sql.endswith("DEFINE `A` AS TRUE\n) AS `m`")
+    # the standard's default skip is written out: Flink's own is TO NEXT ROW
+    assert "ONE ROW PER MATCH\n  AFTER MATCH SKIP PAST LAST ROW\n  PATTERN" in sql
     # the tie-break needs a seq column; a custom rowtime name is used as given
     sql = to_flink_sql(_q("PATTERN (A) DEFINE A AS TRUE"), "e", columns=["t", "x"],
                        rowtime="rowtime_")
@@ -139,6 +141,8 @@ def test_constructs_flink_lacks_are_rejected_with_their_position(body, what):
     (_q("PATTERN (A) DEFINE A AS A.A1 ~ 1"), "'~'"),
     (_q("MEASURES A1 AS x PATTERN (A) DEFINE A AS TRUE"), "qualify the column A1"),
     (_q("PATTERN (A) DEFINE A AS TRUE, A AS TRUE"), "defined twice"),
+    (_q("PATTERN (A B) DEFINE B AS LAST(A1, 1) < B.A1"), "qualify the column A1.*whole match"),
+    (_q("PATTERN (A B) DEFINE B AS B.A1 > (SUM((A1)) + 1)"), "qualify the column A1"),
     (_q("DEFINE A AS TRUE"), "missing PATTERN"),
     (_q("PATTERN (A) DEFINE A AS TRUE") + " extra junk", "unexpected 'junk'"),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS TRUE", "unclosed"),
@@ -331,6 +335,8 @@ def test_events_are_checked_before_anything_starts(monkeypatch, tmp_path):
     assert flink.flink_type(pa.float64(), "x") == "DOUBLE"
     with pytest.raises(UsageError, match="unknown mode"):
         flink.run_flink(ok, {"q": "x"}, mode="collect")
+    with pytest.raises(UsageError, match="batch=2 needs mode='rows'"):
+        flink.run_flink(ok, {"q": "x"}, mode="count", batch=2)
     # a missing environment is reported with the make target as the hint (no build here)
     monkeypatch.setenv("REPLAYDB_FLINK_VENV", str(tmp_path / "none"))
     if flink.shutil.which("java") is not None:
