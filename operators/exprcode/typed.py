@@ -131,6 +131,8 @@ class _Typer:
             if e.op != "neg":
                 raise self.fail(f"the operator {e.op}", e)
             self.numeric(x, e, "negation")
+            if x.rep == "F" and x.kind == "i":  # an integer held as a float: 0 - x, no -0.0
+                return Typed(oc.SUBF, "i", "F", (_ZERO, x))
             return Typed(oc.NEGI if x.rep == "I" else oc.NEGF, x.kind, x.rep, (x,))
         if isinstance(e, Binary):
             return self.binary(e)
@@ -244,7 +246,10 @@ class _Typer:
         else:
             op = _ARITH[e.op]
         kind = "i" if ints and e.op != "/" else "f"
-        return Typed(op, kind, "F", (self.to_float(x), self.to_float(y)))
+        r = Typed(op, kind, "F", (self.to_float(x), self.to_float(y)))
+        if op == oc.MULF and kind == "i":  # integers have no -0.0 (0 * -1): add +0.0
+            return Typed(oc.ADDF, "i", "F", (r, _ZERO))
+        return r
 
     def minmax(self, e: Call) -> Typed:
         if not e.args:
@@ -298,6 +303,8 @@ class _Typer:
         return Typed(oc.ROUNDF, "f", "F", (x,), a=nd)
 
 
+_ZERO = Typed(oc.CF, "i", "F", fc=0.0)
+"""The float constant +0.0 (an integer held as a float)."""
 _ARITH = {"+": oc.ADDF, "-": oc.SUBF, "*": oc.MULF, "/": oc.DIVF, "%": oc.MODF}
 _ARITH_I = {"+": oc.ADDI, "-": oc.SUBI, "*": oc.MULI}
 _UNARY_F = {"SQRT": oc.SQRTF, "LN": oc.LNF, "LOG10": oc.LOG10F, "EXP": oc.EXPF,
