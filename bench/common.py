@@ -284,7 +284,7 @@ def to_markdown(data: dict[str, Any], heading: str = "#") -> str:
         lines += [f"**{t['title']}**", "", "| " + " | ".join(t["columns"]) + " |",
                   "|" + "---|" * len(t["columns"])]
         for r in t["rows"]:
-            lines.append("| " + " | ".join(_fmt(v) for v in r) + " |")
+            lines.append("| " + " | ".join(_fmt(v).replace("|", "\\|") for v in r) + " |")
         lines.append("")
     for p in data.get("plots", []):
         lines += [f"![{p}]({p})", ""]
