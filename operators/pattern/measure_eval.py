@@ -155,7 +155,7 @@ class Evaluator:
                 if v.dtype == object:  # strings: only COUNT (of the non-NULL ones) reads them
                     if leaf.fn != "COUNT":
                         raise QueryError(f"{leaf.fn} over the non-numeric column {leaf.col!r}")
-                    v = np.array([np.nan if x is None else 1.0 for x in v.tolist()])
+                    v = aggregated_values(v, len(v), None, True)
                 self._cache[key] = v.astype(np.float64)
             vals = self._cache[key]
         good = mask & ~np.isnan(vals)
@@ -180,20 +180,13 @@ class Evaluator:
         match with its value (``COUNT(DISTINCT ...)`` counts these). O(rows log rows)."""
         ms = self.f.ms
         if leaf.arg is not None:
-            names = dict(leaf.arg_columns)
-            got = self.buf.gather(ms.ev, sorted(set(names.values())), self.schema) \
-                if names else {}
-            env = {written: arrow_to_numpy(got[col]) for written, col in names.items()}
-            vals = np.asarray(ex.compile_expr(leaf.arg)(
-                ex.ColumnsEnv(env, frozenset(ex.qualifiers(leaf.arg)))))
+            vals = self.arg_result(leaf)
             if vals.ndim == 0:
                 vals = np.full(len(ms.ev), vals.item())
         else:
             assert leaf.col is not None
             vals = arrow_to_numpy(self.buf.gather(ms.ev, [leaf.col], self.schema)[leaf.col])
-        null = np.array([v is None or v != v for v in vals.tolist()], dtype=np.bool_) \
-            if vals.dtype == object else (np.isnan(vals) if vals.dtype.kind == "f"
-                                          else np.zeros(len(vals), dtype=np.bool_))
+        null = np.isnan(aggregated_values(vals, len(vals), leaf.arg, True))
         keep = np.flatnonzero(mask & ~null)
         first = np.zeros(len(vals), dtype=np.bool_)
         if not len(keep):
@@ -204,19 +197,23 @@ class Evaluator:
         first[keep[at]] = True
         return first
 
+    def arg_result(self, leaf: _AggLeaf) -> np.ndarray:
+        """``leaf.arg`` evaluated on every matched row (any type; a scalar for a constant)."""
+        assert leaf.arg is not None
+        names = dict(leaf.arg_columns)
+        got = self.buf.gather(self.f.ms.ev, sorted(set(names.values())), self.schema) \
+            if names else {}
+        env = {written: arrow_to_numpy(got[col]) for written, col in names.items()}
+        aliases = frozenset(ex.qualifiers(leaf.arg))
+        return np.asarray(ex.compile_expr(leaf.arg)(ex.ColumnsEnv(env, aliases)))
+
     def row_values(self, leaf: _AggLeaf) -> np.ndarray:
         """``leaf.arg`` on every matched row, as float64 (NaN where it is NULL)."""
         assert leaf.arg is not None
         key = ("expr", leaf.arg, leaf.arg_columns)
         if key not in self._cache:
-            ms = self.f.ms
-            names = dict(leaf.arg_columns)
-            got = self.buf.gather(ms.ev, sorted(set(names.values())), self.schema) \
-                if names else {}
-            env = {written: arrow_to_numpy(got[col]) for written, col in names.items()}
-            aliases = frozenset(ex.qualifiers(leaf.arg))
-            r = np.asarray(ex.compile_expr(leaf.arg)(ex.ColumnsEnv(env, aliases)))
-            self._cache[key] = aggregated_values(r, len(ms.ev), leaf.arg, leaf.fn == "COUNT")
+            self._cache[key] = aggregated_values(self.arg_result(leaf), len(self.f.ms.ev),
+                                                 leaf.arg, leaf.fn == "COUNT")
         return self._cache[key]
 
     def special(self, leaf: _Special) -> pa.Array:
