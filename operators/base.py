@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -36,6 +37,7 @@ import pyarrow as pa
 
 from replaydb.batches import as_batches
 from replaydb.errors import OperatorError, StateCapExceeded
+from replaydb.operators.instants import TIME_COLUMNS
 from replaydb.operators.spec import FAMILIES, OperatorSpec
 
 DEFAULT_STATE_CAP = 10_000_000
@@ -113,6 +115,16 @@ class Operator(ABC):
 
         safe = type(self).end_interval is Operator.end_interval
         return Traits(self.name, interval_safe=safe, devices=self.devices())
+
+    def instant_columns(self, time_columns: Collection[str] = TIME_COLUMNS) -> tuple[str, ...]:
+        """The output columns that hold stream times (instants, see
+        :mod:`~replaydb.operators.instants`), given the names of the stream's time column; the
+        executor shows them as timestamps where the stream declares a time unit. This default,
+        for operators that pass events through: the integer output columns named like the time
+        column."""
+        names = {n.lower() for n in time_columns}
+        return tuple(f.name for f in self.output_schema
+                     if f.name.lower() in names and pa.types.is_integer(f.type))
 
     def devices(self) -> tuple[str, ...]:
         """The devices that have a variant of this operator."""

@@ -168,6 +168,18 @@ class Star(Expr):
     pos: int | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class TimeLiteral(Expr):
+    """``TIMESTAMP '2001-03-01 08:00'`` or ``DATE '2001-03-01'`` as written (``kind`` is
+    ``TIMESTAMP`` or ``DATE``). Its value depends on the stream's time unit and the query's time
+    zone, so the planner replaces it by the instant's integer :class:`Literal` before anything
+    evaluates it; an operator given one directly refuses it."""
+
+    kind: str
+    text: str
+    pos: int | None = field(default=None, compare=False)
+
+
 TRUE = Literal(True)
 
 
@@ -235,6 +247,8 @@ def to_text(e: Expr, parent_prec: int = 0) -> str:
         return s
     if isinstance(e, Star):
         return "*"
+    if isinstance(e, TimeLiteral):
+        return f"{e.kind} '{e.text}'"
     if isinstance(e, Unary):
         if e.op == "not":
             s = f"NOT {to_text(e.operand, _PREC['not'])}"
@@ -496,6 +510,9 @@ def compile_expr(expr: Expr) -> Compiled:
         return lambda env: env.call(node, [a(env) for a in args])
     if isinstance(expr, Star):
         raise ExprError("'*' is only allowed inside COUNT(*)", expr.pos)
+    if isinstance(expr, TimeLiteral):
+        raise ExprError(f"{expr.kind} '{expr.text}' needs a stream's time unit: run the query "
+                        "through the planner (replaydb.query)", expr.pos)
     raise ExprError(f"cannot compile {type(expr).__name__}")  # pragma: no cover
 
 

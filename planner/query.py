@@ -49,10 +49,19 @@ from replaydb.operators.spec import OperatorSpec
 from replaydb.planner import languages
 from replaydb.planner.options import NoOptions, as_kwargs, parse_options
 from replaydb.planner.result import QueryResult
+from replaydb.planner.time_literals import resolve_time_literals
 from replaydb.replay import Replay
 from replaydb.replay.executor import execute as run_physical
-from replaydb.replay.plan import FullScan, IntervalScan, PhysicalPlan, StreamRef
+from replaydb.replay.plan import (
+    TIME_FORMATS,
+    FullScan,
+    IntervalScan,
+    Output,
+    PhysicalPlan,
+    StreamRef,
+)
 from replaydb.store.interval_list import IntervalList
+from replaydb.timeunits import check_time_zone
 
 PLAN_CHOICES = ("auto", "replay")
 
@@ -78,6 +87,11 @@ class QueryOptions:
     device: str = "auto"
     engine: str = "local"
     master: str | None = None
+    time_format: str = "timestamp"
+    """``timestamp``: result columns holding stream times are Arrow timestamps where the stream
+    declares a time unit; ``raw``: they stay int64 counts of the unit."""
+    time_zone: str = "UTC"
+    """The zone results show times in, and in which literals without a zone are read."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -128,6 +142,21 @@ class QueryContext:
             if tc and tc != "t":
                 out[tc] = "t"
         return out
+
+    @property
+    def time_columns(self) -> frozenset[str]:
+        """The names the replayed time column goes by: ``t`` and the stream's source name."""
+        return frozenset({"t", *self.aliases})
+
+    def output(self, operator: Any) -> Output:
+        """The plan's :class:`~replaydb.replay.plan.Output`: the columns ``operator`` declares
+        as stream times, shown as timestamps of the stream's unit unless the stream declares
+        none or the query asks for raw times."""
+        unit = self.time_unit if self.options.time_format == "timestamp" else None
+        if unit is None:
+            return Output()
+        return Output(unit, tuple(operator.instant_columns(self.time_columns)),
+                      self.options.time_zone)
 
     def bind(self, **overrides: Any) -> Any:
         """Bind the query to the replayed schema (the operator it runs in): the language's
@@ -224,7 +253,8 @@ class Plan:
             language=ctx.language, query=ctx.text.strip(),
             streams=tuple(StreamRef(s.name, s.version, int(s.n_events)) for s in ctx.snapshots),
             source=source, operator=spec, strategy=strategy, type_column=ctx.type_column,
-            aliases=tuple(sorted(ctx.aliases.items())), estimates=dict(estimates or {}))
+            aliases=tuple(sorted(ctx.aliases.items())), estimates=dict(estimates or {}),
+            output=ctx.output(operator if operator is not None else spec.build()))
         return cls(ctx, physical, operator=operator)
 
     @property
@@ -314,6 +344,7 @@ def _stream(store: Any, text: str, name: str, version: int | None) -> Any:
 
 def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
     """Parse ``text``, pin the streams it reads and check the options for its language."""
+    check_output_options(options)
     language, mod = detect_language(text)
     query = mod.parse(text)
     sources = list(getattr(query, "sources", ()) or ())
@@ -359,9 +390,18 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
         lower = "t" if sch.lower_column in (None, sch.time_column) else sch.lower_column
         bind_options = {"lower_col": lower, "upper_col": sch.upper_column,
                         "pmf_col": sch.pmf_column}
+    query = resolve_time_literals(query, text, sch.time_unit, options.time_zone)
     planner_options, operator_options = parse_options(language, options.extra or {})
     return QueryContext(store, text, language, mod, query, snapshots, type_column, options,
                         bind_options, planner_options, operator_options)
+
+
+def check_output_options(options: QueryOptions) -> None:
+    """UsageError for a time format or zone results cannot be shown in."""
+    if options.time_format not in TIME_FORMATS:
+        raise UsageError(f"unknown time format {options.time_format!r}",
+                         hint=f"use one of {', '.join(TIME_FORMATS)}")
+    check_time_zone(options.time_zone)
 
 
 # --------------------------------------------------------------------------- plan + execute

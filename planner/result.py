@@ -80,13 +80,26 @@ def html_table(tbl: pa.Table, max_rows: int, footer: str = "") -> str:
     names = tbl.column_names
     head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
     body = []
-    for row in tbl.slice(0, max_rows).to_pylist():
+    for row in instants_as_text(tbl.slice(0, max_rows)).to_pylist():
         cells = "".join(f"<td>{html.escape(cell_text(row[n]))}</td>" for n in names)
         body.append(f"<tr>{cells}</tr>")
     more = tbl.num_rows - min(tbl.num_rows, max_rows)
     note = f" ({more:,} more not shown)" if more else ""
     return (f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
             f"<p>{html.escape(footer + note)}</p>")
+
+
+def instants_as_text(tbl: pa.Table, iso: bool = False) -> pa.Table:
+    """``tbl`` with every timestamp column as strings a person reads (``2001-03-01 08:00:00``,
+    in the column's zone, its offset appended unless UTC), or ISO-8601 with ``iso``
+    (``2001-03-01T08:00:00Z``: what JSON output writes). O(rows of those columns)."""
+    from replaydb.timeunits import instant_strings
+
+    for i, f in enumerate(tbl.schema):
+        if pa.types.is_timestamp(f.type):
+            tbl = tbl.set_column(i, pa.field(f.name, pa.string()),
+                                 instant_strings(tbl.column(i), iso))
+    return tbl
 
 
 def cell_text(value: Any) -> str:

@@ -18,6 +18,10 @@ was read; ``operator``: the operator's counters; ``index_path``: what the tree a
 ``operator``: a fresh operator the caller already built from ``plan.operator`` (a planner binds
 one while planning; reusing it saves compiling the query twice); it must never have been fed.
 ``check``: called before every batch and after every result table (time and memory limits).
+
+Both engines return the plan's final rows: the columns the plan's
+:class:`~replaydb.replay.plan.Output` names as stream times are timestamps (:func:`format_times`,
+the last step of a local run and of a Spark run alike).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from replaydb.errors import UsageError
-from replaydb.replay.plan import IntervalScan, PhysicalPlan, TreeAggregates
+from replaydb.replay.plan import IntervalScan, Output, PhysicalPlan, TreeAggregates
 from replaydb.replay.replay import Replay
 
 ENGINES = ("local", "spark")
@@ -112,7 +116,9 @@ def execute_local(plan: PhysicalPlan, snapshots: Sequence[Any], *, operator: Any
     :func:`replay_into` (a tree-aggregate plan reads no events and reports none)."""
     check_streams(plan, snapshots)
     if isinstance(plan.source, TreeAggregates):
-        return _tree_aggregates(plan, snapshots)
+        out = _tree_aggregates(plan, snapshots)
+        out.table = format_times(out.table, plan.output)
+        return out
     op = build_operator(plan, operator)
     guard = None
     src = plan.source
@@ -125,7 +131,7 @@ def execute_local(plan: PhysicalPlan, snapshots: Sequence[Any], *, operator: Any
     stats: dict[str, Any] = {"replay": rep.stats.as_dict(), "operator": op.counters.as_dict()}
     if guard is not None:
         stats["guard"] = guard.stats()
-    return Execution(table, stats)
+    return Execution(format_times(table, plan.output), stats)
 
 
 def execute(plan: PhysicalPlan, snapshots: Sequence[Any], *, engine: str = "local",
@@ -147,3 +153,19 @@ def execute(plan: PhysicalPlan, snapshots: Sequence[Any], *, engine: str = "loca
         table, stats = run_plan(plan, snapshots, limits, operator=operator, **(spark or {}))
         return Execution(table, stats)
     return execute_local(plan, snapshots, operator=operator, check=check, progress=progress)
+
+
+def format_times(table: pa.Table, output: Output) -> pa.Table:
+    """``table`` with the plan's instant columns as Arrow timestamps of the stream's unit
+    (:class:`~replaydb.replay.plan.Output`); other columns, and every column when the output
+    keeps raw times, unchanged. O(columns): a cast of int64 to a timestamp shares the values."""
+    if output.time_unit is None:
+        return table
+    typ = pa.timestamp(output.time_unit, tz=output.time_zone)
+    for name in output.instants:
+        i = table.schema.get_field_index(name)
+        if i < 0 or not pa.types.is_integer(table.schema.field(i).type):
+            continue
+        field = table.schema.field(i).with_type(typ)
+        table = table.set_column(i, field, table.column(i).cast(pa.int64()).cast(typ))
+    return table

@@ -17,6 +17,7 @@ Node types:
 * the **operator** (:class:`~replaydb.operators.spec.OperatorSpec`: family, frozen
   configuration, state cap, CPU or GPU);
 * the **placement** (:class:`Placement`: the device decision and the replay batch size);
+* the **output** (:class:`Output`: which result columns are stream times, shown as timestamps);
 * the **streams** (:class:`StreamRef`: name, pinned version, event count).
 """
 
@@ -133,6 +134,30 @@ class Placement:
         return out
 
 
+TIME_FORMATS = ("timestamp", "raw")
+"""How results show stream times: Arrow timestamps, or the stored int64 counts (``raw``)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """How results leave the executor: the output columns holding stream times
+    (:attr:`instants`, as the operator declares them:
+    :meth:`~replaydb.operators.base.Operator.instant_columns`) become Arrow
+    ``timestamp[time_unit, tz=time_zone]`` columns (the same int64 values, no copy). With
+    ``time_unit`` None - the stream declares no unit, or the query asked for raw times - every
+    column stays as the operator produced it."""
+
+    time_unit: str | None = None
+    instants: tuple[str, ...] = ()
+    time_zone: str = "UTC"
+
+    def describe(self) -> dict[str, Any]:
+        if self.time_unit is None or not self.instants:
+            return {"times": "raw"}
+        return {"times": f"timestamp[{self.time_unit}, {self.time_zone}]",
+                "instants": list(self.instants)}
+
+
 @dataclass(frozen=True)
 class PhysicalPlan:
     """One query's plan (see the module docstring)."""
@@ -147,6 +172,7 @@ class PhysicalPlan:
     type_column: str | None = None
     aliases: tuple[tuple[str, str], ...] = ()
     estimates: dict[str, Any] = field(default_factory=dict, hash=False)
+    output: Output = Output()
 
     @property
     def intervals(self) -> IntervalList | None:
@@ -166,5 +192,6 @@ class PhysicalPlan:
                 "source": self.source.describe(),
                 "operator": self.operator.describe(),
                 "placement": self.placement.describe(),
+                "output": self.output.describe(),
                 "streams": [{"name": s.name, "version": s.version, "events": s.events}
                             for s in self.streams]}

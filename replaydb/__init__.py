@@ -61,7 +61,11 @@ def query(store: Any, text: str, **options: Any) -> Any:
     or a dict of those by stream name (:mod:`replaydb.tables`: the events are written to a
     temporary store and replayed; ``time_column``, ``time_unit``, ``type_column``,
     ``upper_column`` and ``pmf_column`` say how). Options: ``plan``, ``stream``, ``version``,
-    ``state_cap``, ``timeout``, ``max_memory``, ``device``, ``engine``, ``master``, and the
+    ``state_cap``, ``timeout``, ``max_memory``, ``device``, ``engine``, ``master``,
+    ``time_format`` (``timestamp``: result columns holding stream times are Arrow timestamps
+    where the stream declares a time unit, the default; ``raw``: int64 counts of the unit),
+    ``time_zone`` (default ``UTC``: the zone of those timestamps and of TIMESTAMP literals
+    without a zone of their own), and the
     options of the query's planner and operator (:mod:`replaydb.planner.options`; an unknown
     one is a :class:`~replaydb.errors.UsageError` naming the valid ones).
     """

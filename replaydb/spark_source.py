@@ -208,6 +208,13 @@ class QueryWork:
         yield from table.cast(self.schema).to_batches()
 
 
+def spark_times(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every timestamp as Spark holds one (``timestamp[us, tz=UTC]``: Spark's
+    TimestampType is an instant in microseconds); the result's times are cast to it."""
+    typ = pa.timestamp("us", tz="UTC")
+    return pa.schema([f.with_type(typ) if pa.types.is_timestamp(f.type) else f for f in schema])
+
+
 def plan_query_work(opts: SourceOptions) -> QueryWork:
     """Plan ``opts.query`` on the driver; find the result schema by running the operator over
     no events."""
@@ -224,7 +231,7 @@ def plan_query_work(opts: SourceOptions) -> QueryWork:
     plan = plan_query(store, opts.query or "", query_options(options))
     value = plan.physical
     empty = replace(value, source=IntervalScan(IntervalList.of([]), "nothing"))
-    schema = execute(empty, plan.ctx.snapshots).table.schema
+    schema = spark_times(execute(empty, plan.ctx.snapshots).table.schema)
     traits = value.operator.build().traits()
     splittable = bool(traits.interval_safe and traits.numbering is None)
     return QueryWork(str(store.path), value, schema, splittable)

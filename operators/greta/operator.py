@@ -8,6 +8,7 @@ equal timestamps are never split between two calls (they must not precede each o
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -21,6 +22,7 @@ from replaydb.operators.greta.config import GretaConfig
 from replaydb.operators.greta.events import EventChunk
 from replaydb.operators.greta.plan import CompiledPlan, compile_plan
 from replaydb.operators.greta.runtime import NGT, OUTT, GraphState, Runtime
+from replaydb.operators.instants import TIME_COLUMNS
 
 MIN_PROCESS_ROWS = 1 << 16
 _DEC_LIMIT = 10**38
@@ -157,6 +159,19 @@ class GretaOperator(Operator):
     @property
     def output_schema(self) -> pa.Schema:
         return self.plan.output_schema
+
+    def instant_columns(self, time_columns: Collection[str] = TIME_COLUMNS) -> tuple[str, ...]:
+        """``window_start``, ``window_end``, a GROUP-BY of the time column, and ``MIN``/``MAX``
+        of it (when they keep its integer type)."""
+        names = {n.lower() for n in time_columns}
+        cfg = self.config
+        out = ["window_start", "window_end"]
+        out += [k for k in cfg.group_by if k.lower() in names]
+        schema = self.output_schema
+        out += [it.name for it in cfg.returns
+                if it.kind in ("min", "max") and str(it.attr).lower() in names
+                and it.name in schema.names and pa.types.is_integer(schema.field(it.name).type)]
+        return tuple(out)
 
     def _check(self) -> None:
         """Verify the runtime's invariants (tests call this after every step)."""

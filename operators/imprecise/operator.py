@@ -33,6 +33,7 @@ become final (:mod:`.kernels`). Irrelevant events (matching no component) are dr
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,7 @@ from replaydb.operators.imprecise.finalize import Finalized, finalize
 from replaydb.operators.imprecise.point_based import PointEngine
 from replaydb.operators.imprecise.predicates import PredicatePlan
 from replaydb.operators.imprecise.query_order import query_order_matches
+from replaydb.operators.instants import TIME_COLUMNS
 
 INF = float("inf")
 
@@ -106,6 +108,16 @@ class ImprecisePatternOperator(Operator):
     @property
     def output_schema(self) -> pa.Schema:
         return self._schema
+
+    def instant_columns(self, time_columns: Collection[str] = TIME_COLUMNS) -> tuple[str, ...]:
+        """``t``, ``t_start``, ``t_end``, and every RETURN ``var.attr`` of a time column or of
+        the uncertainty interval's bounds (integer instants of the same unit)."""
+        cfg = self.cfg
+        names = {n.lower() for n in (*time_columns, cfg.lower_column, cfg.upper_column)}
+        return ("t", "t_start", "t_end", *(
+            r.column_name for r in self._returns
+            if r.attr is not None and r.attr.lower() in names
+            and (r.arrow_type is None or pa.types.is_integer(r.arrow_type))))
 
     def _reset_state(self) -> None:
         cfg = self.cfg

@@ -287,12 +287,21 @@ class Evaluator:
         raise QueryError(f"cannot evaluate {type(e).__name__}")  # pragma: no cover
 
 
+def _integer_or_float(typ: pa.DataType) -> pa.DataType:
+    return pa.int64() if pa.types.is_integer(typ) else pa.float64()
+
+
 def infer_type(e: ex.Expr, schema: pa.Schema) -> pa.DataType:
     """The Arrow type a lowered measure produces (results are cast to it)."""
     if isinstance(e, _Sel):
         return schema.field(e.col).type
     if isinstance(e, _AggLeaf):
-        return pa.int64() if e.fn == "COUNT" else pa.float64()
+        if e.fn == "COUNT":
+            return pa.int64()
+        if e.fn in ("MIN", "MAX") and e.arg is None and e.col in schema.names \
+                and pa.types.is_integer(schema.field(e.col).type):
+            return schema.field(e.col).type  # MIN/MAX keep an integer column's type (SQL)
+        return pa.float64()
     if isinstance(e, _Special):
         return pa.string() if e.what == "classifier" else pa.int64()
     if isinstance(e, ex.Literal):
@@ -305,10 +314,16 @@ def infer_type(e: ex.Expr, schema: pa.Schema) -> pa.DataType:
             return pa.string()
         return pa.float64()
     if isinstance(e, ex.Unary):
-        return pa.bool_() if e.op == "not" else pa.float64()
+        if e.op == "not":
+            return pa.bool_()
+        return _integer_or_float(infer_type(e.operand, schema))
     if isinstance(e, ex.Binary):
         if e.op in ("and", "or", "=", "!=", "<", "<=", ">", ">="):
             return pa.bool_()
+        if e.op in ("+", "-", "*"):  # integers stay integers (SQL); / and % are computed in floats
+            left, right = infer_type(e.left, schema), infer_type(e.right, schema)
+            if pa.types.is_integer(left) and pa.types.is_integer(right):
+                return pa.int64()
         return pa.float64()
     if isinstance(e, ex.Between | ex.InList | ex.IsNull):
         return pa.bool_()

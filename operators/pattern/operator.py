@@ -64,7 +64,7 @@ measure). The buffer keeps the events of waiting matches across
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
@@ -86,6 +86,7 @@ from replaydb.operators.expr import (
     compile_predicate,
     to_text,
 )
+from replaydb.operators.instants import TIME_COLUMNS
 from replaydb.operators.pattern import frames
 from replaydb.operators.pattern.buffer import (
     EventBuffer,
@@ -126,6 +127,8 @@ _NO_EVENT = np.iinfo(np.int64).max
 
 META_ONE = ("t", "match_id", "match_number", "first_t", "first_seq", "last_t", "last_seq")
 META_ALL = ("match_id", "match_number")
+META_TIMES = ("t", "first_t", "last_t")
+"""The columns of :data:`META_ONE` that hold stream times."""
 _ALWAYS = ("t", "match_id", "match_number")
 """ONE ROW PER MATCH metadata an empty match has (``t``: the row it was found at)."""
 
@@ -270,6 +273,11 @@ class PatternOperator(Operator):
         from replaydb.operators.pattern.traits import pattern_traits
 
         return pattern_traits(self)
+
+    def instant_columns(self, time_columns: Collection[str] = TIME_COLUMNS) -> tuple[str, ...]:
+        from replaydb.operators.pattern.traits import pattern_instants
+
+        return pattern_instants(self, time_columns)
 
     def apply_select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         return self._apply_select(batch) if self._select else batch

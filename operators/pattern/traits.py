@@ -18,11 +18,13 @@ Order-dependent columns and how a parallel run makes them deterministic:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
 
-from replaydb.operators.expr import Call, Column, Expr, Star
+from replaydb.operators.expr import Call, Column, Expr, Star, to_text
+from replaydb.operators.instants import is_instant
 from replaydb.operators.traits import PatternNumbering, Traits
 
 SORT_COLUMNS = ("t", "last_seq", "first_t", "first_seq", "match_number")
@@ -98,3 +100,36 @@ def pattern_traits(op: Any) -> Traits:
                   sort_columns=SORT_COLUMNS, numbering=numbering,
                   strip_select=spec.select is not None, exact_partition_order=exact,
                   partition_blocker=blocker, devices=op.devices(), notes=tuple(notes))
+
+
+def pattern_instants(op: Any, time_columns: Collection[str]) -> tuple[str, ...]:
+    """The output columns of pattern operator ``op`` that hold stream times: ``t``,
+    ``first_t`` and ``last_t`` of ONE ROW PER MATCH (unless a measure takes the name), the rows'
+    time column under ALL ROWS PER MATCH, every measure that is an instant
+    (:func:`~replaydb.operators.instants.is_instant`), and what the select list takes of them."""
+    from replaydb.operators.pattern.operator import META_TIMES, _resolve_select
+
+    names = {n.lower() for n in time_columns}
+    base: set[str] = set()
+    if op.all_rows:
+        base |= {f.name for f in op.rows_schema if f.name.lower() in names}
+    else:
+        base |= {n for n in META_TIMES if n not in op._shadowed}
+    for m in op.config.spec.measures:
+        base.discard(m.name)
+        if is_instant(m.expr, time_columns):
+            base.add(m.name)
+    items = op.config.spec.select
+    if items is None or (len(items) == 1 and items[0].star):
+        return tuple(n for n in op._base_schema.names if n in base)
+    lookup = {n.lower(): n for n in op._base_schema.names}
+    out: list[str] = []
+    for it in items:
+        if it.star:
+            out += [n for n in op._base_schema.names if n in base]
+            continue
+        e = _resolve_select(it.expr, lookup)
+        name = it.alias or (e.name if isinstance(e, Column) else to_text(it.expr))
+        if is_instant(e, base):
+            out.append(name)
+    return tuple(out)

@@ -48,6 +48,7 @@ State (``counters.state_size``): buffered situations + open situations + held-ba
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ import pyarrow as pa
 from replaydb.errors import DataError, OperatorError, StateCapExceeded
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import ColumnsEnv, columns, compile_predicate
+from replaydb.operators.instants import TIME_COLUMNS
 from replaydb.operators.tpstream import kernel
 from replaydb.operators.tpstream.aggregates import AggSpec
 from replaydb.operators.tpstream.config import TPStreamConfig
@@ -137,6 +139,19 @@ class TPStream(Operator):
             raise OperatorError(f"{self.name}: input has no column {missing[0]!r} "
                                 f"(columns: {', '.join(schema.names)})")
         self._out_schema = self._make_out_schema(schema)
+
+    def instant_columns(self, time_columns: Collection[str] = TIME_COLUMNS) -> tuple[str, ...]:
+        """``detection_time``, every situation's ``<name>_ts`` / ``<name>_te``, a PARTITION BY
+        of the time column, and ``first``/``last``/``min``/``max`` of it."""
+        names = {n.lower() for n in time_columns}
+        out = ["detection_time"]
+        out += [k for k in self.config.partition_by if k.lower() in names]
+        for n in self.names:
+            out += [f"{n}_ts", f"{n}_te"]
+        out += [a.item.alias for a in self.aggs
+                if a.func in ("first", "last", "min", "max") and a.attr is not None
+                and a.attr.lower() in names]
+        return tuple(out)
 
     def _make_out_schema(self, schema: pa.Schema | None) -> pa.Schema:
         fields = [pa.field("detection_time", pa.int64(), nullable=False),

@@ -67,6 +67,7 @@ or from SQL: ``bind(parse(text), schema, "ms")`` in :mod:`replaydb.planner.lang.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -77,6 +78,7 @@ import pyarrow.compute as pc
 from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import (
+    Call,
     Column,
     ColumnsEnv,
     Expr,
@@ -84,6 +86,7 @@ from replaydb.operators.expr import (
     compile_expr,
     evaluate_mask,
 )
+from replaydb.operators.instants import TIME_COLUMNS, is_instant
 from replaydb.operators.window.aggregates import (
     AggSpec,
     Layout,
@@ -175,6 +178,18 @@ class WindowAggregate(Operator):
         test = Binary("=", Column(time_carrier), Literal(0))
         where = test if cfg.where is None else Binary("and", test, cfg.where)
         return spec.with_config(replace(cfg, where=where))
+
+    def instant_columns(self, time_columns: Collection[str] = TIME_COLUMNS) -> tuple[str, ...]:
+        """``window_start``, ``window_end``, a GROUP BY of the time column, and every
+        aggregate picking a time (``MIN(t)``, ``LAST(t)``: :func:`is_instant`)."""
+        names = {n.lower() for n in time_columns}
+        out = ["window_start", "window_end"]
+        out += [k for k in self.cfg.group_by if k.lower() in names]
+        out += [a.alias for a in self.cfg.aggregates
+                if a.func in ("MIN", "MAX", "FIRST", "LAST")
+                and is_instant(Call(a.func, (a.arg,)) if a.arg is not None else None,
+                               time_columns)]
+        return tuple(out)
 
     @property
     def output_schema(self) -> pa.Schema:

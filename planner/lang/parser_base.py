@@ -37,7 +37,7 @@ from typing import Any
 from replaydb.errors import ParseError
 from replaydb.operators import expr as ex
 from replaydb.planner.lang.lexer import Token, tokenize
-from replaydb.timeunits import duration_word_ns
+from replaydb.timeunits import duration_word_ns, instant_ns
 
 MAX_DEPTH = 50
 
@@ -352,6 +352,8 @@ class ParserBase:
         kind = t.kind
         if kind == "ident":
             kw = t.kw
+            if t.text.upper() in ("TIMESTAMP", "DATE") and self.peek().kind == "string":
+                return self.parse_time_literal()
             if kw is not None and kw in _PRIMARY_WORDS:
                 nxt = self.peek()
                 if kw in ("TRUE", "FALSE") and not nxt.is_op("(", "."):
@@ -393,6 +395,18 @@ class ParserBase:
             return e
         self._expected.extend(["a value", "a column", "'('"])
         raise self.error(f"unexpected {t.describe()}")
+
+    def parse_time_literal(self) -> ex.Expr:
+        """``TIMESTAMP '...'`` / ``DATE '...'``: checked here (a bad one is a ParseError at its
+        position), valued by the planner in the stream's unit and the query's zone."""
+        word = self.advance()
+        lit = self.advance()
+        kind = word.text.upper()
+        try:
+            instant_ns(str(lit.value), kind)
+        except ValueError as exc:
+            raise self.error(str(exc), lit.pos) from None
+        return ex.TimeLiteral(kind, str(lit.value), pos=word.pos)
 
     allow_distinct = False
     """Whether ``f(DISTINCT expr)`` parses (a language that evaluates it sets this)."""

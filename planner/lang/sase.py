@@ -436,7 +436,7 @@ class _Translator:
                 raise self.err(f"cannot aggregate {ex.to_text(a)}", a.pos)
             return ex.Call(e.name, tuple(self._rw(x, target, guard) for x in e.args), e.qualifier,
                         pos=e.pos)
-        if isinstance(e, ex.Literal | ex.Star):
+        if isinstance(e, ex.Literal | ex.Star | ex.TimeLiteral):
             return e
         if isinstance(e, ex.Unary):
             return ex.Unary(e.op, self._rw(e.operand, target, guard), pos=e.pos)

@@ -83,7 +83,7 @@ import pyarrow as pa
 
 from replaydb.errors import ReplayDBError, ResourceLimitExceeded, UsageError
 from replaydb.operators.traits import Traits
-from replaydb.replay.executor import execute_local
+from replaydb.replay.executor import execute_local, format_times
 from replaydb.replay.plan import IntervalScan, PhysicalPlan, TreeAggregates
 from replaydb.replay.replay import normalize_intervals
 from replaydb.replay.spark import order as O
@@ -183,15 +183,24 @@ def _executor(master: str | None, executor: Any) -> Any:
     return SparkExecutor(get_spark(master))
 
 
-def run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None, *,
-             operator: Any = None, master: str | None = None, mode: str | None = None,
-             tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
-             progress: bool | None = None, partition_read: str | None = None,
-             result_dir: str | None = None, scan_max_tasks: int | None = None
-             ) -> tuple[pa.Table, dict[str, Any]]:
+def run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None,
+             **options: Any) -> tuple[pa.Table, dict[str, Any]]:
     """Execute ``plan`` over the pinned ``snapshots`` on Spark; returns ``(result table,
-    stats)`` (see the module docstring). ``operator``: a fresh operator built from
-    ``plan.operator`` (None: built here)."""
+    stats)`` (see the module docstring), the plan's time columns as timestamps
+    (:func:`~replaydb.replay.executor.format_times`). ``options``: those of
+    :func:`_run_plan`."""
+    table, stats = _run_plan(plan, snapshots, limits, **options)
+    return format_times(table, plan.output), stats
+
+
+def _run_plan(plan: PhysicalPlan, snapshots: Sequence[Any], limits: Any = None, *,
+              operator: Any = None, master: str | None = None, mode: str | None = None,
+              tasks: int | None = None, read_tasks: int | None = None, executor: Any = None,
+              progress: bool | None = None, partition_read: str | None = None,
+              result_dir: str | None = None, scan_max_tasks: int | None = None
+              ) -> tuple[pa.Table, dict[str, Any]]:
+    """:func:`run_plan`'s work: the result rows as the operator produced them. ``operator``: a
+    fresh operator built from ``plan.operator`` (None: built here)."""
     t_start = time.perf_counter()
     driver = _driver_reason(plan)
     if driver is not None:

@@ -4,6 +4,7 @@
 
     match_recognize query over stock (version 4, 4,000 events); strategy cpm
     Output                                   actual rows 4
+       times as timestamp[s, UTC]: t, first_t, last_t
     └─ pattern operator on cpu              actual: events in 1,856, results 4, peak state 1,856
        └─ interval scan of stock: 6 intervals (coarse_map) over t 0 .. 3,904
             estimated: leaves 23, bytes 161,280
@@ -45,6 +46,9 @@ def plan_tree(out: dict[str, Any]) -> str:
     lines = [_headline(out)]
     rows = out.get("result_rows")
     lines.append("Output" + (f"{'':34}actual rows {rows:,}" if rows is not None else ""))
+    shown = plan.get("output") or {}
+    if shown.get("instants"):
+        lines.append(f"   times as {shown['times']}: {', '.join(shown['instants'])}")
     op = plan.get("operator") or {}
     lines.append(f"└─ {op.get('family', '?')} operator on {op.get('device', 'cpu')}"
                  + _actual_inline(op.get("actual"), "operator"))

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from replaydb.planner.result import cell_text
+from replaydb.planner.result import cell_text, instants_as_text
 
 MAX_ROWS_ON_TERMINAL = 50
 
@@ -31,7 +31,7 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, pa.Table):
-        return [to_jsonable(r) for r in obj.to_pylist()]
+        return [to_jsonable(r) for r in instants_as_text(obj, iso=True).to_pylist()]
     if hasattr(obj, "item") and callable(obj.item):
         return to_jsonable(obj.item())
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -68,7 +68,8 @@ def format_table(tbl: pa.Table, max_rows: int | None = MAX_ROWS_ON_TERMINAL,
                  more: str = MORE_ROWS_HINT) -> str:
     """An aligned text table (numbers right-aligned), truncated to ``max_rows`` rows (``more``
     says how to see the rest)."""
-    rows = tbl.slice(0, max_rows).to_pylist() if max_rows else tbl.to_pylist()
+    shown = instants_as_text(tbl.slice(0, max_rows) if max_rows else tbl)
+    rows = shown.to_pylist()
     names = tbl.column_names
     cells = [[cell_text(r[n]) for n in names] for r in rows]
     widths = [max([len(n), *[len(c[i]) for c in cells]]) for i, n in enumerate(names)]
@@ -95,7 +96,8 @@ def render_table(tbl: pa.Table, fmt: str, max_rows: int | None = MAX_ROWS_ON_TER
         pacsv.write_csv(csv_ready(tbl), buf)
         return buf.getvalue().decode()
     if fmt == "json":
-        rows = [json.dumps(to_jsonable(r), default=str) for r in tbl.to_pylist()]
+        rows = [json.dumps(to_jsonable(r), default=str)
+                for r in instants_as_text(tbl, iso=True).to_pylist()]
         return "[\n" + ",\n".join(rows) + "\n]" if rows else "[]"
     if fmt == "table":
         return format_table(tbl, max_rows, more)

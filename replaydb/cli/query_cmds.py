@@ -46,6 +46,12 @@ def add_query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="local", choices=["local", "spark"],
                    help="run the replay locally or on Spark executors")
     p.add_argument("--master", default=None, help="Spark master URL for --engine spark")
+    p.add_argument("--time-format", default="timestamp", choices=["timestamp", "raw"],
+                   help="result columns holding stream times: timestamps (the default, where "
+                        "the stream declares a time unit) or raw int64 counts of the unit")
+    p.add_argument("--time-zone", default="UTC", metavar="ZONE",
+                   help="zone to show times in and to read TIMESTAMP literals without a zone "
+                        "in (default UTC; e.g. Europe/Berlin, +02:00)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +98,8 @@ def fixed_options(args: argparse.Namespace) -> dict[str, Any]:
     """The query options of :func:`add_query_options` other than ``plan`` and ``stream``."""
     return {"version": args.version, "state_cap": args.state_cap, "timeout": args.timeout,
             "max_memory": args.max_memory, "device": args.device, "engine": args.engine,
-            "master": args.master}
+            "master": args.master, "time_format": args.time_format,
+            "time_zone": args.time_zone}
 
 
 def cmd_query(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ pushed down, and bad options are clear errors."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +31,13 @@ def session(spark: Any) -> Any:
 
 
 def _sorted_rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    return sorted(tuple(r.values()) for r in table.to_pylist())
+    """Rows as Spark returns them: timestamps as naive datetimes in the session's zone, UTC."""
+    def spark_value(v: Any) -> Any:
+        if isinstance(v, dt.datetime) and v.tzinfo is not None:
+            return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return v
+
+    return sorted(tuple(spark_value(v) for v in r.values()) for r in table.to_pylist())
 
 
 def _frame_rows(frame: Any) -> list[tuple[Any, ...]]:

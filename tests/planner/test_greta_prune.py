@@ -167,7 +167,8 @@ def greta_queries(draw: Any) -> str:
 
 
 def run(store: Any, text: str, plan: str, **extra: Any) -> tuple[Any, list[tuple]]:
-    p = plan_query(store, text, QueryOptions(plan=plan, extra=dict(extra), state_cap=500_000))
+    p = plan_query(store, text, QueryOptions(plan=plan, extra=dict(extra), state_cap=500_000,
+                                                 time_format="raw"))
     return p, rows(execute(p).table)
 
 

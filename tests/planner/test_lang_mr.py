@@ -244,7 +244,7 @@ def test_listing_3_1_end_to_end_through_the_store(tmp_path) -> None:  # type: ig
             (50 * MIN, "BATTERY", 2232), (80 * MIN, "VEHICLE THEFT", 2232)]
     tab = crimes(rows)
     store.append("CRIMES", tab.drop_columns(["seq"]))
-    res = replaydb.query(store, LISTING_3_1).table.to_pylist()
+    res = replaydb.query(store, LISTING_3_1, time_format="raw").table.to_pylist()
     assert [(r["A.ID"], r["B.ID"], r["C.ID"], r["t"]) for r in res] == [(100, 102, 103, 20 * MIN)]
 
 

@@ -221,5 +221,5 @@ def test_end_to_end_types_from_several_streams(tmp_path) -> None:  # type: ignor
         store.create_stream(name, StreamSchema((Attribute("tag_id", "int64"),), time_unit="s"))
         store.append(name, pa.table({"t": [r[0] for r in rows], "tag_id": [r[1] for r in rows]}))
     q = "PATTERN SEQ(SHELF x, ~(COUNTER y), EXIT z) WHERE [tag_id] WITHIN 12 hours"
-    res = replaydb.query(store, q).table.to_pylist()
+    res = replaydb.query(store, q, time_format="raw").table.to_pylist()
     assert [(r["tag_id"], r["first_t"], r["last_t"]) for r in res] == [(1, 1, 6)]

@@ -245,10 +245,11 @@ def test_greta_and_imprecise_options_reach_their_operators(store: Any) -> None:
 
 def test_window_options_reach_every_path(store: Any) -> None:
     """``align`` reaches the replayed operator and the tree aggregates alike."""
-    epoch = replaydb.query(store, WINDOW, plan="replay").table
+    epoch = replaydb.query(store, WINDOW, plan="replay", time_format="raw").table
     assert epoch.column("window_start")[0].as_py() == 0
     for plan in ("replay", "index", "auto"):
-        first = replaydb.query(store, WINDOW, plan=plan, align="first").table
+        first = replaydb.query(store, WINDOW, plan=plan, align="first",
+                               time_format="raw").table
         assert first.column("window_start")[0].as_py() == 7, plan  # the first event's time
 
 

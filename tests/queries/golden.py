@@ -21,6 +21,7 @@ import pyarrow as pa
 
 import replaydb
 from replaydb.errors import ReplayDBError
+from replaydb.planner.result import instants_as_text
 from tests.queries.stores import StoreSpec, parse_pairs, parse_value
 
 ROOT = Path(__file__).resolve().parent
@@ -245,7 +246,8 @@ def table_lines(table: pa.Table, ignore: tuple[str, ...] = (), order: str = "exa
     table = table.drop_columns([c for c in ignore if c in table.column_names])
     names = table.column_names
     types = [str(f.type) for f in table.schema]
-    rows = [[format_value(v) for v in r.values()] for r in table.to_pylist()]
+    rows = [[format_value(v) for v in r.values()]
+            for r in instants_as_text(table).to_pylist()]
     if order == "any":
         rows.sort()
     width = [max([len(n), len(t)] + [len(r[i]) for r in rows])

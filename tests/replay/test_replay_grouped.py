@@ -168,7 +168,7 @@ def test_a_pattern_query_replays_only_the_columns_it_reads() -> None:
          "DEFINE A AS x = 8, B AS x < 2)")
     with stream_store(s) as store:
         for strategy in ("replay", "all"):
-            plan = plan_query(store, q, QueryOptions(plan=strategy))
+            plan = plan_query(store, q, QueryOptions(plan=strategy, time_format="raw"))
             op = plan.physical.operator.build()
             table, rep = replay_into(plan.physical, plan.ctx.snapshots, op)
             assert op.input_columns == ["t", "seq", "x"]

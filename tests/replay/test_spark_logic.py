@@ -260,7 +260,7 @@ def test_tpstream_float_sums_do_not_depend_on_the_batch_end(tmp_path: Path) -> N
     sums are summed event by event and continued from the carried sum, so the cut does not
     matter; partition-parallel TPStream runs rely on it."""
     s = make_store(tmp_path / "s", seed=101, n=3000, leaf=32)
-    plan = plan_query(s, QUERIES["tps_part"], QueryOptions(plan="replay"))
+    plan = plan_query(s, QUERIES["tps_part"], QueryOptions(plan="replay", time_format="raw"))
     local = execute(plan).table
     batches = [pa.Table.from_batches([b]) for _, b in
                Replay([s.stream("ev")], None).batches()]

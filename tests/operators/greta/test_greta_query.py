@@ -81,7 +81,7 @@ def test_hub_agrees_with_the_oracle_on_the_stored_events(store: Any, text: str) 
     assert table.num_rows == 120
     exp = GretaOracle(to_config(parse(text), "ms"), table, max_events=60).run()
     assert exp, "the query should find trends in this stream"
-    res = replaydb.query(store, text)
+    res = replaydb.query(store, text, time_format="raw")
     assert res.plan.ctx.language == "greta"
     assert res.plan.strategy == "replay"
     _assert_same(res.table.to_pylist(), exp, text)
@@ -125,14 +125,14 @@ def test_one_stored_stream_per_event_type(tmp_path: Any) -> None:
     merged = data.append_column("seq", pa.array(np.arange(90), pa.int64()))
     exp = GretaOracle(to_config(parse(text), "ms"), merged, max_events=60).run()
     assert exp
-    res = replaydb.query(st, text)
+    res = replaydb.query(st, text, time_format="raw")
     assert res.plan.ctx.type_column == "type"
     _assert_same(res.table.to_pylist(), exp, text)
 
 
 def test_from_clause_picks_the_stream_and_bad_names_are_reported(store: Any) -> None:
     text = "FROM ev RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 20 ms"
-    rows = replaydb.query(store, text).table.to_pylist()
+    rows = replaydb.query(store, text, time_format="raw").table.to_pylist()
     exp = GretaOracle(to_config(parse(text), "ms"), _stored(store, "ev"), max_events=60).run()
     _assert_same(rows, exp, text)
     with pytest.raises(QueryError) as ei:
