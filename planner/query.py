@@ -150,9 +150,11 @@ class QueryContext:
 
     def output(self, operator: Any) -> Output:
         """The plan's :class:`~replaydb.replay.plan.Output`: the columns ``operator`` declares
-        as stream times, shown as timestamps of the stream's unit unless the stream declares
-        none or the query asks for raw times."""
-        unit = self.time_unit if self.options.time_format == "timestamp" else None
+        as stream times, shown as timestamps of the stream's unit unless its times are plain
+        numbers (no unit, or none declared for a numeric column) or the query asks for raw
+        times."""
+        instants = self.snapshots[0].schema.time_instants
+        unit = self.time_unit if self.options.time_format == "timestamp" and instants else None
         if unit is None:
             return Output()
         return Output(unit, tuple(operator.instant_columns(self.time_columns)),
@@ -390,7 +392,8 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
         lower = "t" if sch.lower_column in (None, sch.time_column) else sch.lower_column
         bind_options = {"lower_col": lower, "upper_col": sch.upper_column,
                         "pmf_col": sch.pmf_column}
-    query = resolve_time_literals(query, text, sch.time_unit, options.time_zone)
+    query = resolve_time_literals(query, text, sch.time_unit if sch.time_instants else None,
+                                  options.time_zone)
     planner_options, operator_options = parse_options(language, options.extra or {})
     return QueryContext(store, text, language, mod, query, snapshots, type_column, options,
                         bind_options, planner_options, operator_options)

@@ -37,7 +37,8 @@ DEFAULT_STREAM = "events"
 @dataclass(frozen=True)
 class TableOptions:
     """How a source's columns become a stream (the options of :meth:`Store.append` that create
-    a stream): the time column, its unit (default: the unit of a timestamp column, else ``ms``),
+    a stream): the time column, its unit (default: the unit of a timestamp column, else ``ms``
+    with numeric times left numbers in results),
     the event type column, and the upper bound and probability columns of imprecise
     timestamps."""
 
@@ -139,7 +140,9 @@ def append_options(table: pa.Table, options: TableOptions) -> dict[str, Any]:
     time_type = table.schema.field(options.time_column).type
     if unit is None and pa.types.is_timestamp(time_type):
         unit = time_type.unit
-    out: dict[str, Any] = {"time_column": options.time_column, "time_unit": unit or "ms"}
+    out: dict[str, Any] = {"time_column": options.time_column}
+    if unit is not None:  # else the store's default unit, and numeric times stay numbers
+        out["time_unit"] = unit
     for key in ("type_column", "upper_column", "pmf_column"):
         value = getattr(options, key)
         if value is not None:

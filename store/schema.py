@@ -105,6 +105,21 @@ def kind_of(dtype: pa.DataType) -> str:
     raise SchemaError(f"unsupported column type {dtype}")
 
 
+DEFAULT_TIME_UNIT = "ms"
+"""The unit of a stream created without one."""
+
+
+class DefaultUnit:
+    """The type of :data:`DEFAULT_UNIT`: no time unit was declared (the stream gets
+    :data:`DEFAULT_TIME_UNIT`, and a numeric time column stays numbers)."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_UNIT"
+
+
+DEFAULT_UNIT = DefaultUnit()
+
+
 @dataclass(frozen=True)
 class StreamSchema:
     """Schema and layout of one stream (see the module docstring).
@@ -116,6 +131,9 @@ class StreamSchema:
     interval (the lower bound is normally the time column itself, so events are stored ordered by
     it, which satisfies the arrival assumption of the imprecise-timestamp paper); ``pmf_column``
     optionally holds per-event probability weights over the interval (uniform without one).
+    ``time_instants``: the times are instants, counts of ``time_unit`` since the Unix epoch
+    (query results show them as timestamps); False for a numeric time column ingested without a
+    declared unit, whose numbers stay numbers (durations still count in ``time_unit``).
     """
 
     attributes: tuple[Attribute, ...]
@@ -128,6 +146,7 @@ class StreamSchema:
     lower_column: str | None = None
     upper_column: str | None = None
     pmf_column: str | None = None
+    time_instants: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -206,9 +225,12 @@ class StreamSchema:
         return replace(self, attributes=attributes)
 
     @classmethod
-    def infer(cls, arrow_schema: pa.Schema, *, time_column: str = "t", **kwargs: Any) -> StreamSchema:
+    def infer(cls, arrow_schema: pa.Schema, *, time_column: str = "t", unit_declared: bool = True,
+              **kwargs: Any) -> StreamSchema:
         """Schema for a source table: every column except the time column (and ``seq``) is an
-        attribute with its kind inferred from the Arrow type."""
+        attribute with its kind inferred from the Arrow type. The times are instants
+        (:attr:`time_instants`) when the unit was declared (``unit_declared``) or the source's
+        time column holds dates, timestamps or date strings."""
         if time_column not in arrow_schema.names:
             raise SchemaError(f"time column {time_column!r} not found (columns: "
                               f"{', '.join(arrow_schema.names)})", column=time_column)
@@ -220,6 +242,10 @@ class StreamSchema:
                                       "column; rename it", column="t")
                 continue
             attrs.append(Attribute(check_name(f.name, "column"), kind_of(f.type)))
+        source_type = arrow_schema.field(time_column).type
+        calendar = not (pa.types.is_integer(source_type) or pa.types.is_floating(source_type)
+                        or pa.types.is_decimal(source_type))
+        kwargs.setdefault("time_instants", unit_declared or calendar)
         return cls(attributes=tuple(attrs), time_column=time_column, **kwargs)
 
 

@@ -35,7 +35,14 @@ from replaydb.errors import ReadOnlyError, StoreError, StreamNotFound, UsageErro
 from replaydb.store import deltaio
 from replaydb.store.manifest import Manifest
 from replaydb.store.parquetcache import ParquetCache
-from replaydb.store.schema import Attribute, StreamSchema, check_name
+from replaydb.store.schema import (
+    DEFAULT_TIME_UNIT,
+    DEFAULT_UNIT,
+    Attribute,
+    DefaultUnit,
+    StreamSchema,
+    check_name,
+)
 from replaydb.store.snapshot import StreamSnapshot
 from replaydb.store.writer import AppendResult, StreamWriter
 
@@ -134,7 +141,7 @@ class Store:
         schema: StreamSchema | pa.Schema | None = None,
         *,
         time_column: str = "t",
-        time_unit: str | None = "ms",
+        time_unit: str | None | DefaultUnit = DEFAULT_UNIT,
         lateness: int = 0,
         type_column: str | None = None,
         attributes: list[Attribute] | None = None,
@@ -145,8 +152,12 @@ class Store:
 
         ``schema`` is a :class:`StreamSchema`, or an Arrow schema of the *source* (the time
         column is taken out, every other column becomes an attribute), or None with explicit
-        ``attributes``.
+        ``attributes``. ``time_unit`` not given: milliseconds, and a numeric time column's values
+        stay numbers in query results (``StreamSchema.time_instants``); a declared unit, or a
+        source time column of dates or timestamps, makes them instants.
         """
+        declared = not isinstance(time_unit, DefaultUnit)
+        unit = time_unit if not isinstance(time_unit, DefaultUnit) else DEFAULT_TIME_UNIT
         self._require_writable()
         d = self.stream_dir(name)
         if self.has_stream(name):
@@ -156,10 +167,11 @@ class Store:
         if isinstance(schema, StreamSchema):
             sch = schema
         elif isinstance(schema, pa.Schema):
-            sch = StreamSchema.infer(schema, time_column=time_column, time_unit=time_unit,
-                                     lateness=lateness, type_column=type_column, **layout)
+            sch = StreamSchema.infer(schema, time_column=time_column, time_unit=unit,
+                                     unit_declared=declared, lateness=lateness,
+                                     type_column=type_column, **layout)
         else:
-            sch = StreamSchema(tuple(attributes or ()), time_unit=time_unit,
+            sch = StreamSchema(tuple(attributes or ()), time_unit=unit, time_instants=declared,
                                time_column=time_column, lateness=lateness,
                                type_column=type_column, **layout)
         if d.exists():  # leftovers of a creation that never committed

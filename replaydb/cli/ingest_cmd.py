@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the source's event-time column (default: t)")
     p.add_argument("--time-unit", default=None, choices=["s", "ms", "us", "ns"],
                    help="the stream's time unit (new streams; default ms) and the unit of "
-                        "integer epoch times in the source")
+                        "integer epoch times in the source; naming it makes query results "
+                        "show integer times as timestamps")
     p.add_argument("--source-unit", default=None, choices=["s", "ms", "us", "ns"],
                    help="unit of integer/float epoch times in the source, if not the stream's")
     p.add_argument("--time-format", default=None, metavar="FMT",
@@ -81,7 +82,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     unit = args.time_unit or "ms"
     schema = None
     if args.schema:
-        schema = parse_schema_arg(args.schema, time_unit=unit, time_column=args.time_column,
+        schema = parse_schema_arg(args.schema, time_unit=unit,
+                                  time_instants=args.time_unit is not None,
+                                  time_column=args.time_column,
                                   lateness=args.lateness, type_column=args.type_column,
                                   upper_column=args.upper, pmf_column=args.pmf)
     source_unit = args.source_unit
@@ -91,6 +94,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             source_unit = args.time_unit
     res = ingest(
         store, args.stream, args.sources, time_column=args.time_column, time_unit=unit,
+        unit_declared=args.time_unit is not None,
         source_unit=source_unit, time_format=args.time_format, fmt=args.fmt, schema=schema,
         index=args.index, strict=args.strict, batch_id=args.batch_id, lateness=args.lateness,
         type_column=args.type_column, upper_column=args.upper, pmf_column=args.pmf,

@@ -109,6 +109,7 @@ def ingest(
     *,
     time_column: str = "t",
     time_unit: str | None = "ms",
+    unit_declared: bool = True,
     source_unit: str | None = None,
     time_format: str | None = None,
     fmt: str = "auto",
@@ -129,7 +130,8 @@ def ingest(
 ) -> IngestResult:
     """Run the ingestion job (see the module docstring); ``sources`` are paths/globs or a Spark
     DataFrame. Creates the stream if it does not exist (``time_unit``, ``lateness``,
-    ``type_column`` and ``schema`` apply then)."""
+    ``type_column`` and ``schema`` apply then; ``unit_declared`` False: the user named no unit,
+    so a numeric time column's values stay numbers in results, ``StreamSchema.time_instants``)."""
     from pyspark.sql import functions as F
 
     from replaydb.spark import get_spark
@@ -161,7 +163,7 @@ def ingest(
             else:
                 arrow_src = infer_schema(files)
             schema = StreamSchema.infer(arrow_src, time_column=time_column, time_unit=time_unit,
-                                        lateness=lateness, type_column=type_column,
+                                        unit_declared=unit_declared, lateness=lateness, type_column=type_column,
                                         upper_column=upper_column, pmf_column=pmf_column)
         store.create_stream(stream, schema)
         created = True

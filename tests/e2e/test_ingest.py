@@ -257,3 +257,28 @@ def test_partition_count_whole_waves():
     assert partition_count(10_000_000, 2_000_000, 2) == 6      # 5 rounded to whole waves
     assert partition_count(10_000_000, 2_000_000, 4) == 8
     assert partition_count(0, 2_000_000, 2) == 1
+
+
+def test_a_declared_unit_makes_times_and_an_undeclared_one_keeps_numbers(tmp_path, spark):
+    """``replaydb ingest`` of a numeric time column: with ``--time-unit`` the stream's times are
+    instants (results show timestamps), without it they stay numbers (milliseconds still count
+    durations)."""
+    from replaydb.cli import main as cli_main
+
+    pq.write_table(_frame(np.arange(0, 3000, 3), 1), tmp_path / "a.parquet")
+    store_dir = str(tmp_path / "store")
+    for stream, unit in (("declared", ["--time-unit", "ms"]), ("numbers", [])):
+        assert cli_main(["ingest", store_dir, stream, str(tmp_path / "a.parquet"),
+                         "--time", "ts", *unit]) == 0
+    store = replaydb.open(store_dir)
+    assert store.stream("declared").schema.time_instants
+    assert not store.stream("numbers").schema.time_instants
+    query = ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE {}, DESCRIPTOR(t), "
+             "INTERVAL '1' SECOND)) GROUP BY window_start, window_end")
+    declared = replaydb.query(store, query.format("declared")).table
+    numbers = replaydb.query(store, query.format("numbers")).table
+    assert declared.schema.field("window_start").type == pa.timestamp("ms", tz="UTC")
+    assert numbers.schema.field("window_start").type == pa.int64()
+    assert numbers.column("window_start").to_pylist() == [0, 1000, 2000]
+    assert declared.column("window_start").cast(pa.int64()).equals(
+        numbers.column("window_start"))

@@ -81,18 +81,33 @@ def test_a_time_zone_is_carried_and_reads_literals() -> None:
         _run(name, time_format="iso")
 
 
-def test_a_stream_without_a_unit_keeps_numbers(tmp_path: Path) -> None:
+def test_numbers_stay_numbers_unless_they_are_declared_times(tmp_path: Path) -> None:
+    """No unit (``time_unit=None``), or a numeric time column whose unit was not declared (the
+    default milliseconds): results keep numbers and time literals are refused. A source time
+    column of timestamps declares itself."""
     table, _ = _source("match_recognize/stock_fixed_sequence")
     store = replaydb.open(tmp_path / "store", create=True)
-    store.append("stock", table, time_column="t", time_unit=None, type_column="type")
-    query = ("SELECT * FROM stock MATCH_RECOGNIZE (ORDER BY t MEASURES A.t AS a_t "
+    store.append("no_unit", table, time_column="t", time_unit=None, type_column="type")
+    store.append("undeclared", table, time_column="t", type_column="type")
+    stamped = table.set_column(0, "t", table.column("t").cast(pa.timestamp("s")))
+    store.append("stamped", stamped, time_column="t", type_column="type")
+    assert store.stream("undeclared").schema.time_unit == "ms"
+    query = ("SELECT * FROM {} MATCH_RECOGNIZE (ORDER BY t MEASURES A.t AS a_t "
              "PATTERN (A B) DEFINE A AS A.price > 990, B AS B.price < A.price)")
-    res = replaydb.query(store, query)
-    assert res.num_rows > 0
-    assert all(not pa.types.is_timestamp(f.type) for f in res.table.schema)
-    literal = query.replace("A.price > 990", "A.t > TIMESTAMP '1970-01-01 00:00:00'")
-    with pytest.raises(QueryError, match="needs a stream with a declared time unit"):
-        replaydb.query(store, literal)
+    for name in ("no_unit", "undeclared"):
+        res = replaydb.query(store, query.format(name))
+        assert res.num_rows > 0
+        assert all(not pa.types.is_timestamp(f.type) for f in res.table.schema), name
+        literal = query.format(name).replace("A.price > 990",
+                                             "A.t > TIMESTAMP '1970-01-01 00:00:00'")
+        with pytest.raises(QueryError, match="needs a stream with a declared time unit"):
+            replaydb.query(store, literal)
+    res = replaydb.query(store, query.format("stamped"))
+    assert res.table.schema.field("a_t").type == pa.timestamp("ms", tz="UTC")
+    want = replaydb.query(store, query.format("undeclared")).table.column("a_t")
+    # the timestamp column was converted to the stream's default unit, milliseconds
+    assert res.table.column("a_t").cast(pa.int64()).to_pylist() == \
+        [v * 1000 for v in want.to_pylist()]
 
 
 LITERALS = [
