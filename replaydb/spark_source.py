@@ -39,13 +39,16 @@ stream mode reads the events of the requested time range once.
 
 from __future__ import annotations
 
+import math
 import pickle
 from dataclasses import dataclass, fields, replace
+from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
 
 from replaydb.errors import UsageError
+from replaydb.timeunits import UNITS
 
 try:  # pyspark is a dependency; the data source classes need it at import time
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -240,7 +243,9 @@ def plan_query_work(opts: SourceOptions) -> QueryWork:
 # --------------------------------------------------------------------------- stream mode
 @dataclass(frozen=True)
 class StreamWork:
-    """A stream pinned at one version, and the time range ``[t0, t1)`` to read (None: open)."""
+    """A stream pinned at one version, and the time range ``[t0, t1)`` to read (None: open).
+    ``time_unit``: set when the stream's times are instants; ``t`` is then a Spark timestamp
+    (``timestamp[us, UTC]``) and time filters compare instants."""
 
     store: str
     stream: str
@@ -248,26 +253,44 @@ class StreamWork:
     schema: pa.Schema
     t0: int | None = None
     t1: int | None = None
+    time_unit: str | None = None
 
     def narrowed(self, f: Any) -> StreamWork | None:
         """This work with the comparison ``f`` on ``t`` applied to its range, or None when
         ``f`` is no such comparison (Spark then evaluates it)."""
         from pyspark.sql import datasource as ds
 
-        value = getattr(f, "value", None)
-        if tuple(getattr(f, "attribute", ())) != ("t",) or isinstance(value, bool) \
-                or not isinstance(value, int):
+        if tuple(getattr(f, "attribute", ())) != ("t",):
             return None
-        v = int(value)
-        bounds = {ds.EqualTo: (v, v + 1), ds.GreaterThan: (v + 1, None),
-                  ds.GreaterThanOrEqual: (v, None), ds.LessThan: (None, v),
-                  ds.LessThanOrEqual: (None, v + 1)}.get(type(f))
+        v = self._units(getattr(f, "value", None))
+        if v is None:
+            return None
+        lo_ex, lo_in = math.floor(v) + 1, math.ceil(v)  # first unit > v, >= v
+        bounds = {ds.EqualTo: (lo_in, lo_in + 1) if lo_in == v else (lo_in, lo_in),
+                  ds.GreaterThan: (lo_ex, None), ds.GreaterThanOrEqual: (lo_in, None),
+                  ds.LessThan: (None, lo_in), ds.LessThanOrEqual: (None, lo_ex)}.get(type(f))
         if bounds is None:
             return None
         lo, hi = bounds
         t0 = self.t0 if lo is None else (lo if self.t0 is None else max(self.t0, lo))
         t1 = self.t1 if hi is None else (hi if self.t1 is None else min(self.t1, hi))
         return replace(self, t0=t0, t1=t1)
+
+    def _units(self, value: Any) -> Fraction | None:
+        """A filter's value as stream units (exact), or None when it cannot be pushed: an
+        integer on a stream of plain numbers, a datetime on a stream of instants in a unit
+        no finer than Spark's microseconds."""
+        import datetime as dt
+
+        if self.time_unit is None:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            return Fraction(value) if ok else None
+        if not isinstance(value, dt.datetime) or self.time_unit == "ns":
+            return None
+        stamp = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        delta = stamp - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        micros = (delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds
+        return Fraction(micros * 1_000, UNITS[self.time_unit])
 
     def split(self, n: int) -> list[StreamWork]:
         """Up to ``n`` consecutive time ranges of about equal event counts, cut at leaf
@@ -284,12 +307,22 @@ class StreamWork:
         from replaydb.store.store import Store
 
         snap = Store(self.store, read_only=True).stream(self.stream, self.version)
-        yield from snap.read(self.t0, self.t1).to_batches()
+        events = snap.read(self.t0, self.t1)
+        if self.time_unit is not None:
+            t = events.column("t").cast(pa.timestamp(self.time_unit, tz="UTC"))
+            events = events.set_column(0, "t", t).cast(self.schema, safe=False)
+        yield from events.to_batches()
 
 
 def plan_stream_work(opts: SourceOptions) -> StreamWork:
+    """A stream's events; ``t`` as a Spark timestamp where the stream's times are instants."""
     from replaydb.store.store import Store
 
     store = Store(opts.store, read_only=True)
     snap = store.stream(opts.stream or "", opts.version)
-    return StreamWork(str(store.path), snap.name, snap.version, snap.arrow_schema)
+    sch = snap.schema
+    unit = sch.time_unit if sch.time_instants else None
+    schema = snap.arrow_schema
+    if unit is not None:
+        schema = schema.set(0, schema.field(0).with_type(pa.timestamp("us", tz="UTC")))
+    return StreamWork(str(store.path), snap.name, snap.version, schema, time_unit=unit)

@@ -91,8 +91,19 @@ def test_stream_events_with_time_filters_pushed(request: pytest.FixtureRequest, 
     frame = (session.read.format("replaydb").option("store", str(store.path))
              .option("stream", case.store.stream).option("partitions", "4").load())
     assert frame.count() == snap.n_events
-    window = frame.where(f"t >= {mid} AND t < {mid + 60_000}")
+    assert frame.schema["t"].dataType.typeName() == "timestamp"  # the stream's unit is declared
+
+    def instant(ms: int) -> dt.datetime:
+        return dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)  # UTC, as the session
+
+    # bounds between two milliseconds: t > x.5 ms reads from x + 1, t <= x.5 up to x
+    from pyspark.sql import functions as F
+
+    lo_t = instant(mid) - dt.timedelta(microseconds=500)
+    hi_t = instant(mid + 60_000) - dt.timedelta(microseconds=500)
+    window = frame.where((F.col("t") > lo_t) & (F.col("t") <= hi_t))
     want = snap.read(mid, mid + 60_000)
+    want = want.set_column(0, "t", want.column("t").cast(pa.timestamp("ms", tz="UTC")))
     assert _frame_rows(window) == _sorted_rows(want)
     plan = window._jdf.queryExecution().executedPlan().toString()
     assert "Filter" not in plan or "t#" not in plan.split("Filter", 1)[1].split("\n", 1)[0]
@@ -115,3 +126,34 @@ def test_bad_options_are_clear_errors() -> None:
         source.SourceOptions.parse({"stream": "x"})
     with pytest.raises(UsageError, match="partitions must be an integer"):
         source.SourceOptions.parse({"store": "s", "stream": "x", "partitions": "many"})
+
+
+def test_time_filters_narrow_the_read_exactly() -> None:
+    """Spark's comparisons of ``t`` become half-open ranges of stream units: integers on a
+    stream of plain numbers, instants (at any microsecond) on a stream of times."""
+    from pyspark.sql import datasource as ds
+
+    numbers = source.StreamWork("s", "e", 1, pa.schema([]))
+    got = numbers.narrowed(ds.GreaterThan(("t",), 10)).narrowed(ds.LessThanOrEqual(("t",), 20))
+    assert (got.t0, got.t1) == (11, 21)
+    assert numbers.narrowed(ds.GreaterThan(("t",), dt.datetime(2001, 1, 1))) is None
+    assert numbers.narrowed(ds.GreaterThan(("x",), 10)) is None
+    times = source.StreamWork("s", "e", 1, pa.schema([]), time_unit="ms")
+    at = dt.datetime(1970, 1, 1, 0, 0, 1, 500)  # 1000.5 ms
+    whole = dt.datetime(1970, 1, 1, 0, 0, 1)
+
+    def bounds(f: Any) -> tuple[int | None, int | None]:
+        w = times.narrowed(f)
+        return w.t0, w.t1
+
+    assert bounds(ds.GreaterThan(("t",), at)) == (1001, None)
+    assert bounds(ds.GreaterThanOrEqual(("t",), at)) == (1001, None)
+    assert bounds(ds.LessThan(("t",), at)) == (None, 1001)
+    assert bounds(ds.LessThanOrEqual(("t",), at)) == (None, 1001)
+    assert bounds(ds.GreaterThan(("t",), whole)) == (1001, None)
+    assert bounds(ds.LessThanOrEqual(("t",), whole)) == (None, 1001)
+    assert bounds(ds.EqualTo(("t",), whole)) == (1000, 1001)
+    assert bounds(ds.EqualTo(("t",), at)) == (1001, 1001)  # no event
+    assert times.narrowed(ds.GreaterThan(("t",), 10)) is None
+    nanos = source.StreamWork("s", "e", 1, pa.schema([]), time_unit="ns")
+    assert nanos.narrowed(ds.GreaterThan(("t",), at)) is None  # Spark sees microseconds
