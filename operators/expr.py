@@ -414,12 +414,27 @@ def _round(x: Any, nd: Any = 0) -> Any:
     return np.round(x, int(nd))
 
 
+def _case_mapped(x: Any, kernel: str, str_fn: Callable[[str], str]) -> Any:
+    """LOWER/UPPER: NULL stays NULL (SQL); arrays through Arrow's UTF-8 ``kernel``
+    (vectorized), an object array with None for NULL."""
+    if isinstance(x, np.ndarray):
+        if x.ndim == 0:
+            return _case_mapped(x.item(), kernel, str_fn)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = pa.array(x.astype(object), type=pa.string(), from_pandas=True)
+        return np.asarray(pc.call_function(kernel, [arr]).to_numpy(zero_copy_only=False),
+                          dtype=object)
+    return None if x is None else str_fn(str(x))
+
+
 def _lower(x: Any) -> Any:
-    return np.char.lower(np.asarray(x, dtype=str)) if isinstance(x, np.ndarray) else str(x).lower()
+    return _case_mapped(x, "utf8_lower", str.lower)
 
 
 def _upper(x: Any) -> Any:
-    return np.char.upper(np.asarray(x, dtype=str)) if isinstance(x, np.ndarray) else str(x).upper()
+    return _case_mapped(x, "utf8_upper", str.upper)
 
 
 BUILTINS: dict[str, tuple[Callable[..., Any], tuple[int, int]]] = {

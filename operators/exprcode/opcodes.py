@@ -23,6 +23,8 @@ LDFIRSTCUR = 5   # like LDBOUND, the current event when the slot is unset
 LDAGG = 6        # push float running aggregate: float slots a..a+3 (count, sum, min, max),
                  # b = function * 2 + (current event included), ic = its column
 LDROWS = 7       # push float float slot a + b (a row count, + 1 with the current event)
+LDSLOT = 8       # push float int slot a's value (a bound row's variable), b when unset or
+                 # a < 0 (NaN when b < 0), NaN when ic > 0 and slot ic - 1 is unset
 
 FIRST_COMPUTE = 10
 
@@ -85,7 +87,8 @@ _BINARY_I = (ADDI, SUBI, MULI, MODI, MINI, MAXI, AND, OR, CMPI, CMPS)
 
 EFFECT: dict[int, tuple[int, int]] = {
     LDI: (1, 0), CS: (1, 0), CI: (1, 0),
-    LDF: (0, 1), LDBOUND: (0, 1), LDFIRSTCUR: (0, 1), LDAGG: (0, 1), LDROWS: (0, 1), CF: (0, 1),
+    LDF: (0, 1), LDBOUND: (0, 1), LDFIRSTCUR: (0, 1), LDAGG: (0, 1), LDROWS: (0, 1), LDSLOT: (0, 1),
+    CF: (0, 1),
     I2F: (-1, 1), NEGI: (0, 0), ABSI: (0, 0), NOT: (0, 0), TRUTHI: (0, 0), ISNULLS: (0, 0),
     NOTNULLS: (0, 0), CMPF: (1, -2), TRUTHF: (1, -1), ISNULLF: (1, -1), NOTNULLF: (1, -1),
     **{o: (0, 0) for o in _UNARY_F}, **{o: (0, -1) for o in _BINARY_F},

@@ -106,6 +106,22 @@ def derived_column(batch: pa.RecordBatch, expr: Any, count_only: bool) -> np.nda
                              count_only)
 
 
+def row_function_codes(expr: Any, batch: pa.RecordBatch, navs: dict[str, np.ndarray], k: int,
+                       strings: StringCodes) -> np.ndarray:
+    """A string function of one row's columns (``LOWER(name)``) on every row of ``batch`` -
+    ``k`` rows back in its partition (``navs``: the columns navigated so, by
+    :func:`~replaydb.operators.pattern.lowering.nav_name`) - as the machine's string codes, NaN
+    for NULL. O(rows x expression size)."""
+    names = sorted({c.name for c in expr.walk() if isinstance(c, ex.Column)})
+    cols = {n: arrow_to_numpy(batch.column(n)) if k == 0 else navs[nav_name(n, k)]
+            for n in names}
+    r = np.asarray(ex.compile_expr(expr)(ex.ColumnsEnv(cols)))
+    if r.ndim == 0:
+        r = np.full(batch.num_rows, r.item(), dtype=object)
+    values = pa.array(r.astype(object), type=pa.string(), from_pandas=True)
+    return to_float_column(values, True, strings)  # one code lookup per distinct value
+
+
 def aggregated_values(r: np.ndarray, n: int, expr: Any, count_only: bool) -> np.ndarray:
     """An aggregate's argument values ``r`` (an expression's result over ``n`` rows) as the
     float64 the aggregate runs over, NaN for NULL; ``count_only`` (COUNT): 1.0 where not NULL,

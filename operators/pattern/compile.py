@@ -26,6 +26,7 @@ Complexity: linear in the size of the spec plus the automaton construction.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,14 +49,24 @@ from replaydb.operators.exprcode.program import Builder
 from replaydb.operators.exprcode.scalar import AGG_AVG, AGG_COUNT, AGG_MAX, AGG_MIN, AGG_SUM
 from replaydb.operators.exprcode.typed import Typed, type_condition
 from replaydb.operators.pattern.automaton import ACCEPT, ACCEPT_END, Automaton, build_automaton
-from replaydb.operators.pattern.ctxops import CI_FIRST, CI_LAST, CI_NTH, CI_SHIFT
+from replaydb.operators.pattern.ctxops import (
+    CI_FIRST,
+    CI_FIRST_VAR,
+    CI_LAST,
+    CI_LAST_VAR,
+    CI_NTH,
+    CI_NTH_VAR,
+    CI_SHIFT,
+)
 from replaydb.operators.pattern.lowering import (
     Agg,
     Bound,
+    BoundVar,
     Cur,
     LowerContext,
     MatchNumber,
     Rows,
+    derive_row_functions,
     is_local,
     lower_condition,
     to_batch_expr,
@@ -93,10 +104,14 @@ _AGG_FN = {"SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN, "MAX": AGG_MAX, "COUN
 
 
 class StringCodes:
-    """One dictionary string -> float code shared by every string column the VM reads."""
+    """One dictionary string -> float code shared by every string column the VM reads. The
+    pattern's variable names come first, so a variable's index is its name's code (what
+    ``CLASSIFIER()`` of a bound row loads from a state slot)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: list[str] | tuple[str, ...] = ()) -> None:
         self.codes: dict[str, int] = {}
+        for s in first:
+            self.code(s)
 
     def code(self, s: str) -> float:
         c = self.codes.get(s)
@@ -158,6 +173,9 @@ class CompiledPattern:
     derived: dict[str, tuple[Expr, bool]] = field(default_factory=dict)
     """Derived per-row columns of DEFINE's aggregates over expressions (see
     :attr:`replaydb.operators.pattern.lowering.LowerContext.derived`)."""
+    row_functions: dict[str, Expr] = field(default_factory=dict)
+    """Derived per-row string columns of functions in cross-event conditions (see
+    :attr:`replaydb.operators.pattern.lowering.LowerContext.row_functions`)."""
     sql: bool = False
     unambiguous: bool = True
     matchno_slot: int = -1
@@ -300,7 +318,10 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
                         else InList(Column(tcol), lits))
         for c in parts:
             low = lower_condition(c, v, lctx)
-            check_condition(low, schema, c.pos if c.pos is not None else d.pos, lctx.derived)
+            if not is_local(low):  # LOWER(A.name) = B.name: per-row columns of the functions
+                low = derive_row_functions(low, lctx)
+            check_condition(low, schema, c.pos if c.pos is not None else d.pos, lctx.derived,
+                            lctx.row_functions)
             if is_local(low):
                 locs.append(to_batch_expr(low))
             else:
@@ -312,9 +333,9 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
         spec=spec, automaton=auto, var_names=var_names, local_exprs=local_exprs,
         partition_by=partition_by, strategy=strategy,
         window=-1 if spec.window is None else int(spec.window), navs=set(lctx.navs),
-        buf_cols=[], buf_is_string=[], strings=StringCodes(),
+        buf_cols=[], buf_is_string=[], strings=StringCodes(var_names),
         sql=spec.semantics == Semantics.SQL, unambiguous=auto.unambiguous_labels(),
-        derived=lctx.derived,
+        derived=lctx.derived, row_functions=lctx.row_functions,
     )
     _fill_automaton(cp, auto, var_names)
     cp.skip_member = np.zeros(len(var_names), dtype=np.bool_)
@@ -390,6 +411,8 @@ class _Codegen:
         return self.bufcol[key]
 
     def is_string(self, name: str) -> bool:
+        if name in self.cp.row_functions:
+            return True
         if name in self.cp.derived:
             return False  # a derived column is numeric (checked when computed)
         return is_string_type(self.schema.field(name).type)
@@ -422,7 +445,7 @@ class _Codegen:
         start, length = self.chains.get((kind, var), (-1, 0))
         if k >= length:
             start = len(self.ci_slots)
-            tail = CI_NTH if kind == CI_FIRST else CI_SHIFT
+            tail = {CI_FIRST: CI_NTH, CI_FIRST_VAR: CI_NTH_VAR}.get(kind, CI_SHIFT)
             self.ci_slots += [(kind, var)] + [(tail, var)] * k
             self.chains[(kind, var)] = (start, k + 1)
         return start + k
@@ -485,6 +508,8 @@ class _Codegen:
         """The column's kind in the typed form (its values are float64 in the buffer)."""
         if name in self.cp.derived:
             return "f"
+        if name in self.cp.row_functions:
+            return "s"
         return column_kind(self.schema, name)
 
 
@@ -511,6 +536,8 @@ class _PatternScope:
                 return Typed(oc.LDFIRSTCUR, g.kind(e.col), "F", a=slot, b=g.col(e.col, e.nav),
                              ic=slot if e.k else 0)
             return Typed(oc.LDBOUND, g.kind(e.col), "F", a=slot, b=g.col(e.col, e.nav))
+        if isinstance(e, BoundVar):
+            return self.bound_var(e)
         if isinstance(e, Agg):
             if g.is_string(e.col):
                 raise self.error(f"{e.fn} over the string column {e.col!r}", e)
@@ -528,6 +555,23 @@ class _PatternScope:
         if isinstance(e, Column):  # pragma: no cover - lowered away
             raise QueryError(f"unresolved column {e.name!r}")
         raise QueryError(f"unsupported expression in a condition: {type(e).__name__}")
+
+    def bound_var(self, e: BoundVar) -> Typed:
+        """``CLASSIFIER()`` of a row (:class:`~replaydb.operators.pattern.lowering.BoundVar`):
+        ``LDSLOT`` of a variable slot - a variable's index is its name's string code."""
+        g = self.gen
+        if e.kind == "none":
+            return Typed(oc.CF, "s", "F", fc=math.nan)
+        kind = CI_FIRST_VAR if e.kind in ("first", "firstcur") else CI_LAST_VAR
+        var = g.var(e.var)
+        need = -1 if e.need < 0 else g.chain_slot(kind, var, e.need)  # the longer chain first
+        if e.kind == "current":
+            return Typed(oc.LDSLOT, "s", "F", a=-1, b=g.vidx[e.cur], ic=need + 1)
+        slot = g.chain_slot(kind, var, e.k)
+        if e.kind == "firstcur":  # the current row once the k rows before it are bound
+            return Typed(oc.LDSLOT, "s", "F", a=slot, b=g.vidx[e.cur],
+                         ic=slot if e.k else 0)
+        return Typed(oc.LDSLOT, "s", "F", a=slot, b=-1, ic=need + 1)
 
     def string(self, value: str, e: Expr) -> Typed:
         return Typed(oc.CF, "s", "F", fc=self.gen.cp.strings.code(value))

@@ -1,8 +1,8 @@
 """Computation-state (SASE+'s vector V) helpers shared by the compiled matchers.
 
 A run's state is one row of ``ctx_i`` (int64: global index of the last/first event bound to a
-variable, or to any variable, or of the ``k``-th first/last one in a chain of slots; -1 when
-unset) and one row of ``ctx_f`` (float64: running row
+variable, or to any variable, or of the ``k``-th first/last one in a chain of slots - or, for the
+``*_VAR`` slots, the variable that event was bound to; -1 when unset) and one row of ``ctx_f`` (float64: running row
 counts and, per (variable, column), the block non-null count, sum, min, max). The layout comes
 from :mod:`replaydb.operators.pattern.compile`; only what some cross-event condition reads is
 kept, so two runs with equal rows behave the same from now on and may be merged.
@@ -25,6 +25,13 @@ predecessor slot had, so a chain ``LAST, SHIFT x k`` holds the last ``k + 1`` bo
 CI_NTH = 3
 """An int slot after a ``CI_FIRST`` or ``CI_NTH`` slot: set by the first bind after its
 predecessor is set, so a chain ``FIRST, NTH x k`` holds the first ``k + 1`` bound events."""
+CI_LAST_VAR = 4
+"""Like ``CI_LAST``, holding the variable the event was bound to instead of the event (what
+``CLASSIFIER()`` of bound rows reads); ``CI_SHIFT`` chains copy it alike."""
+CI_FIRST_VAR = 5
+"""Like ``CI_FIRST``, holding the variable."""
+CI_NTH_VAR = 6
+"""Like ``CI_NTH``, holding the variable."""
 CF_ROWS = 0
 
 
@@ -50,7 +57,8 @@ def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, ba
     bound to variable ``v``; the CPU matchers use :func:`bind_update_row`. A slot's variable
     code is a variable's index, -1 (every row) or ``-3 - mask`` (a union variable: ``v`` is one
     of its variables when bit ``v`` of ``mask`` is set); a slot's kind is one of ``CI_LAST``,
-    ``CI_FIRST``, ``CI_SHIFT``, ``CI_NTH`` (chains, see their definitions). ``rows[g - base,
+    ``CI_FIRST``, ``CI_SHIFT``, ``CI_NTH`` (chains, see their definitions) or a ``*_VAR`` kind
+    holding ``v`` instead of ``g``. ``rows[g - base,
     c]`` is column ``c`` of event ``g``. NULLs are skipped by the running aggregates. O(slots)."""
     for s in range(ci_kind.shape[0] - 1, -1, -1):  # a chain slot reads its predecessor's
         cv = ci_var[s]                             # value from before this bind
@@ -63,8 +71,16 @@ def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, ba
                     ci[s] = g
             elif kind == CI_SHIFT:
                 ci[s] = ci[s - 1]
+            elif kind == CI_NTH:
+                if ci[s] < 0 and ci[s - 1] >= 0:
+                    ci[s] = g
+            elif kind == CI_LAST_VAR:
+                ci[s] = v
+            elif kind == CI_FIRST_VAR:
+                if ci[s] < 0:
+                    ci[s] = v
             elif ci[s] < 0 and ci[s - 1] >= 0:
-                ci[s] = g
+                ci[s] = v
     for s in range(cf_kind.shape[0]):
         cv = cf_var[s]
         if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
@@ -105,8 +121,16 @@ def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf,
                     ci[nid, s] = g
             elif kind == CI_SHIFT:
                 ci[nid, s] = ci[nid, s - 1]
+            elif kind == CI_NTH:
+                if ci[nid, s] < 0 and ci[nid, s - 1] >= 0:
+                    ci[nid, s] = g
+            elif kind == CI_LAST_VAR:
+                ci[nid, s] = v
+            elif kind == CI_FIRST_VAR:
+                if ci[nid, s] < 0:
+                    ci[nid, s] = v
             elif ci[nid, s] < 0 and ci[nid, s - 1] >= 0:
-                ci[nid, s] = g
+                ci[nid, s] = v
     for s in range(cf_kind.shape[0]):
         cv = cf_var[s]
         if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):

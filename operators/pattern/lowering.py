@@ -24,9 +24,11 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
   events for an unqualified column. NULLs are skipped; SUM/AVG/MIN/MAX of no values are NULL;
 * an aggregate over a column marked ``all_prev`` (SASE+ ``avg(b[..i-1].x)``) excludes the current
   event;
-* ``CLASSIFIER()`` (and ``LAST(CLASSIFIER())``) - the variable's own name; other navigation of
-  ``CLASSIFIER()`` is refused (the variables of earlier rows are a partial match's, not a
-  column's);
+* ``CLASSIFIER()`` (and ``LAST(CLASSIFIER())``) - the variable's own name; ``LAST(CLASSIFIER(),
+  k)``, ``FIRST(CLASSIFIER(), k)``, ``PREV``/``NEXT(CLASSIFIER(), k)`` - the variable of that
+  row of the running match (NULL outside it: the rows after the current one are not matched
+  yet); ``CLASSIFIER(v)`` - of the last row bound to ``v`` (a union variable: to one of its
+  variables), with FIRST/LAST offsets too; PREV/NEXT of ``CLASSIFIER(v)`` is refused;
 * ``MATCH_NUMBER()`` (MATCH_RECOGNIZE) - the number the running match would get if it matched:
   one more than the partition's matches before it (Trino's reading).
 
@@ -80,6 +82,23 @@ class Bound(ex.Expr):
 
 
 @dataclass(frozen=True)
+class BoundVar(ex.Expr):
+    """``CLASSIFIER()`` of a bound row: the variable that row was bound to, the row chosen as in
+    :class:`Bound` (``kind``, ``var``, ``k``); for ``firstcur`` the current row is bound to
+    ``cur``; ``kind`` ``current``: the current row (``cur``); ``none``: a row outside the
+    running match (a NULL label). ``need`` >= 0: NULL unless the ``need``-th slot of the same
+    chain (every row's first or last rows) is set - the row a navigation started from must
+    exist (``NEXT(LAST(CLASSIFIER(), 2))`` is NULL with fewer than two rows before the current
+    one, though the row it names exists)."""
+
+    kind: str
+    var: str | None
+    k: int = 0
+    cur: str | None = None
+    need: int = -1
+
+
+@dataclass(frozen=True)
 class Agg(ex.Expr):
     """Running aggregate ``fn`` over column ``col`` of rows bound to ``var`` (None: all rows)."""
 
@@ -117,6 +136,10 @@ class LowerContext:
     derived: dict[str, tuple[ex.Expr, bool]] = field(default_factory=dict)
     """Per-row columns computed from the stream's (an aggregate's argument expression): name ->
     (an expression over the schema's columns, whether only its NULL-ness counts: COUNT)."""
+    row_functions: dict[str, ex.Expr] = field(default_factory=dict)
+    """Per-row string columns of the functions the pattern machine does not run (``LOWER``,
+    ``UPPER``) in conditions that read other rows: name -> the call over the schema's columns
+    (:func:`derive_row_functions`)."""
 
     def members(self, var: str | None) -> tuple[str, ...] | None:
         """The primary variables a resolved variable stands for (None: every row)."""
@@ -235,18 +258,8 @@ class _Lowerer:
             if len(e.args) > 1 or (e.args and not isinstance(e.args[0], ex.Column)):
                 raise QueryError(_at("CLASSIFIER takes no argument or one pattern variable",
                                      e.pos))
-            if e.args and not self.own(self.ctx.resolve_var(e.args[0].name, e.pos)):
-                raise QueryError(
-                    _at("CLASSIFIER(v) in a condition must name the variable itself or a union "
-                        "variable with it", e.pos),
-                    hint="use CLASSIFIER(v) of other variables in MEASURES")
-            if nav or (sel is not None and sel != ("last", 0)):
-                raise QueryError(
-                    _at("navigation of CLASSIFIER() (PREV, FIRST, LAST with an offset) is not "
-                        "supported in a condition", e.pos),
-                    hint="navigate CLASSIFIER() in MEASURES, or name the variables in the "
-                         "pattern instead")
-            return ex.Literal(self.var, pos=e.pos)
+            var = self.ctx.resolve_var(e.args[0].name, e.pos) if e.args else None
+            return self.classifier(var, nav, sel, e.pos)
         if name == "MATCH_NUMBER":
             if e.args:
                 raise QueryError(_at("MATCH_NUMBER() takes no arguments", e.pos))
@@ -255,6 +268,47 @@ class _Lowerer:
                                      "every row of a match)", e.pos))
             return MatchNumber(pos=e.pos)
         return ex.Call(name, tuple(self.lower(a, nav, sel) for a in e.args), None, pos=e.pos)
+
+    def classifier(self, var: str | None, nav: int, sel: tuple[str, int] | None,
+                   pos: int | None) -> ex.Expr:
+        """``CLASSIFIER([var])`` of the row ``sel`` picks among ``var``'s rows (None: every row
+        of the running match; default: its last), moved ``nav`` rows back (PREV) or ahead
+        (NEXT): the variable that row is bound to, NULL for a row outside the running match.
+        The rows of a running match are consecutive, so with every row counted a move is an
+        offset in the same chain; a move from one variable's row is not supported."""
+        kind, k = sel if sel is not None else ("last", 0)
+        if k > MAX_CONDITION_OFFSET or abs(nav) > MAX_CONDITION_OFFSET:
+            raise QueryError(_at(f"navigation of CLASSIFIER() in a condition: offsets up to "
+                                 f"{MAX_CONDITION_OFFSET} are supported", pos))
+        if nav and var is not None:
+            raise QueryError(
+                _at("PREV/NEXT of CLASSIFIER(v) in a condition is not supported", pos),
+                hint="use LAST(CLASSIFIER(), k) / FIRST(CLASSIFIER(), k) over every row, or "
+                     "PREV(CLASSIFIER(v)) in MEASURES")
+        own = self.own(var)
+        if not nav:
+            if kind == "last":
+                if own:
+                    return ex.Literal(self.var, pos=pos) if k == 0 else BoundVar("last", var,
+                                                                                 k - 1)
+                return BoundVar("last", var, k)
+            return BoundVar("firstcur", var, k, self.var) if own else BoundVar("first", var, k)
+        # every row (var None): rows are consecutive, so a move is another offset in the chain,
+        # read where the row the navigation starts from exists
+        if kind == "last":
+            to = k + nav  # PREV goes further back, NEXT forward
+            if to < 0:
+                return BoundVar("none", None)  # after the current row: not matched yet
+            need = k - 1 if nav < 0 and k > 0 else -1  # LAST(..., k) needs k rows before
+            if to == 0:
+                return BoundVar("current", None, 0, self.var, need)
+            return BoundVar("last", None, to - 1, need=need)
+        to = k - nav
+        if to < 0:
+            return BoundVar("none", None)  # before the match's first row
+        if nav > 0:  # FIRST(..., k) must exist: k rows bound before the current one
+            return BoundVar("first", None, to, need=k - 1)
+        return BoundVar("firstcur", None, to, self.var)
 
     def aggregate(self, e: ex.Call) -> ex.Expr:
         if len(e.args) != 1:
@@ -375,9 +429,84 @@ def _unqualified(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
     raise QueryError(f"unsupported expression {e}")  # pragma: no cover
 
 
+ROW_FUNCTIONS = ("LOWER", "UPPER")
+"""Functions a cross-event condition reads as derived per-row columns (the pattern machine holds
+strings as codes and computes no string function)."""
+
+
+def derive_row_functions(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
+    """A lowered cross-event condition with every :data:`ROW_FUNCTIONS` call over one row's
+    columns (``LOWER(A.name)``, ``UPPER(PREV(name))``) replaced by a read of that row's derived
+    column holding the call's value (:attr:`LowerContext.row_functions`), so ``LOWER(A.name) =
+    B.name`` compares string codes; a call mixing rows stays (and is refused by the machine).
+    O(size of the condition)."""
+    if isinstance(e, ex.Call) and e.name in ROW_FUNCTIONS and e.qualifier is None:
+        leaves = [n for n in e.walk() if isinstance(n, Cur | Bound)]
+        if not leaves and all(isinstance(n, ex.Call | ex.Literal) for n in e.walk()):
+            value = ex.compile_expr(e)(ex.ColumnsEnv({}))  # LOWER('X'): a constant
+            return ex.Literal(None if value is None else str(value), pos=e.pos)
+        selectors = {_row_of(n) for n in leaves}
+        if len(selectors) == 1 and not any(isinstance(n, Agg | Rows | MatchNumber | BoundVar)
+                                           for n in e.walk()):
+            body = _on_row(e)
+            name = next((k for k, v in ctx.row_functions.items() if v == body), None)
+            if name is None:
+                name = f"\x00fn{len(ctx.row_functions)}"
+                ctx.row_functions[name] = body
+            leaf = leaves[0]
+            if isinstance(leaf, Cur):
+                return Cur(name, leaf.nav)
+            return Bound(leaf.kind, leaf.var, name, leaf.nav, leaf.k)
+    if isinstance(e, ex.Unary):
+        return ex.Unary(e.op, derive_row_functions(e.operand, ctx), pos=e.pos)
+    if isinstance(e, ex.Binary):
+        return ex.Binary(e.op, derive_row_functions(e.left, ctx),
+                         derive_row_functions(e.right, ctx), pos=e.pos)
+    if isinstance(e, ex.Between):
+        return ex.Between(derive_row_functions(e.operand, ctx),
+                          derive_row_functions(e.low, ctx), derive_row_functions(e.high, ctx),
+                          e.negated, pos=e.pos)
+    if isinstance(e, ex.InList):
+        return ex.InList(derive_row_functions(e.operand, ctx),
+                         tuple(derive_row_functions(v, ctx) for v in e.values), e.negated,
+                         pos=e.pos)
+    if isinstance(e, ex.IsNull):
+        return ex.IsNull(derive_row_functions(e.operand, ctx), e.negated, pos=e.pos)
+    if isinstance(e, ex.Call):
+        return ex.Call(e.name, tuple(derive_row_functions(a, ctx) for a in e.args), e.qualifier,
+                       pos=e.pos)
+    return e
+
+
+def _row_of(leaf: Cur | Bound) -> tuple[object, ...]:
+    """Which row a leaf reads (its column aside)."""
+    if isinstance(leaf, Cur):
+        return ("cur", leaf.nav)
+    return ("bound", leaf.kind, leaf.var, leaf.nav, leaf.k)
+
+
+def _on_row(e: ex.Expr) -> ex.Expr:
+    """``e`` with its row's column reads as plain column references (the row is implied)."""
+    if isinstance(e, Cur | Bound):
+        return ex.Column(e.col)
+    if isinstance(e, ex.Unary):
+        return ex.Unary(e.op, _on_row(e.operand))
+    if isinstance(e, ex.Binary):
+        return ex.Binary(e.op, _on_row(e.left), _on_row(e.right))
+    if isinstance(e, ex.Call):
+        return ex.Call(e.name, tuple(_on_row(a) for a in e.args), e.qualifier)
+    if isinstance(e, ex.Between):
+        return ex.Between(_on_row(e.operand), _on_row(e.low), _on_row(e.high), e.negated)
+    if isinstance(e, ex.InList):
+        return ex.InList(_on_row(e.operand), tuple(_on_row(v) for v in e.values), e.negated)
+    if isinstance(e, ex.IsNull):
+        return ex.IsNull(_on_row(e.operand), e.negated)
+    return e
+
+
 def is_local(e: ex.Expr) -> bool:
     """True if a lowered expression refers only to the current event."""
-    return not any(isinstance(n, Bound | Agg | Rows | MatchNumber) for n in e.walk())
+    return not any(isinstance(n, Bound | BoundVar | Agg | Rows | MatchNumber) for n in e.walk())
 
 
 def nav_name(col: str, nav: int) -> str:

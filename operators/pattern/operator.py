@@ -97,6 +97,7 @@ from replaydb.operators.pattern.buffer import (
     derived_column,
     first_disorder,
     object_to_float,
+    row_function_codes,
     to_float_column,
 )
 from replaydb.operators.pattern.compile import CompiledPattern, compile_pattern
@@ -205,8 +206,8 @@ class PatternOperator(Operator):
         cp = self.cp
         used = {"t", "seq", *cp.partition_by, *self._local_cols, *self._nav_cols,
                 *(c for c, _ in cp.buf_cols), *where}
-        for e, _ in cp.derived.values():  # the columns of DEFINE's SUM(A.price * 2)
-            used.update(c.name for c in e.walk() if isinstance(c, Column))
+        for e in [*(e for e, _ in cp.derived.values()), *cp.row_functions.values()]:
+            used.update(c.name for c in e.walk() if isinstance(c, Column))  # SUM(A.x * 2)
         for _, low in self._measures:
             for node in low.walk():
                 col = getattr(node, "col", None)
@@ -509,6 +510,8 @@ class PatternOperator(Operator):
         for j, (c, k) in enumerate(cp.buf_cols):
             if c in cp.derived:  # SUM(A.price * 2) in DEFINE: the expression on each row
                 vmcols[j] = derived_column(batch, *cp.derived[c])
+            elif c in cp.row_functions:  # LOWER(A.name) in DEFINE: on each row, k rows back
+                vmcols[j] = row_function_codes(cp.row_functions[c], batch, navs, k, cp.strings)
             elif k == 0:
                 vmcols[j] = to_float_column(batch.column(c), cp.buf_is_string[j], cp.strings)
             else:

@@ -195,6 +195,16 @@ class _Running:
             return rows[-1 - k] if k < len(rows) else None
         return rows[k] if k < len(rows) else None
 
+    def label_at(self, q: str | None, nav: int, sel: tuple[str, int] | None) -> str | None:
+        """The variable of the row ``sel`` picks among ``q``'s rows of the running match (the
+        last by default), ``nav`` rows before it (after, when negative); None outside it."""
+        kind, k = sel if sel is not None else ("last", 0)
+        rows = self.rows_of(q)
+        if k >= len(rows):
+            return None
+        r = (rows[-1 - k] if kind == "last" else rows[k]) - nav
+        return dict(self.match).get(r)
+
     def row_value(self, e: ex.Expr, r: int) -> Any:
         """``e`` (columns and scalar functions only) on the match's row ``r``."""
         def closed(x: ex.Expr) -> ex.Expr:
@@ -247,7 +257,8 @@ class _Running:
                 vals = [_val(self.rows, self.col(a.name), r) for r in rs]
                 return _aggregate(n, [v for v in vals if not _null(v)])
             if n == "CLASSIFIER":
-                return ex.Literal(self.var)
+                q = e.args[0].name if e.args else None  # type: ignore[attr-defined]
+                return ex.Literal(self.label_at(q, nav, sel))
             if n == "MATCH_NUMBER":
                 assert self.number is not None, "MATCH_NUMBER() outside MATCH_RECOGNIZE"
                 return ex.Literal(self.number)

@@ -19,19 +19,20 @@ from replaydb.errors import QueryError
 from replaydb.operators.expr import Expr
 from replaydb.operators.exprcode.check import check_condition as check_typed
 from replaydb.operators.exprcode.check import column_kind
-from replaydb.operators.pattern.lowering import Agg, Bound, Cur, MatchNumber, Rows
+from replaydb.operators.pattern.lowering import Agg, Bound, BoundVar, Cur, MatchNumber, Rows
 
 
 def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None,
-                    derived: Collection[str] = ()) -> None:
+                    derived: Collection[str] = (), row_functions: Collection[str] = ()) -> None:
     """Raise a QueryError unless ``lowered``, one lowered conjunct of a variable's condition
     over ``schema``, is a well-typed condition; the error names the position of the offending
     node, else ``pos`` (the conjunct's, as written). ``derived``: the names of derived columns
-    (an aggregate's argument expression, numeric; checked when computed)."""
+    (an aggregate's argument expression, numeric; checked when computed); ``row_functions``: of
+    derived per-row strings (``LOWER(A.name)`` in a condition that reads other rows)."""
 
     def kind_of(e: Expr) -> str:
         if isinstance(e, Cur | Bound):
-            return column_kind(schema, e.col)
+            return "s" if e.col in row_functions else column_kind(schema, e.col)
         if isinstance(e, Agg) and e.col in derived:
             return "i" if e.fn == "COUNT" else "f"
         if isinstance(e, Agg):
@@ -42,6 +43,8 @@ def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None,
             return "f" if e.fn == "AVG" else ("i" if e.fn == "COUNT" else kind)
         if isinstance(e, Rows | MatchNumber):
             return "i"
+        if isinstance(e, BoundVar):
+            return "s"
         raise QueryError(f"unsupported expression in a condition: {type(e).__name__}")
 
     check_typed(lowered, kind_of, pos)

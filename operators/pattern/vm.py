@@ -22,6 +22,10 @@ Loads (every other instruction is :func:`~replaydb.operators.exprcode.machine.ex
 * ``LDAGG a b ic``: a running aggregate from the float slots ``a..a+3`` (non-null count, sum, min,
   max), function ``b >> 1``, with the current event's column ``ic`` when ``b & 1``;
 * ``LDROWS a b``: the row count in float slot ``a``, plus ``b``.
+* ``LDSLOT a b ic``: the value of int slot ``a`` as a float - a variable slot holds the
+  variable a row was bound to, whose index is its name's string code (``CLASSIFIER()`` of a
+  bound row); ``b`` when unset or ``a < 0`` (the variable being defined, for the current row),
+  NaN when that is negative or, if ``ic > 0``, slot ``ic - 1`` is unset.
 
 A partial match's state is a row of ``ctx_i``/``ctx_f`` (SASE+'s vector V; a run that is just
 starting has unset slots ``ci0`` and ``init_f``). ``rows[g - base, c]`` is column ``c`` of event
@@ -46,6 +50,7 @@ from replaydb.operators.exprcode.opcodes import (
     LDF,
     LDFIRSTCUR,
     LDROWS,
+    LDSLOT,
 )
 from replaydb.operators.exprcode.scalar import (
     AGG_AVG,
@@ -59,7 +64,7 @@ from replaydb.operators.exprcode.scalar import (
 __all__ = ["AGG_AVG", "AGG_COUNT", "AGG_MAX", "AGG_MIN", "AGG_SUM", "PATTERN_LOADS", "vm_eval",
            "vm_eval_node"]
 
-PATTERN_LOADS = frozenset({LDF, LDBOUND, LDFIRSTCUR, LDAGG, LDROWS})
+PATTERN_LOADS = frozenset({LDF, LDBOUND, LDFIRSTCUR, LDAGG, LDROWS, LDSLOT})
 """The load instructions of pattern programs."""
 
 @register_jitable(inline="always", error_model="numpy")
@@ -114,6 +119,18 @@ def _run(op, ia, ib, fc, ic, lo, hi, rows, base, g, ctx_i, ctx_f, ci0, init_f, n
                 else:
                     sf[top + c] = agg_value(fn, init_f[s0], init_f[s0 + 1], init_f[s0 + 2],
                                             init_f[s0 + 3], cur)
+        elif o == LDSLOT:
+            pred = ic[k] - 1
+            for c in range(w):
+                node = nodes[sel[c]] if m > 0 else nd
+                v = -1
+                if s0 >= 0:
+                    v = ctx_i[node, s0] if node >= 0 else ci0[s0]
+                if v < 0:
+                    v = b
+                if pred >= 0 and (ctx_i[node, pred] if node >= 0 else ci0[pred]) < 0:
+                    v = -1
+                sf[top + c] = math.nan if v < 0 else float(v)
         else:  # LDROWS
             for c in range(w):
                 node = nodes[sel[c]] if m > 0 else nd

@@ -68,11 +68,43 @@ def test_a_parenthesis_free_pattern_and_quoted_reserved_words_still_run() -> Non
 
 
 # --------------------------------------------------------------------------- 2. CLASSIFIER()
-def test_navigation_of_classifier_in_define_is_refused() -> None:
-    err = error_of(HEAD + "PATTERN (A B) DEFINE A AS x = 1, B AS PREV(CLASSIFIER()) = 'A')")
+def test_navigation_of_classifier_in_define_reads_the_running_match() -> None:
+    # x: 1 2 1 2 2 1 3 1 2 2; B's row must follow an A row of the match
+    rows = run(HEAD + "MEASURES A.t AS a PATTERN (A B) "
+               "DEFINE A AS x = 1, B AS PREV(CLASSIFIER()) = 'A' AND x = 2)")
+    assert [r["a"] for r in rows] == [0, 2, 7]
+    assert run(HEAD + "MEASURES A.t AS a PATTERN (A B) "
+               "DEFINE A AS x = 1, B AS PREV(CLASSIFIER()) = 'B')") == []
+    # A B+ where a B row's row two back is A (or none yet): at most two B rows
+    rows = run(HEAD + "MEASURES A.t AS a, COUNT(B.*) AS bs PATTERN (A B+) "
+               "DEFINE A AS x = 1, B AS x = 2 AND (LAST(CLASSIFIER(), 2) IS NULL "
+               "OR LAST(CLASSIFIER(), 2) = 'A'))")
+    assert [(r["a"], r["bs"]) for r in rows] == [(0, 1), (2, 2), (7, 2)]
+    rows = run(HEAD + "MEASURES A.t AS a, COUNT(B.*) AS bs PATTERN (A B+) "
+               "DEFINE A AS x = 1, B AS x = 2 AND NEXT(FIRST(CLASSIFIER())) = 'B' "
+               "AND CLASSIFIER(A) = 'A' AND FIRST(CLASSIFIER(B)) = 'B')")
+    assert [(r["a"], r["bs"]) for r in rows] == [(0, 1), (2, 2), (7, 2)]
+    # a navigation from a row the running match does not have yet is NULL, though the row it
+    # would move to exists: FIRST(CLASSIFIER(), 2) needs three rows
+    rows = run(HEAD + "MEASURES A.t AS a, COUNT(B.*) AS bs PATTERN (A B+) "
+               "DEFINE A AS x = 1, B AS x = 2 AND PREV(FIRST(CLASSIFIER(), 2)) IS NULL "
+               "AND NEXT(LAST(CLASSIFIER(), 2)) IS NULL)")
+    assert [(r["a"], r["bs"]) for r in rows] == [(0, 1), (2, 1), (7, 1)]
+    err = error_of(HEAD + "PATTERN (A B) DEFINE A AS x = 1, B AS PREV(CLASSIFIER(A)) = 'A')")
     assert isinstance(err, QueryError)
-    assert "navigation of CLASSIFIER()" in str(err)
-    assert "position" in str(err)
+    assert "PREV/NEXT of CLASSIFIER(v) in a condition" in str(err) and "position" in str(err)
+
+
+def test_string_functions_of_other_rows_in_define() -> None:
+    # name: n0 .. n9; B's name, upper-cased, must differ from A's, lower-cased ("N1" != "n0")
+    rows = run(HEAD + "MEASURES A.t AS a, B.t AS b PATTERN (A B) "
+               "DEFINE A AS x = 1, B AS UPPER(B.name) != LOWER(A.name) "
+               "AND LOWER(UPPER(B.name)) = LOWER(NEXT(PREV(name))) "
+               "AND UPPER(PREV(name)) = UPPER(A.name))")
+    assert [(r["a"], r["b"]) for r in rows] == [(0, 1), (2, 3), (5, 6), (7, 8)]
+    none = run(HEAD + "MEASURES A.t AS a PATTERN (A B) "
+               "DEFINE A AS x = 1, B AS LOWER(B.name) = UPPER(A.name))")
+    assert none == []
 
 
 def test_navigation_of_classifier_in_measures_one_row() -> None:

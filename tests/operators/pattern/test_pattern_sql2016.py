@@ -120,11 +120,50 @@ def navigations(var: str, names: list[str]) -> st.SearchStrategy[ex.Expr]:
         first_last.map(lambda e: ex.Call("NEXT", (e,))),
         st.just(ex.Call("PREV", (ex.Call("NEXT", (x, ex.Literal(2))),))))
     value = st.one_of(first_last, nexts)
+    labels = classifier_navigations(names)
     return st.one_of(
+        string_functions(names),
+        st.builds(lambda c, v: ex.Binary("=", c, ex.Literal(v)), labels,
+                  st.sampled_from([var, *names])),
+        st.builds(lambda c, neg: ex.IsNull(c, neg), labels, st.booleans()),
         st.builds(lambda v, op: ex.Binary(op, x, v), value, st.sampled_from(["<=", ">", "!="])),
         st.builds(lambda v, neg: ex.IsNull(v, neg), value, st.booleans()),
         st.builds(lambda a, b: ex.Binary("or", ex.Binary(">=", a, b), ex.IsNull(a)), value,
                   value))
+
+
+def string_functions(names: list[str]) -> st.SearchStrategy[ex.Expr]:
+    """LOWER/UPPER of the current row's, a bound row's or a previous row's string column,
+    compared with each other, with a literal or with a column of another row."""
+    whose = st.sampled_from([None, *names])
+
+    def call(fn: str, q: str | None, prev: bool) -> ex.Expr:
+        c: ex.Expr = ex.Column("type", q)
+        return ex.Call(fn, (ex.Call("PREV", (c,)) if prev else c,))
+
+    one = st.builds(call, st.sampled_from(["LOWER", "UPPER"]), whose, st.booleans())
+    return st.one_of(
+        st.builds(lambda a, b: ex.Binary("=", a, b), one, one),
+        st.builds(lambda a, v: ex.Binary("!=", a, ex.Literal(v)), one, st.sampled_from("Ab")),
+        st.builds(lambda a, q: ex.Binary("=", a, ex.Column("type", q)), one, whose))
+
+
+def classifier_navigations(names: list[str]) -> st.SearchStrategy[ex.Expr]:
+    """CLASSIFIER() of rows of the running match: FIRST/LAST at offsets 0-3, PREV/NEXT (also
+    around FIRST/LAST), and CLASSIFIER(v) of any variable with FIRST/LAST."""
+    cls = ex.Call("CLASSIFIER")
+    of = st.one_of(st.just(cls), st.sampled_from(names).map(
+        lambda q: ex.Call("CLASSIFIER", (ex.Column(q),)))) if names else st.just(cls)
+
+    def pick(fn: str, c: ex.Expr, k: int) -> ex.Expr:
+        return ex.Call(fn, (c, ex.Literal(k)))
+
+    picked = st.builds(pick, st.sampled_from(["FIRST", "LAST"]), of, st.integers(0, 3))
+    moved = st.builds(lambda fn, k, inner: ex.Call(fn, (inner, ex.Literal(k))),
+                      st.sampled_from(["PREV", "NEXT"]), st.integers(1, 2),
+                      st.one_of(st.just(cls), st.builds(pick, st.sampled_from(["FIRST", "LAST"]),
+                                                        st.just(cls), st.integers(0, 2))))
+    return st.one_of(of, picked, moved)
 
 
 @st.composite
@@ -326,9 +365,15 @@ def test_classifier_of_a_variable() -> None:
     assert rows == [("A", None, None, None, None, "A"), ("B", "B", "B", "B", None, "A"),
                     ("C", "C", "C", "B", None, "A"), ("B", "B", "B", "B", None, "A"),
                     ("D", "B", "B", "B", "D", "A")]
-    with pytest.raises(QueryError, match="CLASSIFIER.v. in a condition must name"):
-        _rows("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) DEFINE B AS CLASSIFIER(A) = 'A')",
-              table)
+    # CLASSIFIER(v) of another variable in DEFINE: the variable of v's last row (NULL if none)
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH "
+         "PATTERN (A? B+) DEFINE A AS price < 2, B AS CLASSIFIER(A) = 'A')")
+    assert [r["c"] for r in _rows(q, table)] == ["A", "B", "B", "B", "B", "B", "B"]
+    # with B AS CLASSIFIER(A) IS NULL the preferred A? takes no row: every row is a B
+    assert [r["c"] for r in _rows(q.replace("= 'A'", "IS NULL"), table)] == ["B"] * 7
+    with pytest.raises(QueryError, match="PREV/NEXT of CLASSIFIER.v. in a condition"):
+        _rows("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) DEFINE B AS "
+              "NEXT(CLASSIFIER(A)) = 'A')", table)
 
 
 # --------------------------------------------------------------------------- filtered streams
