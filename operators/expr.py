@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import operator as _op
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -181,6 +181,20 @@ class TimeLiteral(Expr):
 
 
 TRUE = Literal(True)
+
+
+# --------------------------------------------------------------------------- helpers
+def map_children(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
+    """``e`` with ``fn`` applied to each of its direct child expressions (every other field,
+    positions included, kept); ``e`` itself when it has none. O(children)."""
+    changes: dict[str, Any] = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            changes[f.name] = fn(v)
+        elif isinstance(v, tuple) and v and all(isinstance(x, Expr) for x in v):
+            changes[f.name] = tuple(fn(x) for x in v)
+    return replace(e, **changes) if changes else e
 
 
 # --------------------------------------------------------------------------- helpers

@@ -410,23 +410,7 @@ def _unqualified(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
     """``e`` with every column reference unqualified and resolved against the schema."""
     if isinstance(e, ex.Column):
         return ex.Column(ctx.resolve_column(e.name, e.pos))
-    if isinstance(e, ex.Literal):
-        return e
-    if isinstance(e, ex.Unary):
-        return ex.Unary(e.op, _unqualified(e.operand, ctx))
-    if isinstance(e, ex.Binary):
-        return ex.Binary(e.op, _unqualified(e.left, ctx), _unqualified(e.right, ctx))
-    if isinstance(e, ex.Between):
-        return ex.Between(_unqualified(e.operand, ctx), _unqualified(e.low, ctx),
-                          _unqualified(e.high, ctx), e.negated)
-    if isinstance(e, ex.InList):
-        return ex.InList(_unqualified(e.operand, ctx),
-                         tuple(_unqualified(v, ctx) for v in e.values), e.negated)
-    if isinstance(e, ex.IsNull):
-        return ex.IsNull(_unqualified(e.operand, ctx), e.negated)
-    if isinstance(e, ex.Call):
-        return ex.Call(e.name, tuple(_unqualified(a, ctx) for a in e.args), e.qualifier)
-    raise QueryError(f"unsupported expression {e}")  # pragma: no cover
+    return ex.map_children(e, lambda x: _unqualified(x, ctx))
 
 
 ROW_FUNCTIONS = ("LOWER", "UPPER")
@@ -457,25 +441,7 @@ def derive_row_functions(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
             if isinstance(leaf, Cur):
                 return Cur(name, leaf.nav)
             return Bound(leaf.kind, leaf.var, name, leaf.nav, leaf.k)
-    if isinstance(e, ex.Unary):
-        return ex.Unary(e.op, derive_row_functions(e.operand, ctx), pos=e.pos)
-    if isinstance(e, ex.Binary):
-        return ex.Binary(e.op, derive_row_functions(e.left, ctx),
-                         derive_row_functions(e.right, ctx), pos=e.pos)
-    if isinstance(e, ex.Between):
-        return ex.Between(derive_row_functions(e.operand, ctx),
-                          derive_row_functions(e.low, ctx), derive_row_functions(e.high, ctx),
-                          e.negated, pos=e.pos)
-    if isinstance(e, ex.InList):
-        return ex.InList(derive_row_functions(e.operand, ctx),
-                         tuple(derive_row_functions(v, ctx) for v in e.values), e.negated,
-                         pos=e.pos)
-    if isinstance(e, ex.IsNull):
-        return ex.IsNull(derive_row_functions(e.operand, ctx), e.negated, pos=e.pos)
-    if isinstance(e, ex.Call):
-        return ex.Call(e.name, tuple(derive_row_functions(a, ctx) for a in e.args), e.qualifier,
-                       pos=e.pos)
-    return e
+    return ex.map_children(e, lambda x: derive_row_functions(x, ctx))
 
 
 def _row_of(leaf: Cur | Bound) -> tuple[object, ...]:
@@ -489,19 +455,7 @@ def _on_row(e: ex.Expr) -> ex.Expr:
     """``e`` with its row's column reads as plain column references (the row is implied)."""
     if isinstance(e, Cur | Bound):
         return ex.Column(e.col)
-    if isinstance(e, ex.Unary):
-        return ex.Unary(e.op, _on_row(e.operand))
-    if isinstance(e, ex.Binary):
-        return ex.Binary(e.op, _on_row(e.left), _on_row(e.right))
-    if isinstance(e, ex.Call):
-        return ex.Call(e.name, tuple(_on_row(a) for a in e.args), e.qualifier)
-    if isinstance(e, ex.Between):
-        return ex.Between(_on_row(e.operand), _on_row(e.low), _on_row(e.high), e.negated)
-    if isinstance(e, ex.InList):
-        return ex.InList(_on_row(e.operand), tuple(_on_row(v) for v in e.values), e.negated)
-    if isinstance(e, ex.IsNull):
-        return ex.IsNull(_on_row(e.operand), e.negated)
-    return e
+    return ex.map_children(e, _on_row)
 
 
 def is_local(e: ex.Expr) -> bool:
@@ -518,20 +472,6 @@ def to_batch_expr(e: ex.Expr) -> ex.Expr:
     """Turn a local lowered expression into an ordinary expression over batch columns."""
     if isinstance(e, Cur):
         return ex.Column(nav_name(e.col, e.nav))
-    if isinstance(e, ex.Literal | ex.Column):
-        return e
-    if isinstance(e, ex.Unary):
-        return ex.Unary(e.op, to_batch_expr(e.operand), pos=e.pos)
-    if isinstance(e, ex.Binary):
-        return ex.Binary(e.op, to_batch_expr(e.left), to_batch_expr(e.right), pos=e.pos)
-    if isinstance(e, ex.Between):
-        return ex.Between(to_batch_expr(e.operand), to_batch_expr(e.low), to_batch_expr(e.high),
-                       e.negated, pos=e.pos)
-    if isinstance(e, ex.InList):
-        return ex.InList(to_batch_expr(e.operand), tuple(to_batch_expr(v) for v in e.values),
-                      e.negated, pos=e.pos)
-    if isinstance(e, ex.IsNull):
-        return ex.IsNull(to_batch_expr(e.operand), e.negated, pos=e.pos)
-    if isinstance(e, ex.Call):
-        return ex.Call(e.name, tuple(to_batch_expr(a) for a in e.args), e.qualifier, pos=e.pos)
-    raise QueryError(f"cannot evaluate {type(e).__name__} over a batch")  # pragma: no cover
+    if isinstance(e, Bound | BoundVar | Agg | Rows | MatchNumber):  # pragma: no cover
+        raise QueryError(f"cannot evaluate {type(e).__name__} over a batch")
+    return ex.map_children(e, to_batch_expr)

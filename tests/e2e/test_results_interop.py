@@ -37,13 +37,7 @@ CASES = {name: load_case(ROOT / f"{name}.case") for name in ONE_PER_LANGUAGE}
 
 
 def _table_options(name: str) -> dict[str, Any]:
-    spec = CASES[name].store
-    opts: dict[str, Any] = {"time_column": spec.time, "time_unit": spec.unit}
-    if spec.type_column:
-        opts["type_column"] = spec.type_column
-    if spec.upper:
-        opts["upper_column"] = spec.upper
-    return opts
+    return CASES[name].store.table_options()
 
 
 def _in_memory(name: str, source: Any) -> Outcome:

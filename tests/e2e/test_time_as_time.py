@@ -33,12 +33,7 @@ CASES = {name: load_case(ROOT / f"{name}.case") for name in INSTANTS}
 
 def _source(name: str) -> tuple[pa.Table, dict[str, Any]]:
     spec = CASES[name].store
-    opts: dict[str, Any] = {"time_column": spec.time, "time_unit": spec.unit}
-    if spec.type_column:
-        opts["type_column"] = spec.type_column
-    if spec.upper:
-        opts["upper_column"] = spec.upper
-    return spec.source_table(), opts
+    return spec.source_table(), spec.table_options()
 
 
 def _run(name: str, query: str | None = None, **options: Any) -> pa.Table:

@@ -121,6 +121,16 @@ class StoreSpec:
         return (f"{spec.filename} is not in the package cache {packages.packages_dir()}; "
                 f"run `replaydb datasets make {self.dataset} OUT` once to fetch it")
 
+    def table_options(self) -> dict[str, Any]:
+        """How :func:`replaydb.query` takes :meth:`source_table` as an in-memory table: the
+        options naming its time column and unit, type column and upper bound."""
+        opts: dict[str, Any] = {"time_column": self.time, "time_unit": self.unit}
+        if self.type_column:
+            opts["type_column"] = self.type_column
+        if self.upper:
+            opts["upper_column"] = self.upper
+        return opts
+
     def source_table(self) -> pa.Table:
         """The dataset's first ``events`` rows with the ``drop`` columns removed."""
         from replaydb.datasets import generate
