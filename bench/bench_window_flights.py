@@ -76,8 +76,14 @@ def canonical(table: pa.Table) -> dict[str, np.ndarray]:
     """The result's window starts (``window_start`` in replaydb's rows, ``ws`` in the peers')
     and aggregates as float arrays, ordered by window start."""
     start = "window_start" if "window_start" in table.column_names else "ws"
-    cols = {name: np.asarray(table.column(col).to_numpy(zero_copy_only=False), dtype=float)
-            for name, col in (("ws", start), *((a, a) for a in AGGS))}
+
+    def values(col: str) -> np.ndarray:
+        arr = table.column(col)
+        if pa.types.is_timestamp(arr.type):  # replaydb's window starts are times (in ms)
+            arr = arr.cast(pa.int64())
+        return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=float)
+
+    cols = {name: values(col) for name, col in (("ws", start), *((a, a) for a in AGGS))}
     order = np.argsort(cols["ws"], kind="stable")
     return {k: v[order] for k, v in cols.items()}
 
