@@ -324,13 +324,32 @@ def _nan_safe_cmp(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             # NumPy compares numbers (NaN included) without floating-point warnings: no
             # errstate context (it costs more than comparing a small batch)
             return fn(a, b)
+        nulls = _null_of(a) | _null_of(b)
+        if np.any(nulls):  # NULL orders with nothing: compare a stand-in, then false there
+            a, b = _without_nulls(a), _without_nulls(b)
         with np.errstate(invalid="ignore"):
             r = fn(a, b)
         if isinstance(r, np.ndarray) and r.dtype == object:
             r = r.astype(bool)
+        if np.any(nulls):
+            r = np.logical_and(r, np.logical_not(nulls))
         return r
 
     return cmp
+
+
+def _null_of(v: Any) -> Any:
+    """Where ``v`` (an object array or a scalar) is None (a NULL string)."""
+    if isinstance(v, np.ndarray):
+        return _none_mask(v)
+    return v is None
+
+
+def _without_nulls(v: Any) -> Any:
+    """``v`` with None replaced by the empty string (its results are masked out)."""
+    if isinstance(v, np.ndarray):
+        return np.where(_none_mask(v), "", v) if v.dtype == object else v
+    return "" if v is None else v
 
 
 def _obj_eq(a: Any, b: Any) -> Any:

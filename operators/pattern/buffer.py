@@ -112,14 +112,22 @@ def row_function_codes(expr: Any, batch: pa.RecordBatch, navs: dict[str, np.ndar
     ``k`` rows back in its partition (``navs``: the columns navigated so, by
     :func:`~replaydb.operators.pattern.lowering.nav_name`) - as the machine's string codes, NaN
     for NULL. O(rows x expression size)."""
+    values = pa.array(row_function_values(expr, batch, navs, k), type=pa.string(),
+                      from_pandas=True)
+    return to_float_column(values, True, strings)  # one code lookup per distinct value
+
+
+def row_function_values(expr: Any, batch: pa.RecordBatch, navs: dict[str, np.ndarray],
+                        k: int) -> np.ndarray:
+    """The strings (None for NULL) of a function of one row's columns on every row of
+    ``batch``, ``k`` rows back (see :func:`row_function_codes`). O(rows x expression size)."""
     names = sorted({c.name for c in expr.walk() if isinstance(c, ex.Column)})
     cols = {n: arrow_to_numpy(batch.column(n)) if k == 0 else navs[nav_name(n, k)]
             for n in names}
     r = np.asarray(ex.compile_expr(expr)(ex.ColumnsEnv(cols)))
     if r.ndim == 0:
         r = np.full(batch.num_rows, r.item(), dtype=object)
-    values = pa.array(r.astype(object), type=pa.string(), from_pandas=True)
-    return to_float_column(values, True, strings)  # one code lookup per distinct value
+    return r.astype(object)
 
 
 def aggregated_values(r: np.ndarray, n: int, expr: Any, count_only: bool) -> np.ndarray:
@@ -341,6 +349,15 @@ class EventBuffer:
             b = np.empty(cap, dtype=np.int64)
             b[:used] = self.next_g[:used]
             self.next_g = b
+
+    def remap_keys(self, rows: list[int], old: np.ndarray, new: np.ndarray) -> None:
+        """Rewrite the buffered values of VM columns ``rows`` (order keys) from the sorted keys
+        ``old`` to ``new`` (NaN stays NaN). O(buffered events x len(rows))."""
+        used = self.end - self.base
+        for j in rows:
+            vals = self.vm[j, :used]
+            known = ~np.isnan(vals)
+            vals[known] = new[np.searchsorted(old, vals[known])]
 
     def append(self, batch: pa.RecordBatch, vmcols: np.ndarray, t: np.ndarray, seq: np.ndarray,
                pid: np.ndarray) -> int:

@@ -26,11 +26,13 @@ Complexity: linear in the size of the spec plus the automaton construction.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from replaydb.errors import QueryError
 from replaydb.operators.expr import (
@@ -69,6 +71,7 @@ from replaydb.operators.pattern.lowering import (
     derive_row_functions,
     is_local,
     lower_condition,
+    order_strings,
     to_batch_expr,
 )
 from replaydb.operators.pattern.model import (
@@ -119,6 +122,66 @@ class StringCodes:
             c = len(self.codes)
             self.codes[s] = c
         return float(c)
+
+
+class OrderKeys:
+    """Order-keeping float keys of strings, for conditions that order strings of different
+    rows (``A.name < B.name``): ``a < b`` exactly when ``key(a) < key(b)``, for every string
+    seen so far. A new string takes the midpoint of its neighbours' keys; when no float lies
+    between them, every key is re-spread (:data:`SPREAD` apart) and :meth:`keys` reports the
+    old -> new mapping, so the keys already stored can be rewritten. Inserting ``u`` new
+    strings among ``s`` known ones costs O(u (log s + s)) (list insertion), a re-spread O(s)."""
+
+    SPREAD = 2.0**20
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.values: list[float] = []
+        self.index: dict[str, float] = {}
+
+    def keys(self, values: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """The keys of ``values`` (objects: str or None; NaN for None) and, when known keys
+        moved, ``(old keys, their new keys)`` sorted by the old."""
+        enc = pc.dictionary_encode(pa.array(values, type=pa.string(), from_pandas=True))
+        distinct = enc.dictionary.to_pylist()
+        moved = None
+        for v in sorted(v for v in distinct if v not in self.index):
+            if not self._insert(v):
+                moved = self._respread(moved)
+                self._insert(v)
+        table = np.array([self.index[v] for v in distinct] + [np.nan], dtype=np.float64)
+        idx = enc.indices.fill_null(len(distinct)).to_numpy(zero_copy_only=False)
+        return table[idx.astype(np.int64)], moved
+
+    def _insert(self, v: str) -> bool:
+        p = bisect.bisect_left(self.strings, v)
+        lo = self.values[p - 1] if p > 0 else None
+        hi = self.values[p] if p < len(self.values) else None
+        if lo is None and hi is None:
+            key = 0.0
+        elif lo is None:
+            key = hi - self.SPREAD
+        elif hi is None:
+            key = lo + self.SPREAD
+        else:
+            key = (lo + hi) / 2
+            if not lo < key < hi:
+                return False
+        self.strings.insert(p, v)
+        self.values.insert(p, key)
+        self.index[v] = key
+        return True
+
+    def _respread(self, moved: tuple[np.ndarray, np.ndarray] | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        old = np.array(self.values, dtype=np.float64)
+        self.values = [i * self.SPREAD for i in range(len(self.strings))]
+        self.index = dict(zip(self.strings, self.values))
+        new = np.array(self.values, dtype=np.float64)
+        if moved is not None:  # a second re-spread in one call: compose the mappings
+            first_old, first_new = moved
+            return first_old, new[np.searchsorted(old, first_new)]
+        return old, new
 
 
 @dataclass
@@ -176,6 +239,10 @@ class CompiledPattern:
     row_functions: dict[str, Expr] = field(default_factory=dict)
     """Derived per-row string columns of functions in cross-event conditions (see
     :attr:`replaydb.operators.pattern.lowering.LowerContext.row_functions`)."""
+    order_columns: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """Order-key columns of strings ordered across rows (see
+    :attr:`replaydb.operators.pattern.lowering.LowerContext.order_columns`)."""
+    order_keys: OrderKeys = field(default_factory=OrderKeys)
     sql: bool = False
     unambiguous: bool = True
     matchno_slot: int = -1
@@ -319,9 +386,9 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
         for c in parts:
             low = lower_condition(c, v, lctx)
             if not is_local(low):  # LOWER(A.name) = B.name: per-row columns of the functions
-                low = derive_row_functions(low, lctx)
+                low = order_strings(derive_row_functions(low, lctx), lctx)
             check_condition(low, schema, c.pos if c.pos is not None else d.pos, lctx.derived,
-                            lctx.row_functions)
+                            lctx.row_functions, lctx.order_columns)
             if is_local(low):
                 locs.append(to_batch_expr(low))
             else:
@@ -336,6 +403,7 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
         buf_cols=[], buf_is_string=[], strings=StringCodes(var_names),
         sql=spec.semantics == Semantics.SQL, unambiguous=auto.unambiguous_labels(),
         derived=lctx.derived, row_functions=lctx.row_functions,
+        order_columns=lctx.order_columns,
     )
     _fill_automaton(cp, auto, var_names)
     cp.skip_member = np.zeros(len(var_names), dtype=np.bool_)
@@ -413,6 +481,8 @@ class _Codegen:
     def is_string(self, name: str) -> bool:
         if name in self.cp.row_functions:
             return True
+        if name in self.cp.order_columns:
+            return False
         if name in self.cp.derived:
             return False  # a derived column is numeric (checked when computed)
         return is_string_type(self.schema.field(name).type)
@@ -510,6 +580,8 @@ class _Codegen:
             return "f"
         if name in self.cp.row_functions:
             return "s"
+        if name in self.cp.order_columns:
+            return "f"
         return column_kind(self.schema, name)
 
 

@@ -136,6 +136,10 @@ class LowerContext:
     derived: dict[str, tuple[ex.Expr, bool]] = field(default_factory=dict)
     """Per-row columns computed from the stream's (an aggregate's argument expression): name ->
     (an expression over the schema's columns, whether only its NULL-ness counts: COUNT)."""
+    order_columns: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """Order-key columns of strings ordered across rows (``A.name < B.name``): name -> (the
+    string column, or None; the string literal, or None) whose order keys it holds
+    (:func:`order_strings`)."""
     row_functions: dict[str, ex.Expr] = field(default_factory=dict)
     """Per-row string columns of the functions the pattern machine does not run (``LOWER``,
     ``UPPER``) in conditions that read other rows: name -> the call over the schema's columns
@@ -444,6 +448,59 @@ def derive_row_functions(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
     return ex.map_children(e, lambda x: derive_row_functions(x, ctx))
 
 
+ORDERINGS = ("<", "<=", ">", ">=")
+
+
+def order_strings(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
+    """A lowered cross-event condition with every ordering of strings (``A.name < B.name``,
+    ``B.name BETWEEN A.name AND 'm'``) made an ordering of their order keys: each string column
+    read becomes a read of its order-key column, each string literal a constant column of its
+    key (:attr:`LowerContext.order_columns`; the keys keep the strings' order,
+    :class:`~replaydb.operators.pattern.compile.OrderKeys`). Other comparisons are unchanged.
+    O(size of the condition)."""
+    if isinstance(e, ex.Binary) and e.op in ORDERINGS:
+        sides = (e.left, e.right)
+        if any(_is_string(x, ctx) for x in sides) and all(_orderable(x, ctx) for x in sides):
+            return ex.Binary(e.op, _keyed(e.left, ctx), _keyed(e.right, ctx), pos=e.pos)
+    if isinstance(e, ex.Between):
+        parts = (e.operand, e.low, e.high)
+        if any(_is_string(x, ctx) for x in parts) and all(_orderable(x, ctx) for x in parts):
+            return ex.Between(*(_keyed(x, ctx) for x in parts), e.negated, pos=e.pos)
+    return ex.map_children(e, lambda x: order_strings(x, ctx))
+
+
+def _is_string(e: ex.Expr, ctx: LowerContext) -> bool:
+    if isinstance(e, ex.Literal):
+        return isinstance(e.value, str)
+    if isinstance(e, Cur | Bound) and e.col in ctx.row_functions:
+        return True  # LOWER(A.s): a derived string column
+    return isinstance(e, Cur | Bound) and e.col in ctx.schema.names \
+        and (pa.types.is_string(ctx.schema.field(e.col).type)
+             or pa.types.is_large_string(ctx.schema.field(e.col).type)
+             or pa.types.is_string_view(ctx.schema.field(e.col).type)
+             or pa.types.is_dictionary(ctx.schema.field(e.col).type))
+
+
+def _orderable(e: ex.Expr, ctx: LowerContext) -> bool:
+    """A string column read or a string literal (what order keys stand for)."""
+    return _is_string(e, ctx) or (isinstance(e, ex.Literal) and e.value is None)
+
+
+def _keyed(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
+    if isinstance(e, ex.Literal):
+        if e.value is None:
+            return e
+        name = f"\x00key'{e.value}"
+        ctx.order_columns[name] = (None, str(e.value))
+        return Cur(name, 0)
+    assert isinstance(e, Cur | Bound)
+    name = f"\x00key:{e.col}"
+    ctx.order_columns[name] = (e.col, None)
+    if isinstance(e, Cur):
+        return Cur(name, e.nav)
+    return Bound(e.kind, e.var, name, e.nav, e.k)
+
+
 def _row_of(leaf: Cur | Bound) -> tuple[object, ...]:
     """Which row a leaf reads (its column aside)."""
     if isinstance(leaf, Cur):
@@ -472,6 +529,6 @@ def to_batch_expr(e: ex.Expr) -> ex.Expr:
     """Turn a local lowered expression into an ordinary expression over batch columns."""
     if isinstance(e, Cur):
         return ex.Column(nav_name(e.col, e.nav))
-    if isinstance(e, Bound | BoundVar | Agg | Rows | MatchNumber):  # pragma: no cover
-        raise QueryError(f"cannot evaluate {type(e).__name__} over a batch")
+    if isinstance(e, Bound | BoundVar | Agg | Rows | MatchNumber):  # a local conjunct has none
+        raise QueryError(f"cannot evaluate {type(e).__name__} over a batch")  # pragma: no cover
     return ex.map_children(e, to_batch_expr)

@@ -63,6 +63,7 @@ measure). The buffer keeps the events of waiting matches across
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -98,6 +99,7 @@ from replaydb.operators.pattern.buffer import (
     first_disorder,
     object_to_float,
     row_function_codes,
+    row_function_values,
     to_float_column,
 )
 from replaydb.operators.pattern.compile import CompiledPattern, compile_pattern
@@ -330,6 +332,7 @@ class PatternOperator(Operator):
                 "buffer": self._buffer,
                 "engine": self._engine.s, "last": self._last, "next_id": self._next_match_id,
                 "numbers": self._numbers, "strings": self.cp.strings.codes,
+                "order_keys": copy.deepcopy(self.cp.order_keys),
                 "pending": self._pending}
 
     def _set_state(self, state: Any) -> None:
@@ -342,6 +345,7 @@ class PatternOperator(Operator):
         self._next_match_id = state["next_id"]
         self._numbers = state["numbers"]
         self.cp.strings.codes = state["strings"]
+        self.cp.order_keys = copy.deepcopy(state["order_keys"])
         self._pending = state["pending"]
         self._pending_n = sum(ms.n for ms in self._pending)
         self._pending_lo = min((int(ms.ev.min()) for ms in self._pending if len(ms.ev)),
@@ -512,6 +516,8 @@ class PatternOperator(Operator):
                 vmcols[j] = derived_column(batch, *cp.derived[c])
             elif c in cp.row_functions:  # LOWER(A.name) in DEFINE: on each row, k rows back
                 vmcols[j] = row_function_codes(cp.row_functions[c], batch, navs, k, cp.strings)
+            elif c in cp.order_columns:  # A.name < B.name: order keys of the strings
+                vmcols[j] = self._order_keys(cp.order_columns[c], batch, navs, k)
             elif k == 0:
                 vmcols[j] = to_float_column(batch.column(c), cp.buf_is_string[j], cp.strings)
             else:
@@ -715,6 +721,23 @@ class PatternOperator(Operator):
         if self._select:
             out = self._apply_select(out)
         self._emit(out)
+
+    def _order_keys(self, source: tuple[str | None, str | None], batch: pa.RecordBatch,
+                    navs: dict[str, np.ndarray], k: int) -> np.ndarray:
+        """Order keys of a string column (``k`` rows back) or literal on the batch's rows; when
+        known keys moved, the buffered rows' keys are rewritten first."""
+        col, literal = source
+        if col is None:
+            values = np.full(batch.num_rows, literal, dtype=object)
+        elif col in self.cp.row_functions:  # LOWER(A.s) < B.s: the function's strings
+            values = row_function_values(self.cp.row_functions[col], batch, navs, k)
+        else:
+            values = arrow_to_numpy(batch.column(col)) if k == 0 else navs[nav_name(col, k)]
+        keys, moved = self.cp.order_keys.keys(np.asarray(values, dtype=object))
+        if moved is not None:
+            rows = [j for j, (c, _) in enumerate(self.cp.buf_cols) if c in self.cp.order_columns]
+            self._buffer.remap_keys(rows, *moved)
+        return keys
 
     def _apply_select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         schema, plan = self._select  # type: ignore[misc]

@@ -23,15 +23,19 @@ from replaydb.operators.pattern.lowering import Agg, Bound, BoundVar, Cur, Match
 
 
 def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None,
-                    derived: Collection[str] = (), row_functions: Collection[str] = ()) -> None:
+                    derived: Collection[str] = (), row_functions: Collection[str] = (),
+                    order_columns: Collection[str] = ()) -> None:
     """Raise a QueryError unless ``lowered``, one lowered conjunct of a variable's condition
     over ``schema``, is a well-typed condition; the error names the position of the offending
     node, else ``pos`` (the conjunct's, as written). ``derived``: the names of derived columns
     (an aggregate's argument expression, numeric; checked when computed); ``row_functions``: of
-    derived per-row strings (``LOWER(A.name)`` in a condition that reads other rows)."""
+    derived per-row strings (``LOWER(A.name)`` in a condition that reads other rows);
+    ``order_columns``: of strings' order keys (numbers)."""
 
     def kind_of(e: Expr) -> str:
         if isinstance(e, Cur | Bound):
+            if e.col in order_columns:  # order keys of strings (lowering.order_strings)
+                return "f"
             return "s" if e.col in row_functions else column_kind(schema, e.col)
         if isinstance(e, Agg) and e.col in derived:
             return "i" if e.fn == "COUNT" else "f"
