@@ -29,8 +29,8 @@ from numba import njit
 
 from replaydb.errors import QueryError
 from replaydb.operators import expr as ex
-from replaydb.operators.pattern.compile import StringCodes
 from replaydb.operators.pattern.lowering import nav_name
+from replaydb.operators.pattern.strings import StringCodes
 
 
 @njit(cache=True)

@@ -388,7 +388,7 @@ def test_strings_ordered_across_rows_keep_their_order_as_keys_move() -> None:
     buffered keys are rewritten: the operator still equals the oracle at every batch size."""
     import numpy as np
 
-    from replaydb.operators.pattern.compile import OrderKeys
+    from replaydb.operators.pattern.strings import OrderKeys
 
     keys = OrderKeys()
     squeezed = ["a", "b"] + ["a" + "z" * i for i in range(1, 80)]  # each just below "b"
