@@ -197,7 +197,6 @@ def map_children(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     return replace(e, **changes) if changes else e
 
 
-# --------------------------------------------------------------------------- helpers
 def conjuncts(expr: Expr | None) -> list[Expr]:
     """Split a predicate at top-level ANDs (``None`` -> ``[]``)."""
     if expr is None:

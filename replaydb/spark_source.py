@@ -48,7 +48,7 @@ from typing import Any
 import pyarrow as pa
 
 from replaydb.errors import UsageError
-from replaydb.timeunits import UNITS
+from replaydb.timeunits import UNITS, epoch_ns
 
 try:  # pyspark is a dependency; the data source classes need it at import time
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -287,10 +287,7 @@ class StreamWork:
             return Fraction(value) if ok else None
         if not isinstance(value, dt.datetime) or self.time_unit == "ns":
             return None
-        stamp = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
-        delta = stamp - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-        micros = (delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds
-        return Fraction(micros * 1_000, UNITS[self.time_unit])
+        return Fraction(epoch_ns(value), UNITS[self.time_unit])
 
     def split(self, n: int) -> list[StreamWork]:
         """Up to ``n`` consecutive time ranges of about equal event counts, cut at leaf

@@ -214,9 +214,18 @@ def instant_ns(text: str, kind: str = "TIMESTAMP", zone: str = "UTC") -> int:
         tz = time_zone(offset or name or zone)
     except UsageError as exc:
         raise ValueError(f"bad {kind} literal {text!r}: {exc}") from None
-    delta = wall.replace(tzinfo=tz) - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    whole = (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1_000
-    return whole + int((frac or "").ljust(9, "0"))
+    return epoch_ns(wall.replace(tzinfo=tz)) + int((frac or "").ljust(9, "0"))
+
+
+def epoch_ns(stamp: Any) -> int:
+    """Nanoseconds since the Unix epoch of a ``datetime`` (a naive one is read as UTC),
+    exactly (a datetime holds microseconds)."""
+    import datetime as dt
+
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+    delta = stamp - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    return ((delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds) * 1_000
 
 
 def instant_units(text: str, kind: str, unit: str | None, zone: str = "UTC") -> int:

@@ -157,7 +157,7 @@ class Store:
         source time column of dates or timestamps, makes them instants.
         """
         declared = not isinstance(time_unit, DefaultUnit)
-        unit = time_unit if not isinstance(time_unit, DefaultUnit) else DEFAULT_TIME_UNIT
+        unit = time_unit if declared else DEFAULT_TIME_UNIT
         self._require_writable()
         d = self.stream_dir(name)
         if self.has_stream(name):

@@ -44,7 +44,6 @@ from replaydb.operators.expr import (
     conjuncts,
 )
 from replaydb.operators.exprcode import opcodes as oc
-from replaydb.operators.exprcode.check import column_kind, is_string_type
 from replaydb.operators.exprcode.program import Builder
 from replaydb.operators.exprcode.scalar import AGG_AVG, AGG_COUNT, AGG_MAX, AGG_MIN, AGG_SUM
 from replaydb.operators.exprcode.typed import Typed, type_condition
@@ -308,8 +307,7 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
             low = lower_condition(c, v, lctx)
             if not is_local(low):  # LOWER(A.name) = B.name: per-row columns of the functions
                 low = order_strings(derive_row_functions(low, lctx), lctx)
-            check_condition(low, schema, c.pos if c.pos is not None else d.pos, lctx.derived,
-                            lctx.row_functions, lctx.order_columns)
+            check_condition(low, schema, c.pos if c.pos is not None else d.pos, lctx)
             if is_local(low):
                 locs.append(to_batch_expr(low))
             else:
@@ -328,7 +326,7 @@ def compile_pattern(spec: PatternSpec, schema: pa.Schema) -> CompiledPattern:
     )
     _fill_automaton(cp, auto, var_names)
     cp.skip_member = np.zeros(len(var_names), dtype=np.bool_)
-    _Codegen(cp, schema).build(cross)
+    _Codegen(cp, lctx).build(cross)
     if cp.sql:
         sk = spec.after_match_skip
         cp.skip_kind = {SkipKind.PAST_LAST_ROW: SKIP_PAST_LAST, SkipKind.TO_NEXT_ROW: SKIP_NEXT_ROW,
@@ -375,9 +373,9 @@ def _fill_automaton(cp: CompiledPattern, auto: Automaton, var_names: list[str]) 
 class _Codegen:
     """Allocate state slots and emit VM code for every variable's cross-event condition."""
 
-    def __init__(self, cp: CompiledPattern, schema: pa.Schema) -> None:
+    def __init__(self, cp: CompiledPattern, lctx: LowerContext) -> None:
         self.cp = cp
-        self.schema = schema
+        self.lctx = lctx
         self.vidx = {v: i for i, v in enumerate(cp.var_names)}
         self.ci: dict[tuple[int, int], int] = {}       # (kind, var) -> slot
         self.ci_slots: list[tuple[int, int]] = []       # slot -> (kind, var)
@@ -400,13 +398,7 @@ class _Codegen:
         return self.bufcol[key]
 
     def is_string(self, name: str) -> bool:
-        if name in self.cp.row_functions:
-            return True
-        if name in self.cp.order_columns:
-            return False
-        if name in self.cp.derived:
-            return False  # a derived column is numeric (checked when computed)
-        return is_string_type(self.schema.field(name).type)
+        return self.lctx.kind(name) == "s"
 
     def var(self, v: str | None) -> int:
         """A variable's code in the state layout: its index, -1 for every row, and for a union
@@ -497,13 +489,7 @@ class _Codegen:
 
     def kind(self, name: str) -> str:
         """The column's kind in the typed form (its values are float64 in the buffer)."""
-        if name in self.cp.derived:
-            return "f"
-        if name in self.cp.row_functions:
-            return "s"
-        if name in self.cp.order_columns:
-            return "f"
-        return column_kind(self.schema, name)
+        return self.lctx.kind(name)
 
 
 class _PatternScope:

@@ -50,6 +50,7 @@ import pyarrow as pa
 
 from replaydb.errors import QueryError
 from replaydb.operators import expr as ex
+from replaydb.operators.exprcode.check import column_kind
 
 AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 NAVIGATION = ("PREV", "NEXT", "FIRST", "LAST")
@@ -144,6 +145,16 @@ class LowerContext:
     """Per-row string columns of the functions the pattern machine does not run (``LOWER``,
     ``UPPER``) in conditions that read other rows: name -> the call over the schema's columns
     (:func:`derive_row_functions`)."""
+
+    def kind(self, name: str) -> str:
+        """Column ``name``'s kind in the typed form ('s', 'b', 'i', 'f'): a stream column's, or
+        a derived column's - an aggregate's argument and an order key are numbers, a string
+        function's value a string."""
+        if name in self.row_functions:
+            return "s"
+        if name in self.derived or name in self.order_columns:
+            return "f"
+        return column_kind(self.schema, name)
 
     def members(self, var: str | None) -> tuple[str, ...] | None:
         """The primary variables a resolved variable stands for (None: every row)."""
@@ -456,7 +467,7 @@ def order_strings(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
     ``B.name BETWEEN A.name AND 'm'``) made an ordering of their order keys: each string column
     read becomes a read of its order-key column, each string literal a constant column of its
     key (:attr:`LowerContext.order_columns`; the keys keep the strings' order,
-    :class:`~replaydb.operators.pattern.compile.OrderKeys`). Other comparisons are unchanged.
+    :class:`~replaydb.operators.pattern.strings.OrderKeys`). Other comparisons are unchanged.
     O(size of the condition)."""
     if isinstance(e, ex.Binary) and e.op in ORDERINGS:
         sides = (e.left, e.right)
@@ -470,15 +481,10 @@ def order_strings(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
 
 
 def _is_string(e: ex.Expr, ctx: LowerContext) -> bool:
+    """A string literal, or a read of a string column (a string function's derived one too)."""
     if isinstance(e, ex.Literal):
         return isinstance(e.value, str)
-    if isinstance(e, Cur | Bound) and e.col in ctx.row_functions:
-        return True  # LOWER(A.s): a derived string column
-    return isinstance(e, Cur | Bound) and e.col in ctx.schema.names \
-        and (pa.types.is_string(ctx.schema.field(e.col).type)
-             or pa.types.is_large_string(ctx.schema.field(e.col).type)
-             or pa.types.is_string_view(ctx.schema.field(e.col).type)
-             or pa.types.is_dictionary(ctx.schema.field(e.col).type))
+    return isinstance(e, Cur | Bound) and ctx.kind(e.col) == "s"
 
 
 def _orderable(e: ex.Expr, ctx: LowerContext) -> bool:

@@ -63,7 +63,6 @@ measure). The buffer keeps the events of waiting matches across
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -332,7 +331,7 @@ class PatternOperator(Operator):
                 "buffer": self._buffer,
                 "engine": self._engine.s, "last": self._last, "next_id": self._next_match_id,
                 "numbers": self._numbers, "strings": self.cp.strings.codes,
-                "order_keys": copy.deepcopy(self.cp.order_keys),
+                "order_keys": self.cp.order_keys,
                 "pending": self._pending}
 
     def _set_state(self, state: Any) -> None:
@@ -345,7 +344,7 @@ class PatternOperator(Operator):
         self._next_match_id = state["next_id"]
         self._numbers = state["numbers"]
         self.cp.strings.codes = state["strings"]
-        self.cp.order_keys = copy.deepcopy(state["order_keys"])
+        self.cp.order_keys = state["order_keys"]
         self._pending = state["pending"]
         self._pending_n = sum(ms.n for ms in self._pending)
         self._pending_lo = min((int(ms.ev.min()) for ms in self._pending if len(ms.ev)),

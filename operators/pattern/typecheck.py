@@ -11,32 +11,35 @@ only what this check accepts. O(size of the condition).
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import pyarrow as pa
 
 from replaydb.errors import QueryError
 from replaydb.operators.expr import Expr
 from replaydb.operators.exprcode.check import check_condition as check_typed
 from replaydb.operators.exprcode.check import column_kind
-from replaydb.operators.pattern.lowering import Agg, Bound, BoundVar, Cur, MatchNumber, Rows
+from replaydb.operators.pattern.lowering import (
+    Agg,
+    Bound,
+    BoundVar,
+    Cur,
+    LowerContext,
+    MatchNumber,
+    Rows,
+)
 
 
 def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None,
-                    derived: Collection[str] = (), row_functions: Collection[str] = (),
-                    order_columns: Collection[str] = ()) -> None:
+                    ctx: LowerContext | None = None) -> None:
     """Raise a QueryError unless ``lowered``, one lowered conjunct of a variable's condition
     over ``schema``, is a well-typed condition; the error names the position of the offending
-    node, else ``pos`` (the conjunct's, as written). ``derived``: the names of derived columns
-    (an aggregate's argument expression, numeric; checked when computed); ``row_functions``: of
-    derived per-row strings (``LOWER(A.name)`` in a condition that reads other rows);
-    ``order_columns``: of strings' order keys (numbers)."""
+    node, else ``pos`` (the conjunct's, as written). ``ctx``: the lowering's context, which
+    knows the derived columns (an aggregate's argument, numeric and checked when computed; a
+    string function's value; an order key: :meth:`LowerContext.kind`)."""
+    derived = ctx.derived if ctx is not None else {}
 
     def kind_of(e: Expr) -> str:
         if isinstance(e, Cur | Bound):
-            if e.col in order_columns:  # order keys of strings (lowering.order_strings)
-                return "f"
-            return "s" if e.col in row_functions else column_kind(schema, e.col)
+            return ctx.kind(e.col) if ctx is not None else column_kind(schema, e.col)
         if isinstance(e, Agg) and e.col in derived:
             return "i" if e.fn == "COUNT" else "f"
         if isinstance(e, Agg):
