@@ -144,18 +144,14 @@ def test_errors_and_refusals() -> None:
 
 def test_null_strings_in_an_ordering_fall_back_like_the_cpu() -> None:
     tab = rich_stream(30, 9)
-    tab = tab.set_column(5, "name", pa.array([None if i % 5 == 0 else "p" for i in range(30)],
-                                             pa.string()))
+    tab = tab.set_column(5, "name", pa.array([None if i % 5 == 0 else f"p{i % 3}"
+                                              for i in range(30)], pa.string()))
     cfg = JoinConfig(RICH, "A", "B", Window("count", 3), Window("count", 3),
                      Binary("<", Column("name", "L"), Column("name", "R")))
-    errs = []
-    for cls in (JoinOperator, GpuJoinOperator):
-        try:
-            run(cls, cfg, tab)
-            errs.append(None)
-        except TypeError as e:
-            errs.append(type(e))
-    assert errs[0] is TypeError and errs[1] is TypeError
+    cpu, _ = run(JoinOperator, cfg, tab)
+    gpu, op = run(GpuJoinOperator, cfg, tab)
+    assert cpu.num_rows > 0 and same_table(gpu, cpu)  # NULL orders with nothing, on both
+    assert op.counters.extra.get("cpu_fallback_batches", 0) > 0
 
 
 @pytest.mark.gpu
