@@ -363,7 +363,7 @@ def resolve(store: Any, text: str, options: QueryOptions) -> QueryContext:
             if len(names) == 1:
                 sources = names
             elif not names:
-                raise StreamNotFound(f"store {store.path} has no streams")
+                raise StreamNotFound(f"store {store.uri} has no streams")
             else:
                 raise UsageError(
                     "the query names no stream and the store has several",

@@ -44,11 +44,25 @@ def _wire_layers() -> None:
 _wire_layers()
 
 
-def open(path: Any, *, create: bool = False, read_only: bool = False) -> Store:  # noqa: A001
-    """Open the store at ``path`` (``create=True`` makes a new one if none exists there)."""
+def open(path: Any, *, create: bool = False, read_only: bool = False,  # noqa: A001
+         storage_options: dict[str, str] | None = None, cache_dir: str | None = None,
+         cache_size: int | str | None = None) -> Store:
+    """Open the store at ``path`` (``create=True`` makes a new one if none exists there).
+
+    ``path`` is a local directory, a ``file://`` URI or an ``s3://bucket/prefix`` URI. A store
+    on an object store is read in place (read-only): ``storage_options`` are delta-rs's keys
+    (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...; the standard environment variables
+    otherwise), ``cache_dir`` and ``cache_size`` (bytes, or text such as ``"2GiB"``) bound the
+    local cache of its small files (:mod:`replaydb.store.mirror`; docs/storage.md)."""
+    from replaydb.store.mirror import CacheOptions, parse_size
     from replaydb.store.store import Store
 
-    return Store(path, create=create, read_only=read_only)
+    cache = None
+    if cache_dir is not None or cache_size is not None:
+        size = CacheOptions.max_bytes if cache_size is None else parse_size(cache_size)
+        cache = CacheOptions(dir=cache_dir, max_bytes=size)
+    return Store(path, create=create, read_only=read_only, storage_options=storage_options,
+                 cache=cache)
 
 
 def query(store: Any, text: str, **options: Any) -> Any:

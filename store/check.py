@@ -67,14 +67,14 @@ def check_stream(store: Store, name: str, *, deep: bool = True) -> list[str]:
         problems.append(f"data file {p} is referenced by the tree but not in the Delta table")
     lv = tree.leaves
     fids, rgs, counts = lv.col("file_id"), lv.col("rg"), lv.col("count")
+    sizes = snap.store.data_file_sizes(snap.name)
     for f in sorted(snap.files.values(), key=lambda f: f.seq_min):
-        path = events / f.path
-        if not path.exists():
+        size = sizes.get(f.path)
+        if size is None:
             problems.append(f"data file {f.path} is missing")
             continue
-        if path.stat().st_size != f.size:
-            problems.append(f"data file {f.path} has {path.stat().st_size} bytes, "
-                            f"recorded {f.size}")
+        if size != f.size:
+            problems.append(f"data file {f.path} has {size} bytes, recorded {f.size}")
         sel = np.nonzero(fids == f.id)[0]
         if len(sel) != f.row_groups or not np.array_equal(rgs[sel], np.arange(len(sel))):
             problems.append(f"data file {f.path}: leaves do not map to its row groups in order")

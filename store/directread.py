@@ -5,7 +5,8 @@ An index plan reads a few leaves (row groups) at a time from many files. Arrow's
 per column chunk, building the table) that dwarfs the decoding of a small leaf.
 :class:`DirectFile` locates each column chunk from the footer once (the footer Arrow already
 parsed), and decodes the chunks of one read in one compiled call
-(:func:`.pagecodec.read_columns`) straight from the memory-mapped file; the Python around it
+(:func:`.pagecodec.read_columns`) straight from the memory-mapped file (or, for a store on an
+object store, from the buffer of the chunks fetched, :mod:`.remotefile`); the Python around it
 is a handful of calls per read, as each NumPy or Arrow call has a fixed cost.
 
 It decodes what the store writes (:func:`.deltaio.column_layout`: delta-packed ``t`` and
@@ -51,7 +52,8 @@ class DirectFile:
     of which a query reads three leaves costs three lookups, not the whole footer's.
     Invariant (:meth:`check`): a known chunk lies inside the file."""
 
-    def __init__(self, path: str, pf: pq.ParquetFile) -> None:
+    def __init__(self, path: str, pf: pq.ParquetFile, buffer: np.ndarray | None = None
+                 ) -> None:
         self.path = path
         md = pf.metadata
         self._md = md
@@ -81,6 +83,9 @@ class DirectFile:
         self._codec = np.zeros((n_rg, md.num_columns), np.int64)
         self._plans: dict[tuple[str, ...], tuple | None] = {}
         self._lock = threading.Lock()
+        if buffer is not None:  # a file of an object store, its chunks fetched before reads
+            self._buf = buffer
+            return
         with open(path, "rb") as f:
             size = f.seek(0, 2)
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from replaydb.errors import CorruptionError
 from replaydb.store.directread import DirectFile, table_of
+from replaydb.store.remotefile import RemoteDataFile, RemoteFiles, RemoteParquetFile
 
 
 @dataclass
@@ -64,8 +65,10 @@ class ParquetCache:
     """
 
     def __init__(self, capacity: int = 4096, footer_budget: int = 256 << 20,
-                 direct: bool = True) -> None:
+                 direct: bool = True, remote: RemoteFiles | None = None) -> None:
         self.capacity = capacity
+        self.remote = remote
+        self._remote: dict[str, RemoteDataFile] = {}
         self.footer_budget = footer_budget
         self.direct = direct
         self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
@@ -77,31 +80,55 @@ class ParquetCache:
     def get(self, path: str, counters: IOCounters) -> pq.ParquetFile:
         pf = self._files.get(path)
         if pf is None:
-            try:
-                pf = pq.ParquetFile(path, memory_map=False, pre_buffer=False)
-            except (FileNotFoundError, OSError) as exc:
-                raise CorruptionError(f"data file {Path(path).name} is missing or unreadable: "
-                                      f"{exc}") from exc
+            pf = self._open(path)
             counters.files_opened += 1
             self._files[path] = pf
             size = int(pf.metadata.serialized_size)
             self._footer[path] = size
             self._footer_total += size
-            while len(self._files) > 1 and (len(self._files) > self.capacity
-                                            or self._footer_total > self.footer_budget):
-                old, _ = self._files.popitem(last=False)
-                self._footer_total -= self._footer.pop(old)
-                self._rg_bytes.pop(old, None)
-                self._direct.pop(old, None)
+            self._evict()
         else:
             self._files.move_to_end(path)
         return pf
+
+    def _open(self, path: str) -> pq.ParquetFile:
+        if self.remote is not None:
+            rf = self._remote[path] = self.remote.open(path)
+            return rf.parquet
+        try:
+            return pq.ParquetFile(path, memory_map=False, pre_buffer=False)
+        except (FileNotFoundError, OSError) as exc:
+            raise CorruptionError(f"data file {Path(path).name} is missing or unreadable: "
+                                  f"{exc}") from exc
+
+    def _held(self) -> int:
+        """Bytes the open files hold: their footers, and the chunks fetched of remote ones."""
+        return self._footer_total + sum(r.fetched for r in self._remote.values())
+
+    def _evict(self) -> None:
+        """Close the least recently used files until both bounds hold (one file stays)."""
+        while len(self._files) > 1 and (len(self._files) > self.capacity
+                                        or self._held() > self.footer_budget):
+            old, _ = self._files.popitem(last=False)
+            self._footer_total -= self._footer.pop(old)
+            self._rg_bytes.pop(old, None)
+            self._direct.pop(old, None)
+            self._remote.pop(old, None)
+
+    @staticmethod
+    def fetch(pf: pq.ParquetFile, groups: np.ndarray | Sequence[int],
+              columns: Sequence[str]) -> None:
+        """Make the chunks of ``groups`` x ``columns`` of the file ``pf`` readable: a no-op
+        for a local file; for a remote one, the chunks not fetched yet are fetched."""
+        if isinstance(pf, RemoteParquetFile):
+            pf.remote.fetch(groups, columns)
 
     def read_row_groups(self, path: str, pf: pq.ParquetFile, groups: np.ndarray,
                         columns: list[str]) -> pa.Table:
         """Row groups ``groups`` of ``columns`` of the file ``pf`` opened by :meth:`get`:
         decoded directly where the file's layout allows (:mod:`.directread`), else by Arrow;
         the same table either way."""
+        self.fetch(pf, groups, columns)
         d = self._direct_file(path, pf) if self.direct else None
         if d is not None:
             tbl = d.read(groups, columns)
@@ -118,7 +145,8 @@ class ParquetCache:
         when the file is not open in this cache)."""
         d = self._direct.get(path)
         if d is None and path in self._files:
-            d = self._direct[path] = DirectFile(path, pf)
+            rf = self._remote.get(path)
+            d = self._direct[path] = DirectFile(path, pf, None if rf is None else rf.array)
         return d
 
     def read_files(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
@@ -136,6 +164,7 @@ class ParquetCache:
         at = 0
         plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
+            self.fetch(pf, groups, columns)
             d = self._direct_file(path, pf)
             got = None if d is None else d.read_into(groups, columns, out, valid, at)
             if got is None:
@@ -167,6 +196,7 @@ class ParquetCache:
         state = np.zeros(3, np.int64)
         plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
+            self.fetch(pf, groups, columns)
             d = self._direct_file(path, pf)
             got = None if d is None else d.read_kept_into(groups, columns, lo, hi, state, out,
                                                           valid, part_k, part_n)
@@ -196,6 +226,7 @@ class ParquetCache:
     def check(self) -> None:
         """Raise AssertionError unless the cache's invariants hold."""
         assert set(self._footer) == set(self._files)
+        assert set(self._remote) <= set(self._files)
         assert self._footer_total == sum(self._footer.values())
         assert len(self._files) <= max(1, self.capacity)
         assert len(self._files) == 1 or self._footer_total <= self.footer_budget

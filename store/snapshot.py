@@ -499,6 +499,7 @@ class StreamSnapshot:
                 raise SchemaError(f"stream {self.name!r} has no {name}")
             from replaydb.store.sides import open_side
 
+            self.store.sync_stream(self.name, ref.path)
             got = open_side(self.dir, ref)
             self._sides[name] = got
         return got

@@ -1,4 +1,8 @@
-"""The store: a directory of named streams.
+"""The store: a directory of named streams, on a local disk or an object store.
+
+A store on an object store (``s3://bucket/prefix``) is read in place through a local mirror of
+its small files (:mod:`.mirror`) and byte-range reads of its data files (:mod:`.remotefile`);
+replaydb does not write to one yet.
 
 Layout::
 
@@ -31,10 +35,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from replaydb.errors import ReadOnlyError, StoreError, StreamNotFound, UsageError
+from replaydb.errors import ReadOnlyError, ReplayDBError, StoreError, StreamNotFound, UsageError
 from replaydb.store import deltaio
+from replaydb.store.location import RemoteLocation, is_remote, local_path
 from replaydb.store.manifest import Manifest
+from replaydb.store.mirror import CacheOptions, StoreMirror
 from replaydb.store.parquetcache import ParquetCache
+from replaydb.store.remotefile import RemoteFiles
 from replaydb.store.schema import (
     DEFAULT_TIME_UNIT,
     DEFAULT_UNIT,
@@ -54,30 +61,64 @@ class Store:
     """A replaydb store (see the module docstring). Use :func:`replaydb.open` to get one."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = False,
-                 read_only: bool = False) -> None:
-        self.path = Path(path).resolve()
-        self.read_only = read_only
-        cfg = self.path / CONFIG_FILE
-        if not cfg.exists():
-            if not create:
-                raise StoreError(f"no replaydb store at {self.path}",
-                                 hint="create one with replaydb.open(path, create=True) or "
-                                      "`replaydb ingest` (which creates it)")
-            if read_only:
-                raise ReadOnlyError(f"cannot create a store read-only: {self.path}")
-            if self.path.exists() and any(self.path.iterdir()):
-                raise StoreError(f"{self.path} exists and is not an empty directory or a store")
-            (self.path / "streams").mkdir(parents=True, exist_ok=True)
-            self._write_config({"format": STORE_FORMAT, "created": time.time(), "calibration": {}})
+                 read_only: bool = False, storage_options: dict[str, str] | None = None,
+                 cache: CacheOptions | None = None) -> None:
+        self.location: RemoteLocation | None = None
+        self.mirror: StoreMirror | None = None
+        if is_remote(path):
+            self._open_remote(str(path), create, storage_options, cache)
+        else:
+            if storage_options:
+                raise UsageError("storage options apply to stores on object stores (s3://...)")
+            self.path = local_path(path)
+            self.uri = str(self.path)
+            self.read_only = read_only
+            self._open_local(create)
         self.config: dict[str, Any] = self._read_config()
         if self.config.get("format") != STORE_FORMAT:
             raise StoreError(f"unsupported store format {self.config.get('format')!r}")
-        self.parquet_cache = ParquetCache()
+        remote = None if self.mirror is None else RemoteFiles(self.location, self.path)
+        self.parquet_cache = ParquetCache(remote=remote)
         self._snapshots: OrderedDict[tuple[str, int], StreamSnapshot] = OrderedDict()
         self._writer_snaps: dict[str, StreamSnapshot] = {}
         # stream name -> (its events table, that table's log directory), built once per name
         # (no pathlib joins per query; the log directory is still checked)
         self._stream_paths: dict[str, tuple[Path, str]] = {}
+
+    def _open_local(self, create: bool) -> None:
+        cfg = self.path / CONFIG_FILE
+        if cfg.exists():
+            return
+        if not create:
+            raise StoreError(f"no replaydb store at {self.path}",
+                             hint="create one with replaydb.open(path, create=True) or "
+                                  "`replaydb ingest` (which creates it)")
+        if self.read_only:
+            raise ReadOnlyError(f"cannot create a store read-only: {self.path}")
+        if self.path.exists() and any(self.path.iterdir()):
+            raise StoreError(f"{self.path} exists and is not an empty directory or a store")
+        (self.path / "streams").mkdir(parents=True, exist_ok=True)
+        self._write_config({"format": STORE_FORMAT, "created": time.time(), "calibration": {}})
+
+    def _open_remote(self, uri: str, create: bool, options: dict[str, str] | None,
+                     cache: CacheOptions | None) -> None:
+        """Open a store on an object store through its local mirror (:mod:`.mirror`)."""
+        if create:
+            raise ReadOnlyError(f"{uri}: creating or writing a store on an object store is "
+                                "not supported yet (stores there are read-only)",
+                                hint="ingest into a local store and copy it to the object "
+                                     "store; replaydb reads it there in place")
+        self.location = RemoteLocation(uri, options)
+        self.mirror = StoreMirror(self.location, cache or CacheOptions())
+        self.path = self.mirror.root
+        self.uri = self.location.uri
+        self.read_only = True
+        if self.mirror.fetch(CONFIG_FILE) is None:
+            if not self.location.bucket_exists():
+                raise StoreError(f"{self.uri}: the bucket {self.location.bucket!r} does not "
+                                 "exist", hint="check the bucket name in the URI")
+            raise StoreError(f"no replaydb store at {self.uri}",
+                             hint=f"{self.location.uri_of(CONFIG_FILE)} does not exist")
 
     # ------------------------------------------------------------------ configuration
     def _read_config(self) -> dict[str, Any]:
@@ -101,8 +142,11 @@ class Store:
         self.config = cfg
 
     def _require_writable(self) -> None:
+        if self.mirror is not None:
+            raise ReadOnlyError(f"store {self.uri} is on an object store, where replaydb "
+                                "does not write yet (read-only)")
         if self.read_only:
-            raise ReadOnlyError(f"store {self.path} is open read-only")
+            raise ReadOnlyError(f"store {self.uri} is open read-only")
         if not os.access(self.path, os.W_OK):  # a read-only file system or no permission
             raise ReadOnlyError(f"store {self.path} is read-only here (no write access)",
                                 hint="writing needs write access to the store directory; "
@@ -115,6 +159,10 @@ class Store:
 
     def streams(self) -> list[str]:
         """Names of the streams (those with a committed events table), sorted."""
+        if self.mirror is not None:
+            names = [e.rel.rsplit("/", 1)[-1] for e in self.location.list("streams")
+                     if e.size < 0]
+            return [n for n in names if _valid_name(n) and self.has_stream(n)]
         root = self.path / "streams"
         if not root.is_dir():
             return []
@@ -133,7 +181,26 @@ class Store:
         return got
 
     def has_stream(self, name: str) -> bool:
-        return os.path.isdir(self._events_paths(name)[1])
+        log = self._events_paths(name)[1]
+        if self.mirror is not None:  # the latest commits, mirrored (one listing)
+            self.mirror.sync(f"streams/{name}/events/{deltaio.LOG_DIR}", recursive=False)
+        return os.path.isdir(log)
+
+    def data_file_sizes(self, name: str) -> dict[str, int]:
+        """Size of every file in stream ``name``'s events table directory (data files and
+        leftovers alike) by name: one directory listing, local or remote."""
+        if self.location is not None:
+            return {e.rel.rsplit("/", 1)[-1]: e.size
+                    for e in self.location.list(f"streams/{name}/events") if e.size >= 0}
+        with os.scandir(self._events_paths(name)[0]) as it:
+            return {e.name: e.stat().st_size for e in it if e.is_file()}
+
+    def sync_stream(self, name: str, part: str) -> None:
+        """Mirror the files of part ``part`` (``tree``, or a side table's directory) of stream
+        ``name`` before reading them, for a store on an object store (:mod:`.mirror`); a no-op
+        for a local store."""
+        if self.mirror is not None:
+            self.mirror.sync(f"streams/{name}/{part}")
 
     def create_stream(
         self,
@@ -188,7 +255,7 @@ class Store:
         deleted by the next ``drop_stream``."""
         self._require_writable()
         if not self.has_stream(name):
-            raise StreamNotFound(f"no stream {name!r} in {self.path}")
+            raise StreamNotFound(f"no stream {name!r} in {self.uri}")
         trash = self.path / ".trash"
         trash.mkdir(exist_ok=True)
         with StreamWriter(self, name):
@@ -204,7 +271,7 @@ class Store:
         """The stream pinned at ``version`` (default: the latest)."""
         if not self.has_stream(name):
             raise StreamNotFound(
-                f"no stream {name!r} in {self.path}",
+                f"no stream {name!r} in {self.uri}",
                 hint=f"streams: {', '.join(self.streams()) or '(none)'}",
             )
         events = self._events_paths(name)[0]
@@ -220,6 +287,7 @@ class Store:
                 snap = ws
             else:
                 manifest, mv = deltaio.read_manifest(events, v)
+                self.sync_stream(name, "tree")
                 snap = StreamSnapshot(self, name, v, manifest, mv)
             self._snapshots[key] = snap
             if len(self._snapshots) > 16:
@@ -233,7 +301,7 @@ class Store:
         """Latest snapshot for a writer holding the lock (reuses the in-process state)."""
         events = self.stream_dir(name) / "events"
         if not self.has_stream(name):
-            raise StreamNotFound(f"no stream {name!r} in {self.path}")
+            raise StreamNotFound(f"no stream {name!r} in {self.uri}")
         latest = deltaio.latest_version(events)
         ws = self._writer_snaps.get(name)
         if ws is not None and ws.version == latest:
@@ -251,7 +319,7 @@ class Store:
         """The stream's exclusive writer (use as a context manager)."""
         self._require_writable()
         if not self.has_stream(name):
-            raise StreamNotFound(f"no stream {name!r} in {self.path}")
+            raise StreamNotFound(f"no stream {name!r} in {self.uri}")
         return StreamWriter(self, name, timeout)
 
     def append(self, name: str, data: Any, **options: Any) -> AppendResult:
@@ -290,4 +358,12 @@ class Store:
         return {n: check_stream(self, n, deep=deep) for n in names}
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path)!r}{', read_only=True' if self.read_only else ''})"
+        return f"Store({self.uri!r}{', read_only=True' if self.read_only else ''})"
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        check_name(name, "stream")
+    except ReplayDBError:
+        return False
+    return True

@@ -133,7 +133,9 @@ class ColumnProbe:
             mine = fids == fid
             ids, groups = leaves[mine], rgs[mine]
             path = snap._path_of(int(fid), int(ids[0]))
-            d = cache.direct_file(path, cache.get(path, snap.counters))
+            pf = cache.get(path, snap.counters)
+            cache.fetch(pf, groups, [self.column])
+            d = cache.direct_file(path, pf)
             got = None if d is None else d.chunks(groups, self.column)
             if got is None or got[3] != 8:
                 self.loc[ids, _START] = _NO

@@ -105,7 +105,7 @@ class StreamWriter:
 
     def __init__(self, store: Store, name: str, timeout: float = 30.0) -> None:
         if store.read_only:
-            raise ReadOnlyError(f"store {store.path} is open read-only; cannot write {name!r}")
+            raise ReadOnlyError(f"store {store.uri} is open read-only; cannot write {name!r}")
         self.store = store
         self.name = name
         self.dir: Path = store.stream_dir(name)

@@ -42,3 +42,14 @@ def spark():
                                 "spark.driver.memory": "2g", **EXECUTOR_GUARD})
     yield session
     stop_spark()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3-compatible endpoint (its own process, on the loopback interface) for every
+    test that needs one (:mod:`tests.s3server`)."""
+    from tests.s3server import S3Endpoint
+
+    endpoint = S3Endpoint()
+    yield endpoint
+    endpoint.stop()

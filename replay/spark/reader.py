@@ -10,7 +10,8 @@ partial boundary leaves sliced by time), so :class:`~replaydb.replay.Replay` dri
 it drives a local snapshot - same merge of several streams by ``(t, stream position, seq)``, same
 batches. Nothing of the store (manifest, Delta log, indexes) is touched by executors; the data
 files must be readable from every executor at the same path (a shared filesystem, or one
-machine).
+machine), or the store is on an object store, which each task reads by URI
+(:class:`RemoteRef`: byte ranges of the data files, :mod:`replaydb.store.remotefile`).
 
 A subset of leaves answers every range lookup inside the ranges it was cut for: a leaf that
 overlaps a requested range is in the subset, and the leaves left out overlap none of them.
@@ -24,11 +25,36 @@ from typing import Any
 
 import numpy as np
 
+from replaydb.store.location import RemoteLocation
+from replaydb.store.remotefile import RemoteFiles
 from replaydb.store.schema import StreamSchema
 from replaydb.store.snapshot import IOCounters, ParquetCache, StreamSnapshot
 from replaydb.store.tree import TABTree
 
 LEAF_FIELDS = ("t_min", "t_max", "seq_min", "count", "file_id", "rg")
+
+
+@dataclass(frozen=True)
+class RemoteRef:
+    """A store on an object store, as a task reaches it: its URI, its storage options, and the
+    driver's local name of its root (the data files' local names start with it)."""
+
+    uri: str
+    options: tuple[tuple[str, str], ...]
+    root: str
+
+
+_REMOTE_CACHES: dict[RemoteRef, ParquetCache] = {}
+"""Open data files of remote stores in this process, per store (kept across tasks)."""
+
+
+def remote_cache(ref: RemoteRef) -> ParquetCache:
+    """The process's open-file cache of the remote store ``ref`` (made on first use)."""
+    got = _REMOTE_CACHES.get(ref)
+    if got is None:
+        location = RemoteLocation(ref.uri, dict(ref.options))
+        got = _REMOTE_CACHES[ref] = ParquetCache(remote=RemoteFiles(location, Path(ref.root)))
+    return got
 
 
 @dataclass(frozen=True)
@@ -41,6 +67,7 @@ class StreamShipment:
     events_dir: str
     files: dict[int, str]
     leaves: dict[str, np.ndarray]
+    remote: RemoteRef | None = None
 
     @property
     def n_leaves(self) -> int:
@@ -63,8 +90,11 @@ def ship(snap: Any, ranges: list[tuple[int | None, int | None]] | None) -> Strea
     leaves = {f: np.ascontiguousarray(lv.col(f)[idx]) for f in LEAF_FIELDS}
     used = set(np.unique(leaves["file_id"]).tolist())
     files = {fid: info.path for fid, info in snap.files.items() if fid in used}
+    loc = getattr(snap.store, "location", None)
+    remote = None if loc is None else RemoteRef(loc.uri, tuple(sorted(loc.options.items())),
+                                                str(snap.store.path))
     return StreamShipment(snap.name, int(snap.version), snap.schema, str(snap.events_dir), files,
-                          leaves)
+                          leaves, remote)
 
 
 class _Level:
@@ -121,7 +151,10 @@ class ShippedStream(StreamSnapshot):
         self.tree = LeafIndex(shipment.leaves)  # type: ignore[assignment]
         self.files = {fid: _File(p) for fid, p in shipment.files.items()}  # type: ignore[misc]
         self.counters = IOCounters()
-        self._cache = cache or ParquetCache()
+        if shipment.remote is not None:
+            self._cache = remote_cache(shipment.remote)
+        else:
+            self._cache = cache or ParquetCache()
         self._new_caches()
 
     @property

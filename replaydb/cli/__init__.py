@@ -53,6 +53,32 @@ def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def store_argument(p: argparse.ArgumentParser, help_text: str = "the store") -> None:
+    """The ``store`` argument (a directory or an ``s3://`` URI) and the options of a store on an
+    object store: repeatable ``--storage-option KEY=VALUE`` and the local cache's bounds."""
+    p.add_argument("store", help=f"{help_text}: a directory or an s3://BUCKET/PREFIX URI")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an object store's setting, delta-rs's keys (e.g. "
+                        "AWS_ENDPOINT_URL=http://127.0.0.1:9000); repeatable; default from "
+                        "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, "
+                        "AWS_ENDPOINT_URL)")
+    p.add_argument("--cache-dir", default=None,
+                   help="local cache of object-store stores (default $REPLAYDB_CACHE_DIR or "
+                        "~/.cache/replaydb)")
+    p.add_argument("--cache-size", default=None,
+                   help="bound of that cache, e.g. 2GiB (default 4GiB)")
+
+
+def open_store(args: argparse.Namespace, **kwargs: object) -> object:
+    """The store ``args`` names (:func:`store_argument`), opened with ``kwargs``."""
+    import replaydb
+    from replaydb.store.location import parse_options
+
+    options = parse_options(args.storage_option) if args.storage_option else None
+    return replaydb.open(args.store, storage_options=options, cache_dir=args.cache_dir,
+                         cache_size=args.cache_size, **kwargs)  # type: ignore[arg-type]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_of(argv))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import replaydb
+from replaydb.cli import open_store, store_argument
 from replaydb.cli.output import print_json
 
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "calibrate", help="measure plans and fit the pattern planner's cost weights, or with "
                           "--window the window cost model's (stored in the store's "
                           "configuration)"))
-    p.add_argument("store", help="store directory")
+    store_argument(p)
     p.add_argument("stream", nargs="?", help="stream to measure on (default: the only one)")
     p.add_argument("--queries", type=int, default=24,
                    help="random pattern queries to measure (several plans each; default 24)")
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from replaydb.planner.pattern.calibrate import calibrate
 
-    store = replaydb.open(args.store, read_only=args.dry_run)
+    store = open_store(args, read_only=args.dry_run)
     if args.window:
         return _window(store, args)
 

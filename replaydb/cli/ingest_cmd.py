@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import replaydb
+from replaydb.cli import open_store, store_argument
 from replaydb.cli.output import print_json
 from replaydb.errors import UsageError
 from replaydb.store.schema import KINDS, Attribute, StreamSchema
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "stream's quarantine table), sort globally by time, assign seq, write the "
                     "events with their TAB+-tree leaves and the requested secondary indexes, and "
                     "commit atomically. Re-running the same ingest changes nothing."))
-    p.add_argument("store", help="store directory (created if missing)")
+    store_argument(p, "the store (created if missing)")
     p.add_argument("stream", help="stream name (created if missing)")
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="files, globs, directories or Delta table folders")
@@ -78,7 +78,7 @@ def parse_schema_arg(text: str, **kw) -> StreamSchema:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from replaydb.ingest.job import ingest
 
-    store = replaydb.open(args.store, create=True)
+    store = open_store(args, create=True)
     unit = args.time_unit or "ms"
     schema = None
     if args.schema:

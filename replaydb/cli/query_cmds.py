@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import replaydb
+from replaydb.cli import open_store, store_argument
 from replaydb.cli.output import print_json, progress, to_jsonable, write_table
 from replaydb.errors import UsageError
 
@@ -22,7 +22,7 @@ def _size(text: str) -> int:
 
 
 def _plan_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("store", help="store directory")
+    store_argument(p)
     p.add_argument("query", help="query text, @FILE to read it from a file, or - for stdin")
     add_query_options(p)
 
@@ -103,7 +103,7 @@ def fixed_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    store = replaydb.open(args.store, read_only=True)
+    store = open_store(args, read_only=True)
     res = run_with_progress(store, query_text(args.query), _options(args))
     if args.json and args.fmt == "table":
         print_json({"rows": res.table, "stats": res.stats})
@@ -160,7 +160,7 @@ def _short(v: Any) -> str:
 def cmd_explain(args: argparse.Namespace) -> int:
     from replaydb.planner.query import explain
 
-    store = replaydb.open(args.store, read_only=True)
+    store = open_store(args, read_only=True)
     text = query_text(args.query)
     out = explain(store, text, analyze=args.analyze, plot=args.plot, **_options(args))
     if args.json:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import replaydb
+from replaydb.cli import open_store, store_argument
 from replaydb.cli.output import MAX_ROWS_ON_TERMINAL, print_error, render_table
 from replaydb.errors import ReplayDBError, UsageError
 
@@ -304,7 +304,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = common(sub.add_parser("shell", help="an interactive session over a store (queries "
                                              "end with ';', .help lists the commands)"))
-    p.add_argument("store", help="store directory")
+    store_argument(p)
     add_query_options(p)
     p.add_argument("--mode", default="table", choices=list(MODES),
                    help="output format (--json is --mode json)")
@@ -316,7 +316,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_shell(args: argparse.Namespace) -> int:
     from replaydb.cli.query_cmds import fixed_options
 
-    store = replaydb.open(args.store, read_only=True)
+    store = open_store(args, read_only=True)
     settings = Settings(mode="json" if args.json else args.mode, plan=args.plan,
                         stream=args.stream, options=fixed_options(args))
     shell = Shell(store, sys.stdout, sys.stderr, settings)

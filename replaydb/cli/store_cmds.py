@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-import replaydb
+from replaydb.cli import open_store, store_argument
 from replaydb.cli.output import print_json
 
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = common(sub.add_parser("index", help="create a secondary index on a column "
                                             "(back-filled with a Spark job)"))
-    p.add_argument("store", help="store directory")
+    store_argument(p)
     p.add_argument("stream")
     p.add_argument("column")
     p.add_argument("--local", action="store_true",
@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _store_and_stream(p: argparse.ArgumentParser) -> None:
     """The arguments of a command on one stream or on all streams of a store."""
-    p.add_argument("store", help="store directory")
+    store_argument(p)
     p.add_argument("stream", nargs="?", help="one stream (default: all)")
 
 
@@ -61,13 +61,13 @@ def _human_bytes(n: int) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    store = replaydb.open(args.store, read_only=True)
+    store = open_store(args, read_only=True)
     stats = store.stats(args.stream)
     if args.json:
-        print_json({"store": str(store.path), "streams": stats})
+        print_json({"store": store.uri, "streams": stats})
         return 0
     if not stats:
-        print(f"store {store.path}: no streams")
+        print(f"store {store.uri}: no streams")
     from replaydb.timeunits import describe_range
 
     for s in stats:
@@ -91,7 +91,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    store = replaydb.open(args.store, read_only=True)
+    store = open_store(args, read_only=True)
     report = store.check(args.stream, deep=not args.quick)
     bad = {k: v for k, v in report.items() if v}
     if args.json:
@@ -116,7 +116,7 @@ def _each_stream(
 ) -> int:
     """``action(store, stream)`` on ``args.stream`` or on every stream of the store (opened for
     writing); prints the results as one JSON list with ``--json``, else ``report`` of each."""
-    store = replaydb.open(args.store)
+    store = open_store(args)
     names = [args.stream] if args.stream else store.streams()
     out = [action(store, n) for n in names]
     if args.json:
@@ -140,7 +140,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from replaydb.indexes.manage import create_index
 
-    store = replaydb.open(args.store)
+    store = open_store(args)
     out = create_index(store, args.stream, args.column,
                        engine="local" if args.local else "spark", master=args.master)
     if args.json:

@@ -1,0 +1,190 @@
+"""The local cache of a store on an object store: its small files, mirrored on demand.
+
+A store on an object store is read through a *mirror*: a directory of the local cache laid out
+like the store, holding the files a query reads whole - the configuration, the Delta logs, the
+TAB+-tree segments and the secondary indexes - fetched when a snapshot or an index is opened
+(:meth:`StoreMirror.sync`). The events' data files are never mirrored: they are read by byte
+ranges (:mod:`.remotefile`). So the store's reading code runs unchanged on the mirror's
+directory, and a selective query fetches the index files it consults and the data chunks of the
+leaves it replays, nothing else.
+
+Files are immutable once written (a Delta commit, a checkpoint, a segment, an index run) except
+:data:`REPLACED` ones; an immutable file already in the mirror with its size is not fetched
+again. Every file lands under a temporary name and is renamed into place, so two processes
+sharing the cache (or a crash) never leave a partial file under a real name.
+
+The cache is bounded (:attr:`CacheOptions.max_bytes`): after a sync, mirrored files other than
+Delta logs are deleted, least recently synced first, until the cache fits, never one synced
+within the last :attr:`CacheOptions.keep_seconds` (which a reader in another process may be about to open);
+a deleted file is fetched again at its next sync.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from replaydb.errors import UsageError
+from replaydb.store.location import RemoteEntry, RemoteLocation
+
+REPLACED = frozenset({"_last_checkpoint", "replaydb.json"})
+"""Names of files a writer replaces in place (fetched again at every sync)."""
+
+DEFAULT_MAX_BYTES = 4 << 30
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
+          "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40,
+          "TB": 10**12, "TIB": 1 << 40}
+
+
+def parse_size(value: int | str) -> int:
+    """A byte count: an int, or text like ``512MiB``, ``2GB``, ``4G`` (binary for ``G``)."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+    unit = m.group(2).upper() if m else None
+    if m is None or unit not in _UNITS:
+        raise UsageError(f"cache size {value!r}: expected bytes, e.g. 4GiB, 512MiB or 1000000")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """Where the local cache of remote stores lives and how large it may grow.
+
+    ``dir``: default ``$REPLAYDB_CACHE_DIR``, else ``$XDG_CACHE_HOME/replaydb``, else
+    ``~/.cache/replaydb``. ``max_bytes``: the bound on mirrored files (default 4 GiB).
+    ``keep_seconds``: a mirrored file synced less than this long ago is never evicted (a
+    reader in another process may be about to open it)."""
+
+    dir: str | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES
+    keep_seconds: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.max_bytes < 0:
+            raise UsageError(f"cache size must be >= 0, got {self.max_bytes}")
+
+    def root(self) -> Path:
+        if self.dir:
+            return Path(self.dir).expanduser()
+        env = os.environ.get("REPLAYDB_CACHE_DIR")
+        if env:
+            return Path(env).expanduser()
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        return (Path(xdg) if xdg else Path.home() / ".cache") / "replaydb"
+
+
+class StoreMirror:
+    """The mirror of one remote store (see the module docstring); ``root`` is its directory."""
+
+    def __init__(self, location: RemoteLocation, cache: CacheOptions) -> None:
+        self.location = location
+        self.cache = cache
+        digest = hashlib.sha256(location.uri.encode()).hexdigest()[:24]
+        self.cache_root = cache.root() / "stores"
+        self.root = self.cache_root / digest
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def local(self, rel: str) -> Path:
+        return self.root / rel
+
+    def fetch(self, rel: str) -> Path | None:
+        """Fetch the file ``rel`` whole (again); its local path, None when there is none."""
+        try:
+            data = self.location.read(rel)
+        except FileNotFoundError:
+            return None
+        return self._write(rel, data)
+
+    def sync(self, rel_dir: str, *, recursive: bool = True,
+             keep: Callable[[RemoteEntry], bool] | None = None) -> list[RemoteEntry]:
+        """Mirror the files under the remote directory ``rel_dir`` (those ``keep`` accepts):
+        fetch the ones missing here, of another size, or replaced in place; returns the
+        remote listing. One listing request plus one GET per file fetched (concurrent)."""
+        listed = self.location.list(rel_dir, recursive=recursive)
+        files = [e for e in listed if e.size >= 0 and (keep is None or keep(e))]
+        todo = [e for e in files if self._stale(e)]
+        if len(todo) == 1:
+            self._fetch_entry(todo[0])
+        elif todo:
+            with ThreadPoolExecutor(min(8, len(todo))) as pool:
+                list(pool.map(self._fetch_entry, todo))
+        now = time.time()
+        for e in files:
+            if e not in todo and "_delta_log/" not in e.rel:
+                _touch(self.local(e.rel), now)
+        if todo:
+            self.evict(keep={str(self.local(e.rel)) for e in files})
+        return listed
+
+    def _stale(self, e: RemoteEntry) -> bool:
+        if os.path.basename(e.rel) in REPLACED:
+            return True
+        try:
+            return os.stat(self.local(e.rel)).st_size != e.size
+        except FileNotFoundError:
+            return True
+
+    def _fetch_entry(self, e: RemoteEntry) -> None:
+        try:
+            self._write(e.rel, self.location.read(e.rel))
+        except FileNotFoundError:  # deleted since the listing (vacuum): not needed then
+            pass
+
+    def _write(self, rel: str, data: bytes) -> Path:
+        dest = self.local(rel)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".fetch-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, dest)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return dest
+
+    def evict(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
+        """Delete mirrored files (of every store in the cache; Delta logs, the paths in
+        ``keep`` and the files synced within ``keep_seconds`` excepted) least recently synced
+        first until the cache fits its bound (see the module docstring)."""
+        entries = []
+        total = 0
+        for dirpath, _, names in os.walk(self.cache_root):
+            for n in names:
+                p = os.path.join(dirpath, n)
+                try:
+                    st = os.stat(p)
+                except FileNotFoundError:
+                    continue
+                total += st.st_size
+                if "_delta_log" not in dirpath and n not in REPLACED and p not in keep:
+                    entries.append((st.st_mtime, st.st_size, p))
+        if total <= self.cache.max_bytes:
+            return
+        cutoff = time.time() - self.cache.keep_seconds
+        for mtime, size, p in sorted(entries):
+            if total <= self.cache.max_bytes or mtime >= cutoff:
+                break
+            try:
+                os.unlink(p)
+                total -= size
+            except FileNotFoundError:
+                pass
+
+
+def _touch(path: Path, now: float) -> None:
+    """Mark a mirrored file as synced now (its mtime orders eviction)."""
+    try:
+        os.utime(path, (now, now))
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,180 @@
+"""Data files of a store on an object store, read by the byte ranges a plan needs.
+
+A :class:`RemoteDataFile` holds one data file as a buffer of the file's size that starts out
+zero (NumPy allocates it lazily: only pages written take memory) and is filled with the ranges
+fetched so far: first the footer (one request for the tail of the file, a second only when the
+footer is longer than the tail), then, before each read, the column chunks of the row groups
+the read touches (:meth:`RemoteDataFile.fetch`). Arrow's Parquet reader and the direct reader
+(:mod:`.directread`) then read that buffer as they read a local file, so every read path stays
+the same; nothing outside the fetched chunks is ever read from the buffer, because both readers
+read only the chunks of the row groups and columns asked for (and the footer).
+
+Chunks not yet fetched are fetched together: sorted by offset, touching ones joined into one
+request (a run of consecutive leaves, the unit of a replay interval, is one request), and
+neighbours less than :data:`GAP` bytes apart joined while the bytes between them stay within
+:data:`SLACK` of the bytes needed (:func:`_coalesce`); the requests are issued concurrently.
+
+Thread-safe: :meth:`RemoteDataFile.fetch` runs under the file's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from replaydb.errors import CorruptionError
+from replaydb.store.location import RemoteLocation
+
+GAP = 1 << 20
+"""Chunks at least this many bytes apart are never fetched in one request."""
+
+SLACK = 0.25
+"""Bytes between chunks fetched to save requests: at most this fraction of the bytes needed."""
+
+TAIL = 64 << 10
+"""Bytes fetched from the end of a file to read its footer in one request."""
+
+
+class RemoteDataFile:
+    """One data file on an object store (see the module docstring). ``fetched`` counts the
+    bytes held (footer and chunks)."""
+
+    def __init__(self, location: RemoteLocation, rel: str) -> None:
+        self.location = location
+        self.rel = rel
+        try:
+            self._file = location.open_file(rel)
+        except FileNotFoundError:
+            raise CorruptionError(f"data file {location.uri_of(rel)} is missing") from None
+        size = self._file.size()
+        if size < 12:
+            raise CorruptionError(f"data file {location.uri_of(rel)} is not a Parquet file")
+        self.size = size
+        self.array = np.zeros(size, np.uint8)
+        self.fetched = 0
+        self._lock = threading.Lock()
+        self._fetch_footer()
+        self.parquet = RemoteParquetFile(self)
+        md = self.parquet.metadata
+        self._start, self._end = _chunk_ranges(md)
+        self._have = np.zeros(self._start.shape, np.bool_)
+        self._names = {md.schema.column(c).path: c for c in range(md.num_columns)}
+
+    def _fetch_footer(self) -> None:
+        n = min(self.size, TAIL)
+        (tail,) = self.location.read_ranges(self._file, self.rel, [(self.size - n, self.size)])
+        self._put(self.size - n, tail)
+        if bytes(tail[-4:]) != b"PAR1":
+            raise CorruptionError(f"data file {self.location.uri_of(self.rel)} is not a "
+                                  "Parquet file")
+        footer = int.from_bytes(bytes(tail[-8:-4]), "little") + 8
+        if footer > n:
+            start = max(0, self.size - footer)
+            (rest,) = self.location.read_ranges(self._file, self.rel, [(start, self.size - n)])
+            self._put(start, rest)
+
+    def _put(self, at: int, data: bytes | pa.Buffer) -> None:
+        view = np.frombuffer(data, np.uint8)
+        self.array[at:at + view.size] = view
+        self.fetched += view.size
+
+    def fetch(self, groups: np.ndarray | Sequence[int], columns: Sequence[str]) -> None:
+        """Make the chunks of row groups ``groups`` x ``columns`` readable (the ones not
+        fetched yet, in few requests; see the module docstring). A column the file does not
+        have is skipped (the reader reports it). O(chunks asked for) plus the requests."""
+        cols = [self._names[c] for c in columns if c in self._names]
+        if not cols:
+            return
+        g = np.asarray(groups, np.int64)
+        with self._lock:
+            sub = np.ix_(g, np.asarray(cols, np.int64))
+            need = ~self._have[sub]
+            if not need.any():
+                return
+            starts = self._start[sub][need]
+            ends = self._end[sub][need]
+            ranges = _coalesce(starts, ends, GAP)
+            got = self.location.read_ranges(self._file, self.rel, ranges)
+            for (a, _), data in zip(ranges, got, strict=True):
+                self._put(a, data)
+            self._have[sub] = True
+
+
+class RemoteParquetFile(pq.ParquetFile):
+    """Arrow's reader of a :class:`RemoteDataFile`'s buffer, which knows its file (so a read
+    fetches the chunks it needs first, :meth:`.parquetcache.ParquetCache.fetch`)."""
+
+    def __init__(self, remote: RemoteDataFile) -> None:
+        super().__init__(pa.BufferReader(pa.py_buffer(remote.array)), memory_map=False,
+                         pre_buffer=False)
+        self.remote = remote
+
+
+def _chunk_ranges(md: pq.FileMetaData) -> tuple[np.ndarray, np.ndarray]:
+    """``(start, end)`` byte offsets of every column chunk, shaped (row groups, columns): from
+    the dictionary page when there is one, to the end of the chunk's compressed pages."""
+    n_rg, n_col = md.num_row_groups, md.num_columns
+    start = np.zeros((n_rg, n_col), np.int64)
+    end = np.zeros((n_rg, n_col), np.int64)
+    for g in range(n_rg):
+        rg = md.row_group(g)
+        for c in range(n_col):
+            cm = rg.column(c)
+            a = cm.data_page_offset
+            if cm.has_dictionary_page and cm.dictionary_page_offset is not None:
+                a = min(a, cm.dictionary_page_offset)
+            start[g, c] = a
+            end[g, c] = a + cm.total_compressed_size
+    return start, end
+
+
+def _coalesce(starts: np.ndarray, ends: np.ndarray, gap: int,
+              slack: float = SLACK) -> list[tuple[int, int]]:
+    """Byte ranges covering ``[starts[i], ends[i])``, sorted: overlapping or touching ranges
+    joined, then the neighbours with the smallest gaps between them (each less than ``gap``)
+    as long as the bytes of the gaps joined stay within ``slack`` times the bytes asked for.
+    So a fetch receives at most ``1 + slack`` times the bytes it needs, in the fewest requests
+    that bound allows for the gaps it can join. O(n log n)."""
+    order = np.argsort(starts, kind="stable")
+    runs: list[list[int]] = []
+    for a, b in zip(starts[order].tolist(), ends[order].tolist(), strict=True):
+        if runs and a <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], b)
+        else:
+            runs.append([a, b])
+    useful = sum(b - a for a, b in runs)
+    gaps = sorted((runs[i + 1][0] - runs[i][1], i) for i in range(len(runs) - 1))
+    budget = slack * useful
+    join = set()
+    for g, i in gaps:
+        if g >= gap or g > budget:
+            break
+        budget -= g
+        join.add(i)
+    out: list[tuple[int, int]] = []
+    for i, (a, b) in enumerate(runs):
+        if i - 1 in join:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+class RemoteFiles:
+    """Opens the data files of a store on an object store by their local names: the store's
+    mirror directory stands for the store's root (:mod:`.mirror`), so a data file's local name
+    under it gives its path on the object store."""
+
+    def __init__(self, location: RemoteLocation, root: Path) -> None:
+        self.location = location
+        self.root = str(root).rstrip("/") + "/"
+
+    def open(self, path: str) -> RemoteDataFile:
+        if not path.startswith(self.root):
+            raise CorruptionError(f"data file {path} lies outside the store")
+        return RemoteDataFile(self.location, path[len(self.root):])

@@ -1,0 +1,81 @@
+"""A real S3 endpoint for tests: an S3-compatible server in its own process on the loopback
+interface (``moto``'s server mode), started by the tests and stopped after them.
+
+:class:`S3Endpoint` starts it on a free port, creates buckets and copies local directories into
+them through Arrow's S3 client (the same client the store reads with), and gives the storage
+options that point replaydb at it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+KEY = "replaydb-test"
+SECRET = "replaydb-test-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class S3Endpoint:
+    """One S3-compatible server process (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/moto-api/", timeout=2).close()
+                break
+            except OSError:
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("the S3 test endpoint did not start") from None
+                time.sleep(0.1)
+        self.fs = pafs.S3FileSystem(access_key=KEY, secret_key=SECRET, region="us-east-1",
+                                    endpoint_override=f"127.0.0.1:{self.port}", scheme="http",
+                                    allow_bucket_creation=True, allow_bucket_deletion=True)
+
+    @property
+    def options(self) -> dict[str, str]:
+        """Storage options (delta-rs's keys) that reach this endpoint."""
+        return {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1"}
+
+    def bucket(self, name: str) -> str:
+        """Create bucket ``name`` (a valid S3 name) if missing; returns ``s3://name``."""
+        self.fs.create_dir(name)
+        return f"s3://{name}"
+
+    def upload(self, local: Path, uri: str) -> str:
+        """Copy the directory ``local`` to ``uri`` (``s3://bucket/prefix``); returns ``uri``."""
+        bucket, _, prefix = uri[len("s3://"):].partition("/")
+        self.bucket(bucket)
+        pafs.copy_files(str(local), f"{bucket}/{prefix}".rstrip("/"),
+                        source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs)
+        return uri
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()

@@ -1,0 +1,231 @@
+"""Stores on an object store, against a real S3 endpoint (:mod:`tests.s3server`).
+
+A store built locally is copied to the endpoint and opened there by its ``s3://`` URI: every
+query, with every plan strategy, must give the local store's rows; the data files are read by
+byte ranges only (never mirrored); the local cache mirrors the small files once; failures of the
+object store are one-line errors naming the URI.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import replaydb
+from replaydb.cli import main as cli_main
+from replaydb.errors import ReadOnlyError, StoreError, UsageError
+from replaydb.indexes.manage import create_index
+from replaydb.planner.pattern.planner import PLAN_CHOICES
+from replaydb.store.location import RemoteLocation, remote_error
+from replaydb.store.mirror import CacheOptions, parse_size
+from replaydb.store.remotefile import RemoteDataFile, _coalesce
+from replaydb.store.store import Store
+
+N = 60_000
+PATTERN = """SELECT * FROM ev MATCH_RECOGNIZE (ORDER BY t
+  MEASURES A.t AS at, B.t AS bt, B.v AS bv, B.s AS bs ONE ROW PER MATCH
+  PATTERN (A B) DEFINE A AS k = 5, B AS k < 700)"""
+WINDOW = """SELECT window_start, COUNT(*) AS n, AVG(v) AS a, MAX(k) AS mk
+  FROM TABLE(TUMBLE(DATA => TABLE ev, TIMECOL => DESCRIPTOR(t), SIZE => INTERVAL '5' SECOND))
+  GROUP BY window_start, window_end"""
+
+
+@pytest.fixture(scope="module")
+def local_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """A local store: one stream of N events in many leaves, two appends, an index on k."""
+    root = tmp_path_factory.mktemp("objstore") / "store"
+    store = replaydb.open(root, create=True)
+    rng = np.random.default_rng(7)
+    for part in range(2):
+        n = N // 2
+        t = (np.arange(n, dtype=np.int64) + part * n) * 3
+        tbl = pa.table({"t": t, "k": rng.integers(0, 1000, n), "v": rng.random(n),
+                        "s": pa.array([f"s{i % 11}" for i in range(n)])})
+        if part == 0:
+            store.create_stream("ev", tbl.schema, time_unit="ms", leaf_capacity=256, fanout=8)
+        store.append("ev", tbl)
+    create_index(store, "ev", "k")
+    return store
+
+
+@pytest.fixture(scope="module")
+def uri(s3, local_store: Store) -> str:
+    return s3.upload(local_store.path, f"s3://stores-{uuid.uuid4().hex[:8]}/team/events")
+
+
+def _remote(s3, uri: str, cache: Path) -> Store:
+    return Store(uri, storage_options=s3.options, cache=CacheOptions(dir=str(cache)))
+
+
+def test_every_pattern_strategy_equals_the_local_store(s3, uri, local_store, tmp_path) -> None:
+    remote = _remote(s3, uri, tmp_path)
+    assert remote.streams() == ["ev"]
+    for plan in PLAN_CHOICES:
+        want = replaydb.query(local_store, PATTERN, plan=plan).table
+        got = replaydb.query(remote, PATTERN, plan=plan).table
+        assert want.num_rows > 20
+        assert got.equals(want), plan
+
+
+def test_window_paths_equal_the_local_store(s3, uri, local_store, tmp_path) -> None:
+    remote = _remote(s3, uri, tmp_path)
+    for plan in ("replay", "auto", "index", "naive"):
+        want = replaydb.query(local_store, WINDOW, plan=plan).table
+        assert replaydb.query(remote, WINDOW, plan=plan).table.equals(want), plan
+
+
+def test_data_files_are_read_by_ranges_and_the_cache_holds_small_files(s3, uri, local_store,
+                                                                       tmp_path) -> None:
+    remote = _remote(s3, uri, tmp_path)
+    cached = {p.name for p in tmp_path.rglob("*") if p.is_file()}
+    assert not any(n.startswith("part-") for n in cached)  # data files never mirrored
+    before = remote.location.counters.as_dict()
+    res = replaydb.query(remote, PATTERN, plan="optimal")
+    used = {k: v - before[k] for k, v in remote.location.counters.as_dict().items()}
+    data_bytes = sum(f.stat().st_size for f in local_store.path.rglob("part-*.parquet"))
+    index_bytes = sum(f.stat().st_size for f in (local_store.path / "streams/ev/indexes")
+                      .rglob("*") if f.is_file())
+    # the selective plan fetched the index once and a part of the data files
+    assert used["bytes"] < index_bytes + data_bytes / 2
+    assert res.table.num_rows > 0
+    # a second store object on the same cache fetches no index file again
+    again = _remote(s3, uri, tmp_path)
+    replaydb.query(again, PATTERN, plan="optimal")
+    assert again.location.counters.bytes < data_bytes / 2
+    assert not any(p.name.startswith("part-") for p in tmp_path.rglob("*"))
+
+
+def test_stats_explain_and_check_work_remotely(s3, uri, local_store, tmp_path) -> None:
+    remote = _remote(s3, uri, tmp_path)
+    want, got = local_store.stats("ev")[0], remote.stats("ev")[0]
+    for key in ("events", "version", "t_min", "t_max", "leaves", "tree_height", "indexes"):
+        assert got.get(key) == want.get(key), key
+    ex = replaydb.explain(remote, PATTERN, analyze=True)
+    assert "interval scan of ev" in ex.text()
+    assert remote.check() == {"ev": []}
+
+
+@settings(max_examples=25)
+@given(st.data())
+def test_ranges_read_equal_the_file(s3, uri, local_store, data) -> None:
+    files = sorted(local_store.path.glob("streams/ev/events/part-*.parquet"))
+    f = data.draw(st.sampled_from(files))
+    rel = f"streams/ev/events/{f.name}"
+    local = pq.ParquetFile(f)
+    n = local.metadata.num_row_groups
+    groups = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=8, unique=True))
+    cols = data.draw(st.lists(st.sampled_from(["t", "seq", "k", "v", "s"]), min_size=1,
+                              max_size=5, unique=True))
+    rf = RemoteDataFile(RemoteLocation(uri, s3.options), rel)
+    rf.fetch(groups, cols)
+    got = rf.parquet.read_row_groups(groups, columns=cols)
+    assert got.equals(local.read_row_groups(groups, columns=cols))
+    assert rf.fetched <= f.stat().st_size
+
+
+def test_coalesce_joins_close_ranges() -> None:
+    starts = np.array([100, 0, 50, 1000])
+    ends = np.array([150, 40, 90, 1100])
+    # needed 230 bytes; gaps 10, 10, 850
+    assert _coalesce(starts, ends, 1 << 20, slack=0.1) == [(0, 150), (1000, 1100)]
+    assert _coalesce(starts, ends, 1 << 20, slack=0.05) == [(0, 90), (100, 150), (1000, 1100)]
+    assert _coalesce(starts, ends, 5, slack=1.0) == [(0, 40), (50, 90), (100, 150), (1000, 1100)]
+    assert _coalesce(starts, ends, 1 << 20, slack=4.0) == [(0, 1100)]
+    assert _coalesce(np.array([0, 10]), np.array([20, 15]), 1, slack=0.0) == [(0, 20)]
+
+
+def test_spark_engine_reads_the_object_store(s3, uri, local_store, tmp_path, spark) -> None:
+    remote = _remote(s3, uri, tmp_path)
+    want = replaydb.query(local_store, PATTERN).table
+    got = replaydb.query(remote, PATTERN, engine="spark").table
+    assert got.sort_by("at").equals(want.sort_by("at"))
+
+
+def test_cli_query_stats_and_explain(s3, uri, tmp_path, capsys) -> None:
+    flags = [f"--storage-option={k}={v}" for k, v in s3.options.items()]
+    flags += ["--cache-dir", str(tmp_path)]
+    assert cli_main(["query", uri, PATTERN, "--json", *flags]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows["rows"]) > 20
+    assert cli_main(["stats", uri, "--json", *flags]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["store"] == uri and out["streams"][0]["events"] == N
+    assert cli_main(["explain", uri, PATTERN, "--analyze", *flags]) == 0
+    assert "interval scan" in capsys.readouterr().out
+
+
+def test_clear_errors(s3, uri, tmp_path, capsys) -> None:
+    cache = CacheOptions(dir=str(tmp_path))
+    with pytest.raises(StoreError, match="bucket .no-such-bucket-here. does not exist"):
+        Store("s3://no-such-bucket-here/x", storage_options=s3.options, cache=cache)
+    with pytest.raises(StoreError, match="no replaydb store at"):
+        Store(uri + "-missing", storage_options=s3.options, cache=cache)
+    closed = {**s3.options, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+    with pytest.raises(StoreError, match="cannot be reached"):
+        Store(uri, storage_options=closed, cache=cache)
+    with pytest.raises(UsageError, match="unknown storage option"):
+        Store(uri, storage_options={"AWS_NO_SUCH_KEY": "1"}, cache=cache)
+    with pytest.raises(UsageError, match="not supported yet"):
+        Store("gs://bucket/store", cache=cache)
+    remote = Store(uri, storage_options=s3.options, cache=cache)
+    with pytest.raises(ReadOnlyError, match="object store"):
+        remote.append("ev", pa.table({"t": [10**9], "k": [1], "v": [0.5], "s": ["x"]}))
+    with pytest.raises(ReadOnlyError, match="not supported yet"):
+        Store(uri + "-new", storage_options=s3.options, cache=cache, create=True)
+    # the CLI prints one line and a hint, no traceback
+    flags = [f"--storage-option={k}={v}" for k, v in closed.items()]
+    assert cli_main(["stats", uri, *flags, "--cache-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot be reached" in err and "Traceback" not in err
+
+
+def test_error_texts_name_what_to_set() -> None:
+    e = remote_error("s3://b/x", OSError("AWS Error ACCESS_DENIED during GetObject"))
+    assert "permission denied" in str(e) and "AWS_ACCESS_KEY_ID" in (e.hint or "")
+    e = remote_error("s3://b/x", OSError("AWS Error INVALID_ACCESS_KEY_ID"))
+    assert str(e) == "s3://b/x: the credentials were refused"
+
+
+def test_cache_is_bounded(s3, uri, local_store, tmp_path) -> None:
+    small = CacheOptions(dir=str(tmp_path), max_bytes=200_000, keep_seconds=0.0)
+    first = Store(uri, storage_options=s3.options, cache=small)
+    want = replaydb.query(first, PATTERN, plan="optimal").table  # mirrors the index
+    runs = lambda store: list(store.path.rglob("run-*"))  # noqa: E731
+    assert runs(first)  # the files of the sync that went past the bound stay
+    other = Store(s3.upload(local_store.path, uri + "-copy"), storage_options=s3.options,
+                  cache=small)
+    assert replaydb.query(other, PATTERN, plan="optimal").table.equals(want)
+    assert not runs(first) and runs(other)  # the least recently synced went
+    # the evicted files come back when needed
+    again = Store(uri, storage_options=s3.options, cache=small)
+    assert replaydb.query(again, PATTERN, plan="optimal").table.equals(want)
+    assert runs(first) and not runs(other)
+
+
+def test_parse_size() -> None:
+    assert parse_size("2GiB") == 2 << 30 and parse_size("500MB") == 500 * 10**6
+    assert parse_size(123) == 123
+    with pytest.raises(UsageError):
+        parse_size("lots")
+
+
+def test_local_stores_take_file_uris(local_store) -> None:
+    s = replaydb.open(f"file://{local_store.path}", read_only=True)
+    assert s.streams() == ["ev"]
+    with pytest.raises(UsageError, match="object stores"):
+        replaydb.open(local_store.path, storage_options={"AWS_REGION": "x"})
+
+
+def _closed_port() -> int:
+    from tests.s3server import free_port
+
+    return free_port()
+
