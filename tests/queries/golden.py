@@ -350,7 +350,7 @@ def spark_strategy(case: Case) -> Strategy | None:
 
 
 def _normalize(message: str, store: Any) -> str:
-    return message.replace(str(store.path), "<store>")
+    return message.replace(store.uri, "<store>").replace(str(store.path), "<store>")
 
 
 def check(case: Case, got: Outcome, run_name: str) -> list[str]:
