@@ -493,8 +493,26 @@ def query_options(options: dict[str, Any]) -> QueryOptions:
 
 def run_query(store: Any, text: str, **options: Any) -> QueryResult:
     """Parse, plan and execute ``text`` against ``store`` (options: see :class:`QueryOptions`
-    and :mod:`replaydb.planner.options`)."""
-    return execute(plan_query(store, text, query_options(options)))
+    and :mod:`replaydb.planner.options`). For a store on an object store, ``stats`` has
+    ``object_store``: the requests and bytes this process fetched (:func:`fetched_since`)."""
+    before = _fetched(store)
+    res = execute(plan_query(store, text, query_options(options)))
+    if before is not None:
+        res.stats["object_store"] = fetched_since(store, before)
+    return res
+
+
+def _fetched(store: Any) -> dict[str, int] | None:
+    """The fetch counters of a store on an object store (None for a local store)."""
+    loc = getattr(store, "location", None)
+    return None if loc is None else loc.counters.as_dict()
+
+
+def fetched_since(store: Any, before: dict[str, int]) -> dict[str, int]:
+    """What this process fetched from ``store``'s object store since ``before`` (requests,
+    bytes, listings: planning's index and metadata reads included, a Spark executor's not)."""
+    now = store.location.counters.as_dict()
+    return {k: now[k] - before[k] for k in now}
 
 
 def explain(store: Any, text: str, *, analyze: bool = False, plot: str | None = None,
@@ -504,8 +522,11 @@ def explain(store: Any, text: str, *, analyze: bool = False, plot: str | None = 
     ``plot`` (a PNG path) also executes the plan and draws the timeline with the replay
     intervals, the coarse pattern map and the results (:func:`replaydb.planner.plot.plot_plan`).
     """
+    before = _fetched(store)
     plan = plan_query(store, text, query_options(options))
     res = execute(plan) if (analyze or plot) else None
+    if res is not None and before is not None:
+        res.stats["object_store"] = fetched_since(store, before)
     out = plan.describe()  # after executing: some paths record what they did in the details
     if plot:
         from replaydb.planner.plot import plot_plan

@@ -80,21 +80,28 @@ def parse_options(pairs: Sequence[str]) -> dict[str, str]:
 @dataclass
 class FetchCounters:
     """What reads from an object store cost: requests (GET of a whole object or a byte range,
-    HEAD, LIST) and bytes received. Thread-safe through :meth:`add`."""
+    HEAD, LIST) and bytes received; of those, the GETs of byte ranges (``ranges``, the data
+    files' chunks and footers) and their bytes. Thread-safe through :meth:`add`."""
 
     requests: int = 0
     bytes: int = 0
     lists: int = 0
+    ranges: int = 0
+    range_bytes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, requests: int = 0, nbytes: int = 0, lists: int = 0) -> None:
+    def add(self, requests: int = 0, nbytes: int = 0, lists: int = 0, ranges: int = 0,
+            range_bytes: int = 0) -> None:
         with self._lock:
             self.requests += requests
             self.bytes += nbytes
             self.lists += lists
+            self.ranges += ranges
+            self.range_bytes += range_bytes
 
     def as_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "bytes": self.bytes, "lists": self.lists}
+        return {"requests": self.requests, "bytes": self.bytes, "lists": self.lists,
+                "ranges": self.ranges, "range_bytes": self.range_bytes}
 
 
 @dataclass(frozen=True)
@@ -198,7 +205,8 @@ class RemoteLocation:
         else:
             with ThreadPoolExecutor(min(8, len(ranges))) as pool:
                 got = list(pool.map(one, ranges))
-        self.counters.add(requests=len(ranges), nbytes=sum(len(g) for g in got))
+        n = sum(len(g) for g in got)
+        self.counters.add(requests=len(ranges), nbytes=n, ranges=len(ranges), range_bytes=n)
         return got
 
     @contextmanager

@@ -4,7 +4,7 @@ A store on an object store is read through a *mirror*: a directory of the local 
 like the store, holding the files a query reads whole - the configuration, the Delta logs, the
 TAB+-tree segments and the secondary indexes - fetched when a snapshot or an index is opened
 (:meth:`StoreMirror.sync`). The events' data files are never mirrored: they are read by byte
-ranges (:mod:`.remotefile`). So the store's reading code runs unchanged on the mirror's
+ranges (:mod:`.remotefile`), and only their footers are kept (in :data:`FOOTERS`). So the store's reading code runs unchanged on the mirror's
 directory, and a selective query fetches the index files it consults and the data chunks of the
 leaves it replays, nothing else.
 
@@ -38,6 +38,12 @@ REPLACED = frozenset({"_last_checkpoint", "replaydb.json"})
 """Names of files a writer replaces in place (fetched again at every sync)."""
 
 DEFAULT_MAX_BYTES = 4 << 30
+
+MARKER = ".synced-"
+"""Prefix of the markers of complete syncs (:meth:`StoreMirror.sync_once`)."""
+
+FOOTERS = ".footers"
+"""The mirror's directory of data-file footers (:class:`.remotefile.RemoteFiles`)."""
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
           "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40,
@@ -92,6 +98,7 @@ class StoreMirror:
         self.cache_root = cache.root() / "stores"
         self.root = self.cache_root / digest
         self.root.mkdir(parents=True, exist_ok=True)
+        self.footers = self.root / FOOTERS
 
     def local(self, rel: str) -> Path:
         return self.root / rel
@@ -124,6 +131,25 @@ class StoreMirror:
         if todo:
             self.evict(keep={str(self.local(e.rel)) for e in files})
         return listed
+
+    def sync_once(self, rel_dir: str, token: str) -> None:
+        """:meth:`sync` the directory ``rel_dir`` unless it was synced for ``token`` (what the
+        caller reads of it: immutable files named by a manifest) and none of its files was
+        evicted since: a marker file ``.synced-<token>`` records a complete sync, and
+        :meth:`evict` deletes a directory's markers with any file of it. So a query whose
+        tree and indexes are mirrored already makes no request for them."""
+        d = self.local(rel_dir)
+        marker = d / f"{MARKER}{token.replace('/', '~')}"
+        if marker.exists():
+            now = time.time()
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.is_file() and not e.name.startswith(MARKER):
+                        _touch(Path(e.path), now)
+            return
+        self.sync(rel_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        marker.touch()
 
     def _stale(self, e: RemoteEntry) -> bool:
         if os.path.basename(e.rel) in REPLACED:
@@ -167,7 +193,8 @@ class StoreMirror:
                 except FileNotFoundError:
                     continue
                 total += st.st_size
-                if "_delta_log" not in dirpath and n not in REPLACED and p not in keep:
+                if ("_delta_log" not in dirpath and n not in REPLACED and p not in keep
+                        and not n.startswith(MARKER)):
                     entries.append((st.st_mtime, st.st_size, p))
         if total <= self.cache.max_bytes:
             return
@@ -176,10 +203,22 @@ class StoreMirror:
             if total <= self.cache.max_bytes or mtime >= cutoff:
                 break
             try:
+                _drop_markers(os.path.dirname(p))
                 os.unlink(p)
                 total -= size
             except FileNotFoundError:
                 pass
+
+
+def _drop_markers(directory: str) -> None:
+    """Delete the sync markers of ``directory`` (one of its files is about to go)."""
+    with os.scandir(directory) as it:
+        for e in it:
+            if e.name.startswith(MARKER):
+                try:
+                    os.unlink(e.path)
+                except FileNotFoundError:
+                    pass
 
 
 def _touch(path: Path, now: float) -> None:

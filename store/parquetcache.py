@@ -69,6 +69,7 @@ class ParquetCache:
         self.capacity = capacity
         self.remote = remote
         self._remote: dict[str, RemoteDataFile] = {}
+        self._planned: dict[str, tuple[np.ndarray, frozenset[str]]] = {}
         self.footer_budget = footer_budget
         self.direct = direct
         self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
@@ -114,21 +115,36 @@ class ParquetCache:
             self._rg_bytes.pop(old, None)
             self._direct.pop(old, None)
             self._remote.pop(old, None)
+            self._planned.pop(old, None)
 
-    @staticmethod
-    def fetch(pf: pq.ParquetFile, groups: np.ndarray | Sequence[int],
+    def plan_fetches(self, path: str, groups: np.ndarray, columns: Sequence[str]) -> None:
+        """Say that a read will take row groups ``groups`` of ``columns`` of data file
+        ``path`` (in that order): for a remote file, each fetch then also takes the planned
+        row groups after the ones it needs, up to :data:`.remotefile.READ_AHEAD` bytes, so
+        a replay reading leaf after leaf makes one request per run of planned leaves, not one
+        per read. Replaces the file's earlier plan; a no-op for a local store."""
+        if self.remote is not None:
+            self._planned[path] = (np.unique(np.asarray(groups, np.int64)),
+                                   frozenset(columns))
+
+    def fetch(self, path: str, pf: pq.ParquetFile, groups: np.ndarray | Sequence[int],
               columns: Sequence[str]) -> None:
         """Make the chunks of ``groups`` x ``columns`` of the file ``pf`` readable: a no-op
-        for a local file; for a remote one, the chunks not fetched yet are fetched."""
-        if isinstance(pf, RemoteParquetFile):
-            pf.remote.fetch(groups, columns)
+        for a local file; for a remote one, the chunks not fetched yet are fetched, with
+        the planned row groups that follow them (:meth:`plan_fetches`)."""
+        if not isinstance(pf, RemoteParquetFile):
+            return
+        plan = self._planned.get(path)
+        if plan is not None and plan[1].issuperset(columns) and len(groups):
+            groups = pf.remote.ahead(np.asarray(groups, np.int64), plan[0], columns)
+        pf.remote.fetch(groups, columns)
 
     def read_row_groups(self, path: str, pf: pq.ParquetFile, groups: np.ndarray,
                         columns: list[str]) -> pa.Table:
         """Row groups ``groups`` of ``columns`` of the file ``pf`` opened by :meth:`get`:
         decoded directly where the file's layout allows (:mod:`.directread`), else by Arrow;
         the same table either way."""
-        self.fetch(pf, groups, columns)
+        self.fetch(path, pf, groups, columns)
         d = self._direct_file(path, pf) if self.direct else None
         if d is not None:
             tbl = d.read(groups, columns)
@@ -164,7 +180,7 @@ class ParquetCache:
         at = 0
         plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
-            self.fetch(pf, groups, columns)
+            self.fetch(path, pf, groups, columns)
             d = self._direct_file(path, pf)
             got = None if d is None else d.read_into(groups, columns, out, valid, at)
             if got is None:
@@ -196,7 +212,7 @@ class ParquetCache:
         state = np.zeros(3, np.int64)
         plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
-            self.fetch(pf, groups, columns)
+            self.fetch(path, pf, groups, columns)
             d = self._direct_file(path, pf)
             got = None if d is None else d.read_kept_into(groups, columns, lo, hi, state, out,
                                                           valid, part_k, part_n)

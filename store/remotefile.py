@@ -10,8 +10,9 @@ the same; nothing outside the fetched chunks is ever read from the buffer, becau
 read only the chunks of the row groups and columns asked for (and the footer).
 
 Chunks not yet fetched are fetched together: sorted by offset, touching ones joined into one
-request (a run of consecutive leaves, the unit of a replay interval, is one request), and
-neighbours less than :data:`GAP` bytes apart joined while the bytes between them stay within
+request (a run of consecutive leaves, the unit of a replay interval, is one request), as are
+neighbours at most :data:`HOLE` bytes apart (the columns a read skips inside a leaf), and
+neighbours less than :data:`GAP` bytes apart while the bytes between them stay within
 :data:`SLACK` of the bytes needed (:func:`_coalesce`); the requests are issued concurrently.
 
 Thread-safe: :meth:`RemoteDataFile.fetch` runs under the file's lock.
@@ -19,6 +20,8 @@ Thread-safe: :meth:`RemoteDataFile.fetch` runs under the file's lock.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,8 +36,18 @@ from replaydb.store.location import RemoteLocation
 GAP = 1 << 20
 """Chunks at least this many bytes apart are never fetched in one request."""
 
+HOLE = 8 << 10
+"""Chunks at most this many bytes apart are always fetched in one request (a request's fixed
+cost on an object store exceeds the cost of the bytes between them; Arrow's default hole
+size for coalesced reads)."""
+
 SLACK = 0.25
-"""Bytes between chunks fetched to save requests: at most this fraction of the bytes needed."""
+"""Beyond :data:`HOLE`, bytes between chunks fetched to save requests: at most this fraction
+of the bytes needed."""
+
+READ_AHEAD = 8 << 20
+"""Bytes of planned row groups a fetch takes beyond the ones it needs (a run of planned
+leaves up to this size is one request)."""
 
 TAIL = 64 << 10
 """Bytes fetched from the end of a file to read its footer in one request."""
@@ -44,7 +57,8 @@ class RemoteDataFile:
     """One data file on an object store (see the module docstring). ``fetched`` counts the
     bytes held (footer and chunks)."""
 
-    def __init__(self, location: RemoteLocation, rel: str) -> None:
+    def __init__(self, location: RemoteLocation, rel: str, footers: Path | None = None
+                 ) -> None:
         self.location = location
         self.rel = rel
         try:
@@ -58,14 +72,23 @@ class RemoteDataFile:
         self.array = np.zeros(size, np.uint8)
         self.fetched = 0
         self._lock = threading.Lock()
-        self._fetch_footer()
+        cached = None if footers is None else footers / f"{rel.replace('/', '~')}.{size}"
+        if cached is not None and cached.is_file():
+            tail = cached.read_bytes()
+            self._put(size - len(tail), tail)
+        else:
+            tail = self._fetch_footer()
+            if cached is not None:
+                _write_atomic(cached, tail)
         self.parquet = RemoteParquetFile(self)
         md = self.parquet.metadata
         self._start, self._end = _chunk_ranges(md)
         self._have = np.zeros(self._start.shape, np.bool_)
         self._names = {md.schema.column(c).path: c for c in range(md.num_columns)}
 
-    def _fetch_footer(self) -> None:
+    def _fetch_footer(self) -> bytes:
+        """Fetch the file's footer (its last :data:`TAIL` bytes, more when the footer is
+        longer); returns the bytes from the footer's start to the end of the file."""
         n = min(self.size, TAIL)
         (tail,) = self.location.read_ranges(self._file, self.rel, [(self.size - n, self.size)])
         self._put(self.size - n, tail)
@@ -73,15 +96,30 @@ class RemoteDataFile:
             raise CorruptionError(f"data file {self.location.uri_of(self.rel)} is not a "
                                   "Parquet file")
         footer = int.from_bytes(bytes(tail[-8:-4]), "little") + 8
+        start = max(0, self.size - footer)
         if footer > n:
-            start = max(0, self.size - footer)
             (rest,) = self.location.read_ranges(self._file, self.rel, [(start, self.size - n)])
             self._put(start, rest)
+        return self.array[start:].tobytes()
 
     def _put(self, at: int, data: bytes | pa.Buffer) -> None:
         view = np.frombuffer(data, np.uint8)
         self.array[at:at + view.size] = view
         self.fetched += view.size
+
+    def ahead(self, groups: np.ndarray, planned: np.ndarray, columns: Sequence[str]
+              ) -> np.ndarray:
+        """``groups`` and the row groups of ``planned`` (sorted) after the last of them, as
+        many as fit :data:`READ_AHEAD` bytes of ``columns``' chunks (the ones already
+        fetched count nothing)."""
+        cols = [self._names[c] for c in columns if c in self._names]
+        nxt = planned[np.searchsorted(planned, int(groups.max()), side="right"):]
+        if not cols or nxt.size == 0:
+            return groups
+        nxt = nxt[:4096]
+        size = _chunk_bytes(self, nxt, cols) * ~self._have[np.ix_(nxt, cols)].all(axis=1)
+        take = int(np.searchsorted(np.cumsum(size), READ_AHEAD, side="right"))
+        return np.concatenate([groups, nxt[:take]]) if take else groups
 
     def fetch(self, groups: np.ndarray | Sequence[int], columns: Sequence[str]) -> None:
         """Make the chunks of row groups ``groups`` x ``columns`` readable (the ones not
@@ -115,6 +153,12 @@ class RemoteParquetFile(pq.ParquetFile):
         self.remote = remote
 
 
+def _chunk_bytes(rf: RemoteDataFile, groups: np.ndarray, cols: list[int]) -> np.ndarray:
+    """Bytes of the chunks of ``cols`` per row group of ``groups``."""
+    sub = np.ix_(groups, np.asarray(cols, np.int64))
+    return (rf._end[sub] - rf._start[sub]).sum(axis=1)
+
+
 def _chunk_ranges(md: pq.FileMetaData) -> tuple[np.ndarray, np.ndarray]:
     """``(start, end)`` byte offsets of every column chunk, shaped (row groups, columns): from
     the dictionary page when there is one, to the end of the chunk's compressed pages."""
@@ -133,17 +177,16 @@ def _chunk_ranges(md: pq.FileMetaData) -> tuple[np.ndarray, np.ndarray]:
     return start, end
 
 
-def _coalesce(starts: np.ndarray, ends: np.ndarray, gap: int,
-              slack: float = SLACK) -> list[tuple[int, int]]:
-    """Byte ranges covering ``[starts[i], ends[i])``, sorted: overlapping or touching ranges
-    joined, then the neighbours with the smallest gaps between them (each less than ``gap``)
-    as long as the bytes of the gaps joined stay within ``slack`` times the bytes asked for.
-    So a fetch receives at most ``1 + slack`` times the bytes it needs, in the fewest requests
-    that bound allows for the gaps it can join. O(n log n)."""
+def _coalesce(starts: np.ndarray, ends: np.ndarray, gap: int, slack: float = SLACK,
+              hole: int = HOLE) -> list[tuple[int, int]]:
+    """Byte ranges covering ``[starts[i], ends[i])``, sorted: overlapping ranges and
+    neighbours at most ``hole`` bytes apart joined, then the neighbours with the smallest
+    larger gaps between them (each less than ``gap``) as long as the bytes of those gaps stay
+    within ``slack`` times the bytes asked for. O(n log n)."""
     order = np.argsort(starts, kind="stable")
     runs: list[list[int]] = []
     for a, b in zip(starts[order].tolist(), ends[order].tolist(), strict=True):
-        if runs and a <= runs[-1][1]:
+        if runs and a - runs[-1][1] <= hole:
             runs[-1][1] = max(runs[-1][1], b)
         else:
             runs.append([a, b])
@@ -165,16 +208,34 @@ def _coalesce(starts: np.ndarray, ends: np.ndarray, gap: int,
     return out
 
 
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` under a temporary name, then rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fetch-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 class RemoteFiles:
     """Opens the data files of a store on an object store by their local names: the store's
     mirror directory stands for the store's root (:mod:`.mirror`), so a data file's local name
-    under it gives its path on the object store."""
+    under it gives its path on the object store. With ``footers`` (a directory of the local
+    cache), each data file's footer is kept there once fetched (data files are immutable; the
+    name carries the file's size), so later processes fetch only the chunks they read."""
 
-    def __init__(self, location: RemoteLocation, root: Path) -> None:
+    def __init__(self, location: RemoteLocation, root: Path, footers: Path | None = None
+                 ) -> None:
         self.location = location
         self.root = str(root).rstrip("/") + "/"
+        self.footers = footers
 
     def open(self, path: str) -> RemoteDataFile:
         if not path.startswith(self.root):
             raise CorruptionError(f"data file {path} lies outside the store")
-        return RemoteDataFile(self.location, path[len(self.root):])
+        return RemoteDataFile(self.location, path[len(self.root):], self.footers)

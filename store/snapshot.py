@@ -158,6 +158,18 @@ class StreamSnapshot:
             path = self._paths[fid] = str(self.events_dir / info.path)
         return path
 
+    def _plan_fetches(self, ids: np.ndarray, cols: list[str]) -> None:
+        """Tell the open-file cache which leaves a read will take (a store on an object store
+        fetches the planned leaves ahead, :meth:`ParquetCache.plan_fetches`)."""
+        if self._cache.remote is None:
+            return
+        lv = self.tree.leaves
+        fids, rgs = lv.col("file_id")[ids], lv.col("rg")[ids]
+        for fid in np.unique(fids).tolist():
+            sel = fids == fid
+            path = self._path_of(int(fid), int(ids[sel][0]))
+            self._cache.plan_fetches(path, rgs[sel], cols)
+
     def _count_leaves(self, ids: np.ndarray, cols: list[str]) -> None:
         """Count leaves ``ids`` (read in full, of ``cols``) as leaves, row groups and bytes
         read: their compressed bytes come from a per-leaf array for each column set, filled
@@ -226,6 +238,8 @@ class StreamSnapshot:
         ``read_row_groups`` call per run of leaves in the same data file, at most ``max_leaves``
         leaves each (:meth:`_leaf_chunks`); one read in the counters."""
         self.counters.reads += 1
+        if len(ids) > max_leaves:
+            self._plan_fetches(ids, cols)
         for s, e in self._leaf_chunks(ids, max_leaves):
             yield self._read_leaf_chunk(ids[s:e], cols)
 
@@ -327,6 +341,7 @@ class StreamSnapshot:
         if len(ids) == 0:
             return
         self.counters.reads += 1
+        self._plan_fetches(ids, cols)
         for s, e, pieces in self._packed_chunks(ids, max_leaves):
             first, last = int(ids[s]), int(ids[e - 1])
             # intervals with a leaf in [first, last]: lo and hi never decrease with k
@@ -499,7 +514,7 @@ class StreamSnapshot:
                 raise SchemaError(f"stream {self.name!r} has no {name}")
             from replaydb.store.sides import open_side
 
-            self.store.sync_stream(self.name, ref.path)
+            self.store.sync_stream(self.name, ref.path, f"v{ref.version}")
             got = open_side(self.dir, ref)
             self._sides[name] = got
         return got

@@ -77,7 +77,8 @@ class Store:
         self.config: dict[str, Any] = self._read_config()
         if self.config.get("format") != STORE_FORMAT:
             raise StoreError(f"unsupported store format {self.config.get('format')!r}")
-        remote = None if self.mirror is None else RemoteFiles(self.location, self.path)
+        remote = None if self.mirror is None else RemoteFiles(
+            self.location, self.path, self.mirror.footers)
         self.parquet_cache = ParquetCache(remote=remote)
         self._snapshots: OrderedDict[tuple[str, int], StreamSnapshot] = OrderedDict()
         self._writer_snaps: dict[str, StreamSnapshot] = {}
@@ -195,12 +196,13 @@ class Store:
         with os.scandir(self._events_paths(name)[0]) as it:
             return {e.name: e.stat().st_size for e in it if e.is_file()}
 
-    def sync_stream(self, name: str, part: str) -> None:
+    def sync_stream(self, name: str, part: str, token: str) -> None:
         """Mirror the files of part ``part`` (``tree``, or a side table's directory) of stream
-        ``name`` before reading them, for a store on an object store (:mod:`.mirror`); a no-op
-        for a local store."""
+        ``name`` as of ``token`` (what the manifest pins of it: the tree's head, a side
+        table's version) before reading them, for a store on an object store
+        (:meth:`.mirror.StoreMirror.sync_once`); a no-op for a local store."""
         if self.mirror is not None:
-            self.mirror.sync(f"streams/{name}/{part}")
+            self.mirror.sync_once(f"streams/{name}/{part}", token)
 
     def create_stream(
         self,
@@ -287,7 +289,7 @@ class Store:
                 snap = ws
             else:
                 manifest, mv = deltaio.read_manifest(events, v)
-                self.sync_stream(name, "tree")
+                self.sync_stream(name, "tree", str(manifest.tree_head))
                 snap = StreamSnapshot(self, name, v, manifest, mv)
             self._snapshots[key] = snap
             if len(self._snapshots) > 16:

@@ -47,8 +47,8 @@ def spark():
 @pytest.fixture(scope="session")
 def s3():
     """A real S3-compatible endpoint (its own process, on the loopback interface) for every
-    test that needs one (:mod:`tests.s3server`)."""
-    from tests.s3server import S3Endpoint
+    test that needs one (:mod:`replaydb.bench.s3endpoint`)."""
+    from replaydb.bench.s3endpoint import S3Endpoint
 
     endpoint = S3Endpoint()
     yield endpoint

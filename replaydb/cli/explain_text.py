@@ -68,6 +68,11 @@ def plan_tree(out: dict[str, Any]) -> str:
     if placement:
         lines.append(f"device: {placement.get('device')}"
                      + (f" ({placement['reason']})" if placement.get("reason") else ""))
+    fetched = (out.get("analyze") or {}).get("object_store")
+    if fetched:
+        lines.append(f"object store: {_num(fetched['requests'])} requests, "
+                     f"{_num(fetched['bytes'])} bytes fetched ({_num(fetched['lists'])} "
+                     "listings; planning included)")
     timings = (out.get("analyze") or {}).get("timings") or out.get("timings") or {}
     phases = [k for k in MAIN_PHASES if isinstance(timings.get(k), int | float)]
     if phases:

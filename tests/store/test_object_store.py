@@ -1,6 +1,6 @@
-"""Stores on an object store, against a real S3 endpoint (:mod:`tests.s3server`).
+"""Stores on an object store, against a real S3 endpoint.
 
-A store built locally is copied to the endpoint and opened there by its ``s3://`` URI: every
+A store built locally is copied to the endpoint (:mod:`replaydb.bench.s3endpoint`) and opened there by its ``s3://`` URI: every
 query, with every plan strategy, must give the local store's rows; the data files are read by
 byte ranges only (never mirrored); the local cache mirrors the small files once; failures of the
 object store are one-line errors naming the URI.
@@ -84,22 +84,24 @@ def test_window_paths_equal_the_local_store(s3, uri, local_store, tmp_path) -> N
 
 def test_data_files_are_read_by_ranges_and_the_cache_holds_small_files(s3, uri, local_store,
                                                                        tmp_path) -> None:
+    rare = PATTERN.replace("B AS k < 700", "B AS k < 20")
     remote = _remote(s3, uri, tmp_path)
-    cached = {p.name for p in tmp_path.rglob("*") if p.is_file()}
-    assert not any(n.startswith("part-") for n in cached)  # data files never mirrored
-    before = remote.location.counters.as_dict()
-    res = replaydb.query(remote, PATTERN, plan="optimal")
-    used = {k: v - before[k] for k, v in remote.location.counters.as_dict().items()}
+    res = replaydb.query(remote, rare, plan="optimal")
+    want = replaydb.query(local_store, rare, plan="optimal")
+    assert res.table.equals(want.table)
     data_bytes = sum(f.stat().st_size for f in local_store.path.rglob("part-*.parquet"))
-    index_bytes = sum(f.stat().st_size for f in (local_store.path / "streams/ev/indexes")
-                      .rglob("*") if f.is_file())
-    # the selective plan fetched the index once and a part of the data files
-    assert used["bytes"] < index_bytes + data_bytes / 2
-    assert res.table.num_rows > 0
-    # a second store object on the same cache fetches no index file again
+    footers = 2 * 64 * 1024
+    fetched = res.stats["object_store"]
+    # the data files: the footers and the chunks of the planned leaves, with the bytes
+    # between chunks joined into one request
+    assert fetched["range_bytes"] <= footers + 2 * want.stats["replay"]["bytes"]
+    assert fetched["range_bytes"] < data_bytes / 2
+    # a second store object on the same cache fetches no index file and no footer again
     again = _remote(s3, uri, tmp_path)
-    replaydb.query(again, PATTERN, plan="optimal")
-    assert again.location.counters.bytes < data_bytes / 2
+    second = replaydb.query(again, rare, plan="optimal").stats["object_store"]
+    assert second["bytes"] - second["range_bytes"] < 10_000  # the configuration
+    assert second["lists"] == 1  # the events log, for new commits; tree and index: synced
+    assert second["range_bytes"] <= 2 * want.stats["replay"]["bytes"]
     assert not any(p.name.startswith("part-") for p in tmp_path.rglob("*"))
 
 
@@ -110,6 +112,12 @@ def test_stats_explain_and_check_work_remotely(s3, uri, local_store, tmp_path) -
         assert got.get(key) == want.get(key), key
     ex = replaydb.explain(remote, PATTERN, analyze=True)
     assert "interval scan of ev" in ex.text()
+    fetched = ex["analyze"]["object_store"]
+    assert fetched["requests"] > 0 and fetched["bytes"] > 0
+    assert f"object store: {fetched['requests']:,} requests" in ex.text()
+    res = replaydb.query(remote, PATTERN)
+    again = res.stats["object_store"]  # the same chunks again: held in this process
+    assert again["bytes"] == 0 and again["lists"] >= 1  # one listing: the latest commit
     assert remote.check() == {"ev": []}
 
 
@@ -135,11 +143,14 @@ def test_coalesce_joins_close_ranges() -> None:
     starts = np.array([100, 0, 50, 1000])
     ends = np.array([150, 40, 90, 1100])
     # needed 230 bytes; gaps 10, 10, 850
-    assert _coalesce(starts, ends, 1 << 20, slack=0.1) == [(0, 150), (1000, 1100)]
-    assert _coalesce(starts, ends, 1 << 20, slack=0.05) == [(0, 90), (100, 150), (1000, 1100)]
-    assert _coalesce(starts, ends, 5, slack=1.0) == [(0, 40), (50, 90), (100, 150), (1000, 1100)]
-    assert _coalesce(starts, ends, 1 << 20, slack=4.0) == [(0, 1100)]
-    assert _coalesce(np.array([0, 10]), np.array([20, 15]), 1, slack=0.0) == [(0, 20)]
+    assert _coalesce(starts, ends, 1 << 20, slack=0.1, hole=0) == [(0, 150), (1000, 1100)]
+    assert _coalesce(starts, ends, 1 << 20, slack=0.05, hole=0) == [(0, 90), (100, 150),
+                                                                   (1000, 1100)]
+    assert _coalesce(starts, ends, 5, slack=1.0, hole=0) == [(0, 40), (50, 90), (100, 150),
+                                                             (1000, 1100)]
+    assert _coalesce(starts, ends, 1 << 20, slack=4.0, hole=0) == [(0, 1100)]
+    assert _coalesce(starts, ends, 1, slack=0.0, hole=10) == [(0, 150), (1000, 1100)]
+    assert _coalesce(np.array([0, 10]), np.array([20, 15]), 1, slack=0.0, hole=0) == [(0, 20)]
 
 
 def test_spark_engine_reads_the_object_store(s3, uri, local_store, tmp_path, spark) -> None:
@@ -225,7 +236,7 @@ def test_local_stores_take_file_uris(local_store) -> None:
 
 
 def _closed_port() -> int:
-    from tests.s3server import free_port
+    from replaydb.bench.s3endpoint import free_port
 
     return free_port()
 

@@ -1,9 +1,11 @@
-"""A real S3 endpoint for tests: an S3-compatible server in its own process on the loopback
-interface (``moto``'s server mode), started by the tests and stopped after them.
+"""A real S3 endpoint for tests and benchmarks: an S3-compatible server in its own process on
+the loopback interface (``moto``'s server mode, a test dependency), started by its user and
+stopped after.
 
 :class:`S3Endpoint` starts it on a free port, creates buckets and copies local directories into
 them through Arrow's S3 client (the same client the store reads with), and gives the storage
-options that point replaydb at it.
+options that point replaydb at it; with ``latency_ms`` the options point at a proxy
+(:mod:`.latencyproxy`) that delays every request by that much.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ def free_port() -> int:
 class S3Endpoint:
     """One S3-compatible server process (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, latency_ms: float = 0.0) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self._proxy: subprocess.Popen[bytes] | None = None
+        self.latency_ms = latency_ms
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
@@ -48,6 +52,13 @@ class S3Endpoint:
                     self.stop()
                     raise RuntimeError("the S3 test endpoint did not start") from None
                 time.sleep(0.1)
+        if latency_ms > 0:
+            proxy = free_port()
+            self._proxy = subprocess.Popen(
+                [sys.executable, "-m", "replaydb.bench.latencyproxy", str(proxy),
+                 str(self.port), str(latency_ms)])
+            _wait_listening(proxy, self._proxy)
+            self.url = f"http://127.0.0.1:{proxy}"
         self.fs = pafs.S3FileSystem(access_key=KEY, secret_key=SECRET, region="us-east-1",
                                     endpoint_override=f"127.0.0.1:{self.port}", scheme="http",
                                     allow_bucket_creation=True, allow_bucket_deletion=True)
@@ -57,6 +68,11 @@ class S3Endpoint:
         """Storage options (delta-rs's keys) that reach this endpoint."""
         return {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": KEY,
                 "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1"}
+
+    @property
+    def direct_options(self) -> dict[str, str]:
+        """:attr:`options` reaching the server directly (past the latency proxy, if any)."""
+        return {**self.options, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}"}
 
     def bucket(self, name: str) -> str:
         """Create bucket ``name`` (a valid S3 name) if missing; returns ``s3://name``."""
@@ -72,10 +88,23 @@ class S3Endpoint:
         return uri
 
     def stop(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        for proc in (self._proxy, self._proc):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the latency proxy did not start") from None
+            time.sleep(0.05)
