@@ -31,6 +31,7 @@ from deltalake.transaction import (
 from replaydb.errors import CorruptionError, StoreError
 from replaydb.indexes.entries import arrow_schema
 from replaydb.indexes.options import LSMOptions
+from replaydb.store.remotewrite import commit_remote, remote_table
 
 TABLE_FORMAT = "replaydb-lsm-index"
 
@@ -60,15 +61,24 @@ def create_table(
     description = json.dumps(
         {"format": TABLE_FORMAT, "key_type": key_type, "options": json.loads(options.to_json())}
     )
-    create_table_with_add_actions(
-        str(path),
-        Schema.from_arrow(arrow_schema(key_type)),
-        [to_add_action(a) for a in adds or []],
-        mode="error",
-        name="replaydb-lsm-index",
-        description=description,
-        commit_properties=_props("create", commit_metadata),
-    )
+    remote = remote_table(path)
+
+    def create(uri: str, storage_options: dict[str, str] | None = None) -> None:
+        create_table_with_add_actions(
+            uri,
+            Schema.from_arrow(arrow_schema(key_type)),
+            [to_add_action(a) for a in adds or []],
+            mode="error",
+            name="replaydb-lsm-index",
+            description=description,
+            commit_properties=_props("create", commit_metadata, remote is not None),
+            storage_options=storage_options,
+        )
+
+    if remote is not None:
+        commit_remote(*remote, create)
+    else:
+        create(str(path))
 
 
 def load(path: str | os.PathLike[str], version: int | None = None) -> DeltaTable:
@@ -118,11 +128,14 @@ def to_add_action(a: dict[str, Any]) -> AddAction:
     )
 
 
-def _props(operation: str, commit_metadata: dict[str, Any] | None) -> CommitProperties:
+def _props(operation: str, commit_metadata: dict[str, Any] | None,
+           once: bool = False) -> CommitProperties:
+    """The commit's properties; ``once``: fail instead of retrying on a conflict (a table on
+    an object store, where only the conditional commit orders writers)."""
     md = {"replaydb.operation": operation}
     if commit_metadata:
         md.update({str(k): v for k, v in commit_metadata.items()})
-    return CommitProperties(custom_metadata=md)
+    return CommitProperties(custom_metadata=md, max_commit_retries=0 if once else None)
 
 
 def commit(
@@ -146,19 +159,35 @@ def commit(
     now = int(time.time() * 1000)
     actions: list[Any] = [to_add_action(a) for a in adds]
     actions += [RemoveAction(f.name, True, now, f.size, {}) for f in removes]
-    dt.create_write_transaction(
-        actions,
-        mode="append",
-        schema=arrow_schema(key_type),
-        commit_properties=_props(operation, commit_metadata),
-    )
+    remote = remote_table(dt.table_uri)
+    if remote is not None:
+        def write(uri: str, storage_options: dict[str, str]) -> None:
+            DeltaTable(uri, version=dt.version(), storage_options=storage_options
+                       ).create_write_transaction(
+                actions, mode="append", schema=arrow_schema(key_type),
+                commit_properties=_props(operation, commit_metadata, True))
+
+        commit_remote(*remote, write)
+    else:
+        dt.create_write_transaction(
+            actions,
+            mode="append",
+            schema=arrow_schema(key_type),
+            commit_properties=_props(operation, commit_metadata),
+        )
     dt.update_incremental()
     return dt.version()
 
 
 def restore(dt: DeltaTable, version: int, commit_metadata: dict[str, Any] | None = None) -> int:
     """New commit whose files equal those of ``version``; returns the new version."""
-    dt.restore(version, commit_properties=_props("restore", commit_metadata))
+    remote = remote_table(dt.table_uri)
+    if remote is not None:
+        commit_remote(*remote, lambda uri, storage_options: DeltaTable(
+            uri, version=dt.version(), storage_options=storage_options).restore(
+                version, commit_properties=_props("restore", commit_metadata, True)))
+    else:
+        dt.restore(version, commit_properties=_props("restore", commit_metadata))
     dt.update_incremental()
     return dt.version()
 

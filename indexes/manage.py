@@ -26,6 +26,10 @@ def create_index(store: Any, stream: str, column: str, *, engine: str = "local",
     """Build and pin an index on ``column`` of ``stream``; returns a summary."""
     if engine not in ("local", "spark"):
         raise UsageError("engine must be local or spark")
+    if engine == "spark" and getattr(store, "location", None) is not None:
+        raise UsageError(f"{store.uri}: an index on a store on an object store is built in "
+                         "this process (Spark's JVM cannot read the store's data files there)",
+                         hint="use `replaydb index --local`, or --index at ingest")
     with store.writer(stream) as w:
         snap = w.snap
         if column in ("t", "seq") or not snap.schema.has(column):

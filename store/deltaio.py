@@ -29,6 +29,7 @@ from deltalake.transaction import AddAction, RemoveAction, create_table_with_add
 
 from replaydb.errors import CorruptionError, StoreError
 from replaydb.store.manifest import MANIFEST_KEY, Manifest
+from replaydb.store.remotewrite import commit_remote, remote_table
 
 APP_PREFIX = "replaydb:"
 DEFAULT_COMPRESSION = "snappy"
@@ -232,11 +233,31 @@ def commit(
     app_id: str | None = None,
     create: bool = False,
 ) -> int:
-    """Commit adds/removes with the manifest in one Delta transaction; returns the new version."""
+    """Commit adds/removes with the manifest in one Delta transaction; returns the new version.
+    A table of a store on an object store commits there (:mod:`.remotewrite`), without retry:
+    a commit that lost its version to another writer fails whole."""
+    remote = remote_table(table)
     props = CommitProperties(
         custom_metadata={MANIFEST_KEY: manifest.dumps()},
         app_transactions=[Transaction(APP_PREFIX + app_id, 1)] if app_id else None,
+        max_commit_retries=0 if remote is not None else None,
     )
+    if remote is not None:
+        def remote_commit(uri: str, options: dict[str, str]) -> int:
+            if create:
+                create_table_with_add_actions(
+                    uri, Schema.from_arrow(arrow_schema), list(adds), mode="error",
+                    commit_properties=props, storage_options=options)
+                return 0
+            base = latest_version(table)
+            dt = DeltaTable(uri, version=base, storage_options=options)
+            dt.create_write_transaction([*adds, *removes], mode="append", schema=arrow_schema,
+                                        partition_by=None, commit_properties=props)
+            return base + 1
+
+        table.mkdir(parents=True, exist_ok=True)
+        _OPEN.pop(str(table), None)
+        return commit_remote(remote[0], remote[1], remote_commit)
     if create:
         table.mkdir(parents=True, exist_ok=True)
         create_table_with_add_actions(

@@ -106,10 +106,12 @@ class FetchCounters:
 
 @dataclass(frozen=True)
 class RemoteEntry:
-    """One object under a listed prefix: its path relative to the store root and its size."""
+    """One object under a listed prefix: its path relative to the store root, its size (-1
+    for a directory) and when it was written (seconds since the epoch; 0 when unknown)."""
 
     rel: str
     size: int
+    mtime: float = 0.0
 
 
 class RemoteLocation:
@@ -145,10 +147,6 @@ class RemoteLocation:
         """The URI of ``rel`` (what delta-rs and error messages are given)."""
         return f"{self.uri}/{rel}" if rel else self.uri
 
-    def delta_options(self) -> dict[str, str]:
-        """The storage options to give delta-rs for tables under this root."""
-        return dict(self.options)
-
     # ------------------------------------------------------------------ reading
     def list(self, rel: str, *, recursive: bool = False) -> list[RemoteEntry]:
         """Objects under the directory ``rel`` (sorted by path; [] when there is none);
@@ -158,7 +156,8 @@ class RemoteLocation:
             infos = self.fs.get_file_info(sel)
         self.counters.add(requests=1, lists=1)
         cut = len(self.root) + 1
-        out = [RemoteEntry(i.path[cut:], i.size if i.type == pafs.FileType.File else -1)
+        out = [RemoteEntry(i.path[cut:], i.size if i.type == pafs.FileType.File else -1,
+                           i.mtime.timestamp() if i.mtime is not None else 0.0)
                for i in infos if i.type in (pafs.FileType.File, pafs.FileType.Directory)]
         return sorted(out, key=lambda e: e.rel)
 
@@ -208,6 +207,43 @@ class RemoteLocation:
         n = sum(len(g) for g in got)
         self.counters.add(requests=len(ranges), nbytes=n, ranges=len(ranges), range_bytes=n)
         return got
+
+    # ------------------------------------------------------------------ writing
+    def put(self, rel: str, data: bytes) -> None:
+        """Write object ``rel`` (whole; replaces one of the same name). One PUT."""
+        with self.errors(rel):
+            with self.fs.open_output_stream(self.key(rel), compression=None) as f:
+                f.write(data)
+        self.counters.add(requests=1)
+
+    def delete(self, rels: Sequence[str]) -> None:
+        """Delete the objects ``rels`` (missing ones are skipped), in the order given."""
+        for rel in rels:
+            with self.errors(rel):
+                try:
+                    self.fs.delete_file(self.key(rel))
+                except FileNotFoundError:
+                    pass
+            self.counters.add(requests=1)
+
+    def delete_tree(self, rel: str) -> None:
+        """Delete everything under the directory ``rel`` (and its directory markers)."""
+        with self.errors(rel):
+            try:
+                self.fs.delete_dir(self.key(rel))
+            except FileNotFoundError:
+                pass
+        self.counters.add(requests=1)
+
+    def write_options(self) -> dict[str, str]:
+        """The storage options delta-rs commits with: the store's, plus conditional puts
+        (``AWS_CONDITIONAL_PUT=etag``) unless a locking provider or another commit
+        mechanism is set, so that two commits of one version cannot both succeed."""
+        out = dict(self.options)
+        if not any(k in out for k in ("AWS_CONDITIONAL_PUT", "AWS_S3_LOCKING_PROVIDER",
+                                      "AWS_S3_ALLOW_UNSAFE_RENAME")):
+            out["AWS_CONDITIONAL_PUT"] = "etag"
+        return out
 
     @contextmanager
     def errors(self, rel: str) -> Iterator[None]:

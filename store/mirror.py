@@ -99,6 +99,7 @@ class StoreMirror:
         self.root = self.cache_root / digest
         self.root.mkdir(parents=True, exist_ok=True)
         self.footers = self.root / FOOTERS
+        _BY_ROOT[str(self.root)] = self
 
     def local(self, rel: str) -> Path:
         return self.root / rel
@@ -208,6 +209,25 @@ class StoreMirror:
                 total -= size
             except FileNotFoundError:
                 pass
+
+
+_BY_ROOT: dict[str, StoreMirror] = {}
+"""Mirrors by their directory: how a write under a mirror finds its object store
+(:func:`mirror_of`)."""
+
+
+def mirror_of(path: str | os.PathLike[str]) -> tuple[StoreMirror, str] | None:
+    """The mirror holding ``path`` and the path relative to the store root, or None when
+    ``path`` is not under a mirror (a local store). O(depth of path)."""
+    text = os.fspath(path)
+    if isinstance(text, str) and text.startswith("file://"):
+        text = text[len("file://"):]
+    p = Path(text)
+    for parent in (p, *p.parents):
+        m = _BY_ROOT.get(str(parent))
+        if m is not None:
+            return m, p.relative_to(parent).as_posix()
+    return None
 
 
 def _drop_markers(directory: str) -> None:

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from replaydb.store import sides
 from replaydb.store.manifest import SideTableRef
 from replaydb.store.normalize import QUARANTINE_SCHEMA
+from replaydb.store.remotewrite import commit_remote, remote_table
 
 NAME = "quarantine"
 PATH = "quarantine"
@@ -43,14 +44,28 @@ class Quarantine:
         """Append quarantine records; returns the new version."""
         now = pa.array([int(time.time() * 1000)] * rows.num_rows, pa.timestamp("ms", tz="UTC"))
         tbl = rows.select(QUARANTINE_SCHEMA.names).append_column("quarantined_at", now)
-        write_deltalake(str(self.path), tbl.cast(SCHEMA), mode="append")
+        remote = remote_table(self.path)
+        if remote is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            commit_remote(*remote, lambda uri, options: write_deltalake(
+                uri, tbl.cast(SCHEMA), mode="append", storage_options=options,
+                commit_properties=CommitProperties(max_commit_retries=0)))
+        else:
+            write_deltalake(str(self.path), tbl.cast(SCHEMA), mode="append")
         return DeltaTable(str(self.path)).version()
 
     def apply(self, events: pa.Table, rewrite_from: int | None, **_: object) -> int | None:
         return None  # quarantine rows are added explicitly with add()
 
     def restore(self, version: int) -> None:
-        if self.latest_version() > version:
+        if self.latest_version() <= version:
+            return
+        remote = remote_table(self.path)
+        if remote is not None:
+            commit_remote(*remote, lambda uri, options: DeltaTable(
+                uri, storage_options=options).restore(
+                    version, commit_properties=CommitProperties(max_commit_retries=0)))
+        else:
             DeltaTable(str(self.path)).restore(version)
 
     def read(self) -> pa.Table:

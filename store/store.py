@@ -42,6 +42,7 @@ from replaydb.store.manifest import Manifest
 from replaydb.store.mirror import CacheOptions, StoreMirror
 from replaydb.store.parquetcache import ParquetCache
 from replaydb.store.remotefile import RemoteFiles
+from replaydb.store.remotewrite import delete_stream
 from replaydb.store.schema import (
     DEFAULT_TIME_UNIT,
     DEFAULT_UNIT,
@@ -66,7 +67,7 @@ class Store:
         self.location: RemoteLocation | None = None
         self.mirror: StoreMirror | None = None
         if is_remote(path):
-            self._open_remote(str(path), create, storage_options, cache)
+            self._open_remote(str(path), create, read_only, storage_options, cache)
         else:
             if storage_options:
                 raise UsageError("storage options apply to stores on object stores (s3://...)")
@@ -101,25 +102,30 @@ class Store:
         (self.path / "streams").mkdir(parents=True, exist_ok=True)
         self._write_config({"format": STORE_FORMAT, "created": time.time(), "calibration": {}})
 
-    def _open_remote(self, uri: str, create: bool, options: dict[str, str] | None,
-                     cache: CacheOptions | None) -> None:
+    def _open_remote(self, uri: str, create: bool, read_only: bool,
+                     options: dict[str, str] | None, cache: CacheOptions | None) -> None:
         """Open a store on an object store through its local mirror (:mod:`.mirror`)."""
-        if create:
-            raise ReadOnlyError(f"{uri}: creating or writing a store on an object store is "
-                                "not supported yet (stores there are read-only)",
-                                hint="ingest into a local store and copy it to the object "
-                                     "store; replaydb reads it there in place")
         self.location = RemoteLocation(uri, options)
         self.mirror = StoreMirror(self.location, cache or CacheOptions())
         self.path = self.mirror.root
         self.uri = self.location.uri
-        self.read_only = True
-        if self.mirror.fetch(CONFIG_FILE) is None:
-            if not self.location.bucket_exists():
-                raise StoreError(f"{self.uri}: the bucket {self.location.bucket!r} does not "
-                                 "exist", hint="check the bucket name in the URI")
+        self.read_only = read_only
+        if self.mirror.fetch(CONFIG_FILE) is not None:
+            return
+        if not self.location.bucket_exists():
+            raise StoreError(f"{self.uri}: the bucket {self.location.bucket!r} does not "
+                             "exist", hint="check the bucket name in the URI")
+        if not create:
             raise StoreError(f"no replaydb store at {self.uri}",
-                             hint=f"{self.location.uri_of(CONFIG_FILE)} does not exist")
+                             hint=f"{self.location.uri_of(CONFIG_FILE)} does not exist; "
+                                  "`replaydb ingest` creates a store")
+        if read_only:
+            raise ReadOnlyError(f"cannot create a store read-only: {self.uri}")
+        if self.location.list(""):
+            raise StoreError(f"{self.uri} holds objects and is not a store",
+                             hint="choose an empty prefix")
+        (self.path / "streams").mkdir(parents=True, exist_ok=True)
+        self._write_config({"format": STORE_FORMAT, "created": time.time(), "calibration": {}})
 
     # ------------------------------------------------------------------ configuration
     def _read_config(self) -> dict[str, Any]:
@@ -129,23 +135,25 @@ class Store:
             raise StoreError(f"unreadable store configuration: {exc}") from exc
 
     def _write_config(self, cfg: dict[str, Any]) -> None:
+        text = json.dumps(cfg, indent=2, sort_keys=True)
+        if self.location is not None:  # one PUT replaces the object atomically
+            self.location.put(CONFIG_FILE, text.encode())
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".config-")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(cfg, fh, indent=2, sort_keys=True)
+            fh.write(text)
         os.replace(tmp, self.path / CONFIG_FILE)
 
     def update_config(self, **changes: Any) -> None:
         """Atomically update the store configuration (e.g. calibration weights)."""
         self._require_writable()
+        if self.mirror is not None:
+            self.mirror.fetch(CONFIG_FILE)
         cfg = self._read_config()
         cfg.update(changes)
         self._write_config(cfg)
         self.config = cfg
 
     def _require_writable(self) -> None:
-        if self.mirror is not None:
-            raise ReadOnlyError(f"store {self.uri} is on an object store, where replaydb "
-                                "does not write yet (read-only)")
         if self.read_only:
             raise ReadOnlyError(f"store {self.uri} is open read-only")
         if not os.access(self.path, os.W_OK):  # a read-only file system or no permission
@@ -254,13 +262,17 @@ class Store:
 
         The stream's directory is first renamed into ``.trash/`` (atomic), then deleted, so a
         crash never leaves a half-deleted stream in the catalog; leftovers of such a crash are
-        deleted by the next ``drop_stream``."""
+        deleted by the next ``drop_stream``. On an object store, where nothing renames, the
+        stream's Delta log goes first, newest commit first (every state in between reads as an
+        older version of the stream), then its other files (:func:`.remotewrite.delete_stream`)."""
         self._require_writable()
         if not self.has_stream(name):
             raise StreamNotFound(f"no stream {name!r} in {self.uri}")
         trash = self.path / ".trash"
         trash.mkdir(exist_ok=True)
         with StreamWriter(self, name):
+            if self.mirror is not None:
+                delete_stream(self.mirror, f"streams/{name}")
             os.rename(self.stream_dir(name), trash / f"{name}.{time.time_ns()}")
         for leftover in list(trash.iterdir()):
             shutil.rmtree(leftover, ignore_errors=True)
@@ -309,6 +321,7 @@ class Store:
         if ws is not None and ws.version == latest:
             return ws
         manifest, mv = deltaio.read_manifest(events, latest)
+        self.sync_stream(name, "tree", str(manifest.tree_head))
         snap = StreamSnapshot(self, name, latest, manifest, mv)
         self._writer_snaps[name] = snap
         return snap

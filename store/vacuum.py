@@ -13,7 +13,10 @@ behind; they are invisible (no manifest names them) but take space. Vacuum remov
 * the staging folders of ingests that did not finish (``_staging/*``).
 
 It never removes anything a committed version references, so time travel to any version keeps
-working. It holds the stream's writer lock, so files of a write in progress are never taken for
+working. On an object store it first mirrors the stream's files but its data files, applies the
+same rules, and deletes what they name there too, except files written in the last hour
+(:data:`REMOTE_MIN_AGE`): the writer lock holds on one machine only, and a writer on another
+machine uploads its files before its commit references them. It holds the stream's writer lock, so files of a write in progress are never taken for
 garbage. Complexity: O(log entries + files).
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,12 +81,38 @@ def _reachable_segments(stream_dir: Path, heads: list[str]) -> set[str]:
     return seen
 
 
-def vacuum_stream(store: Store, name: str, *, dry_run: bool = False) -> dict[str, Any]:
-    """Remove unreferenced files of one stream; returns what was (or would be) removed."""
+def _mirror_for_vacuum(store: Store, name: str, min_age: float
+                       ) -> tuple[dict[str, int], set[str]]:
+    """For a store on an object store: mirror every file of stream ``name`` but its data
+    files, so the local rules below see what the object store holds; returns the data files
+    there with their sizes, and the files younger than ``min_age`` seconds (kept: a writer on
+    another machine may be about to commit them). Empty for a local store."""
+    if store.mirror is None:
+        return {}, set()
+    from replaydb.store.remotewrite import is_data_file
+
+    stream = f"streams/{name}"
+    listed = store.mirror.sync(stream, keep=lambda e: not is_data_file(stream, e.rel))
+    cut = time.time() - min_age
+    young = {e.rel[len(stream) + 1:] for e in listed if e.size >= 0 and e.mtime > cut}
+    return ({e.rel.rsplit("/", 1)[-1]: e.size for e in listed
+             if e.size >= 0 and is_data_file(stream, e.rel)}, young)
+
+
+REMOTE_MIN_AGE = 3600.0
+"""On an object store, files younger than this (seconds) are never removed."""
+
+
+def vacuum_stream(store: Store, name: str, *, dry_run: bool = False,
+                  min_age: float = REMOTE_MIN_AGE) -> dict[str, Any]:
+    """Remove unreferenced files of one stream; returns what was (or would be) removed.
+    On an object store only files older than ``min_age`` seconds: the writer lock holds on
+    one machine only, and a writer elsewhere uploads its files before it commits them."""
     d = store.stream_dir(name)
     removed: list[str] = []
     size = 0
     with store.writer(name):
+        remote_data, young = _mirror_for_vacuum(store, name, min_age)
         added, heads = _log_entries(d / "events")
         # Delta's log cleanup drops JSON commits older than a checkpoint: the files they added
         # are listed only in the checkpoint, so keep what the checkpoints and the latest version
@@ -93,17 +123,24 @@ def vacuum_stream(store: Store, name: str, *, dry_run: bool = False) -> dict[str
         for f in (d / "events").glob("*.parquet"):
             if f.name not in added:
                 candidates.append(f)
+        gone = {n: sz for n, sz in remote_data.items()
+                if n not in added and f"events/{n}" not in young}
         for f in (d / "tree").glob("seg-*.parquet"):
             if f"tree/{f.name}" not in live_segments:
                 candidates.append(f)
         candidates += sides.garbage(d)
         candidates += list(d.rglob("*.tmp"))
         candidates += [f for f in (d / "_staging").rglob("*") if f.is_file()]
+        candidates = [f for f in candidates if str(f.relative_to(d)) not in young]
         for f in candidates:
             size += f.stat().st_size
             removed.append(str(f.relative_to(d)))
             if not dry_run:
                 f.unlink()
+        removed += [f"events/{n}" for n in gone if f"events/{n}" not in removed]
+        size += sum(gone.values())
+        if store.location is not None and not dry_run:
+            store.location.delete([f"streams/{name}/{r}" for r in removed])
         if not dry_run:
             for sub in sorted((d / "_staging").glob("*"), reverse=True):
                 if sub.is_dir():

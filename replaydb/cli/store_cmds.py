@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                              "(leftovers of interrupted writes)"))
     _store_and_stream(p)
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.add_argument("--min-age", type=float, default=3600.0, metavar="SECONDS",
+                   help="on an object store, keep files younger than this (a writer on another "
+                        "machine uploads its files before it commits them; default 3600)")
     p.set_defaults(handler=cmd_vacuum)
 
 
@@ -134,7 +137,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         verb = "would remove" if r["dry_run"] else "removed"
         print(f"stream {r['stream']}: {verb} {len(r['files'])} file(s), {_human_bytes(r['bytes'])}")
 
-    return _each_stream(args, lambda store, n: vacuum_stream(store, n, dry_run=args.dry_run), report)
+    return _each_stream(args, lambda store, n: vacuum_stream(
+        store, n, dry_run=args.dry_run, min_age=args.min_age), report)
 
 
 def cmd_index(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import sys
 import time
@@ -152,6 +153,12 @@ def ingest(
             raise UsageError("ingesting a DataFrame needs an explicit batch_id (exactly-once)")
         batch_id = batch_fingerprint(files, {**options, "stream": stream})
 
+    effective = master or os.environ.get("REPLAYDB_SPARK_MASTER") or "local[*]"
+    if store.location is not None and not effective.startswith("local"):
+        raise UsageError(
+            f"ingest into {store.uri} runs on a local Spark master for now: the executors "
+            "write the data files where the driver uploads them from",
+            hint="use --master local[*] (the default)")
     created = False
     if not store.has_stream(stream):
         if schema is None:
@@ -380,9 +387,14 @@ def _late_events(b: _Batch, w: Any, schema: StreamSchema, strict: bool,
         fid = int(snap.tree.leaves.col("file_id")[leaf])
         b.f0 = snap.files[fid].seq_min
         b.n_late = b.good.filter(F.col("t") < stored_max).count()
-        tail_paths = [str(w.events_dir / f.path) for f in snap.files.values()
-                      if f.seq_min >= b.f0]
-        b.tail_df = spark.read.parquet(*tail_paths).select(
+        if w.store.location is not None:  # Spark's JVM cannot read the object store
+            tail = snap.read_seq(b.f0, n_stored, columns=["t", *schema.names, "seq"])
+            tail_df = spark.createDataFrame(tail)
+        else:
+            tail_paths = [str(w.events_dir / f.path) for f in snap.files.values()
+                          if f.seq_min >= b.f0]
+            tail_df = spark.read.parquet(*tail_paths)
+        b.tail_df = tail_df.select(
             "t", *schema.names, F.lit(0).alias("_o1"), F.col("seq").alias("_o2"))
 
 
@@ -559,18 +571,29 @@ class _Prepared:
 
 
 def _commit_quarantine(q: Quarantine, metas: list[dict]) -> int:
-    from deltalake import DeltaTable
+    from deltalake import CommitProperties, DeltaTable
     from deltalake import Schema as DSchema
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
     from replaydb.store.quarantine import SCHEMA
+    from replaydb.store.remotewrite import commit_remote, remote_table
 
     adds = [AddAction(m["path"], m["size"], {}, int(time.time() * 1000), True, m["stats"])
             for m in metas]
-    if q.latest_version() < 0:
-        create_table_with_add_actions(str(q.path), DSchema.from_arrow(SCHEMA), adds, mode="error")
-        return 0
-    dt = DeltaTable(str(q.path))
-    dt.create_write_transaction(adds, mode="append", schema=SCHEMA)
-    dt.update_incremental()
-    return dt.version()
+    create = q.latest_version() < 0
+    remote = remote_table(q.path)
+
+    def write(uri: str, options: dict[str, str] | None = None) -> None:
+        props = CommitProperties(max_commit_retries=0) if remote is not None else None
+        if create:
+            create_table_with_add_actions(uri, DSchema.from_arrow(SCHEMA), adds, mode="error",
+                                          storage_options=options, commit_properties=props)
+        else:
+            DeltaTable(uri, storage_options=options).create_write_transaction(
+                adds, mode="append", schema=SCHEMA, commit_properties=props)
+
+    if remote is not None:
+        commit_remote(*remote, write)
+    else:
+        write(str(q.path))
+    return DeltaTable(str(q.path)).version()
