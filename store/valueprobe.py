@@ -134,7 +134,7 @@ class ColumnProbe:
             ids, groups = leaves[mine], rgs[mine]
             path = snap._path_of(int(fid), int(ids[0]))
             pf = cache.get(path, snap.counters)
-            cache.fetch(pf, groups, [self.column])
+            cache.fetch(path, pf, groups, [self.column])
             d = cache.direct_file(path, pf)
             got = None if d is None else d.chunks(groups, self.column)
             if got is None or got[3] != 8:

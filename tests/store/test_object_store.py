@@ -241,3 +241,12 @@ def _closed_port() -> int:
 
     return free_port()
 
+
+
+def test_single_values_are_probed_by_ranges(s3, uri, local_store, tmp_path) -> None:
+    remote = _remote(s3, uri, tmp_path)
+    seqs = np.sort(np.random.default_rng(3).choice(N, 500, replace=False)).astype(np.int64)
+    want = local_store.stream("ev").values_at("v", seqs)
+    got = remote.stream("ev").values_at("v", seqs)
+    assert want is not None and got is not None
+    assert np.array_equal(got, want)

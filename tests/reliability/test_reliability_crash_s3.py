@@ -1,0 +1,102 @@
+"""Crash safety on a store on the S3 endpoint: the append crash trials and an index compaction
+killed midway, with the store living only on the object store.
+
+The writer child reaches the endpoint through the standard environment variables (as a user's
+process would), shares the local cache directory with the checking process, and is SIGKILLed at
+every commit step of an append (between its file writes, side-table commits, uploads and the
+events commit) and at a random time. After every kill the checks of
+:mod:`tests.reliability.test_reliability_crash_append` hold on the object store: the store
+checks clean, the batches present are a prefix with every acknowledged one, the stream equals
+the crash-free reference event for event, quarantine rows match, and a re-run completes the
+sequence exactly once. Then vacuum (with no age threshold) leaves a store that still checks
+clean.
+
+Slow: ``make test-all``.
+"""
+
+from __future__ import annotations
+
+import random
+import textwrap
+import uuid
+
+import pytest
+
+import replaydb
+from replaydb.store.vacuum import vacuum_stream
+from tests.crash import run_after_ready
+from tests.reliability.test_reliability_crash_append import (
+    BATCHES,
+    COMMIT_STEP_KILLS,
+    WRITER,
+    make_store,
+    reference,  # noqa: F401
+    verify,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def s3_env(s3, tmp_path, monkeypatch) -> dict[str, str]:
+    """The environment that points this process and the writer child at the endpoint."""
+    env = {**s3.options, "REPLAYDB_CACHE_DIR": str(tmp_path / "cache")}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env
+
+
+def _trial(s3, env: dict[str, str], states, *, failpoint=None, kill_after=None) -> None:
+    uri = s3.bucket(f"crash-{uuid.uuid4().hex[:10]}") + "/s"
+    make_store(uri)
+    run = run_after_ready(WRITER.replace('sys.argv[1] + "-warm"', 'sys.argv[3]'),
+                          [uri, str(BATCHES), env["REPLAYDB_CACHE_DIR"] + "-warm"],
+                          failpoint=failpoint, kill_after=kill_after, env=env)
+    assert run.killed or run.returncode == 0, run.stderr
+    verify(uri, run.acked, states)
+    store = replaydb.open(uri)
+    vacuum_stream(store, "s", min_age=0)
+    assert replaydb.open(uri).check("s") == {"s": []}
+    again = run_after_ready(WRITER.replace('sys.argv[1] + "-warm"', 'sys.argv[3]'),
+                            [uri, str(BATCHES), env["REPLAYDB_CACHE_DIR"] + "-warm"], env=env)
+    assert again.returncode == 0, again.stderr
+    verify(uri, [str(i) for i in range(BATCHES)], states, complete=True)
+
+
+@pytest.mark.parametrize(("point", "n"), COMMIT_STEP_KILLS)
+def test_kill_at_commit_steps_on_s3(s3, s3_env, reference, point, n) -> None:  # noqa: F811
+    _trial(s3, s3_env, reference, failpoint=f"{point}:{n}")
+
+
+def test_kill_at_random_time_on_s3(s3, s3_env, reference) -> None:  # noqa: F811
+    _trial(s3, s3_env, reference, kill_after=random.Random(11).uniform(0.5, 3.0))
+
+
+COMPACTOR = textwrap.dedent("""
+    import replaydb
+    from replaydb.indexes.manage import compact
+    store = replaydb.open(sys.argv[1])
+    print("READY", flush=True)
+    compact(store, "s", full=True)
+    print("PHASE done", flush=True)
+""")
+
+
+def test_kill_during_compaction_on_s3(s3, s3_env, reference) -> None:  # noqa: F811
+    """An index compaction killed at a random time leaves the store as it was or compacted,
+    never between: it checks clean and equals the reference; a re-run completes."""
+    from tests.reliability.test_reliability_crash_append import append_batch
+
+    uri = s3.bucket(f"compact-{uuid.uuid4().hex[:10]}") + "/s"
+    make_store(uri)
+    store = replaydb.open(uri)
+    for i in range(BATCHES):
+        append_batch(store, i)
+    acked = [str(i) for i in range(BATCHES)]
+    run = run_after_ready(COMPACTOR, [uri], env=s3_env,
+                          kill_after=random.Random(5).uniform(0.05, 1.0))
+    assert run.killed or run.returncode == 0, run.stderr
+    verify(uri, acked, reference, complete=True)
+    done = run_after_ready(COMPACTOR, [uri], env=s3_env)
+    assert done.returncode == 0, done.stderr
+    verify(uri, acked, reference, complete=True)
