@@ -106,6 +106,7 @@ def run(n: int | None, repeat: int, latency: float) -> Results:
                    "all requests", f"remote s, +{latency:g} ms/request"], rows)
         _full_replay(res, local, uri, endpoint, cache, repeat)
         _goals(res, ratios, per_interval, slow)
+        _ingest(res, table, work, endpoint, cache, repeat)
     finally:
         endpoint.stop()
     return res
@@ -145,6 +146,46 @@ def _full_replay(res: Results, local: Any, uri: str, endpoint: S3Endpoint,
     ratio = rem["seconds"] / loc["seconds"]
     res.goal("full replay from the object store, time against local", "<= 1.5x",
              round(ratio, 2), ratio <= 1.5)
+
+
+def _ingest(res: Results, table: Any, work: Path, endpoint: S3Endpoint, cache: CacheOptions,
+            repeat: int) -> None:
+    """The Spark ingest job (``replaydb ingest``'s) of the same flights, with indexes on
+    origin and delay, into a new local store and into a new store on the endpoint, on one warm
+    Spark session (its start-up is the same for both and left out): best of ``repeat``."""
+    import pyarrow.parquet as pq
+
+    from replaydb.ingest.job import ingest
+    from replaydb.spark import get_spark
+
+    src = work / "flights.parquet"
+    pq.write_table(table, src)
+    spark = get_spark("local[*]", app_name="replaydb bench object store", quiet=True)
+    warm = replaydb.open(work / "warm", create=True)
+    ingest(warm, "w", [str(src)], time_column="date", index=["origin"], spark=spark, quiet=True)
+    times: dict[str, float] = {"local": float("inf"), "s3": float("inf")}
+    fetched: dict[str, int] = {}
+    for r in range(repeat):
+        for where in ("local", "s3"):
+            t0 = time.perf_counter()
+            if where == "local":
+                store = replaydb.open(work / f"ingest-{r}", create=True)
+            else:
+                store = Store(endpoint.bucket("bench-ingest") + f"/run-{r}", create=True,
+                              storage_options=endpoint.direct_options, cache=cache)
+            ingest(store, STREAM, [str(src)], time_column="date", index=["origin", "delay"],
+                   spark=spark, quiet=True)
+            times[where] = min(times[where], time.perf_counter() - t0)
+            if where == "s3":
+                fetched = store.location.counters.as_dict()
+    res.table("Spark ingest job (indexes on origin and delay), one warm Spark session",
+              ["where", "seconds", "events/s", "requests"],
+              [["local disk", times["local"], table.num_rows / times["local"], "-"],
+               ["S3 endpoint (loopback)", times["s3"], table.num_rows / times["s3"],
+                fetched.get("requests", 0)]])
+    ratio = times["s3"] / times["local"]
+    res.goal("ingest into the object store, time against local", "<= 1.3x", round(ratio, 2),
+             ratio <= 1.3)
 
 
 def _goals(res: Results, ratios: list[float], per_interval: list[float],

@@ -33,12 +33,14 @@ def free_port() -> int:
 class S3Endpoint:
     """One S3-compatible server process (see the module docstring)."""
 
-    def __init__(self, latency_ms: float = 0.0) -> None:
+    def __init__(self, latency_ms: float = 0.0, auth: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._proxy: subprocess.Popen[bytes] | None = None
         self.latency_ms = latency_ms
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        if auth:  # requests after the first AUTH_SETUP must be signed by a known user
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(AUTH_SETUP)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -59,15 +61,25 @@ class S3Endpoint:
                  str(self.port), str(latency_ms)])
             _wait_listening(proxy, self._proxy)
             self.url = f"http://127.0.0.1:{proxy}"
-        self.fs = pafs.S3FileSystem(access_key=KEY, secret_key=SECRET, region="us-east-1",
+        self.users: dict[str, tuple[str, str]] = {"admin": (KEY, SECRET)}
+        if auth:
+            self.users = _create_users(self.url)
+        key, secret = self.users["admin"]
+        self.fs = pafs.S3FileSystem(access_key=key, secret_key=secret, region="us-east-1",
                                     endpoint_override=f"127.0.0.1:{self.port}", scheme="http",
                                     allow_bucket_creation=True, allow_bucket_deletion=True)
 
     @property
     def options(self) -> dict[str, str]:
-        """Storage options (delta-rs's keys) that reach this endpoint."""
-        return {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1"}
+        """Storage options (delta-rs's keys) that reach this endpoint (as its admin)."""
+        return self.options_of("admin")
+
+    def options_of(self, user: str) -> dict[str, str]:
+        """Storage options with the keys of ``user`` (``admin``; with ``auth`` also
+        ``nobody``, a user no policy allows anything)."""
+        key, secret = self.users[user]
+        return {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": key,
+                "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1"}
 
     @property
     def direct_options(self) -> dict[str, str]:
@@ -96,6 +108,30 @@ class S3Endpoint:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+
+
+AUTH_SETUP = 5
+"""Unsigned requests the server accepts before it checks every request: creating the users."""
+
+
+def _create_users(url: str) -> dict[str, tuple[str, str]]:
+    """On an endpoint that checks credentials: ``admin`` (allowed everything) and ``nobody``
+    (allowed nothing), with their keys; exactly :data:`AUTH_SETUP` requests."""
+    import json
+
+    import boto3  # a dependency of moto
+
+    iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1",
+                       aws_access_key_id="setup", aws_secret_access_key="setup")
+    users = {}
+    for name in ("admin", "nobody"):
+        iam.create_user(UserName=name)
+        k = iam.create_access_key(UserName=name)["AccessKey"]
+        users[name] = (k["AccessKeyId"], k["SecretAccessKey"])
+    iam.put_user_policy(UserName="admin", PolicyName="everything", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17",
+         "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    return users
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:

@@ -137,6 +137,7 @@ class RemoteLocation:
         self.options = s3_options(options or {}, uri)
         self.fs = _s3_filesystem(self.options)
         self.counters = FetchCounters()
+        self.has_credentials = _has_credentials(self.options)
 
     # ------------------------------------------------------------------ naming
     def key(self, rel: str) -> str:
@@ -253,7 +254,7 @@ class RemoteLocation:
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise remote_error(self.uri_of(rel), exc) from None
+            raise remote_error(self.uri_of(rel), exc, self.has_credentials) from None
 
 
 def s3_options(options: Mapping[str, str], uri: str) -> dict[str, str]:
@@ -275,6 +276,19 @@ def s3_options(options: Mapping[str, str], uri: str) -> dict[str, str]:
     if endpoint.startswith("http://"):
         out.setdefault("AWS_ALLOW_HTTP", "true")
     return out
+
+
+_CREDENTIAL_SOURCES = ("AWS_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                       "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_SHARED_CREDENTIALS_FILE")
+
+
+def _has_credentials(opts: Mapping[str, str]) -> bool:
+    """Whether credentials were configured anywhere the S3 client looks (keys, a profile, a
+    role, a credentials file); without any, requests go out unsigned."""
+    if "AWS_ACCESS_KEY_ID" in opts or any(os.environ.get(k) for k in _CREDENTIAL_SOURCES):
+        return True
+    return (Path.home() / ".aws" / "credentials").exists()
 
 
 def _s3_filesystem(opts: Mapping[str, str]) -> pafs.S3FileSystem:
@@ -299,16 +313,20 @@ def _s3_filesystem(opts: Mapping[str, str]) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**kwargs)
 
 
+NO_CREDENTIALS = ("no credentials",
+                  "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (environment or "
+                  "--storage-option)")
+
 _FAILURES = (
     (("NO_SUCH_BUCKET", "NoSuchBucket"), "the bucket does not exist",
      "check the bucket name in the URI"),
-    (("ACCESS_DENIED", "AccessDenied", "Forbidden", "403"), "permission denied",
-     "the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) may not read or write here"),
     (("INVALID_ACCESS_KEY_ID", "InvalidAccessKeyId", "SIGNATURE_DOES_NOT_MATCH",
       "SignatureDoesNotMatch"), "the credentials were refused",
      "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (environment or --storage-option)"),
-    (("credentials", "NO_CREDENTIALS", "Unable to locate credentials"), "no credentials",
-     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (environment or --storage-option)"),
+    (("ACCESS_DENIED", "AccessDenied", "Forbidden", "403"), "permission denied",
+     "the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) are not valid there or may "
+     "not read or write this prefix"),
+    (("NO_CREDENTIALS", "Unable to locate credentials"), *NO_CREDENTIALS),
     (("NETWORK_CONNECTION", "Couldn't connect", "Could not connect", "curlCode: 7",
       "Connection refused", "Timeout", "timed out", "resolve host"),
      "the object store cannot be reached",
@@ -316,12 +334,17 @@ _FAILURES = (
 )
 
 
-def remote_error(uri: str, exc: BaseException) -> StoreError:
-    """A one-line StoreError for a failure of the object store behind ``uri``."""
+def remote_error(uri: str, exc: BaseException, credentials: bool = True) -> StoreError:
+    """A one-line StoreError for a failure of the object store behind ``uri``;
+    ``credentials``: whether any were configured (a refusal without them says so)."""
     text = str(exc)
     for needles, what, hint in _FAILURES:
         if any(n in text for n in needles):
+            if what == "permission denied" and not credentials:
+                what, hint = NO_CREDENTIALS
             return StoreError(f"{uri}: {what}", hint=hint)
+    if not credentials:  # refused, unexplained, and unsigned: say what is missing
+        return StoreError(f"{uri}: {NO_CREDENTIALS[0]}", hint=NO_CREDENTIALS[1])
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return StoreError(f"{uri}: the object store failed: {first}",
                       hint="check the URI, AWS_ENDPOINT_URL and the credentials")

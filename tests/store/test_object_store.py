@@ -250,3 +250,30 @@ def test_single_values_are_probed_by_ranges(s3, uri, local_store, tmp_path) -> N
     got = remote.stream("ev").values_at("v", seqs)
     assert want is not None and got is not None
     assert np.array_equal(got, want)
+
+
+def test_refused_credentials_are_clear(local_store, tmp_path, monkeypatch) -> None:
+    """On an endpoint that checks every request: a user without permission, unknown keys and
+    no keys at all each get a one-line error naming the URI and what to set."""
+    from replaydb.bench.s3endpoint import S3Endpoint
+
+    endpoint = S3Endpoint(auth=True)
+    try:
+        uri = endpoint.upload(local_store.path, "s3://guarded/store")
+        cache = CacheOptions(dir=str(tmp_path))
+        ok = Store(uri, storage_options=endpoint.options, cache=cache)
+        assert ok.streams() == ["ev"]
+        with pytest.raises(StoreError, match="permission denied") as denied:
+            Store(uri, storage_options=endpoint.options_of("nobody"), cache=cache)
+        assert "AWS_ACCESS_KEY_ID" in (denied.value.hint or "")
+        unknown = {**endpoint.options, "AWS_ACCESS_KEY_ID": "AKIAUNKNOWNKEY000000"}
+        with pytest.raises(StoreError, match="permission denied"):
+            Store(uri, storage_options=unknown, cache=cache)
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+            monkeypatch.delenv(k, raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        with pytest.raises(StoreError, match="no credentials") as none:
+            Store(uri, storage_options={"AWS_ENDPOINT_URL": endpoint.url}, cache=cache)
+        assert str(none.value) == f"{uri}/replaydb.json: no credentials"
+    finally:
+        endpoint.stop()
