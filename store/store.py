@@ -322,6 +322,9 @@ class Store:
             return ws
         manifest, mv = deltaio.read_manifest(events, latest)
         self.sync_stream(name, "tree", str(manifest.tree_head))
+        if self.mirror is not None:  # a writer opens its side tables at their latest versions
+            for ref in manifest.side:
+                self.mirror.sync(f"streams/{name}/{ref.path}")
         snap = StreamSnapshot(self, name, latest, manifest, mv)
         self._writer_snaps[name] = snap
         return snap

@@ -33,6 +33,7 @@ from tests.reliability.test_reliability_crash_append import (
     reference,  # noqa: F401
     verify,
 )
+from tests.reliability.test_reliability_crash_ingest import template  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -100,3 +101,32 @@ def test_kill_during_compaction_on_s3(s3, s3_env, reference) -> None:  # noqa: F
     done = run_after_ready(COMPACTOR, [uri], env=s3_env)
     assert done.returncode == 0, done.stderr
     verify(uri, acked, reference, complete=True)
+
+
+INGEST_KILLS = [("ingest.files_written:2", None), ("ingest.before_commit:2", None),
+                (None, 4.0)]
+"""Ingest trials: data files and index runs written (nothing committed), index and quarantine
+tables committed (events not), and a kill at a time inside the second ingest or so."""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("failpoint", "kill_after"), INGEST_KILLS)
+def test_kill_during_ingest_on_s3(s3, s3_env, spark, template, failpoint,  # noqa: F811
+                                  kill_after) -> None:
+    """The Spark ingest crash trials of :mod:`..test_reliability_crash_ingest` on a store that
+    lives on the endpoint: after the kill the store checks clean and equals the crash-free
+    reference at a prefix holding every acknowledged ingest; re-running completes it once."""
+    from tests.reliability import test_reliability_crash_ingest as ci
+
+    uri = s3.upload(template["store"], f"s3://ingest-{uuid.uuid4().hex[:10]}/store")
+    run = run_after_ready(ci.CHILD, [uri, *template["sources"]], failpoint=failpoint,
+                          kill_after=kill_after, env={**ci.CHILD_ENV, **s3_env})
+    assert run.killed or run.returncode == 0, run.stderr
+    present = ci.verify(uri, run.acked, template)
+    store = replaydb.open(uri)
+    for j in range(ci.FILES):
+        assert ci.run_ingest(store, template["sources"], j, spark).skipped == (j < present)
+    ci.verify(uri, [str(j) for j in range(ci.FILES)], template, complete=True)
+    vacuum_stream(store, "ev", min_age=0)
+    assert replaydb.open(uri).check("ev") == {"ev": []}
+

@@ -100,8 +100,11 @@ def test_two_writers_never_commit_one_version(s3, tmp_path) -> None:
     assert vacuum_stream(reader, "ev", min_age=0)["files"] == []
     # a retry after the loss commits on top of the winner
     first.append("ev", _batch(2))
+    # a writer with an empty cache appends to the indexed stream another one wrote
+    create_index(first, "ev", "k")
+    _open(s3, uri, tmp_path / "c").append("ev", _batch(3))
     again = _open(s3, uri, tmp_path / "r2")
-    assert again.stream("ev").read().num_rows == 3 * 8000
+    assert again.stream("ev").read().num_rows == 4 * 8000
     assert again.check() == {"ev": []}
 
 
