@@ -10,7 +10,9 @@ Register once per session, then read::
               .option("stream", "flights").load().where("t >= 978307200000"))
 
 Options (strings, as Spark passes them; any other is an error naming the valid ones):
-``store`` (required: the store's path, which every executor must see), exactly one of ``query``
+``store`` (required: the store's path, which every executor must see, or an ``s3://`` URI, which
+every executor reads by itself: ``storage.KEY`` options are its storage options, e.g.
+``.option("storage.AWS_ENDPOINT_URL", url)``, and ``cache_dir`` its local cache), exactly one of ``query``
 and ``stream``, ``plan`` (``auto`` by default; ``replay`` forces full replay), ``version`` (the
 stream version to read), ``partitions`` (the most Spark tasks to use; default: the session's
 default parallelism); in query mode, any other option is an option of the query's planner or
@@ -58,6 +60,20 @@ except ImportError:  # pragma: no cover - without pyspark there is no Spark to r
 NAME = "replaydb"
 """The format name: ``spark.read.format("replaydb")``."""
 
+STORAGE = "storage."
+"""Prefix of the options that are storage options of a store on an object store."""
+
+
+def open_store(uri: str, storage: tuple[tuple[str, str], ...] = (),
+               cache_dir: str | None = None) -> Any:
+    """The store at ``uri`` opened read-only (a store on an object store with the storage
+    options ``storage`` and its local cache in ``cache_dir``)."""
+    from replaydb.store.mirror import CacheOptions
+    from replaydb.store.store import Store
+
+    cache = CacheOptions(dir=cache_dir) if cache_dir else None
+    return Store(uri, read_only=True, storage_options=dict(storage) or None, cache=cache)
+
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -69,6 +85,9 @@ class SourceOptions:
     plan: str = "auto"
     version: int | None = None
     partitions: int | None = None
+    cache_dir: str | None = None
+    storage: tuple[tuple[str, str], ...] = ()
+    """Storage options of a store on an object store: the options ``storage.KEY``."""
     extra: tuple[tuple[str, Any], ...] = ()
     """Options of the query's planner and operator (as ``replaydb.query`` takes them; values
     read as integers, floats or true/false where they parse so)."""
@@ -81,8 +100,11 @@ class SourceOptions:
         ones that are no option of the query's language."""
         from replaydb.planner.options import option_value
 
-        names = {f.name for f in fields(cls)} - {"extra"}
+        names = {f.name for f in fields(cls)} - {"extra", "storage"}
         values = {str(k).lower(): v for k, v in given.items()}
+        storage = tuple(sorted((k[len(STORAGE):].upper(), str(v)) for k, v in values.items()
+                               if k.startswith(STORAGE)))
+        values = {k: v for k, v in values.items() if not k.startswith(STORAGE)}
         extra = tuple(sorted((k, option_value(v)) for k, v in values.items() if k not in names))
         values = {k: v for k, v in values.items() if k in names}
         if extra and not values.get("query"):
@@ -100,7 +122,7 @@ class SourceOptions:
                 except ValueError:
                     raise UsageError(f"option {key} must be an integer, "
                                      f"not {values[key]!r}") from None
-        return cls(**values, extra=extra)
+        return cls(**values, extra=extra, storage=storage)
 
 
 def register(spark: Any) -> None:
@@ -182,6 +204,8 @@ class QueryWork:
     plan: Any
     schema: pa.Schema
     splittable: bool
+    storage: tuple[tuple[str, str], ...] = ()
+    cache_dir: str | None = None
 
     def split(self, n: int) -> list[QueryWork]:
         """Up to ``n`` plans, each replaying a run of consecutive intervals, the runs of about
@@ -198,9 +222,8 @@ class QueryWork:
 
     def snapshots(self) -> list[Any]:
         """The plan's streams, pinned at the plan's versions."""
-        from replaydb.store.store import Store
 
-        store = Store(self.store, read_only=True)
+        store = open_store(self.store, self.storage, self.cache_dir)
         return [store.stream(ref.name, ref.version) for ref in self.plan.streams]
 
     def run(self) -> Any:
@@ -225,9 +248,8 @@ def plan_query_work(opts: SourceOptions) -> QueryWork:
     from replaydb.replay.executor import execute
     from replaydb.replay.plan import IntervalScan
     from replaydb.store.interval_list import IntervalList
-    from replaydb.store.store import Store
 
-    store = Store(opts.store, read_only=True)
+    store = open_store(opts.store, opts.storage, opts.cache_dir)
     options: dict[str, Any] = {"plan": opts.plan, **dict(opts.extra)}
     if opts.version is not None:
         options["version"] = opts.version
@@ -237,7 +259,7 @@ def plan_query_work(opts: SourceOptions) -> QueryWork:
     schema = spark_times(execute(empty, plan.ctx.snapshots).table.schema)
     traits = value.operator.build().traits()
     splittable = bool(traits.interval_safe and traits.numbering is None)
-    return QueryWork(str(store.path), value, schema, splittable)
+    return QueryWork(store.uri, value, schema, splittable, opts.storage, opts.cache_dir)
 
 
 # --------------------------------------------------------------------------- stream mode
@@ -254,6 +276,8 @@ class StreamWork:
     t0: int | None = None
     t1: int | None = None
     time_unit: str | None = None
+    storage: tuple[tuple[str, str], ...] = ()
+    cache_dir: str | None = None
 
     def narrowed(self, f: Any) -> StreamWork | None:
         """This work with the comparison ``f`` on ``t`` applied to its range, or None when
@@ -293,17 +317,17 @@ class StreamWork:
         """Up to ``n`` consecutive time ranges of about equal event counts, cut at leaf
         boundaries no event time spans (the Spark engine's read ranges, from leaf counts)."""
         from replaydb.replay.spark.split import read_ranges
-        from replaydb.store.store import Store
 
-        snap = Store(self.store, read_only=True).stream(self.stream, self.version)
+        snap = open_store(self.store, self.storage, self.cache_dir).stream(self.stream,
+                                                                          self.version)
         groups = read_ranges([snap], [(self.t0, self.t1)], n,
                              batch_rows=snap.schema.leaf_capacity)
         return [replace(self, t0=g[0][1], t1=g[-1][2]) for g in groups] or [self]
 
     def run(self) -> Any:
-        from replaydb.store.store import Store
 
-        snap = Store(self.store, read_only=True).stream(self.stream, self.version)
+        snap = open_store(self.store, self.storage, self.cache_dir).stream(self.stream,
+                                                                          self.version)
         events = snap.read(self.t0, self.t1)
         if self.time_unit is not None:
             t = events.column("t").cast(pa.timestamp(self.time_unit, tz="UTC"))
@@ -313,13 +337,13 @@ class StreamWork:
 
 def plan_stream_work(opts: SourceOptions) -> StreamWork:
     """A stream's events; ``t`` as a Spark timestamp where the stream's times are instants."""
-    from replaydb.store.store import Store
 
-    store = Store(opts.store, read_only=True)
+    store = open_store(opts.store, opts.storage, opts.cache_dir)
     snap = store.stream(opts.stream or "", opts.version)
     sch = snap.schema
     unit = sch.time_unit if sch.time_instants else None
     schema = snap.arrow_schema
     if unit is not None:
         schema = schema.set(0, schema.field(0).with_type(pa.timestamp("us", tz="UTC")))
-    return StreamWork(str(store.path), snap.name, snap.version, schema, time_unit=unit)
+    return StreamWork(store.uri, snap.name, snap.version, schema, time_unit=unit,
+                      storage=opts.storage, cache_dir=opts.cache_dir)

@@ -157,3 +157,22 @@ def test_time_filters_narrow_the_read_exactly() -> None:
     assert times.narrowed(ds.GreaterThan(("t",), 10)) is None
     nanos = source.StreamWork("s", "e", 1, pa.schema([]), time_unit="ns")
     assert nanos.narrowed(ds.GreaterThan(("t",), at)) is None  # Spark sees microseconds
+
+
+def test_a_store_on_s3_in_query_and_stream_mode(request: pytest.FixtureRequest, session: Any,
+                                                golden_stores: StoreCache, s3: Any,
+                                                tmp_path: Any) -> None:
+    """The store's ``s3://`` URI and ``storage.*`` options: the executors read it by URI."""
+    case = load_case(ROOT / "match_recognize/stock_fixed_sequence.case")
+    store = golden_stores.for_test(request, case.store)
+    uri = s3.upload(store.path, "s3://spark-source/store")
+    want = replaydb.query(store, case.query, **case.options).table
+    def reader() -> Any:  # a DataFrameReader keeps the options given to it
+        r = session.read.format("replaydb").option("store", uri)
+        for k, v in s3.options.items():
+            r = r.option(f"storage.{k}", v)
+        return r.option("cache_dir", str(tmp_path))
+
+    assert _frame_rows(reader().option("query", case.query).load()) == _sorted_rows(want)
+    events = reader().option("stream", case.store.stream).option("partitions", "3").load()
+    assert events.count() == store.stream(case.store.stream).n_events
