@@ -168,16 +168,7 @@ class StoreMirror:
 
     def _write(self, rel: str, data: bytes) -> Path:
         dest = self.local(rel)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".fetch-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, dest)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(dest, data)
         return dest
 
     def evict(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
@@ -228,6 +219,21 @@ def mirror_of(path: str | os.PathLike[str]) -> tuple[StoreMirror, str] | None:
         if m is not None:
             return m, p.relative_to(parent).as_posix()
     return None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` under a temporary name, then rename it into place (readers
+    and other writers of the cache never see a partial file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fetch-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def _drop_markers(directory: str) -> None:

@@ -20,8 +20,6 @@ Thread-safe: :meth:`RemoteDataFile.fetch` runs under the file's lock.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +30,7 @@ import pyarrow.parquet as pq
 
 from replaydb.errors import CorruptionError
 from replaydb.store.location import RemoteLocation
+from replaydb.store.mirror import write_atomic
 
 GAP = 1 << 20
 """Chunks at least this many bytes apart are never fetched in one request."""
@@ -79,7 +78,7 @@ class RemoteDataFile:
         else:
             tail = self._fetch_footer()
             if cached is not None:
-                _write_atomic(cached, tail)
+                write_atomic(cached, tail)
         self.parquet = RemoteParquetFile(self)
         md = self.parquet.metadata
         self._start, self._end = _chunk_ranges(md)
@@ -206,20 +205,6 @@ def _coalesce(starts: np.ndarray, ends: np.ndarray, gap: int, slack: float = SLA
         else:
             out.append((a, b))
     return out
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` under a temporary name, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fetch-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class RemoteFiles:
