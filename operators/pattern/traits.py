@@ -107,7 +107,7 @@ def pattern_instants(op: Any, time_columns: Collection[str]) -> tuple[str, ...]:
     ``first_t`` and ``last_t`` of ONE ROW PER MATCH (unless a measure takes the name), the rows'
     time column under ALL ROWS PER MATCH, every measure that is an instant
     (:func:`~replaydb.operators.instants.is_instant`), and what the select list takes of them."""
-    from replaydb.operators.pattern.operator import META_TIMES, _resolve_select
+    from replaydb.operators.pattern.output import META_TIMES, _resolve_select
 
     names = {n.lower() for n in time_columns}
     base: set[str] = set()

@@ -744,14 +744,14 @@ def test_large_waiting_match_sets_build_alone_same_rows(name: str, monkeypatch) 
     its own instead of being copied into one concatenation with its neighbours: the rows and
     their order are those of building everything at once, and the small sets between large
     ones still share a batch."""
-    import replaydb.operators.pattern.operator as pattern_operator
+    import replaydb.operators.pattern.output as pattern_output
 
     spec = SPECS[name]
     tab = random_stream(400, 11)
     breaks = list(range(13, tab.num_rows, 13))
 
     def run(alone: int) -> tuple[pa.Table, int]:
-        monkeypatch.setattr(pattern_operator, "BUILD_ALONE_EVENTS", alone)
+        monkeypatch.setattr(pattern_output, "BUILD_ALONE_EVENTS", alone)
         out, _ = _per_interval(spec, tab, breaks)
         return out, len(out.to_batches())
 
@@ -764,7 +764,7 @@ def test_large_waiting_match_sets_build_alone_same_rows(name: str, monkeypatch) 
 
 def test_build_groups_keep_order_and_put_large_sets_alone() -> None:
     from replaydb.operators.pattern.measures import MatchSet
-    from replaydb.operators.pattern.operator import _build_groups
+    from replaydb.operators.pattern.output import _build_groups
 
     def ms(events: int) -> MatchSet:
         z = np.zeros(events, dtype=np.int64)
