@@ -99,6 +99,10 @@ def latest_version(table: Path) -> int:
 def commit_info(table: Path, version: int) -> dict[str, Any]:
     """The ``commitInfo`` action of one commit (empty dict if the commit has none)."""
     f = log_dir(table) / f"{version:020d}.json"
+    if not f.exists():  # a store on an object store mirrors old commits when they are read
+        remote = remote_table(f)
+        if remote is not None:
+            remote[0].fetch(remote[1])
     try:
         with open(f, encoding="utf-8") as fh:
             for line in fh:

@@ -104,6 +104,15 @@ class StoreMirror:
     def local(self, rel: str) -> Path:
         return self.root / rel
 
+    def ensure(self, rel: str) -> Path | None:
+        """The local path of the immutable file ``rel``, fetched if it is not mirrored yet
+        (None when the object store has none either)."""
+        path = self.local(rel)
+        if path.exists():
+            _touch(path, time.time())
+            return path
+        return self.fetch(rel)
+
     def fetch(self, rel: str) -> Path | None:
         """Fetch the file ``rel`` whole (again); its local path, None when there is none."""
         try:
@@ -119,6 +128,12 @@ class StoreMirror:
         remote listing. One listing request plus one GET per file fetched (concurrent)."""
         listed = self.location.list(rel_dir, recursive=recursive)
         files = [e for e in listed if e.size >= 0 and (keep is None or keep(e))]
+        self._fetch_missing(files)
+        return listed
+
+    def _fetch_missing(self, files: list[RemoteEntry]) -> None:
+        """Fetch the ``files`` missing here, of another size, or replaced in place (several
+        at once); mark the others as synced now."""
         todo = [e for e in files if self._stale(e)]
         if len(todo) == 1:
             self._fetch_entry(todo[0])
@@ -131,6 +146,30 @@ class StoreMirror:
                 _touch(self.local(e.rel), now)
         if todo:
             self.evict(keep={str(self.local(e.rel)) for e in files})
+
+    def sync_log(self, rel_dir: str) -> list[RemoteEntry]:
+        """Mirror a Delta log directory from its newest complete checkpoint on: the
+        checkpoint, ``_last_checkpoint`` and every later commit (what a Delta reader of the
+        latest version reads), not the commits before it, which :func:`.deltaio.commit_info`
+        fetches when an older version is read. One listing; O(commits since the checkpoint)
+        fetches the first time, the new commits after that."""
+        listed = self.location.list(rel_dir, recursive=False)
+        cp = _newest_checkpoint([e.rel.rsplit("/", 1)[-1] for e in listed if e.size >= 0])
+
+        def keep(e: RemoteEntry) -> bool:
+            name = e.rel.rsplit("/", 1)[-1]
+            head = name.split(".", 1)[0]
+            if not head.isdigit():
+                return True  # _last_checkpoint and other files
+            v = int(head)
+            return v > cp or (v == cp and ".checkpoint." in name)
+
+        files = [e for e in listed if e.size >= 0 and keep(e)]
+        pointer = [e for e in files if e.rel.endswith("/_last_checkpoint")]
+        if pointer and self.local(pointer[0].rel).exists() and not any(
+                self._stale(e) for e in files if ".checkpoint." in e.rel):
+            files = [e for e in files if e not in pointer]  # no new checkpoint: still right
+        self._fetch_missing(files)
         return listed
 
     def sync_once(self, rel_dir: str, token: str) -> None:
@@ -219,6 +258,28 @@ def mirror_of(path: str | os.PathLike[str]) -> tuple[StoreMirror, str] | None:
         if m is not None:
             return m, p.relative_to(parent).as_posix()
     return None
+
+
+def _newest_checkpoint(names: list[str]) -> int:
+    """The newest version with a complete checkpoint among a Delta log's file names (-1
+    when none): a single-file checkpoint, or every part of a multi-part one."""
+    parts: dict[int, set[int]] = {}
+    total: dict[int, int] = {}
+    best = -1
+    for n in names:
+        bits = n.split(".")
+        if len(bits) < 3 or bits[1] != "checkpoint" or not bits[0].isdigit():
+            continue
+        v = int(bits[0])
+        if len(bits) == 3:  # <v>.checkpoint.parquet
+            best = max(best, v)
+        elif len(bits) == 5 and bits[2].isdigit() and bits[3].isdigit():
+            parts.setdefault(v, set()).add(int(bits[2]))  # <v>.checkpoint.<i>.<n>.parquet
+            total[v] = int(bits[3])
+    for v, got in parts.items():
+        if len(got) == total[v]:
+            best = max(best, v)
+    return best
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -192,8 +192,25 @@ class Store:
     def has_stream(self, name: str) -> bool:
         log = self._events_paths(name)[1]
         if self.mirror is not None:  # the latest commits, mirrored (one listing)
-            self.mirror.sync(f"streams/{name}/events/{deltaio.LOG_DIR}", recursive=False)
+            self.mirror.sync_log(f"streams/{name}/events/{deltaio.LOG_DIR}")
         return os.path.isdir(log)
+
+    def _mirror_tree(self, name: str, head: str | None) -> None:
+        """For a store on an object store: mirror the TAB+-tree segment chain ending at
+        ``head`` (each segment names its parent), fetching the segments not mirrored yet, one
+        after the other; O(chain length) local reads, a GET per new segment."""
+        if self.mirror is None:
+            return
+        from replaydb.store.treeio import SNAPSHOT_EVERY, segment_parent
+
+        rel = head
+        for _ in range(10 * SNAPSHOT_EVERY):
+            if rel is None:
+                return
+            path = self.mirror.ensure(f"streams/{name}/{rel}")
+            if path is None:
+                return  # loading the tree reports the missing segment
+            rel = segment_parent(path)
 
     def data_file_sizes(self, name: str) -> dict[str, int]:
         """Size of every file in stream ``name``'s events table directory (data files and
@@ -301,7 +318,7 @@ class Store:
                 snap = ws
             else:
                 manifest, mv = deltaio.read_manifest(events, v)
-                self.sync_stream(name, "tree", str(manifest.tree_head))
+                self._mirror_tree(name, manifest.tree_head)
                 snap = StreamSnapshot(self, name, v, manifest, mv)
             self._snapshots[key] = snap
             if len(self._snapshots) > 16:
@@ -321,7 +338,7 @@ class Store:
         if ws is not None and ws.version == latest:
             return ws
         manifest, mv = deltaio.read_manifest(events, latest)
-        self.sync_stream(name, "tree", str(manifest.tree_head))
+        self._mirror_tree(name, manifest.tree_head)
         if self.mirror is not None:  # a writer opens its side tables at their latest versions
             for ref in manifest.side:
                 self.mirror.sync(f"streams/{name}/{ref.path}")

@@ -85,6 +85,16 @@ def write_segment(
     return name, 1 if base else chain + 1
 
 
+def segment_parent(path: Path) -> str | None:
+    """The parent segment a segment file names (None for a base segment, or a file that is
+    not a readable segment: loading the tree reports that)."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        return json.loads(meta[b"replaydb.segment"])["parent"]
+    except (OSError, KeyError, ValueError, pa.ArrowException):
+        return None
+
+
 def load_tree(stream_dir: Path, head: str | None, tree: TABTree) -> dict[int, FileInfo]:
     """Replay the chain ending at ``head`` into the empty ``tree``; returns the live files."""
     files: dict[int, FileInfo] = {}

@@ -162,3 +162,27 @@ def test_cli_ingest_query_check_vacuum(s3, tmp_path, capsys, spark) -> None:
     out = json.loads(capsys.readouterr().out)
     assert [r["stream"] for r in out] == ["ev"]
     assert not list((tmp_path / "cache").rglob("part-*.parquet"))
+
+
+@pytest.mark.slow
+def test_a_long_log_is_mirrored_from_its_checkpoint(s3, tmp_path) -> None:
+    """A stream of many commits: a new reader fetches the newest checkpoint and the commits
+    after it, not the whole log; older versions still read (their commits fetched then)."""
+    uri = _uri()
+    s3.bucket(uri[5:].split("/")[0])
+    writer = _open(s3, uri, tmp_path / "w", create=True)
+    rows = 0
+    for part in range(105):
+        writer.append("ev", _batch(part, 20), time_unit="ms")
+        rows += 20
+    reader = _open(s3, uri, tmp_path / "r")
+    before = reader.location.counters.as_dict()
+    snap = reader.stream("ev")
+    used = reader.location.counters.as_dict()["requests"] - before["requests"]
+    assert snap.version == 105 and snap.read().num_rows == rows
+    assert used < 30, used  # not one request per commit
+    logs = list((tmp_path / "r").rglob("_delta_log/*.json"))
+    assert len(logs) < 20
+    old = reader.stream("ev", version=5)
+    assert old.read().num_rows == 5 * 20
+    assert reader.check() == {"ev": []}
