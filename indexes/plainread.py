@@ -219,7 +219,8 @@ class Chunk:
 
 class PlainFile:
     """Views of the fixed-width columns of one memory-mapped run file (see the module
-    docstring). Chunks are located lazily, one page header each, and remembered; a chunk that
+    docstring; a run of a store on an object store is its fetched chunks' buffer instead,
+    :mod:`replaydb.store.remotefile`). Chunks are located lazily, one page header each, and remembered; a chunk that
     is not plain makes :meth:`column` answer None. Thread-safe."""
 
     def __init__(self, path: str, pf: pq.ParquetFile) -> None:
@@ -230,11 +231,16 @@ class PlainFile:
         self._required = [md.schema.column(c).max_definition_level == 0
                           and md.schema.column(c).max_repetition_level == 0
                           for c in range(md.num_columns)]
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        self._buf = (np.frombuffer(self._mm, np.uint8) if self._mm is not None
-                     else np.empty(0, np.uint8))
+        self._remote = getattr(pf, "remote", None)  # a run on an object store: by ranges
+        if self._remote is not None:
+            self._mm = None
+            self._buf = self._remote.array
+        else:
+            with open(path, "rb") as f:
+                size = f.seek(0, 2)
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+            self._buf = (np.frombuffer(self._mm, np.uint8) if self._mm is not None
+                         else np.empty(0, np.uint8))
         self._dtypes = [_FIXED.get(md.schema.column(c).physical_type)
                         for c in range(md.num_columns)]
         # per column: the byte offset of every row group's values (-1 not located yet, -2 not
@@ -282,7 +288,10 @@ class PlainFile:
 
     def _located(self, col: int, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """Byte offsets and counts of column ``col``'s values in row groups ``[a, b)``
-        (views; offset -2: not plain), locating those not located yet."""
+        (views; offset -2: not plain), locating those not located yet. A remote run's chunks
+        are fetched first (its header and values lie inside the chunk)."""
+        if self._remote is not None:
+            self._remote.fetch(range(a, b), [self._names[col]])
         got = self._where.get(col)
         if got is None:
             n = self._md.num_row_groups

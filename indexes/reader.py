@@ -32,6 +32,7 @@ from replaydb.indexes.rankcodes import RankCodes, open_codes
 from replaydb.indexes.results import CostCounters
 from replaydb.indexes.runfile import RunFileMeta
 from replaydb.indexes.sketch import search
+from replaydb.store.remotefile import RemoteParquetFile, open_remote
 
 
 class FileCache:
@@ -88,7 +89,9 @@ class FileCache:
         # pre_buffer (Arrow's default) hands every column chunk to an I/O thread and waits for
         # it: two context switches per chunk, which lookups of a few row groups each pay for
         # nothing (the file is memory-mapped, there is no I/O to overlap)
-        pf = pq.ParquetFile(path, memory_map=True, pre_buffer=False)
+        remote = open_remote(path)  # a run of a store on an object store: read by ranges
+        pf = (remote.parquet if remote is not None
+              else pq.ParquetFile(path, memory_map=True, pre_buffer=False))
         with self._lock:
             self._files[path] = pf
             while len(self._files) > self.capacity:
@@ -145,6 +148,8 @@ def read_row_groups(
 ) -> pa.Table:
     """Read row groups [a, b) of a run file, counting the I/O."""
     pf = files.get(os.path.abspath(os.path.join(directory, meta.name)))
+    if isinstance(pf, RemoteParquetFile):
+        pf.remote.fetch(range(a, b), columns)
     table = pf.read_row_groups(list(range(a, b)), columns=list(columns), use_threads=False)
     count_row_groups(meta, a, b, epp, counters, columns)
     return table

@@ -40,6 +40,8 @@ from replaydb.indexes.kernels import seq_histogram
 from replaydb.indexes.options import LSMOptions
 from replaydb.indexes.rankcodes import write_codes
 from replaydb.indexes.sketch import SeqHistogram, byte_ranges, sample_positions, seq_hist_shift
+from replaydb.store.mirror import mirror_of
+from replaydb.store.remotefile import open_remote
 
 FORMAT_VERSION = 1
 META_KEY = "replaydb.lsm"
@@ -321,15 +323,18 @@ def load_run_meta(directory: str, name: str, size: int | None = None) -> RunFile
     stale. Raises CorruptionError when the footer is missing or inconsistent with the name.
     """
     path = os.path.abspath(os.path.join(directory, name))
+    remote = open_remote(path) if size is None or not os.path.exists(path) else None
     if size is None:
-        size = os.path.getsize(path)
+        size = remote.size if remote is not None else os.path.getsize(path)
     key = (path, int(size))
     with _META_LOCK:
         hit = _META_CACHE.get(key)
     if hit is not None:
         return hit
     try:
-        md = pq.read_metadata(path)
+        if remote is None:
+            remote = open_remote(path)
+        md = remote.parquet.metadata if remote is not None else pq.read_metadata(path)
     except (OSError, pa.ArrowException) as exc:
         raise CorruptionError(f"index run file {name} cannot be read: {exc}") from None
     kv = md.metadata or {}
@@ -387,6 +392,12 @@ def load_run_meta(directory: str, name: str, size: int | None = None) -> RunFile
 
 
 def read_whole_file(directory: str, meta: RunFileMeta) -> Entries:
-    """All entries of a run file (used by compaction and the checker). O(n)."""
-    table = pq.ParquetFile(os.path.join(directory, meta.name)).read(columns=["key", "seq", "t"])
+    """All entries of a run file (used by compaction and the checker; a run of a store on an
+    object store is fetched whole first). O(n)."""
+    path = os.path.join(directory, meta.name)
+    if not os.path.exists(path):
+        got = mirror_of(path)
+        if got is not None:
+            got[0].ensure(got[1])
+    table = pq.ParquetFile(path).read(columns=["key", "seq", "t"])
     return Entries.from_table(table, meta.key_type)

@@ -172,12 +172,14 @@ class StoreMirror:
         self._fetch_missing(files)
         return listed
 
-    def sync_once(self, rel_dir: str, token: str) -> None:
+    def sync_once(self, rel_dir: str, token: str,
+                  keep: Callable[[RemoteEntry], bool] | None = None) -> None:
         """:meth:`sync` the directory ``rel_dir`` unless it was synced for ``token`` (what the
         caller reads of it: immutable files named by a manifest) and none of its files was
         evicted since: a marker file ``.synced-<token>`` records a complete sync, and
         :meth:`evict` deletes a directory's markers with any file of it. So a query whose
-        tree and indexes are mirrored already makes no request for them."""
+        tree and indexes are mirrored already makes no request for them. ``keep``: as for
+        :meth:`sync` (the files it rejects are not mirrored)."""
         d = self.local(rel_dir)
         marker = d / f"{MARKER}{token.replace('/', '~')}"
         if marker.exists():
@@ -187,7 +189,7 @@ class StoreMirror:
                     if e.is_file() and not e.name.startswith(MARKER):
                         _touch(Path(e.path), now)
             return
-        self.sync(rel_dir)
+        self.sync(rel_dir, keep=keep)
         d.mkdir(parents=True, exist_ok=True)
         marker.touch()
 
@@ -258,6 +260,13 @@ def mirror_of(path: str | os.PathLike[str]) -> tuple[StoreMirror, str] | None:
         if m is not None:
             return m, p.relative_to(parent).as_posix()
     return None
+
+
+def not_a_run(e: RemoteEntry) -> bool:
+    """Whether ``e`` is not an index run file (runs are read by ranges, never mirrored by a
+    reader: :func:`.remotefile.open_remote`)."""
+    name = e.rel.rsplit("/", 1)[-1]
+    return not (name.startswith("run-") and name.endswith(".parquet"))
 
 
 def _newest_checkpoint(names: list[str]) -> int:

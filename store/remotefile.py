@@ -20,6 +20,7 @@ Thread-safe: :meth:`RemoteDataFile.fetch` runs under the file's lock.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +31,7 @@ import pyarrow.parquet as pq
 
 from replaydb.errors import CorruptionError
 from replaydb.store.location import RemoteLocation
-from replaydb.store.mirror import write_atomic
+from replaydb.store.mirror import mirror_of, write_atomic
 
 GAP = 1 << 20
 """Chunks at least this many bytes apart are never fetched in one request."""
@@ -224,3 +225,16 @@ class RemoteFiles:
         if not path.startswith(self.root):
             raise CorruptionError(f"data file {path} lies outside the store")
         return RemoteDataFile(self.location, path[len(self.root):], self.footers)
+
+
+def open_remote(path: str) -> RemoteDataFile | None:
+    """The file of a store on an object store that ``path`` names in the store's mirror, read
+    by ranges, when the mirror does not hold it (an index run the read path did not mirror);
+    None for a local file or one the mirror holds (read it from disk)."""
+    if os.path.exists(path):
+        return None
+    got = mirror_of(path)
+    if got is None:
+        return None
+    mirror, rel = got
+    return RemoteDataFile(mirror.location, rel, mirror.footers)

@@ -39,7 +39,7 @@ from replaydb.errors import ReadOnlyError, ReplayDBError, StoreError, StreamNotF
 from replaydb.store import deltaio
 from replaydb.store.location import RemoteLocation, is_remote, local_path
 from replaydb.store.manifest import Manifest
-from replaydb.store.mirror import CacheOptions, StoreMirror
+from replaydb.store.mirror import CacheOptions, StoreMirror, not_a_run
 from replaydb.store.parquetcache import ParquetCache
 from replaydb.store.remotefile import RemoteFiles
 from replaydb.store.remotewrite import delete_stream
@@ -226,8 +226,8 @@ class Store:
         ``name`` as of ``token`` (what the manifest pins of it: the tree's head, a side
         table's version) before reading them, for a store on an object store
         (:meth:`.mirror.StoreMirror.sync_once`); a no-op for a local store."""
-        if self.mirror is not None:
-            self.mirror.sync_once(f"streams/{name}/{part}", token)
+        if self.mirror is not None:  # index runs are read by ranges (.remotefile)
+            self.mirror.sync_once(f"streams/{name}/{part}", token, keep=not_a_run)
 
     def create_stream(
         self,
