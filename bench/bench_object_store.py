@@ -51,24 +51,37 @@ def pattern(airport: str, delay: int) -> str:
             f"B AS B.origin = '{airport}' AND B.delay >= {delay}, X AS TRUE)")
 
 
+def _index_bytes(store: Any) -> int:
+    """Compressed bytes the stream's indexes have read (their cost counters, summed)."""
+    return sum(side.index.counters.bytes_read
+               for side in store.stream(STREAM).indexes().values())
+
+
 def _local(store: Any, text: str, plan: str, repeat: int) -> dict[str, Any]:
+    before = _index_bytes(store)
     res = replaydb.query(store, text, plan=plan)
+    index_bytes = _index_bytes(store) - before
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
         res = replaydb.query(store, text, plan=plan)
         best = min(best, time.perf_counter() - t0)
     rep = res.stats["replay"]
-    return {"seconds": best, "bytes": rep["bytes"], "intervals": rep["intervals"],
+    return {"seconds": best, "bytes": rep["bytes"] + index_bytes, "intervals": rep["intervals"],
             "rows": res.table.num_rows, "table": res.table}
 
 
 def _remote(uri: str, options: dict[str, str], cache: CacheOptions, text: str, plan: str,
-            repeat: int) -> dict[str, Any]:
+            repeat: int, cold_pages: bool = True) -> dict[str, Any]:
     """Best of ``repeat`` runs, each on a store object opened anew (warm cache of small
-    files), with the fetch counters of the last run."""
+    files and footers; with ``cold_pages`` no fetched chunk kept from an earlier run), with
+    the fetch counters of the last run."""
     best = float("inf")
     for _ in range(repeat):
+        if cold_pages:
+            for p in [*Path(str(cache.dir)).rglob("*.pages"),
+                      *Path(str(cache.dir)).rglob("*.ranges")]:
+                p.unlink()
         t0 = time.perf_counter()
         store = Store(uri, storage_options=options, cache=cache)
         res = replaydb.query(store, text, plan=plan)
@@ -80,6 +93,10 @@ def _remote(uri: str, options: dict[str, str], cache: CacheOptions, text: str, p
 def run(n: int | None, repeat: int, latency: float) -> Results:
     res = Results("object_store", "A store on an S3 endpoint against the same store on the "
                   "local disk")
+    res.notes.append("remote runs: a store object opened anew each, the cache of small files "
+                     "and footers warm, no fetched chunk kept (ranged bytes: the index and "
+                     "data chunks the plan reads); 'chunks cached': the same query again, its "
+                     "chunks kept in the cache by an earlier process")
     work = Path(tempfile.mkdtemp(prefix="replaydb-objstore-"))
     table = load("flights-3m", n)
     local = store_of(work, STREAM, table, "date", indexed=("origin", "delay"))
@@ -101,9 +118,10 @@ def run(n: int | None, repeat: int, latency: float) -> Results:
                                        repeat, ratios, per_interval, slow))
         res.table("Planned (auto) queries: local store against the store on the endpoint "
                   "(warm cache of small files)",
-                  ["query", "intervals", "rows", "local s", "local data bytes", "remote s",
+                  ["query", "intervals", "rows", "local s", "local bytes (index + data)", "remote s",
                    "ranged requests", "ranged bytes", "bytes ratio", "requests/interval",
-                   "all requests", f"remote s, +{latency:g} ms/request"], rows)
+                   "all requests", f"remote s, +{latency:g} ms/request",
+                   f"+{latency:g} ms, chunks cached"], rows)
         _full_replay(res, local, uri, endpoint, cache, repeat)
         _goals(res, ratios, per_interval, slow)
         _ingest(res, table, work, endpoint, cache, repeat)
@@ -119,6 +137,8 @@ def _query_row(res: Results, local: Any, uri: str, endpoint: S3Endpoint, cache: 
     loc = _local(local, text, "auto", repeat)
     rem = _remote(uri, endpoint.direct_options, cache, text, "auto", repeat)
     lat = _remote(uri, endpoint.options, cache, text, "auto", max(1, repeat // 2))
+    warm = _remote(uri, endpoint.options, cache, text, "auto", max(1, repeat // 2),
+                   cold_pages=False)
     if not (rem["table"].equals(loc["table"]) and lat["table"].equals(loc["table"])):
         res.notes.append(f"{airport} >= {delay}: remote rows DIFFER from local")
     ratio = rem["range_bytes"] / max(1, loc["bytes"])
@@ -128,7 +148,7 @@ def _query_row(res: Results, local: Any, uri: str, endpoint: S3Endpoint, cache: 
     slow.append(rem["seconds"] / loc["seconds"])
     return [f"{airport}, delay >= {delay}", loc["intervals"], loc["rows"], loc["seconds"],
             loc["bytes"], rem["seconds"], rem["ranges"], rem["range_bytes"], ratio,
-            rem["ranges"] / ints, rem["requests"], lat["seconds"]]
+            rem["ranges"] / ints, rem["requests"], lat["seconds"], warm["seconds"]]
 
 
 def _full_replay(res: Results, local: Any, uri: str, endpoint: S3Endpoint,
@@ -191,8 +211,8 @@ def _ingest(res: Results, table: Any, work: Path, endpoint: S3Endpoint, cache: C
 def _goals(res: Results, ratios: list[float], per_interval: list[float],
            slow: list[float]) -> None:
     worst = max(ratios)
-    res.goal("planned queries: data bytes fetched against the bytes the plan reads locally "
-             "(worst query)", "<= 1.5x", round(worst, 2), worst <= 1.5)
+    res.goal("planned queries: bytes fetched (index and data chunks) against the bytes the "
+             "plan reads locally (worst query)", "<= 1.5x", round(worst, 2), worst <= 1.5)
     mean = statistics.fmean(per_interval)
     res.goal("planned queries: ranged requests per replay interval (mean over queries)",
              "<= 2", round(mean, 2), mean <= 2)

@@ -21,6 +21,7 @@ a deleted file is fetched again at its next sync.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -225,10 +226,13 @@ class StoreMirror:
                     st = os.stat(p)
                 except FileNotFoundError:
                     continue
-                total += st.st_size
+                size = st.st_blocks * 512 if n.endswith(".pages") else st.st_size  # sparse
+                total += size
+                if n.endswith(".ranges"):
+                    continue  # goes with its pages
                 if ("_delta_log" not in dirpath and n not in REPLACED and p not in keep
                         and not n.startswith(MARKER)):
-                    entries.append((st.st_mtime, st.st_size, p))
+                    entries.append((st.st_mtime, size, p))
         if total <= self.cache.max_bytes:
             return
         cutoff = time.time() - self.cache.keep_seconds
@@ -237,6 +241,11 @@ class StoreMirror:
                 break
             try:
                 _drop_markers(os.path.dirname(p))
+                if p.endswith(".pages"):  # its list of ranges first (see .pagestore)
+                    ranges = p[:-len(".pages")] + ".ranges"
+                    with contextlib.suppress(FileNotFoundError):
+                        total -= os.stat(ranges).st_size
+                        os.unlink(ranges)
                 os.unlink(p)
                 total -= size
             except FileNotFoundError:

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from replaydb.errors import CorruptionError
 from replaydb.store.location import RemoteLocation
 from replaydb.store.mirror import mirror_of, write_atomic
+from replaydb.store.pagestore import PageStore
 
 GAP = 1 << 20
 """Chunks at least this many bytes apart are never fetched in one request."""
@@ -72,19 +73,24 @@ class RemoteDataFile:
         self.array = np.zeros(size, np.uint8)
         self.fetched = 0
         self._lock = threading.Lock()
-        cached = None if footers is None else footers / f"{rel.replace('/', '~')}.{size}"
-        if cached is not None and cached.is_file():
-            tail = cached.read_bytes()
+        stem = None if footers is None else footers / f"{rel.replace('/', '~')}.{size}"
+        if stem is not None and stem.is_file():
+            tail = stem.read_bytes()
             self._put(size - len(tail), tail)
         else:
             tail = self._fetch_footer()
-            if cached is not None:
-                write_atomic(cached, tail)
+            if stem is not None:
+                write_atomic(stem, tail)
         self.parquet = RemoteParquetFile(self)
         md = self.parquet.metadata
         self._start, self._end = _chunk_ranges(md)
         self._have = np.zeros(self._start.shape, np.bool_)
         self._names = {md.schema.column(c).path: c for c in range(md.num_columns)}
+        self._pages = None if stem is None else PageStore(stem, size)
+        if self._pages is not None:
+            for a, b in self._pages.load(self.array):
+                self._have |= (self._start >= a) & (self._end <= b)
+                self.fetched += b - a
 
     def _fetch_footer(self) -> bytes:
         """Fetch the file's footer (its last :data:`TAIL` bytes, more when the footer is
@@ -140,6 +146,8 @@ class RemoteDataFile:
             got = self.location.read_ranges(self._file, self.rel, ranges)
             for (a, _), data in zip(ranges, got, strict=True):
                 self._put(a, data)
+                if self._pages is not None:
+                    self._pages.store(a, data)
             self._have[sub] = True
 
 
@@ -212,8 +220,9 @@ class RemoteFiles:
     """Opens the data files of a store on an object store by their local names: the store's
     mirror directory stands for the store's root (:mod:`.mirror`), so a data file's local name
     under it gives its path on the object store. With ``footers`` (a directory of the local
-    cache), each data file's footer is kept there once fetched (data files are immutable; the
-    name carries the file's size), so later processes fetch only the chunks they read."""
+    cache), each data file's footer and the chunks fetched of it are kept there
+    (:mod:`.pagestore`; files are immutable and the names carry their sizes), so a later
+    process fetches only chunks no process has fetched before."""
 
     def __init__(self, location: RemoteLocation, root: Path, footers: Path | None = None
                  ) -> None:

@@ -100,8 +100,10 @@ def test_data_files_are_read_by_ranges_and_the_cache_holds_small_files(s3, uri, 
     second = replaydb.query(again, rare, plan="optimal").stats["object_store"]
     assert second["bytes"] - second["range_bytes"] < 10_000  # the configuration
     assert second["lists"] == 1  # the events log, for new commits; tree and index: synced
-    assert second["range_bytes"] < first["range_bytes"]
-    assert second["range_bytes"] < run_bytes / 4
+    assert second["range_bytes"] == 0  # every chunk it reads was kept by the first
+    third = _remote(s3, uri, tmp_path)
+    res3 = replaydb.query(third, PATTERN, plan="optimal")  # another query: new chunks only
+    assert 0 < res3.stats["object_store"]["range_bytes"] < first["range_bytes"] + data_bytes
     # neither data files nor index runs are mirrored
     assert not [p for p in tmp_path.rglob("*")
                 if p.name.startswith(("part-", "run-")) and p.name.endswith(".parquet")]
@@ -222,6 +224,31 @@ def test_cache_is_bounded(s3, uri, local_store, tmp_path) -> None:
     again = Store(uri, storage_options=s3.options, cache=small)
     assert replaydb.query(again, PATTERN, plan="optimal").table.equals(want)
     assert runs(first) and not runs(other)
+
+
+def test_page_store_keeps_ranges_and_drops_bad_ones(tmp_path) -> None:
+    from replaydb.store.pagestore import PageStore
+
+    size = 1000
+    data = np.random.default_rng(1).integers(0, 256, size).astype(np.uint8)
+    ps = PageStore(tmp_path / "f.1000", size)
+    assert ps.load(np.zeros(size, np.uint8)) == []
+    ps.store(10, data[10:100].tobytes())
+    ps.store(500, data[500:900].tobytes())
+    other = PageStore(tmp_path / "f.1000", size)  # another process, same file
+    other.store(950, data[950:1000].tobytes())
+    buf = np.zeros(size, np.uint8)
+    assert ps.load(buf) == [(10, 100), (500, 900), (950, 1000)]
+    for a, b in ((10, 100), (500, 900), (950, 1000)):
+        assert np.array_equal(buf[a:b], data[a:b])
+    # the pages file evicted and started again by another process: old ranges do not match
+    ps.pages.unlink()
+    ps.store(0, data[0:5].tobytes())
+    fresh = np.zeros(size, np.uint8)
+    assert ps.load(fresh) == [(0, 5)]
+    with open(ps.ranges, "a") as fh:
+        fh.write("garbage line\n20 2000 1\n")
+    assert ps.load(np.zeros(size, np.uint8)) == [(0, 5)]
 
 
 def test_parse_size() -> None:
