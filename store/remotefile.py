@@ -24,6 +24,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -62,11 +63,13 @@ class RemoteDataFile:
                  ) -> None:
         self.location = location
         self.rel = rel
-        try:
-            self._file = location.open_file(rel)
-        except FileNotFoundError:
-            raise CorruptionError(f"data file {location.uri_of(rel)} is missing") from None
-        size = self._file.size()
+        self._file: Any = None
+        known = None if footers is None else footers / f"{rel.replace('/', '~')}.size"
+        size = _read_size(known)
+        if size is None:  # first time in this cache: ask the object store (a HEAD)
+            size = self._handle().size()
+            if known is not None:
+                write_atomic(known, str(size).encode())
         if size < 12:
             raise CorruptionError(f"data file {location.uri_of(rel)} is not a Parquet file")
         self.size = size
@@ -92,11 +95,21 @@ class RemoteDataFile:
                 self._have |= (self._start >= a) & (self._end <= b)
                 self.fetched += b - a
 
+    def _handle(self) -> Any:
+        """The object opened for ranged reads (opened on first use: one HEAD request)."""
+        if self._file is None:
+            try:
+                self._file = self.location.open_file(self.rel)
+            except FileNotFoundError:
+                raise CorruptionError(
+                    f"data file {self.location.uri_of(self.rel)} is missing") from None
+        return self._file
+
     def _fetch_footer(self) -> bytes:
         """Fetch the file's footer (its last :data:`TAIL` bytes, more when the footer is
         longer); returns the bytes from the footer's start to the end of the file."""
         n = min(self.size, TAIL)
-        (tail,) = self.location.read_ranges(self._file, self.rel, [(self.size - n, self.size)])
+        (tail,) = self.location.read_ranges(self._handle(), self.rel, [(self.size - n, self.size)])
         self._put(self.size - n, tail)
         if bytes(tail[-4:]) != b"PAR1":
             raise CorruptionError(f"data file {self.location.uri_of(self.rel)} is not a "
@@ -104,7 +117,7 @@ class RemoteDataFile:
         footer = int.from_bytes(bytes(tail[-8:-4]), "little") + 8
         start = max(0, self.size - footer)
         if footer > n:
-            (rest,) = self.location.read_ranges(self._file, self.rel, [(start, self.size - n)])
+            (rest,) = self.location.read_ranges(self._handle(), self.rel, [(start, self.size - n)])
             self._put(start, rest)
         return self.array[start:].tobytes()
 
@@ -143,7 +156,7 @@ class RemoteDataFile:
             starts = self._start[sub][need]
             ends = self._end[sub][need]
             ranges = _coalesce(starts, ends, GAP)
-            got = self.location.read_ranges(self._file, self.rel, ranges)
+            got = self.location.read_ranges(self._handle(), self.rel, ranges)
             for (a, _), data in zip(ranges, got, strict=True):
                 self._put(a, data)
                 if self._pages is not None:
@@ -159,6 +172,17 @@ class RemoteParquetFile(pq.ParquetFile):
         super().__init__(pa.BufferReader(pa.py_buffer(remote.array)), memory_map=False,
                          pre_buffer=False)
         self.remote = remote
+
+
+def _read_size(path: Path | None) -> int | None:
+    """The size a cache file records for an immutable remote file (None: not recorded)."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def _chunk_bytes(rf: RemoteDataFile, groups: np.ndarray, cols: list[int]) -> np.ndarray:

@@ -101,6 +101,7 @@ def test_data_files_are_read_by_ranges_and_the_cache_holds_small_files(s3, uri, 
     assert second["bytes"] - second["range_bytes"] < 10_000  # the configuration
     assert second["lists"] == 1  # the events log, for new commits; tree and index: synced
     assert second["range_bytes"] == 0  # every chunk it reads was kept by the first
+    assert second["requests"] == 1  # the listing of the events log (new commits?)
     third = _remote(s3, uri, tmp_path)
     res3 = replaydb.query(third, PATTERN, plan="optimal")  # another query: new chunks only
     assert 0 < res3.stats["object_store"]["range_bytes"] < first["range_bytes"] + data_bytes
