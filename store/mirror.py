@@ -1,12 +1,14 @@
 """The local cache of a store on an object store: its small files, mirrored on demand.
 
 A store on an object store is read through a *mirror*: a directory of the local cache laid out
-like the store, holding the files a query reads whole - the configuration, the Delta logs, the
-TAB+-tree segments and the secondary indexes - fetched when a snapshot or an index is opened
-(:meth:`StoreMirror.sync`). The events' data files are never mirrored: they are read by byte
-ranges (:mod:`.remotefile`), and only their footers are kept (in :data:`FOOTERS`). So the store's reading code runs unchanged on the mirror's
-directory, and a selective query fetches the index files it consults and the data chunks of the
-leaves it replays, nothing else.
+like the store, holding the files a query reads whole - the configuration, the Delta logs (from
+the newest checkpoint on, :meth:`StoreMirror.sync_log`), the TAB+-tree segments of the chain a
+version reads, and the secondary indexes' logs and rank codes - fetched when a snapshot or an
+index is opened (:meth:`StoreMirror.sync`, :meth:`StoreMirror.sync_once`). Data files and index
+runs are not mirrored by readers: they are read by byte ranges (:mod:`.remotefile`), their
+footers, sizes and fetched chunks kept in :data:`FOOTERS` (:mod:`.pagestore`); writers mirror
+the runs they rewrite. So the store's reading code runs unchanged on the mirror's directory,
+and a selective query fetches the chunks of the index and data row groups it reads.
 
 Files are immutable once written (a Delta commit, a checkpoint, a segment, an index run) except
 :data:`REPLACED` ones; an immutable file already in the mirror with its size is not fetched
@@ -15,7 +17,8 @@ sharing the cache (or a crash) never leave a partial file under a real name.
 
 The cache is bounded (:attr:`CacheOptions.max_bytes`): after a sync, mirrored files other than
 Delta logs are deleted, least recently synced first, until the cache fits, never one synced
-within the last :attr:`CacheOptions.keep_seconds` (which a reader in another process may be about to open);
+within the last :attr:`CacheOptions.keep_seconds` (which a reader in another process may be
+about to open);
 a deleted file is fetched again at its next sync.
 """
 

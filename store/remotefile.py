@@ -1,13 +1,15 @@
-"""Data files of a store on an object store, read by the byte ranges a plan needs.
+"""Data files and index runs of a store on an object store, read by the byte ranges a plan needs.
 
-A :class:`RemoteDataFile` holds one data file as a buffer of the file's size that starts out
+A :class:`RemoteDataFile` holds one such Parquet file as a buffer of the file's size that starts out
 zero (NumPy allocates it lazily: only pages written take memory) and is filled with the ranges
 fetched so far: first the footer (one request for the tail of the file, a second only when the
 footer is longer than the tail), then, before each read, the column chunks of the row groups
-the read touches (:meth:`RemoteDataFile.fetch`). Arrow's Parquet reader and the direct reader
-(:mod:`.directread`) then read that buffer as they read a local file, so every read path stays
-the same; nothing outside the fetched chunks is ever read from the buffer, because both readers
-read only the chunks of the row groups and columns asked for (and the footer).
+the read touches (:meth:`RemoteDataFile.fetch`). Arrow's Parquet reader, the direct reader
+(:mod:`.directread`) and the index runs' plain reader then read that buffer as they read a
+local file, so every read path stays the same; nothing outside the fetched chunks is ever read
+from the buffer, because the readers read only the chunks of the row groups and columns asked
+for (and the footer). With a cache directory, the footer, the file's size and the fetched
+chunks are kept there for later processes (:mod:`.pagestore`).
 
 Chunks not yet fetched are fetched together: sorted by offset, touching ones joined into one
 request (a run of consecutive leaves, the unit of a replay interval, is one request), as are
