@@ -103,6 +103,8 @@ class StoreMirror:
         self.root = self.cache_root / digest
         self.root.mkdir(parents=True, exist_ok=True)
         self.footers = self.root / FOOTERS
+        self._stored = 0
+        self._full = False
         _BY_ROOT[str(self.root)] = self
 
     def local(self, rel: str) -> Path:
@@ -216,10 +218,25 @@ class StoreMirror:
         write_atomic(dest, data)
         return dest
 
-    def evict(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
+    def accepting(self) -> bool:
+        """Whether fetched chunks may be kept (:mod:`.pagestore`): not while the cache is
+        over its bound with nothing it may evict."""
+        return not self._full
+
+    def note_stored(self, nbytes: int) -> None:
+        """Count ``nbytes`` of chunks kept; each eighth of the bound kept runs an eviction,
+        and when that cannot bring the cache under its bound no more chunks are kept (the
+        files in use are never evicted), until a later eviction makes room."""
+        self._stored += nbytes
+        if self._stored * 8 >= self.cache.max_bytes:
+            self._stored = 0
+            self._full = self.evict() > self.cache.max_bytes
+
+    def evict(self, keep: set[str] | frozenset[str] = frozenset()) -> int:
         """Delete mirrored files (of every store in the cache; Delta logs, the paths in
         ``keep`` and the files synced within ``keep_seconds`` excepted) least recently synced
-        first until the cache fits its bound (see the module docstring)."""
+        first until the cache fits its bound (see the module docstring); returns the bytes
+        the cache holds then."""
         entries = []
         total = 0
         for dirpath, _, names in os.walk(self.cache_root):
@@ -237,7 +254,8 @@ class StoreMirror:
                         and not n.startswith(MARKER)):
                     entries.append((st.st_mtime, size, p))
         if total <= self.cache.max_bytes:
-            return
+            self._full = False
+            return total
         cutoff = time.time() - self.cache.keep_seconds
         for mtime, size, p in sorted(entries):
             if total <= self.cache.max_bytes or mtime >= cutoff:
@@ -253,6 +271,7 @@ class StoreMirror:
                 total -= size
             except FileNotFoundError:
                 pass
+        return total
 
 
 _BY_ROOT: dict[str, StoreMirror] = {}

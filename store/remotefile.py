@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from replaydb.errors import CorruptionError
 from replaydb.store.location import RemoteLocation
-from replaydb.store.mirror import mirror_of, write_atomic
+from replaydb.store.mirror import StoreMirror, mirror_of, write_atomic
 from replaydb.store.pagestore import PageStore
 
 GAP = 1 << 20
@@ -61,10 +61,12 @@ class RemoteDataFile:
     """One data file on an object store (see the module docstring). ``fetched`` counts the
     bytes held (footer and chunks)."""
 
-    def __init__(self, location: RemoteLocation, rel: str, footers: Path | None = None
+    def __init__(self, location: RemoteLocation, rel: str, cache: StoreMirror | None = None
                  ) -> None:
         self.location = location
         self.rel = rel
+        self._cache = cache
+        footers = None if cache is None else cache.footers
         self._file: Any = None
         known = None if footers is None else footers / f"{rel.replace('/', '~')}.size"
         size = _read_size(known)
@@ -161,8 +163,10 @@ class RemoteDataFile:
             got = self.location.read_ranges(self._handle(), self.rel, ranges)
             for (a, _), data in zip(ranges, got, strict=True):
                 self._put(a, data)
-                if self._pages is not None:
+                if self._pages is not None and self._cache is not None \
+                        and self._cache.accepting():
                     self._pages.store(a, data)
+                    self._cache.note_stored(len(data))
             self._have[sub] = True
 
 
@@ -245,21 +249,20 @@ def _coalesce(starts: np.ndarray, ends: np.ndarray, gap: int, slack: float = SLA
 class RemoteFiles:
     """Opens the data files of a store on an object store by their local names: the store's
     mirror directory stands for the store's root (:mod:`.mirror`), so a data file's local name
-    under it gives its path on the object store. With ``footers`` (a directory of the local
-    cache), each data file's footer and the chunks fetched of it are kept there
+    under it gives its path on the object store. With ``cache`` (the store's mirror), each data file's footer and the chunks fetched of it are kept there
     (:mod:`.pagestore`; files are immutable and the names carry their sizes), so a later
     process fetches only chunks no process has fetched before."""
 
-    def __init__(self, location: RemoteLocation, root: Path, footers: Path | None = None
+    def __init__(self, location: RemoteLocation, root: Path, cache: StoreMirror | None = None
                  ) -> None:
         self.location = location
         self.root = str(root).rstrip("/") + "/"
-        self.footers = footers
+        self.cache = cache
 
     def open(self, path: str) -> RemoteDataFile:
         if not path.startswith(self.root):
             raise CorruptionError(f"data file {path} lies outside the store")
-        return RemoteDataFile(self.location, path[len(self.root):], self.footers)
+        return RemoteDataFile(self.location, path[len(self.root):], self.cache)
 
 
 def open_remote(path: str) -> RemoteDataFile | None:
@@ -272,4 +275,4 @@ def open_remote(path: str) -> RemoteDataFile | None:
     if got is None:
         return None
     mirror, rel = got
-    return RemoteDataFile(mirror.location, rel, mirror.footers)
+    return RemoteDataFile(mirror.location, rel, mirror)

@@ -79,7 +79,7 @@ class Store:
         if self.config.get("format") != STORE_FORMAT:
             raise StoreError(f"unsupported store format {self.config.get('format')!r}")
         remote = None if self.mirror is None else RemoteFiles(
-            self.location, self.path, self.mirror.footers)
+            self.location, self.path, self.mirror)
         self.parquet_cache = ParquetCache(remote=remote)
         self._snapshots: OrderedDict[tuple[str, int], StreamSnapshot] = OrderedDict()
         self._writer_snaps: dict[str, StreamSnapshot] = {}

@@ -212,19 +212,36 @@ def test_error_texts_name_what_to_set() -> None:
 
 
 def test_cache_is_bounded(s3, uri, local_store, tmp_path) -> None:
+    """Two stores sharing a small cache evict each other's files, least recently used
+    first; an evicted file comes back when a query needs it, with the same results."""
     small = CacheOptions(dir=str(tmp_path), max_bytes=200_000, keep_seconds=0.0)
+    want = replaydb.query(local_store, PATTERN, plan="optimal").table
     first = Store(uri, storage_options=s3.options, cache=small)
-    want = replaydb.query(first, PATTERN, plan="optimal").table  # mirrors the index
-    runs = lambda store: list(store.path.rglob("*.codes"))  # noqa: E731
-    assert runs(first)  # the files of the sync that went past the bound stay
+    assert replaydb.query(first, PATTERN, plan="optimal").table.equals(want)
+    codes = lambda store: list(store.path.rglob("*.codes"))  # noqa: E731
     other = Store(s3.upload(local_store.path, uri + "-copy"), storage_options=s3.options,
                   cache=small)
     assert replaydb.query(other, PATTERN, plan="optimal").table.equals(want)
-    assert not runs(first) and runs(other)  # the least recently synced went
-    # the evicted files come back when needed
+    assert not codes(first)  # the least recently used went
     again = Store(uri, storage_options=s3.options, cache=small)
     assert replaydb.query(again, PATTERN, plan="optimal").table.equals(want)
-    assert runs(first) and not runs(other)
+    held = sum(p.stat().st_blocks * 512 for p in tmp_path.rglob("*")
+               if p.is_file() and "_delta_log" not in p.parts)
+    assert held <= 200_000 + 200_000 // 8 + 256 * 1024
+
+
+def test_kept_chunks_stay_within_the_cache_bound(s3, uri, local_store, tmp_path) -> None:
+    """Full replays keep their chunks only while the cache has room: evicting what no query
+    uses, then keeping no more; the results do not change."""
+    bound = 600_000
+    small = CacheOptions(dir=str(tmp_path), max_bytes=bound, keep_seconds=0.0)
+    want = replaydb.query(local_store, PATTERN, plan="replay").table
+    for _ in range(2):
+        store = Store(uri, storage_options=s3.options, cache=small)
+        assert replaydb.query(store, PATTERN, plan="replay").table.equals(want)
+    pages = sum(p.stat().st_blocks * 512 for p in tmp_path.rglob("*.pages"))
+    data_bytes = sum(f.stat().st_size for f in local_store.path.rglob("part-*.parquet"))
+    assert pages <= bound + bound // 8 + 64 * 1024 < data_bytes
 
 
 def test_page_store_keeps_ranges_and_drops_bad_ones(tmp_path) -> None:
