@@ -1,8 +1,9 @@
 """The store: a directory of named streams, on a local disk or an object store.
 
 A store on an object store (``s3://bucket/prefix``) is read in place through a local mirror of
-its small files (:mod:`.mirror`) and byte-range reads of its data files (:mod:`.remotefile`);
-replaydb does not write to one yet.
+its small files (:mod:`.mirror`) and byte-range reads of its data files and index runs
+(:mod:`.remotefile`), and written through the mirror with conditional commits
+(:mod:`.remotewrite`).
 
 Layout::
 
