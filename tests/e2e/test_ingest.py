@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import duckdb
 import numpy as np
@@ -133,12 +133,17 @@ def test_killed_ingest_leaves_previous_version(tmp_path, spark):
     ingest(store, "ev", [str(tmp_path / "base.parquet")], time_column="ts", spark=spark, quiet=True)
     before = store.stream("ev").version
     pq.write_table(_frame(np.arange(1000, 201000), 2), tmp_path / "big.parquet")
+    # killed once its Spark tasks wrote the data files and index runs, before any commit (a
+    # failpoint, not a timer: a timer can come after a fast machine's commit); the slow
+    # crash trials kill at random times too
+    env = {**os.environ, "REPLAYDB_FAILPOINT": "ingest.files_written"}
     proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path / "store"),
-                             str(tmp_path / "big.parquet")], start_new_session=True,
+                             str(tmp_path / "big.parquet")], start_new_session=True, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(12)  # Spark is up and the job is running
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc.wait(timeout=600)
+    with contextlib.suppress(ProcessLookupError):  # its Spark JVM goes with it
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
     fresh = replaydb.open(tmp_path / "store")
     assert fresh.stream("ev").version == before and fresh.stream("ev").n_events == 1000
     assert fresh.check("ev") == {"ev": []}
