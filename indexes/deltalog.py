@@ -31,7 +31,8 @@ from deltalake.transaction import (
 from replaydb.errors import CorruptionError, StoreError
 from replaydb.indexes.entries import arrow_schema
 from replaydb.indexes.options import LSMOptions
-from replaydb.store.remotewrite import commit_remote, remote_table
+from replaydb.store.mirror import mirror_of
+from replaydb.store.remotewrite import commit_remote
 
 TABLE_FORMAT = "replaydb-lsm-index"
 
@@ -61,7 +62,7 @@ def create_table(
     description = json.dumps(
         {"format": TABLE_FORMAT, "key_type": key_type, "options": json.loads(options.to_json())}
     )
-    remote = remote_table(path)
+    remote = mirror_of(path)
 
     def create(uri: str, storage_options: dict[str, str] | None = None) -> None:
         create_table_with_add_actions(
@@ -159,7 +160,7 @@ def commit(
     now = int(time.time() * 1000)
     actions: list[Any] = [to_add_action(a) for a in adds]
     actions += [RemoveAction(f.name, True, now, f.size, {}) for f in removes]
-    remote = remote_table(dt.table_uri)
+    remote = mirror_of(dt.table_uri)
     if remote is not None:
         def write(uri: str, storage_options: dict[str, str]) -> None:
             DeltaTable(uri, version=dt.version(), storage_options=storage_options
@@ -181,7 +182,7 @@ def commit(
 
 def restore(dt: DeltaTable, version: int, commit_metadata: dict[str, Any] | None = None) -> int:
     """New commit whose files equal those of ``version``; returns the new version."""
-    remote = remote_table(dt.table_uri)
+    remote = mirror_of(dt.table_uri)
     if remote is not None:
         commit_remote(*remote, lambda uri, storage_options: DeltaTable(
             uri, version=dt.version(), storage_options=storage_options).restore(

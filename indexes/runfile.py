@@ -323,7 +323,7 @@ def load_run_meta(directory: str, name: str, size: int | None = None) -> RunFile
     stale. Raises CorruptionError when the footer is missing or inconsistent with the name.
     """
     path = os.path.abspath(os.path.join(directory, name))
-    remote = open_remote(path) if size is None or not os.path.exists(path) else None
+    remote = open_remote(path) if size is None else None
     if size is None:
         size = remote.size if remote is not None else os.path.getsize(path)
     key = (path, int(size))

@@ -29,7 +29,8 @@ from deltalake.transaction import AddAction, RemoveAction, create_table_with_add
 
 from replaydb.errors import CorruptionError, StoreError
 from replaydb.store.manifest import MANIFEST_KEY, Manifest
-from replaydb.store.remotewrite import commit_remote, remote_table
+from replaydb.store.mirror import mirror_of
+from replaydb.store.remotewrite import commit_remote
 
 APP_PREFIX = "replaydb:"
 DEFAULT_COMPRESSION = "snappy"
@@ -100,7 +101,7 @@ def commit_info(table: Path, version: int) -> dict[str, Any]:
     """The ``commitInfo`` action of one commit (empty dict if the commit has none)."""
     f = log_dir(table) / f"{version:020d}.json"
     if not f.exists():  # a store on an object store mirrors old commits when they are read
-        remote = remote_table(f)
+        remote = mirror_of(f)
         if remote is not None:
             remote[0].fetch(remote[1])
     try:
@@ -240,7 +241,7 @@ def commit(
     """Commit adds/removes with the manifest in one Delta transaction; returns the new version.
     A table of a store on an object store commits there (:mod:`.remotewrite`), without retry:
     a commit that lost its version to another writer fails whole."""
-    remote = remote_table(table)
+    remote = mirror_of(table)
     props = CommitProperties(
         custom_metadata={MANIFEST_KEY: manifest.dumps()},
         app_transactions=[Transaction(APP_PREFIX + app_id, 1)] if app_id else None,

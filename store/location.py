@@ -162,13 +162,6 @@ class RemoteLocation:
                for i in infos if i.type in (pafs.FileType.File, pafs.FileType.Directory)]
         return sorted(out, key=lambda e: e.rel)
 
-    def size(self, rel: str) -> int | None:
-        """The size of object ``rel`` (None when there is none). One HEAD request."""
-        with self.errors(rel):
-            info = self.fs.get_file_info(self.key(rel))
-        self.counters.add(requests=1)
-        return info.size if info.type == pafs.FileType.File else None
-
     def bucket_exists(self) -> bool:
         """Whether the URI's bucket exists (one request)."""
         with self.errors(""):

@@ -141,11 +141,11 @@ class StoreMirror:
         """Fetch the ``files`` missing here, of another size, or replaced in place (several
         at once); mark the others as synced now."""
         todo = [e for e in files if self._stale(e)]
-        if len(todo) == 1:
-            self._fetch_entry(todo[0])
+        if len(todo) == 1:  # fetch answers None for a file deleted since the listing
+            self.fetch(todo[0].rel)
         elif todo:
             with ThreadPoolExecutor(min(8, len(todo))) as pool:
-                list(pool.map(self._fetch_entry, todo))
+                list(pool.map(self.fetch, [e.rel for e in todo]))
         now = time.time()
         for e in files:
             if e not in todo and "_delta_log/" not in e.rel:
@@ -206,12 +206,6 @@ class StoreMirror:
             return os.stat(self.local(e.rel)).st_size != e.size
         except FileNotFoundError:
             return True
-
-    def _fetch_entry(self, e: RemoteEntry) -> None:
-        try:
-            self._write(e.rel, self.location.read(e.rel))
-        except FileNotFoundError:  # deleted since the listing (vacuum): not needed then
-            pass
 
     def _write(self, rel: str, data: bytes) -> Path:
         dest = self.local(rel)

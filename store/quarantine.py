@@ -16,8 +16,9 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from replaydb.store import sides
 from replaydb.store.manifest import SideTableRef
+from replaydb.store.mirror import mirror_of
 from replaydb.store.normalize import QUARANTINE_SCHEMA
-from replaydb.store.remotewrite import commit_remote, remote_table
+from replaydb.store.remotewrite import commit_remote
 
 NAME = "quarantine"
 PATH = "quarantine"
@@ -44,7 +45,7 @@ class Quarantine:
         """Append quarantine records; returns the new version."""
         now = pa.array([int(time.time() * 1000)] * rows.num_rows, pa.timestamp("ms", tz="UTC"))
         tbl = rows.select(QUARANTINE_SCHEMA.names).append_column("quarantined_at", now)
-        remote = remote_table(self.path)
+        remote = mirror_of(self.path)
         if remote is not None:
             self.path.mkdir(parents=True, exist_ok=True)
             commit_remote(*remote, lambda uri, options: write_deltalake(
@@ -60,7 +61,7 @@ class Quarantine:
     def restore(self, version: int) -> None:
         if self.latest_version() <= version:
             return
-        remote = remote_table(self.path)
+        remote = mirror_of(self.path)
         if remote is not None:
             commit_remote(*remote, lambda uri, options: DeltaTable(
                 uri, storage_options=options).restore(

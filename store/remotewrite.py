@@ -29,19 +29,13 @@ from typing import Any
 from deltalake.exceptions import CommitFailedError
 
 from replaydb.errors import ConcurrentWriterError, StoreError
-from replaydb.store.mirror import FOOTERS, MARKER, StoreMirror, mirror_of
+from replaydb.store.mirror import FOOTERS, MARKER, StoreMirror
 
 LOG_DIR = "_delta_log"
 STAGING = "_staging"
 """An ingest's working folder in a stream (never uploaded)."""
 _LOCAL_ONLY = ("_writer.lock", ".fetch-", MARKER, ".config-")
 """Names (or prefixes) of files in a mirror that are never uploaded."""
-
-
-def remote_table(table: str | os.PathLike[str]) -> tuple[StoreMirror, str] | None:
-    """``(mirror, path relative to the store root)`` of a Delta table in a mirror, or None for
-    a table of a local store."""
-    return mirror_of(table)
 
 
 def commit_remote(mirror: StoreMirror, rel: str, commit: Callable[[str, dict[str, str]], Any]

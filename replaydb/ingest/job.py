@@ -575,13 +575,14 @@ def _commit_quarantine(q: Quarantine, metas: list[dict]) -> int:
     from deltalake import Schema as DSchema
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
+    from replaydb.store.mirror import mirror_of
     from replaydb.store.quarantine import SCHEMA
-    from replaydb.store.remotewrite import commit_remote, remote_table
+    from replaydb.store.remotewrite import commit_remote
 
     adds = [AddAction(m["path"], m["size"], {}, int(time.time() * 1000), True, m["stats"])
             for m in metas]
     create = q.latest_version() < 0
-    remote = remote_table(q.path)
+    remote = mirror_of(q.path)
 
     def write(uri: str, options: dict[str, str] | None = None) -> None:
         props = CommitProperties(max_commit_retries=0) if remote is not None else None
