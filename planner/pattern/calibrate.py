@@ -17,7 +17,8 @@ physical layout, so they are fitted from measured plans:
    (the store's counters), bytes of index pages read and ``n log2 n`` of the results sorted
    (the index's counters; a deferred member of a tight block, only tested against the
    block's candidates, counts one pass, ``n``, as the cost model prices it);
-3. non-negative least squares (``scipy.optimize.nnls``) fits seconds against the counted costs
+3. non-negative least squares (Lawson and Hanson's active-set method, ``nnls``) fits seconds
+   against the counted costs
    - leaf bytes replayed (and, for plans that replay index-based intervals, the same bytes
    again: the premium of reading leaves through many short intervals, see :func:`fit`),
    replay intervals, index bytes, sort - plus two nuisance terms that
@@ -52,6 +53,7 @@ import numpy as np
 from replaydb.errors import UsageError
 from replaydb.planner.pattern.cost import PAGE_BYTES, Weights, sort_term
 from replaydb.planner.pattern.membercosts import MemberCalibration, measure_member_costs
+from replaydb.planner.pattern.nnls import nnls
 
 DEFAULT_QUERIES = 24
 
@@ -224,8 +226,6 @@ def fit(samples: list[Sample], event_width: float
     one end of input for the operator per batch), which the weight of full replay alone would
     hide: index plans that cover most of the stream would look cheaper than full replay while
     being slower. The premium is non-negative (NNLS); ``w_pio_interval = w_pio + premium``."""
-    from scipy.optimize import nnls
-
     premium = sum(not s.index_plan for s in samples) >= MIN_REPLAY_SAMPLES and \
         any(s.index_plan for s in samples)
     x = np.array([[s.pio_bytes, s.pio_bytes * s.index_plan, s.intervals, s.sio_bytes, s.sort,

@@ -54,6 +54,7 @@ from replaydb.indexes.kernels import Arena
 from replaydb.indexes.membership import MemberTestCosts, members_in_pieces
 from replaydb.indexes.plainread import Spans, release_map
 from replaydb.indexes.rankcodes import BUCKETS, RankCodes, members_by_codes
+from replaydb.planner.pattern.nnls import nnls
 
 DEFAULT_MEMBER_COSTS = MemberTestCosts(scan_value=1.6, scan_pass=150.0, bits_value=2.3,
                                        bits_bound=0.06, bits_target=3.0, code_target=150.0)
@@ -144,8 +145,6 @@ def fit_member_costs(samples: list[MemberSample]
     measured times, by non-negative least squares with every row divided by its time, so
     that short and long runs weigh alike. ValueError for a way with fewer samples than
     costs. O(samples)."""
-    from scipy.optimize import nnls
-
     got: dict[str, float] = {}
     errors: dict[str, float] = {}
     for way, names in WAYS.items():
