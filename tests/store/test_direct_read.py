@@ -106,8 +106,9 @@ def test_delta_packing_of_extreme_values(tmp_path):
     vals = [np.zeros(300, np.int64),
             np.array([_I64.min, _I64.max] * 200, np.int64),
             np.array([_I64.max, _I64.min, 0, -1, 1] * 80, np.int64)]
-    vals += [np.cumsum(np.random.default_rng(w).integers(0, 2**w, 300, dtype=np.int64))
-             for w in range(0, 62, 3)]
+    # every width of the bit-buffer path (1..56) and of the wide one, partial miniblocks
+    vals += [np.cumsum(np.random.default_rng(w).integers(0, 2**w, 300 + w, dtype=np.int64))
+             for w in range(0, 63)]
     for i, v in enumerate(vals):
         v32 = (v & 0x7FFFFFFF).astype(np.int32) - (1 << 30)
         tbl = pa.table({"a": v, "b": v32})
