@@ -53,6 +53,7 @@ import pyarrow as pa
 
 from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
+from replaydb.replay.readahead import ReadAhead
 from replaydb.store.interval_list import IntervalList
 
 DEFAULT_BATCH_ROWS = 65_536
@@ -237,20 +238,17 @@ class Replay:
         :meth:`StreamSnapshot.read_interval_groups` (the intervals' leaves, up to
         ``batch_rows`` events' worth per read; with ``kept_only``, their rows inside the
         intervals only; with ``with_last``, ``shape(table, parts, last)``, ``last`` True for
-        the last read); reading and shaping count as read time."""
+        the last read); reading and shaping count as read time. The next read is made on a
+        worker thread while the caller works on this one (:class:`.ReadAhead`)."""
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         groups = snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
                                            seq=self.seq, kept_only=kept_only,
                                            with_last=with_last)
-        while True:
-            t0 = time.perf_counter()
-            group = next(groups, None)
-            if group is None:
-                return
-            out = shape(*group)
-            self.stats.read_seconds += time.perf_counter() - t0
-            yield out
+        with ReadAhead(groups, lambda group: shape(*group)) as reads:
+            for seconds, out in reads:
+                self.stats.read_seconds += seconds
+                yield out
 
     def _single_grouped(self, snap: Any) -> Iterator[tuple[int, pa.RecordBatch]]:
         """One stream: each read is conformed to the output schema once; each interval's

@@ -1,0 +1,106 @@
+"""Reads one step ahead of the operator: :class:`ReadAhead`.
+
+A replay alternates between reading (decoding a store's pages, which releases the GIL) and
+pushing what it read into an operator. :class:`ReadAhead` computes the next item of a source
+iterator on a worker thread while the caller works on the current one, so on a machine with a
+second core the two overlap and a replay takes about the longer of its read and operator times
+instead of their sum.
+
+Semantics: the items, their order and any exception raised by the source are those of the
+source, delivered to the caller as if it iterated the source itself (an exception arrives when
+the caller asks for the item that raised it). At most ``depth`` items are computed ahead and
+held. The source is only ever advanced by the worker thread, one call at a time, so a source
+that is not thread-safe stays safe as long as nothing else uses it meanwhile. :meth:`close`
+(also on exhaustion, on an exception, and as a context manager) stops the worker after the
+item it is computing, joins it and closes the source; the worker never outlives the replay.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+_DONE = object()
+_POLL_SECONDS = 0.05
+
+
+class ReadAhead(Generic[T]):
+    """Iterate ``(seconds, item)``: the items of ``source`` (each passed through ``make``),
+    computed up to ``depth`` ahead on a worker thread, with the seconds the worker spent on
+    each (reading and ``make``)."""
+
+    def __init__(self, source: Iterator[Any], make: Callable[[Any], T], depth: int = 1,
+                 name: str = "replaydb-read-ahead") -> None:
+        if depth < 1:
+            raise ValueError(f"ReadAhead: depth must be at least 1, got {depth}")
+        self._source = source
+        self._make = make
+        self._queue: queue.Queue[tuple[float, Any, BaseException | None]] = queue.Queue(depth)
+        self._stop = threading.Event()
+        self._finished = False
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                item = next(self._source, _DONE)
+                out = item if item is _DONE else self._make(item)
+            except BaseException as exc:  # delivered to the caller, who re-raises it
+                self._put((time.perf_counter() - t0, _DONE, exc))
+                return
+            self._put((time.perf_counter() - t0, out, None))
+            if out is _DONE:
+                return
+
+    def _put(self, entry: tuple[float, Any, BaseException | None]) -> None:
+        """Hand ``entry`` over, waiting while the caller has ``depth`` items unread; gives up
+        when :meth:`close` asks the worker to stop."""
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=_POLL_SECONDS)
+                return
+            except queue.Full:
+                continue
+
+    def __iter__(self) -> ReadAhead[T]:
+        return self
+
+    def __next__(self) -> tuple[float, T]:
+        if self._finished:
+            raise StopIteration
+        seconds, out, exc = self._queue.get()
+        if exc is not None or out is _DONE:
+            self.close()
+            if exc is not None:
+                raise exc
+            raise StopIteration
+        return seconds, out
+
+    def close(self) -> None:
+        """Stop the worker after its current item, join it and close the source."""
+        if self._finished:
+            return
+        self._finished = True
+        self._stop.set()
+        while self._thread.is_alive():
+            try:  # unblock a worker waiting to hand an item over
+                self._queue.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                pass
+        self._thread.join()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> ReadAhead[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
