@@ -144,22 +144,24 @@ def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION
                   ) -> tuple[dict[str, str], dict[str, str]]:
     """``(encodings, codecs)``: the Parquet encoding and codec of each column of a data file.
 
-    ``t`` and ``seq`` (sorted integers, read by every replay) are DELTA_BINARY_PACKED and
-    uncompressed: a leaf's ``seq`` is a constant step and its ``t`` small gaps, which delta
-    packing stores in a few bits per value and decodes without a decompressor. Every other
-    column is PLAIN (strings dictionary-encoded) under ``compression``, which costs little on
-    incompressible floats and saves bytes on repetitive values.
+    Integer columns (``t``, ``seq`` and every attribute stored as a Parquet INT32 or INT64:
+    integers, timestamps, dates, times, durations) are DELTA_BINARY_PACKED and uncompressed:
+    a leaf's ``seq`` is a constant step, its ``t`` small gaps, and an attribute's consecutive
+    values differ by what its values spread over, which delta packing stores in that many
+    bits per value and decodes without a decompressor. Every other column is PLAIN (strings
+    dictionary-encoded) under ``compression``, which costs little on incompressible floats
+    and saves bytes on repetitive values.
 
-    Decision: with every column snappy-compressed PLAIN, decompressing the two integer columns
-    (which snappy only halves) dominates a replay's read; delta-packed they are both smaller
-    and read without a decompressor. Files written with another layout keep it: readers take
-    any standard encoding, so stores need no rewrite.
+    Decision: with every column snappy-compressed PLAIN, decompressing the integer columns
+    (which snappy only halves or thirds) dominates a replay's read; delta-packed they are
+    smaller and read without a decompressor. A single value is still read where it lies
+    (:func:`.pagecodec.value_in_chunk` sums the deltas before it). Files written with another
+    layout keep it: readers take any standard encoding, so stores need no rewrite.
     """
     encodings: dict[str, str] = {}
     codecs: dict[str, str] = {}
     for f in schema:
-        if f.name in ("t", "seq") and (pa.types.is_integer(f.type)
-                                       or pa.types.is_timestamp(f.type)):
+        if _delta_packable(f.type):
             encodings[f.name] = "DELTA_BINARY_PACKED"
             codecs[f.name] = "none"
         else:
@@ -167,11 +169,17 @@ def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION
     return encodings, codecs
 
 
+def _delta_packable(t: pa.DataType) -> bool:
+    """Whether Parquet stores ``t`` as INT32 or INT64, the types delta packing takes."""
+    return (pa.types.is_integer(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
+            or pa.types.is_time(t) or pa.types.is_duration(t))
+
+
 def write_parquet(path: Path, table: pa.Table, row_group_rows: int,
                   compression: str = DEFAULT_COMPRESSION) -> int:
     """Write ``table`` with row groups of exactly ``row_group_rows`` rows (the last may be
-    shorter); returns the file size. Columns are laid out by :func:`column_layout`: ``t`` and
-    ``seq`` delta-packed, strings dictionary-encoded, other columns PLAIN."""
+    shorter); returns the file size. Columns are laid out by :func:`column_layout`: integer
+    columns delta-packed, strings dictionary-encoded, other columns PLAIN."""
     dict_cols = [f.name for f in table.schema if pa.types.is_string(f.type)]
     encodings, codecs = column_layout(table.schema, compression)
     tmp = path.with_name(path.name + ".tmp")

@@ -9,8 +9,8 @@ parsed), and decodes the chunks of one read in one compiled call
 object store, from the buffer of the chunks fetched, :mod:`.remotefile`); the Python around it
 is a handful of calls per read, as each NumPy or Arrow call has a fixed cost.
 
-It decodes what the store writes (:func:`.deltaio.column_layout`: delta-packed ``t`` and
-``seq``, PLAIN values under snappy or none) and the other common fixed-width layouts; a column
+It decodes what the store writes (:func:`.deltaio.column_layout`: delta-packed integer
+columns, PLAIN values under snappy or none) and the other common fixed-width layouts; a column
 it does not decode (strings, booleans, dictionary pages, data pages v2, other codecs, nested
 columns) or a chunk that does not parse makes :meth:`DirectFile.read` answer None, and the
 caller reads through Arrow - which also reports a corrupt file properly. The result equals

@@ -109,6 +109,95 @@ def _unpack_deltas(src: np.ndarray, pos: int, take: int, w: int, mind: np.uint64
     return cur
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _packed_value(src: np.ndarray, pos: int, k: int, w: int, end: int) -> np.uint64:
+    """The ``k``-th value of ``w`` bits (1..64) bit-packed little-endian from ``src[pos]``;
+    bytes at or past ``end`` read as zero. O(w / 8)."""
+    bit = k * w
+    b = pos + (bit >> 3)
+    sh = bit & 7
+    nbytes = (sh + w + 7) >> 3
+    v = np.uint64(0)
+    for q in range(min(nbytes, 8)):
+        if b + q < end:
+            v |= np.uint64(src[b + q]) << np.uint64(8 * q)
+    v >>= np.uint64(sh)
+    if nbytes > 8 and b + 8 < end:
+        v |= np.uint64(src[b + 8]) << np.uint64(64 - sh)
+    if w < 64:
+        v &= (np.uint64(1) << np.uint64(w)) - np.uint64(1)
+    return v
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _packed_sum(src: np.ndarray, pos: int, take: int, w: int, end: int) -> np.uint64:
+    """The sum (modulo 2^64) of the first ``take`` values of ``w`` bits (0..64) bit-packed
+    from ``src[pos]`` (the caller checked that their bytes lie before ``end``); a bit buffer
+    as in :func:`_unpack_deltas` up to 56 bits. O(take x w / 8)."""
+    total = np.uint64(0)
+    if w == 0:
+        return total
+    if w > 56:
+        for k in range(take):
+            total += _packed_value(src, pos, k, w, end)
+        return total
+    mask = (np.uint64(1) << np.uint64(w)) - np.uint64(1)
+    acc = np.uint64(0)
+    have = 0
+    p = pos
+    for _ in range(take):
+        while have < w:
+            acc |= np.uint64(src[p]) << np.uint64(have)
+            p += 1
+            have += 8
+        total += acc & mask
+        acc >>= np.uint64(w)
+        have -= w
+    return total
+
+
+@nb.njit(cache=True, nogil=True)
+def _delta_value_at(src: np.ndarray, pos: int, end: int, r: int) -> tuple[int, np.uint64]:
+    """Value ``r`` of the DELTA_BINARY_PACKED values at ``src[pos:end]`` (uint64 bits, as
+    :func:`_delta` decodes them): ``(status, value)``, CORRUPT when the header is invalid,
+    the values end before ``r`` or a miniblock runs past ``end``. The first value plus
+    ``r`` deltas, summed miniblock by miniblock without storing any: O(r x bit width / 8)."""
+    st, block, pos = _varint(src, pos, end)
+    if st != OK:
+        return CORRUPT, np.uint64(0)
+    st, minis, pos = _varint(src, pos, end)
+    if st != OK:
+        return CORRUPT, np.uint64(0)
+    st, total, pos = _varint(src, pos, end)
+    if st != OK:
+        return CORRUPT, np.uint64(0)
+    st, raw, pos = _varint(src, pos, end)
+    if (st != OK or block <= 0 or minis <= 0 or block % 128 != 0 or block % minis != 0
+            or (block // minis) % 32 != 0 or r < 0 or r >= total):
+        return CORRUPT, np.uint64(0)
+    per = block // minis
+    cur = np.uint64(_unzig(raw))
+    left = r  # deltas still to add
+    while left > 0:
+        st, raw, pos = _varint(src, pos, end)
+        if st != OK or pos + minis > end:
+            return CORRUPT, np.uint64(0)
+        mind = np.uint64(_unzig(raw))
+        widths = pos
+        pos += minis
+        for mb in range(minis):
+            if left == 0:
+                break
+            w = np.int64(src[widths + mb])
+            take = min(per, left)
+            if w > 64 or pos + (take * w + 7) // 8 > end:
+                return CORRUPT, np.uint64(0)
+            cur += mind * np.uint64(take) + _packed_sum(src, pos, take, w, end)
+            left -= take
+            pos += per * w // 8
+    return OK, cur
+
+
 @nb.njit(cache=True, nogil=True)
 def _delta(src: np.ndarray, pos: int, end: int, n: int, out: np.ndarray, at: int) -> int:
     """Decode ``n`` DELTA_BINARY_PACKED values into ``out[at:at + n]`` (uint64 bits; the
@@ -157,23 +246,10 @@ def _delta(src: np.ndarray, pos: int, end: int, n: int, out: np.ndarray, at: int
                     return CORRUPT
                 cur = _unpack_deltas(src, pos, take, w, mind, cur, out, at + got)
             else:
-                mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (
-                    (np.uint64(1) << np.uint64(w)) - np.uint64(1))
                 if pos + (take * w + 7) // 8 > end:
                     return CORRUPT
                 for k in range(take):
-                    bit = k * w
-                    b = pos + (bit >> 3)
-                    sh = bit & 7
-                    nbytes = (sh + w + 7) >> 3
-                    v = np.uint64(0)
-                    for q in range(min(nbytes, 8)):
-                        if b + q < end:
-                            v |= np.uint64(src[b + q]) << np.uint64(8 * q)
-                    v >>= np.uint64(sh)
-                    if nbytes > 8 and b + 8 < end:
-                        v |= np.uint64(src[b + 8]) << np.uint64(64 - sh)
-                    cur += mind + (v & mask)
+                    cur += mind + _packed_value(src, pos, k, w, end)
                     out[at + got + k] = cur
             pos += per * w // 8
             got += take
@@ -516,11 +592,13 @@ def value_in_chunk(buf: np.ndarray, s: int, e: int, codec: int, width: int, opti
                    r: int, top: np.ndarray, dph: np.ndarray) -> tuple[int, np.uint64]:
     """The value at row ``r`` of the column chunk ``buf[s:e]`` (its first data page at
     ``s``) as a uint64 slot (4-byte values in the low half), read where it lies in its
-    page: no page is decompressed or decoded (``top``/``dph``: scratch of 4 int64s each).
+    page: no page is decompressed, and a delta-packed page is decoded only up to the row
+    without storing what comes before it (``top``/``dph``: scratch of 4 int64s each).
     Answers ``(status, slot)``: CORRUPT, or UNSUPPORTED for a value this way does not reach
-    - a page not PLAIN, an optional column's page whose definition levels are not one run
-    of present values (a page with nulls), a value not in a snappy literal. O(pages and
-    page elements before the row)."""
+    - a page neither PLAIN nor uncompressed DELTA_BINARY_PACKED, an optional column's page
+    whose definition levels are not one run of present values (a page with nulls), a value
+    not in a snappy literal. O(pages, and page elements or delta-packed bytes before the
+    row)."""
     if s < 0 or e < s or e > buf.size or r < 0:
         return CORRUPT, np.uint64(0)
     pos = s
@@ -539,7 +617,7 @@ def value_in_chunk(buf: np.ndarray, s: int, e: int, codec: int, width: int, opti
         if r >= nvals:
             r -= nvals
             continue
-        if enc != ENC_PLAIN:
+        if enc != ENC_PLAIN and not (enc == ENC_DELTA and codec == CODEC_NONE):
             return UNSUPPORTED, np.uint64(0)
         x = 0
         if optional:
@@ -558,6 +636,13 @@ def value_in_chunk(buf: np.ndarray, s: int, e: int, codec: int, width: int, opti
             if st != OK or head & 1 or (head >> 1) < nvals or q >= p + ln or buf[q] != 1:
                 return UNSUPPORTED, np.uint64(0)
             x = 4 + ln
+        if enc == ENC_DELTA:
+            if hend + x > bend:
+                return CORRUPT, np.uint64(0)
+            st, v = _delta_value_at(buf, hend + x, bend, r)
+            if width == 4:
+                v &= np.uint64(0xFFFFFFFF)
+            return st, v
         at = _page_at(buf, hend, bend, codec, usize, x + r * width, width)
         if at < 0:
             return UNSUPPORTED, np.uint64(0)

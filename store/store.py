@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -43,7 +43,6 @@ from replaydb.store.manifest import Manifest
 from replaydb.store.mirror import CacheOptions, StoreMirror, not_a_run
 from replaydb.store.parquetcache import ParquetCache
 from replaydb.store.remotefile import RemoteFiles
-from replaydb.store.remotewrite import delete_stream
 from replaydb.store.schema import (
     DEFAULT_TIME_UNIT,
     DEFAULT_UNIT,
@@ -53,7 +52,9 @@ from replaydb.store.schema import (
     check_name,
 )
 from replaydb.store.snapshot import StreamSnapshot
-from replaydb.store.writer import AppendResult, StreamWriter
+
+if TYPE_CHECKING:  # the writer is imported by the methods that write: a query never loads it
+    from replaydb.store.writer import AppendResult, StreamWriter
 
 CONFIG_FILE = "replaydb.json"
 STORE_FORMAT = 1
@@ -286,6 +287,9 @@ class Store:
         self._require_writable()
         if not self.has_stream(name):
             raise StreamNotFound(f"no stream {name!r} in {self.uri}")
+        from replaydb.store.remotewrite import delete_stream
+        from replaydb.store.writer import StreamWriter
+
         trash = self.path / ".trash"
         trash.mkdir(exist_ok=True)
         with StreamWriter(self, name):
@@ -356,6 +360,8 @@ class Store:
         self._require_writable()
         if not self.has_stream(name):
             raise StreamNotFound(f"no stream {name!r} in {self.uri}")
+        from replaydb.store.writer import StreamWriter
+
         return StreamWriter(self, name, timeout)
 
     def append(self, name: str, data: Any, **options: Any) -> AppendResult:

@@ -233,14 +233,14 @@ def test_cache_is_bounded(s3, uri, local_store, tmp_path) -> None:
 def test_kept_chunks_stay_within_the_cache_bound(s3, uri, local_store, tmp_path) -> None:
     """Full replays keep their chunks only while the cache has room: evicting what no query
     uses, then keeping no more; the results do not change."""
-    bound = 600_000
+    data_bytes = sum(f.stat().st_size for f in local_store.path.rglob("part-*.parquet"))
+    bound = data_bytes // 2  # a full replay's chunks do not fit
     small = CacheOptions(dir=str(tmp_path), max_bytes=bound, keep_seconds=0.0)
     want = replaydb.query(local_store, PATTERN, plan="replay").table
     for _ in range(2):
         store = Store(uri, storage_options=s3.options, cache=small)
         assert replaydb.query(store, PATTERN, plan="replay").table.equals(want)
     pages = sum(p.stat().st_blocks * 512 for p in tmp_path.rglob("*.pages"))
-    data_bytes = sum(f.stat().st_size for f in local_store.path.rglob("part-*.parquet"))
     assert pages <= bound + bound // 8 + 64 * 1024 < data_bytes
 
 

@@ -1,6 +1,7 @@
-"""The column layout of the store's data files: ``t`` and ``seq`` delta-packed and uncompressed,
-every other column PLAIN (strings dictionary-encoded) under the store's codec; files read back
-exactly, through Arrow and through Spark."""
+"""The column layout of the store's data files: integer columns (``t``, ``seq``, integer and
+time attributes) delta-packed and uncompressed, every other column PLAIN (strings
+dictionary-encoded) under the store's codec; files read back exactly, through Arrow and through
+Spark."""
 
 from __future__ import annotations
 
@@ -34,10 +35,12 @@ def _data_files(root: Path) -> list[Path]:
 
 def test_layout_of_each_column():
     schema = pa.schema([("t", pa.int64()), ("seq", pa.int64()), ("x", pa.float64()),
-                        ("city", pa.string())])
+                        ("city", pa.string()), ("k", pa.int32()), ("at", pa.timestamp("ms")),
+                        ("day", pa.date32()), ("flag", pa.bool_())])
     encodings, codecs = column_layout(schema, "zstd")
-    assert encodings == {"t": "DELTA_BINARY_PACKED", "seq": "DELTA_BINARY_PACKED"}
-    assert codecs == {"t": "none", "seq": "none", "x": "zstd", "city": "zstd"}
+    packed = ("t", "seq", "k", "at", "day")
+    assert encodings == {c: "DELTA_BINARY_PACKED" for c in packed}
+    assert codecs == {**{c: "none" for c in packed}, "x": "zstd", "city": "zstd", "flag": "zstd"}
     # a time column of another physical type keeps the codec (delta packing is for integers)
     odd = pa.schema([("t", pa.float64()), ("seq", pa.int64())])
     assert column_layout(odd) == ({"seq": "DELTA_BINARY_PACKED"},
@@ -54,7 +57,7 @@ def test_written_file_has_the_layout_and_reads_back(tmp_path):
     for rg in range(md.num_row_groups):
         for i, name in enumerate(names):
             col = md.row_group(rg).column(i)
-            if name in ("t", "seq"):
+            if name in ("t", "seq", "k"):
                 assert "DELTA_BINARY_PACKED" in col.encodings and col.compression == "UNCOMPRESSED"
             else:
                 assert "DELTA_BINARY_PACKED" not in col.encodings
@@ -78,7 +81,7 @@ def test_store_data_files_use_the_layout(tmp_path):
     for f in files:
         md = pq.read_metadata(f)
         names = md.schema.to_arrow_schema().names
-        for i in (names.index("t"), names.index("seq")):
+        for i in (names.index("t"), names.index("seq"), names.index("k")):
             col = md.row_group(0).column(i)
             assert "DELTA_BINARY_PACKED" in col.encodings and col.compression == "UNCOMPRESSED"
     got = store.stream("s").read()
