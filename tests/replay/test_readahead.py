@@ -86,3 +86,18 @@ def test_a_closed_read_ahead_stops_and_stays_stopped():
 def test_read_ahead_rejects_a_depth_below_one():
     with pytest.raises(ValueError, match="depth"):
         ReadAhead(iter([]), lambda x: x, depth=0)
+
+
+def test_heap_padding_is_asked_for_once_and_never_over_the_users_choice(monkeypatch):
+    import os
+
+    from replaydb.replay import readahead
+
+    monkeypatch.setenv("MALLOC_TOP_PAD_", "1")
+    readahead.keep_heap_padding.cache_clear()
+    assert readahead.keep_heap_padding() is False  # the user's setting stands
+    monkeypatch.delenv("MALLOC_TOP_PAD_")
+    readahead.keep_heap_padding.cache_clear()
+    glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    assert readahead.keep_heap_padding() is glibc.startswith("glibc")
+    assert readahead.keep_heap_padding.cache_info().currsize == 1
