@@ -329,14 +329,15 @@ def reduce_segments(
     starts: np.ndarray,
     n_rows: int,
     values: list[tuple[np.ndarray, np.ndarray | None]],
-    seq: np.ndarray,
+    seq: np.ndarray | None,
     t: np.ndarray | None = None,
     shifts: list[float] | None = None,
 ) -> Partials:
     """Reduce ``n_rows`` events into one partial per segment.
 
     ``starts`` are the (strictly increasing, first = 0) row offsets where segments begin;
-    ``values[i]`` is ``(array, valid mask or None)`` for slot ``i``; ``seq`` orders FIRST/LAST;
+    ``values[i]`` is ``(array, valid mask or None)`` for slot ``i``; ``seq`` orders FIRST/LAST
+    (None when the layout has neither);
     ``t`` feeds ``tmin``/``tmax``; ``shifts[i]`` is the variance shift of slot ``i``.
     O(n_rows) per component.
     """

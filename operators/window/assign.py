@@ -107,3 +107,21 @@ class SliceGeometry:
     def last_window_starting_by(self, rel: int) -> int:
         """Largest ``k`` whose window starts at or before ``rel``."""
         return rel // self.slide
+
+    def segments(self, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(starts, slices)`` of the ascending positions ``rel`` (non-empty): the row
+        offsets where a run of positions in one slice begins (the first is 0) and the slice
+        of each run. With fewer slice boundaries inside ``rel``'s range than rows, the
+        boundaries are looked up in ``rel`` (O(boundaries x log rows)); otherwise every row's
+        slice is compared with the next one's (O(rows))."""
+        first = int(self.slice_of(int(rel[0])))
+        last = int(self.slice_of(int(rel[-1])))
+        if last - first < rel.size:
+            cuts = np.searchsorted(rel, self.slice_start(np.arange(first + 1, last + 1)))
+            if cuts.size:
+                cuts = cuts[np.concatenate(([True], cuts[1:] != cuts[:-1]))]
+            starts = np.concatenate(([0], cuts)).astype(np.int64)
+            return starts, np.asarray(self.slice_of(rel[starts]), np.int64)
+        sl = self.slice_of(rel)
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(sl)) + 1)).astype(np.int64)
+        return starts, np.asarray(sl[starts], np.int64)

@@ -379,8 +379,8 @@ class WindowAggregate(Operator):
         if self.frontier is not None and t_all[0] < self.frontier:
             raise DataError(f"{self.name}: input out of time order (t={int(t_all[0])} after "
                             f"t={self.frontier} of an earlier batch)", row=0, column="t")
-        back = np.flatnonzero(t_all[1:] < t_all[:-1])
-        if len(back):
+        if not (t_all[1:] >= t_all[:-1]).all():
+            back = np.flatnonzero(t_all[1:] < t_all[:-1])
             raise DataError(f"{self.name}: input out of time order", row=int(back[0]) + 1,
                             column="t")
         self.frontier = int(t_all[-1])
@@ -404,8 +404,10 @@ class WindowAggregate(Operator):
         lay = self._layout
         assert lay is not None
         t = column_np(batch, "t").astype(np.int64, copy=False)
-        seq = column_np(batch, "seq").astype(np.int64, copy=False) if "seq" in batch.schema.names \
-            else np.arange(batch.num_rows, dtype=np.int64)
+        seq = None  # orders FIRST / LAST only
+        if any(c.kind in ("first", "last") for c in lay.components):
+            seq = column_np(batch, "seq").astype(np.int64, copy=False) \
+                if "seq" in batch.schema.names else np.arange(batch.num_rows, dtype=np.int64)
         if self.t_first is None:
             self.t_first = int(t[0])
         self.t_last = int(t[-1])
@@ -450,18 +452,16 @@ class WindowAggregate(Operator):
                     if cfg.align == "first":
                         k_first = max(k_first, 0)
                 state = self.groups[g] = self._new_state(k_first)
-            sl = geom.slice_of(rel)
-            cut = np.flatnonzero(np.diff(sl)) + 1
-            seg_starts = np.concatenate([[0], cut]).astype(np.int64)
+            seg_starts, seg_slices = geom.segments(rel)
             vals = [((v if rows is None else v[rows]) if v is not None else None,
                      (m if rows is None else m[rows]) if m is not None else None)
                     for v, m in values]
             parts = reduce_segments(
                 lay, seg_starts, len(tg),
                 [(v if v is not None else np.zeros(len(tg)), m) for v, m in vals],
-                seq if rows is None else seq[rows], tg, shifts)
+                seq if rows is None or seq is None else seq[rows], tg, shifts)
             closed = geom.slice_of(frontier_rel if cfg.kind == "time" else self.counts[g])
-            ks, wp = state.feed(sl[seg_starts], parts, int(closed))
+            ks, wp = state.feed(seg_slices, parts, int(closed))
             state.last_rel = int(rel[-1])
             if len(ks):
                 produced.append((np.full(len(ks), g, np.int64), ks, wp))
