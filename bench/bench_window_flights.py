@@ -172,8 +172,8 @@ def measure(store: Any, funcs: dict[str, Callable[[int, int], pa.Table]], slide:
 def report(res: Results, rows: list[tuple[str, dict[str, Any]]], n: int) -> None:
     names = list(rows[0][1]["peers"]) if rows else []
     res.table(f"Wall seconds per query, flights-3m ({n:,} events), best of the repeats "
-              "(replaydb in one thread; peers on every core); 'same' = every peer's rows equal "
-              "replaydb's", ["windows", "count", "auto path", "auto s", "auto CPU s",
+              "(replaydb's operator on one thread, its reads one step ahead on a second; "
+              "peers on every core); 'same' = every peer's rows equal replaydb's", ["windows", "count", "auto path", "auto s", "auto CPU s",
                              "replay s", *[f"{p} s" for p in names], "same",
                              "fastest peer / auto"],
               [[q, r["windows"], r["auto"]["path"], r["auto"]["wall"], r["auto"]["cpu"],
