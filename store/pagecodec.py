@@ -165,44 +165,13 @@ def _packed_value(src: np.ndarray, pos: int, k: int, w: int, end: int) -> np.uin
     return v
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _packed_sum(src: np.ndarray, pos: int, take: int, w: int, end: int) -> np.uint64:
-    """The sum (modulo 2^64) of the first ``take`` values of ``w`` bits (0..64) bit-packed
-    from ``src[pos]`` (the caller checked that their bytes lie before ``end``); word loads or
-    a bit buffer as in :func:`_unpack_deltas` up to 56 bits. O(take x w / 8)."""
-    total = np.uint64(0)
-    if w == 0:
-        return total
-    if w > 56:
-        for k in range(take):
-            total += _packed_value(src, pos, k, w, end)
-        return total
-    mask = (np.uint64(1) << np.uint64(w)) - np.uint64(1)
-    if LITTLE_ENDIAN and pos + ((take * w + 7) >> 3) + 8 <= src.size:
-        for k in range(take):
-            bit = k * w
-            total += (_load_le64(src, pos + (bit >> 3)) >> np.uint64(bit & 7)) & mask
-        return total
-    acc = np.uint64(0)
-    have = 0
-    p = pos
-    for _ in range(take):
-        while have < w:
-            acc |= np.uint64(src[p]) << np.uint64(have)
-            p += 1
-            have += 8
-        total += acc & mask
-        acc >>= np.uint64(w)
-        have -= w
-    return total
-
-
 @nb.njit(cache=True, nogil=True)
 def _delta_value_at(src: np.ndarray, pos: int, end: int, r: int) -> tuple[int, np.uint64]:
     """Value ``r`` of the DELTA_BINARY_PACKED values at ``src[pos:end]`` (uint64 bits, as
     :func:`_delta` decodes them): ``(status, value)``, CORRUPT when the header is invalid,
     the values end before ``r`` or a miniblock runs past ``end``. The first value plus
-    ``r`` deltas, summed miniblock by miniblock without storing any: O(r x bit width / 8)."""
+    ``r`` deltas, added miniblock by miniblock (as :func:`_delta` decodes them, into a scratch
+    of one miniblock): O(r x bit width / 8)."""
     st, block, pos = _varint(src, pos, end)
     if st != OK:
         return CORRUPT, np.uint64(0)
@@ -219,6 +188,7 @@ def _delta_value_at(src: np.ndarray, pos: int, end: int, r: int) -> tuple[int, n
     per = block // minis
     cur = np.uint64(_unzig(raw))
     left = r  # deltas still to add
+    scratch = np.empty(per, np.uint64)  # the running values of a miniblock, not kept
     while left > 0:
         st, raw, pos = _varint(src, pos, end)
         if st != OK or pos + minis > end:
@@ -233,7 +203,13 @@ def _delta_value_at(src: np.ndarray, pos: int, end: int, r: int) -> tuple[int, n
             take = min(per, left)
             if w > 64 or pos + (take * w + 7) // 8 > end:
                 return CORRUPT, np.uint64(0)
-            cur += mind * np.uint64(take) + _packed_sum(src, pos, take, w, end)
+            if w == 0:
+                cur += mind * np.uint64(take)
+            elif w <= 56:
+                cur = _unpack_deltas(src, pos, take, w, mind, cur, scratch, 0)
+            else:
+                for k in range(take):
+                    cur += mind + _packed_value(src, pos, k, w, end)
             left -= take
             pos += per * w // 8
     return OK, cur
