@@ -14,10 +14,9 @@ that is not thread-safe stays safe as long as nothing else uses it meanwhile. :m
 (also on exhaustion, on an exception, and as a context manager) stops the worker after the
 item it is computing, joins it and closes the source; the worker never outlives the replay.
 
-Memory: the worker allocates each read's arrays and the caller frees them, on another thread.
-The C library's heap (glibc) then returned freed memory at the top of a heap to the system and
-faulted it in again, page by page, on the next read: on flights-3m's 1-hour tumble a replay took
-60-65 ms instead of 25 ms in most processes, with three times the page faults. The first
+Memory: the worker allocates each read's arrays and the caller frees them, on another thread,
+which makes the C library's heap (glibc) return freed memory at the top of a heap to the system
+and fault it in again, page by page, on the next read (docs/decisions.md). The first
 :class:`ReadAhead` of a process therefore asks glibc to keep :data:`HEAP_PADDING` bytes at the
 top of its heaps (``mallopt(M_TOP_PAD)``, what ``MALLOC_TOP_PAD_`` sets; left alone when that
 variable is set or the C library is not glibc): freed memory up to that much stays mapped for
