@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class ParquetCache:
         self._footer_total = 0
         self._rg_bytes: dict[str, dict[str, np.ndarray]] = {}
         self._direct: dict[str, DirectFile] = {}
+        self._prefetcher: ThreadPoolExecutor | None = None
 
     def get(self, path: str, counters: IOCounters) -> pq.ParquetFile:
         pf = self._files.get(path)
@@ -126,6 +128,40 @@ class ParquetCache:
         if self.remote is not None:
             self._planned[path] = (np.unique(np.asarray(groups, np.int64)),
                                    frozenset(columns))
+
+    def prefetch(self, paths: Sequence[str], counters: IOCounters) -> None:
+        """Start fetching, on background threads, the first planned chunks of the remote
+        files ``paths`` (planned by :meth:`plan_fetches`; in the order a replay reads them):
+        per file its first planned row group and the ones after it that fit
+        :data:`.remotefile.READ_AHEAD`, files in order while :data:`PREFETCH_BYTES` lasts.
+        The files are opened here (their footers, as the reads would). A file's fetches hold
+        its lock, so a read of chunks in flight waits for them instead of fetching them again;
+        a prefetch that fails is dropped (the read's own fetch reports the error). So a
+        replay over several files fetches them at once rather than one after the other; the
+        requests and chunks are the ones its reads would make. A no-op for a local store."""
+        if self.remote is None:
+            return
+        budget = PREFETCH_BYTES
+        jobs = []
+        for path in paths:
+            plan = self._planned.get(path)
+            if plan is None or not plan[0].size:
+                continue
+            self.get(path, counters)
+            rf = self._remote[path]
+            groups = rf.ahead(plan[0][:1], plan[0], plan[1])
+            size = rf.missing_bytes(groups, plan[1])
+            if size > budget:
+                break
+            budget -= size
+            if size:
+                jobs.append((rf, groups, plan[1]))
+        if jobs and self._prefetcher is None:
+            self._prefetcher = ThreadPoolExecutor(PREFETCH_THREADS,
+                                                  thread_name_prefix="replaydb-prefetch")
+        for rf, groups, columns in jobs:
+            assert self._prefetcher is not None
+            self._prefetcher.submit(_fetch_quietly, rf, groups, columns)
 
     def fetch(self, path: str, pf: pq.ParquetFile, groups: np.ndarray | Sequence[int],
               columns: Sequence[str]) -> None:
@@ -250,6 +286,22 @@ class ParquetCache:
         assert set(self._direct) <= set(self._files)
         for d in self._direct.values():
             d.check()
+
+PREFETCH_BYTES = 32 << 20
+"""Bytes of planned chunks a replay on an object store starts fetching across its files before
+its first read (:meth:`ParquetCache.prefetch`)."""
+PREFETCH_THREADS = 4
+"""Files fetched at once by :meth:`ParquetCache.prefetch`."""
+
+
+def _fetch_quietly(rf: RemoteDataFile, groups: np.ndarray, columns: frozenset[str]) -> None:
+    """``rf.fetch(groups, columns)``, its failure dropped: the read that needs the chunks
+    fetches them itself and reports what goes wrong."""
+    try:
+        rf.fetch(groups, sorted(columns))
+    except Exception:  # an optimization: the read repeats the fetch and raises
+        pass
+
 
 def _one_layout(plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None,
                 got: tuple[np.ndarray, np.ndarray, pa.Schema]

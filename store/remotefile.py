@@ -144,6 +144,15 @@ class RemoteDataFile:
         take = int(np.searchsorted(np.cumsum(size), READ_AHEAD, side="right"))
         return np.concatenate([groups, nxt[:take]]) if take else groups
 
+    def missing_bytes(self, groups: np.ndarray, columns: Sequence[str]) -> int:
+        """Bytes of the chunks of ``groups`` x ``columns`` not fetched yet."""
+        cols = [self._names[c] for c in columns if c in self._names]
+        if not cols or not len(groups):
+            return 0
+        sub = np.ix_(np.asarray(groups, np.int64), np.asarray(cols, np.int64))
+        with self._lock:
+            return int(((self._end[sub] - self._start[sub]) * ~self._have[sub]).sum())
+
     def fetch(self, groups: np.ndarray | Sequence[int], columns: Sequence[str]) -> None:
         """Make the chunks of row groups ``groups`` x ``columns`` readable (the ones not
         fetched yet, in few requests; see the module docstring). A column the file does not

@@ -160,15 +160,20 @@ class StreamSnapshot:
 
     def _plan_fetches(self, ids: np.ndarray, cols: list[str]) -> None:
         """Tell the open-file cache which leaves a read will take (a store on an object store
-        fetches the planned leaves ahead, :meth:`ParquetCache.plan_fetches`)."""
+        fetches the planned leaves ahead, :meth:`ParquetCache.plan_fetches`, and starts on
+        the first ones of every file at once, :meth:`ParquetCache.prefetch`)."""
         if self._cache.remote is None:
             return
         lv = self.tree.leaves
         fids, rgs = lv.col("file_id")[ids], lv.col("rg")[ids]
-        for fid in np.unique(fids).tolist():
+        uniq, first = np.unique(fids, return_index=True)
+        paths = []
+        for fid in uniq[np.argsort(first)].tolist():  # files in the order the reads reach them
             sel = fids == fid
             path = self._path_of(int(fid), int(ids[sel][0]))
             self._cache.plan_fetches(path, rgs[sel], cols)
+            paths.append(path)
+        self._cache.prefetch(paths, self.counters)
 
     def _count_leaves(self, ids: np.ndarray, cols: list[str]) -> None:
         """Count leaves ``ids`` (read in full, of ``cols``) as leaves, row groups and bytes

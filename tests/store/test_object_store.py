@@ -75,6 +75,26 @@ def test_every_pattern_strategy_equals_the_local_store(s3, uri, local_store, tmp
         assert got.equals(want), plan
 
 
+def test_a_replay_fetches_the_first_chunks_of_every_file_at_once(s3, uri, local_store,
+                                                                 tmp_path) -> None:
+    """Planning a replay over both data files starts fetching each file's first planned
+    chunks before the first read; the replay then reads them and answers as locally."""
+    remote = _remote(s3, uri, tmp_path / "cache")
+    snap = remote.stream("ev")
+    before = remote.location.counters.requests
+    snap._plan_fetches(np.arange(snap.tree.leaves.n), ["t", "k"])
+    cache = snap._cache
+    assert cache._prefetcher is not None and len(cache._remote) == 2  # both files
+    cache._prefetcher.shutdown(wait=True)
+    assert remote.location.counters.requests - before >= 2
+    for path, rf in cache._remote.items():
+        groups, columns = cache._planned[path]
+        assert rf.missing_bytes(groups[:1], columns) == 0
+    want = replaydb.query(local_store, PATTERN, plan="replay").table
+    assert replaydb.query(_remote(s3, uri, tmp_path / "cache2"), PATTERN,
+                          plan="replay").table.equals(want)
+
+
 def test_window_paths_equal_the_local_store(s3, uri, local_store, tmp_path) -> None:
     remote = _remote(s3, uri, tmp_path)
     for plan in ("replay", "auto", "index", "naive"):
