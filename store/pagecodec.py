@@ -165,6 +165,26 @@ def _packed_value(src: np.ndarray, pos: int, k: int, w: int, end: int) -> np.uin
     return v
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _delta_header(src: np.ndarray, pos: int, end: int
+                  ) -> tuple[int, int, int, int, np.uint64, int]:
+    """The header of DELTA_BINARY_PACKED values at ``src[pos:end]``: ``(status, values per
+    miniblock, miniblocks per block, total values, first value, position after it)``;
+    CORRUPT for a header that does not parse or a block size the format forbids."""
+    minis = total = raw = 0
+    st, block, pos = _varint(src, pos, end)
+    if st == OK:
+        st, minis, pos = _varint(src, pos, end)
+    if st == OK:
+        st, total, pos = _varint(src, pos, end)
+    if st == OK:
+        st, raw, pos = _varint(src, pos, end)
+    if (st != OK or block <= 0 or minis <= 0 or block % 128 != 0 or block % minis != 0
+            or (block // minis) % 32 != 0):
+        return CORRUPT, 0, 0, 0, np.uint64(0), pos
+    return OK, block // minis, minis, total, np.uint64(_unzig(raw)), pos
+
+
 @nb.njit(cache=True, nogil=True)
 def _delta_value_at(src: np.ndarray, pos: int, end: int, r: int) -> tuple[int, np.uint64]:
     """Value ``r`` of the DELTA_BINARY_PACKED values at ``src[pos:end]`` (uint64 bits, as
@@ -172,21 +192,9 @@ def _delta_value_at(src: np.ndarray, pos: int, end: int, r: int) -> tuple[int, n
     the values end before ``r`` or a miniblock runs past ``end``. The first value plus
     ``r`` deltas, added miniblock by miniblock (as :func:`_delta` decodes them, into a scratch
     of one miniblock): O(r x bit width / 8)."""
-    st, block, pos = _varint(src, pos, end)
-    if st != OK:
+    st, per, minis, total, cur, pos = _delta_header(src, pos, end)
+    if st != OK or r < 0 or r >= total:
         return CORRUPT, np.uint64(0)
-    st, minis, pos = _varint(src, pos, end)
-    if st != OK:
-        return CORRUPT, np.uint64(0)
-    st, total, pos = _varint(src, pos, end)
-    if st != OK:
-        return CORRUPT, np.uint64(0)
-    st, raw, pos = _varint(src, pos, end)
-    if (st != OK or block <= 0 or minis <= 0 or block % 128 != 0 or block % minis != 0
-            or (block // minis) % 32 != 0 or r < 0 or r >= total):
-        return CORRUPT, np.uint64(0)
-    per = block // minis
-    cur = np.uint64(_unzig(raw))
     left = r  # deltas still to add
     scratch = np.empty(per, np.uint64)  # the running values of a miniblock, not kept
     while left > 0:
@@ -219,25 +227,11 @@ def _delta_value_at(src: np.ndarray, pos: int, end: int, r: int) -> tuple[int, n
 def _delta(src: np.ndarray, pos: int, end: int, n: int, out: np.ndarray, at: int) -> int:
     """Decode ``n`` DELTA_BINARY_PACKED values into ``out[at:at + n]`` (uint64 bits; the
     caller narrows INT32); answers OK or CORRUPT. Sums wrap modulo 2^64 as the format wants."""
-    st, block, pos = _varint(src, pos, end)
-    if st != OK:
+    st, per, minis, total, cur, pos = _delta_header(src, pos, end)
+    if st != OK or total < n:
         return CORRUPT
-    st, minis, pos = _varint(src, pos, end)
-    if st != OK:
-        return CORRUPT
-    st, total, pos = _varint(src, pos, end)
-    if st != OK:
-        return CORRUPT
-    st, raw, pos = _varint(src, pos, end)
-    if st != OK:
-        return CORRUPT
-    if (block <= 0 or minis <= 0 or block % 128 != 0 or block % minis != 0
-            or (block // minis) % 32 != 0 or total < n):
-        return CORRUPT
-    per = block // minis
     if n == 0:
         return OK
-    cur = np.uint64(_unzig(raw))
     out[at] = cur
     got = 1
     while got < n:
