@@ -37,6 +37,7 @@ from pathlib import Path
 
 from replaydb.errors import UsageError
 from replaydb.store.location import RemoteEntry, RemoteLocation
+from replaydb.store.pagestore import PAGES, RANGES
 
 REPLACED = frozenset({"_last_checkpoint", "replaydb.json"})
 """Names of files a writer replaces in place (fetched again at every sync)."""
@@ -240,9 +241,9 @@ class StoreMirror:
                     st = os.stat(p)
                 except FileNotFoundError:
                     continue
-                size = st.st_blocks * 512 if n.endswith(".pages") else st.st_size  # sparse
+                size = st.st_blocks * 512 if n.endswith(PAGES) else st.st_size  # sparse
                 total += size
-                if n.endswith(".ranges"):
+                if n.endswith(RANGES):
                     continue  # goes with its pages
                 if ("_delta_log" not in dirpath and n not in REPLACED and p not in keep
                         and not n.startswith(MARKER)):
@@ -256,8 +257,8 @@ class StoreMirror:
                 break
             try:
                 _drop_markers(os.path.dirname(p))
-                if p.endswith(".pages"):  # its list of ranges first (see .pagestore)
-                    ranges = p[:-len(".pages")] + ".ranges"
+                if p.endswith(PAGES):  # its list of ranges first (see .pagestore)
+                    ranges = p[:-len(PAGES)] + RANGES
                     with contextlib.suppress(FileNotFoundError):
                         total -= os.stat(ranges).st_size
                         os.unlink(ranges)
