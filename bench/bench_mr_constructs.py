@@ -3,10 +3,12 @@
 Data: ``flights-3m`` (the first million flights; ``--full``: all 3M) in a store with indexes on
 ``origin`` and ``delay``. Each pair runs a query with one of the constructs (PERMUTE, exclusion,
 anchors, SUBSET in MEASURES and in DEFINE, CLASSIFIER(v), an aggregate over an expression in
-DEFINE, empty matches, WITH UNMATCHED ROWS, NEXT and FIRST/LAST offsets in DEFINE, COUNT(DISTINCT))
-and the query it generalizes (the explicit alternation, the pattern without the exclusion or
-anchor, a single variable, a column, ``A+`` or a one-row match in place of an empty one, ALL ROWS
-PER MATCH, PREV, smaller offsets, COUNT), on the same data in the same process: full replay (the matcher's own cost)
+DEFINE, empty matches, WITH UNMATCHED ROWS, NEXT and FIRST/LAST offsets in DEFINE, PREV/NEXT of
+CLASSIFIER(v) in DEFINE, COUNT(DISTINCT)) and the query it generalizes (the explicit
+alternation, the pattern without the exclusion or anchor, a single variable, a column, ``A+`` or
+a one-row match in place of an empty one, ALL ROWS PER MATCH, PREV, smaller offsets, the same
+moves over every row, COUNT), on the same data in the same process: full replay (the matcher's
+own cost)
 and ``auto`` (what the planner makes of it), best of ``--repeat`` runs after a warm-up run. The
 goal is the issue's: a construct costs at most 2x its twin under full replay. Output rows are
 listed beside the times. Empty matches and unmatched rows output a row where their twin ``A+``
@@ -115,6 +117,15 @@ PAIRS: list[tuple[str, str, str]] = [
      _q("MEASURES COUNT(*) AS n PATTERN (A B{2,} C) DEFINE A AS A.delay >= 120, "
         "B AS B.delay > 0 AND (LAST(B.delay, 1) IS NULL OR B.delay != LAST(B.delay, 1)), "
         "C AS C.delay > FIRST(B.delay)")),
+    ("PREV/NEXT of CLASSIFIER(U) in DEFINE vs of CLASSIFIER()",
+     "SELECT * FROM flights MATCH_RECOGNIZE (PARTITION BY origin ORDER BY date MEASURES "
+     "COUNT(*) AS n PATTERN (A (B | C)+ D) SUBSET U = (B, C) DEFINE A AS A.delay >= 120, "
+     "B AS B.delay > 30, C AS C.delay > 0, D AS D.delay >= 180 "
+     "AND PREV(CLASSIFIER(U)) IS NOT NULL AND NEXT(LAST(CLASSIFIER(U), 1)) IS NOT NULL)",
+     "SELECT * FROM flights MATCH_RECOGNIZE (PARTITION BY origin ORDER BY date MEASURES "
+     "COUNT(*) AS n PATTERN (A (B | C)+ D) DEFINE A AS A.delay >= 120, "
+     "B AS B.delay > 30, C AS C.delay > 0, D AS D.delay >= 180 "
+     "AND PREV(CLASSIFIER(), 2) IS NOT NULL AND NEXT(LAST(CLASSIFIER(), 2)) IS NOT NULL)"),
     ("COUNT(DISTINCT B.destination) vs COUNT(B.destination) in MEASURES",
      _q("MEASURES COUNT(DISTINCT B.destination) AS n ALL ROWS PER MATCH PATTERN (A B+) "
         "DEFINE A AS A.delay >= 120, B AS B.delay > 0"),

@@ -290,8 +290,8 @@ class AllRunsEngine(_Base):
         if n == 0:
             return None
         m = int(s["n_ev"][:n].min())
-        if self.CI:
-            ci = s["ctx_i"][:n]
+        if self.cp.ci_events.any():
+            ci = s["ctx_i"][:n][:, self.cp.ci_events]
             ci = ci[ci >= 0]
             if ci.size:
                 m = min(m, int(ci.min()))
@@ -528,8 +528,8 @@ class SqlEngine(_Base):
         if n == 0:
             return None
         m = int(s["n_ev"][:n].min())
-        if self.CI:
-            ci = s["ctx_i"][:n]
+        if self.cp.ci_events.any():
+            ci = s["ctx_i"][:n][:, self.cp.ci_events]
             ci = ci[ci >= 0]
             if ci.size:
                 m = min(m, int(ci.min()))

@@ -18,7 +18,7 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
 * ``LAST(V.x, k)`` - the ``k``-th event before the running match's last one bound to ``V``
   (``LAST(V.x)`` = ``V.x``, ``LAST(V.x, 1)`` the previous event bound to ``V``); for another
   variable counted from its last bound event; ``LAST(x, k)`` - of all the match's events;
-  offsets up to :data:`MAX_CONDITION_OFFSET`; NULL where no such event is bound;
+  LAST offsets up to :data:`MAX_CONDITION_OFFSET`, FIRST any; NULL where no such event is bound;
 * ``COUNT(*)``, ``COUNT(V.*)``, ``COUNT/SUM/AVG/MIN/MAX(V.x)`` - over the running match's events
   bound to ``V`` (the current one included); over ``A``'s events for another variable; over all
   events for an unqualified column. NULLs are skipped; SUM/AVG/MIN/MAX of no values are NULL;
@@ -28,7 +28,8 @@ matcher decides whether the current event ``e`` may be bound to variable ``V`` o
   k)``, ``FIRST(CLASSIFIER(), k)``, ``PREV``/``NEXT(CLASSIFIER(), k)`` - the variable of that
   row of the running match (NULL outside it: the rows after the current one are not matched
   yet); ``CLASSIFIER(v)`` - of the last row bound to ``v`` (a union variable: to one of its
-  variables), with FIRST/LAST offsets too; PREV/NEXT of ``CLASSIFIER(v)`` is refused;
+  variables), with FIRST/LAST offsets too, and PREV/NEXT of it: the variable of the row that
+  many rows before / after that row (NULL outside the running match);
 * ``MATCH_NUMBER()`` (MATCH_RECOGNIZE) - the number the running match would get if it matched:
   one more than the partition's matches before it (Trino's reading).
 
@@ -97,6 +98,29 @@ class BoundVar(ex.Expr):
     k: int = 0
     cur: str | None = None
     need: int = -1
+
+
+@dataclass(frozen=True)
+class MovedVar(ex.Expr):
+    """``PREV``/``NEXT`` of ``CLASSIFIER(var)`` of a row of ``var`` other than the current one:
+    the variable of the row ``nav`` rows before (``nav < 0``: after) ``var``'s ``k``-th first
+    (``sel`` ``first``) or ``k``-th last bound row, NULL outside the running match; ``cur`` is
+    the variable being defined (the current row's, when the move lands on it) and ``own``
+    whether ``var`` covers it (then the ``k``-th first row may be the current one)."""
+
+    sel: str
+    var: str
+    k: int
+    nav: int
+    cur: str
+    own: bool
+
+
+MAX_MOVED_SLOTS = 4096
+"""The most state slots one ``PREV``/``NEXT`` (``n`` rows) of ``CLASSIFIER(v)`` in a condition
+may take: ``NEXT`` from ``v``'s ``k``-th last row keeps ``(k + 1) x (n + 1)`` (the rows after
+each of ``v``'s last ``k + 1`` rows), ``PREV`` from it ``k + n + 2``, a move from its ``k``-th
+first row ``n + 2``."""
 
 
 @dataclass(frozen=True)
@@ -195,9 +219,10 @@ MAX_OFFSET = 2**31 - 1
 """The largest row offset of a navigation (PREV, NEXT, FIRST, LAST): offsets index int64 arrays
 of rows, and no partition or match comes near this many rows."""
 
-MAX_CONDITION_OFFSET = 255
-"""The largest FIRST/LAST offset in a condition: a running match keeps one state slot per
-offset (each bound row updates them), where MEASURES read the finished match's rows."""
+MAX_CONDITION_OFFSET = 4095
+"""The largest LAST offset in a condition: a running match keeps its variable's last ``k + 1``
+rows, a state slot each (every bound row updates them), where MEASURES read the finished
+match's rows. FIRST takes any offset (one slot counts the rows up to the ``k``-th)."""
 
 
 def offset_arg(e: ex.Expr, what: str) -> int:
@@ -290,17 +315,16 @@ class _Lowerer:
         of the running match; default: its last), moved ``nav`` rows back (PREV) or ahead
         (NEXT): the variable that row is bound to, NULL for a row outside the running match.
         The rows of a running match are consecutive, so with every row counted a move is an
-        offset in the same chain; a move from one variable's row is not supported."""
+        offset in the same chain; a move from one variable's row is a :class:`MovedVar`."""
         kind, k = sel if sel is not None else ("last", 0)
-        if k > MAX_CONDITION_OFFSET or abs(nav) > MAX_CONDITION_OFFSET:
-            raise QueryError(_at(f"navigation of CLASSIFIER() in a condition: offsets up to "
-                                 f"{MAX_CONDITION_OFFSET} are supported", pos))
-        if nav and var is not None:
-            raise QueryError(
-                _at("PREV/NEXT of CLASSIFIER(v) in a condition is not supported", pos),
-                hint="use LAST(CLASSIFIER(), k) / FIRST(CLASSIFIER(), k) over every row, or "
-                     "PREV(CLASSIFIER(v)) in MEASURES")
+        if kind == "last" and k + max(nav, 0) > MAX_CONDITION_OFFSET:
+            raise QueryError(_at(f"navigation of CLASSIFIER() in a condition: LAST offsets "
+                                 f"and PREV moves from the last rows up to "
+                                 f"{MAX_CONDITION_OFFSET} are supported", pos),
+                             hint="use the offset in MEASURES, where any offset is allowed")
         own = self.own(var)
+        if nav and var is not None:
+            return self.moved_classifier(var, kind, k, nav, own, pos)
         if not nav:
             if kind == "last":
                 if own:
@@ -324,6 +348,25 @@ class _Lowerer:
         if nav > 0:  # FIRST(..., k) must exist: k rows bound before the current one
             return BoundVar("first", None, to, need=k - 1)
         return BoundVar("firstcur", None, to, self.var)
+
+    def moved_classifier(self, var: str, kind: str, k: int, nav: int, own: bool,
+                         pos: int | None) -> ex.Expr:
+        """``PREV``/``NEXT`` (``nav`` rows back; negative: ahead) of ``CLASSIFIER(var)`` of
+        ``var``'s ``k``-th first or last row. When ``var`` covers the current row, its last row
+        is the current one: ``PREV`` is then a row of every row's chain and ``NEXT`` a row not
+        matched yet, and its ``k``-th last row is the ``k - 1``-th last bound one."""
+        if kind == "last" and own:
+            if k == 0:
+                return BoundVar("last", None, nav - 1) if nav > 0 else BoundVar("none", None)
+            k -= 1
+        n = abs(nav)
+        slots = n + 2 if kind == "first" else (k + 1) * (n + 1) if nav < 0 else k + n + 2
+        if slots > MAX_MOVED_SLOTS:
+            raise QueryError(_at(f"{'PREV' if nav > 0 else 'NEXT'} of CLASSIFIER({var}) at "
+                                 f"these offsets in a condition keeps {slots} state slots per "
+                                 f"running match; at most {MAX_MOVED_SLOTS} are supported", pos),
+                             hint="use smaller offsets, or the navigation in MEASURES")
+        return MovedVar(kind, var, k, nav, self.var, own)
 
     def aggregate(self, e: ex.Call) -> ex.Expr:
         if len(e.args) != 1:
@@ -358,8 +401,8 @@ class _Lowerer:
         col = self.ctx.resolve_column(c.name, c.pos)
         own = self.own(var)
         kind, k = sel if sel is not None else ("last", 0)
-        if k > MAX_CONDITION_OFFSET:
-            raise QueryError(_at(f"{kind.upper()}(..., {k}) in a condition: offsets up to "
+        if kind == "last" and k > MAX_CONDITION_OFFSET:
+            raise QueryError(_at(f"LAST(..., {k}) in a condition: offsets up to "
                                  f"{MAX_CONDITION_OFFSET} are supported", c.pos),
                              hint="use the offset in MEASURES, where any offset is allowed")
         if kind == "last":
@@ -445,8 +488,8 @@ def derive_row_functions(e: ex.Expr, ctx: LowerContext) -> ex.Expr:
             value = ex.compile_expr(e)(ex.ColumnsEnv({}))  # LOWER('X'): a constant
             return ex.Literal(None if value is None else str(value), pos=e.pos)
         selectors = {_row_of(n) for n in leaves}
-        if len(selectors) == 1 and not any(isinstance(n, Agg | Rows | MatchNumber | BoundVar)
-                                           for n in e.walk()):
+        if len(selectors) == 1 and not any(
+                isinstance(n, Agg | Rows | MatchNumber | BoundVar | MovedVar) for n in e.walk()):
             body = _on_row(e)
             name = next((k for k, v in ctx.row_functions.items() if v == body), None)
             if name is None:
@@ -523,7 +566,8 @@ def _on_row(e: ex.Expr) -> ex.Expr:
 
 def is_local(e: ex.Expr) -> bool:
     """True if a lowered expression refers only to the current event."""
-    return not any(isinstance(n, Bound | BoundVar | Agg | Rows | MatchNumber) for n in e.walk())
+    return not any(isinstance(n, Bound | BoundVar | MovedVar | Agg | Rows | MatchNumber)
+                   for n in e.walk())
 
 
 def nav_name(col: str, nav: int) -> str:
@@ -535,6 +579,6 @@ def to_batch_expr(e: ex.Expr) -> ex.Expr:
     """Turn a local lowered expression into an ordinary expression over batch columns."""
     if isinstance(e, Cur):
         return ex.Column(nav_name(e.col, e.nav))
-    if isinstance(e, Bound | BoundVar | Agg | Rows | MatchNumber):  # a local conjunct has none
+    if isinstance(e, Bound | BoundVar | MovedVar | Agg | Rows | MatchNumber):  # none are local
         raise QueryError(f"cannot evaluate {type(e).__name__} over a batch")  # pragma: no cover
     return ex.map_children(e, to_batch_expr)

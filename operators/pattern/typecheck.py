@@ -24,6 +24,7 @@ from replaydb.operators.pattern.lowering import (
     Cur,
     LowerContext,
     MatchNumber,
+    MovedVar,
     Rows,
 )
 
@@ -50,7 +51,7 @@ def check_condition(lowered: Expr, schema: pa.Schema, pos: int | None,
             return "f" if e.fn == "AVG" else ("i" if e.fn == "COUNT" else kind)
         if isinstance(e, Rows | MatchNumber):
             return "i"
-        if isinstance(e, BoundVar):
+        if isinstance(e, BoundVar | MovedVar):
             return "s"
         raise QueryError(f"unsupported expression in a condition: {type(e).__name__}")
 

@@ -155,8 +155,8 @@ def string_functions(names: list[str]) -> st.SearchStrategy[ex.Expr]:
 
 
 def classifier_navigations(names: list[str]) -> st.SearchStrategy[ex.Expr]:
-    """CLASSIFIER() of rows of the running match: FIRST/LAST at offsets 0-3, PREV/NEXT (also
-    around FIRST/LAST), and CLASSIFIER(v) of any variable with FIRST/LAST."""
+    """CLASSIFIER() and CLASSIFIER(v) of any variable, of rows of the running match: FIRST/LAST
+    at offsets 0-3, PREV/NEXT at offsets 1-3 (also around FIRST/LAST)."""
     cls = ex.Call("CLASSIFIER")
     of = st.one_of(st.just(cls), st.sampled_from(names).map(
         lambda q: ex.Call("CLASSIFIER", (ex.Column(q),)))) if names else st.just(cls)
@@ -166,9 +166,9 @@ def classifier_navigations(names: list[str]) -> st.SearchStrategy[ex.Expr]:
 
     picked = st.builds(pick, st.sampled_from(["FIRST", "LAST"]), of, st.integers(0, 3))
     moved = st.builds(lambda fn, k, inner: ex.Call(fn, (inner, ex.Literal(k))),
-                      st.sampled_from(["PREV", "NEXT"]), st.integers(1, 2),
-                      st.one_of(st.just(cls), st.builds(pick, st.sampled_from(["FIRST", "LAST"]),
-                                                        st.just(cls), st.integers(0, 2))))
+                      st.sampled_from(["PREV", "NEXT"]), st.integers(1, 3),
+                      st.one_of(of, st.builds(pick, st.sampled_from(["FIRST", "LAST"]),
+                                              of, st.integers(0, 2))))
     return st.one_of(of, picked, moved)
 
 
@@ -377,9 +377,36 @@ def test_classifier_of_a_variable() -> None:
     assert [r["c"] for r in _rows(q, table)] == ["A", "B", "B", "B", "B", "B", "B"]
     # with B AS CLASSIFIER(A) IS NULL the preferred A? takes no row: every row is a B
     assert [r["c"] for r in _rows(q.replace("= 'A'", "IS NULL"), table)] == ["B"] * 7
-    with pytest.raises(QueryError, match="PREV/NEXT of CLASSIFIER.v. in a condition"):
+    with pytest.raises(QueryError, match="NEXT of CLASSIFIER.A. at these offsets in a "
+                                         "condition keeps 40401 state slots"):
         _rows("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B) DEFINE B AS "
-              "NEXT(CLASSIFIER(A)) = 'A')", table)
+              "NEXT(LAST(CLASSIFIER(A), 200), 200) = 'A')", table)
+
+
+def test_navigation_from_a_variables_row_in_define() -> None:
+    # (A | B)+ C on a b b a c: A's rows 0 and 3, B's rows 1 and 2, C row 4 (the current one).
+    # Every fact below holds there; a wrong one (or NULL) would make C fail and leave no match.
+    facts = ["PREV(CLASSIFIER(B)) = 'B'", "PREV(CLASSIFIER(B), 2) = 'A'",
+             "PREV(CLASSIFIER(B), 3) IS NULL", "NEXT(CLASSIFIER(B)) = 'A'",
+             "NEXT(CLASSIFIER(B), 2) = 'C'", "NEXT(CLASSIFIER(B), 3) IS NULL",
+             "NEXT(FIRST(CLASSIFIER(B))) = 'B'", "PREV(FIRST(CLASSIFIER(A))) IS NULL",
+             "NEXT(FIRST(CLASSIFIER(A)), 3) = 'A'", "PREV(FIRST(CLASSIFIER(B), 1), 2) = 'A'",
+             "NEXT(LAST(CLASSIFIER(B), 1)) = 'B'", "NEXT(LAST(CLASSIFIER(B), 1), 3) = 'C'",
+             "PREV(LAST(CLASSIFIER(A), 1)) IS NULL", "PREV(LAST(CLASSIFIER(A))) = 'B'",
+             "NEXT(LAST(CLASSIFIER(A), 2)) IS NULL", "PREV(CLASSIFIER(C)) = 'A'"]
+    defines = "A AS price = 1, B AS price = 2, C AS price = 3 AND "
+    for fact in facts:
+        assert _labels("(A | B)+ C", [1, 2, 2, 1, 3], defines + fact) == [
+            (1, 0, "A"), (1, 1, "B"), (1, 2, "B"), (1, 3, "A"), (1, 4, "C")], fact
+    for wrong in ("NEXT(CLASSIFIER(B), 2) = 'B'", "PREV(LAST(CLASSIFIER(A), 1)) = 'A'",
+                  "NEXT(FIRST(CLASSIFIER(B)), 4) IS NOT NULL"):
+        assert _labels("(A | B)+ C", [1, 2, 2, 1, 3], defines + wrong) == [], wrong
+    # the variable's own rows: the current row is B's last; its first B row once bound
+    own = ("A AS price = 1, B AS price = 2 AND PREV(FIRST(CLASSIFIER(B))) = 'A' "
+           "AND NEXT(LAST(CLASSIFIER(B), 1), 1) = 'B' OR price = 2 AND COUNT(B.*) = 1, "
+           "C AS price = 3")
+    assert _labels("A B+ C", [1, 2, 2, 2, 3], own) == [
+        (1, 0, "A"), (1, 1, "B"), (1, 2, "B"), (1, 3, "B"), (1, 4, "C")]
 
 
 def test_strings_ordered_across_rows_keep_their_order_as_keys_move() -> None:
@@ -497,8 +524,19 @@ def test_first_and_last_offsets_in_define() -> None:
     # the match's row 3 is seq 3 (1): rows 1-2 pass while it is unbound, then FIRST(price, 3)
     # is 1 from row 3 on, so B runs to the end
     assert [r["l"] for r in _rows(q, table)] == [8]
-    with pytest.raises(QueryError, match=r"FIRST\(\.\.\., 300\) in a condition: offsets up to"):
-        _rows(q.replace("FIRST(price, 3) <", "FIRST(price, 300) <"), table)
+    with pytest.raises(QueryError, match=r"LAST\(\.\.\., 4096\) in a condition: offsets up to"):
+        _rows(q.replace("FIRST(price, 3) <", "LAST(price, 4096) <"), table)
+    # FIRST at any offset: one slot counts the rows up to it. Prices 1, 2, 3, ... after A: B's
+    # row 1000 (0-based, price 1001) is its own FIRST(B.price, 1000); B goes on while the price
+    # stays below 1004, so the match ends at the row of price 1003
+    long = _prices([9.0] + [float(p) for p in range(1, 1501)])
+    q = ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES LAST(B.seq) AS l, FIRST(B.seq, 1000) AS f "
+         "PATTERN (A B+) DEFINE A AS price = 9, "
+         "B AS FIRST(B.price, 1000) IS NULL OR price < FIRST(B.price, 1000) + 3)")
+    assert [(r["f"], r["l"]) for r in _rows(q, long)] == [(1001, 1003)]
+    # the match's row 100,000 is never bound: NULL, so B's rows stop at the 1000th
+    q = q.replace("FIRST(B.price, 1000) + 3", "FIRST(price, 100000) + 3")
+    assert [(r["f"], r["l"]) for r in _rows(q, long)] == [(None, 1000)]
 
 
 def test_count_distinct_in_measures() -> None:
