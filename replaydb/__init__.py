@@ -49,10 +49,11 @@ def open(path: Any, *, create: bool = False, read_only: bool = False,  # noqa: A
          cache_size: int | str | None = None) -> Store:
     """Open the store at ``path`` (``create=True`` makes a new one if none exists there).
 
-    ``path`` is a local directory, a ``file://`` URI or an ``s3://bucket/prefix`` URI. A store
-    on an object store is read in place (read-only): ``storage_options`` are delta-rs's keys
-    (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...; the standard environment variables
-    otherwise), ``cache_dir`` and ``cache_size`` (bytes, or text such as ``"2GiB"``) bound the
+    ``path`` is a local directory, a ``file://`` URI, an ``s3://bucket/prefix`` URI or an Azure
+    URI (``az://container/prefix``, ``abfss://container@account.dfs.core.windows.net/prefix``).
+    A store on an object store is read in place: ``storage_options`` are delta-rs's keys
+    (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AZURE_STORAGE_ACCOUNT_KEY``, ...; the
+    standard environment variables otherwise), ``cache_dir`` and ``cache_size`` (bytes, or text such as ``"2GiB"``) bound the
     local cache of its small files (:mod:`replaydb.store.mirror`; docs/storage.md)."""
     from replaydb.store.mirror import CacheOptions, parse_size
     from replaydb.store.store import Store

@@ -1,11 +1,12 @@
 """Where a store lives: a local directory or an object store, named by a URI.
 
-A store is named by a local path, a ``file://`` URI, or an ``s3://bucket/prefix`` URI (``s3a://``
-is the same). For an object store, credentials and the endpoint come from the standard
-environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
-``AWS_REGION``, ``AWS_ENDPOINT_URL``) and from explicit *storage options*, the keys delta-rs
-takes in its ``storage_options`` (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ...; case does not
-matter); an explicit option wins over the environment.
+A store is named by a local path, a ``file://`` URI, an ``s3://bucket/prefix`` URI
+(:mod:`.s3kind`) or an Azure URI, ``az://container/prefix`` or
+``abfss://container@account.dfs.core.windows.net/prefix`` (:mod:`.azurekind`). For an object
+store, credentials and the endpoint come from the kind's standard environment variables and
+from explicit *storage options*, the keys delta-rs takes in its ``storage_options``
+(``AWS_ENDPOINT_URL``, ``AZURE_STORAGE_ACCOUNT_KEY``, ...; case does not matter); an explicit
+option wins over the environment.
 
 :class:`RemoteLocation` reads objects through Arrow's file system for that kind of store and
 counts what it asks for (:class:`FetchCounters`: requests and bytes), so that a benchmark and
@@ -28,22 +29,27 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from replaydb.errors import StoreError, UsageError
+from replaydb.store.azurekind import AzureKind
+from replaydb.store.s3kind import S3Kind
 
-S3_SCHEMES = ("s3", "s3a")
-"""URI schemes of S3-compatible object stores."""
+KINDS = (S3Kind(), AzureKind())
+"""The kinds of object store a store may live on."""
 
-OTHER_OBJECT_SCHEMES = ("gs", "gcs", "az", "abfs", "abfss", "azure")
+OTHER_OBJECT_SCHEMES = ("gs", "gcs")
 """URI schemes of object stores replaydb recognises but does not read or write yet."""
 
-_ENV_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
-             "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP")
-"""Environment variables read for an S3 store (an explicit storage option overrides each)."""
 
-_KNOWN_S3_OPTIONS = frozenset(_ENV_KEYS) | {
-    "AWS_ENDPOINT", "AWS_S3_ALLOW_UNSAFE_RENAME", "AWS_CONDITIONAL_PUT", "AWS_FORCE_PATH_STYLE",
-    "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "AWS_REQUEST_TIMEOUT", "AWS_CONNECT_TIMEOUT",
-    "AWS_SKIP_SIGNATURE", "AWS_S3_LOCKING_PROVIDER"}
-"""Storage option keys accepted for an S3 store (delta-rs's names, upper case)."""
+def kind_of(uri: str) -> S3Kind | AzureKind:
+    """The kind of object store ``uri`` names (UsageError for any other URI)."""
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    for kind in KINDS:
+        if scheme in kind.schemes:
+            return kind
+    if scheme in OTHER_OBJECT_SCHEMES:
+        raise UsageError(f"{uri}: stores on {scheme}:// are not supported yet; replaydb reads "
+                         "stores on local disks, S3-compatible object stores (s3://) and Azure "
+                         "(az://, abfss://)")
+    raise UsageError(f"{uri}: expected " + " or ".join(k.usage for k in KINDS))
 
 
 def is_remote(path: Any) -> bool:
@@ -51,7 +57,7 @@ def is_remote(path: Any) -> bool:
     if not isinstance(path, str) or "://" not in path:
         return False
     scheme = path.split("://", 1)[0].lower()
-    return scheme in S3_SCHEMES or scheme in OTHER_OBJECT_SCHEMES
+    return scheme in OTHER_OBJECT_SCHEMES or any(scheme in k.schemes for k in KINDS)
 
 
 def local_path(path: str | os.PathLike[str]) -> Path:
@@ -115,29 +121,21 @@ class RemoteEntry:
 
 
 class RemoteLocation:
-    """A store's root on an S3-compatible object store (see the module docstring).
+    """A store's root on an object store (see the module docstring).
 
     Paths given to the methods are relative to the store root, with ``/`` separators.
     Objects a store writes are immutable except the few it replaces whole (its configuration,
     a Delta log's ``_last_checkpoint``); reads here take no lock."""
 
     def __init__(self, uri: str, options: Mapping[str, str] | None = None) -> None:
-        parsed = urlparse(uri)
-        scheme = parsed.scheme.lower()
-        if scheme in OTHER_OBJECT_SCHEMES:
-            raise UsageError(f"{uri}: stores on {scheme}:// are not supported yet; "
-                             "replaydb reads stores on local disks and S3-compatible "
-                             "object stores (s3://)")
-        if scheme not in S3_SCHEMES or not parsed.netloc:
-            raise UsageError(f"{uri}: expected s3://BUCKET[/PREFIX]")
+        self.kind = kind_of(uri)
         self.uri = uri.rstrip("/")
-        self.bucket = parsed.netloc
-        prefix = parsed.path.strip("/")
+        self.bucket, prefix = self.kind.parse(self.uri)
         self.root = f"{self.bucket}/{prefix}" if prefix else self.bucket
-        self.options = s3_options(options or {}, uri)
-        self.fs = _s3_filesystem(self.options)
+        self.options = self.kind.options(options or {}, uri)
+        self.fs = self.kind.filesystem(self.options, self.uri)
         self.counters = FetchCounters()
-        self.has_credentials = _has_credentials(self.options)
+        self.has_credentials = self.kind.has_credentials(self.options)
 
     # ------------------------------------------------------------------ naming
     def key(self, rel: str) -> str:
@@ -230,14 +228,10 @@ class RemoteLocation:
         self.counters.add(requests=1)
 
     def write_options(self) -> dict[str, str]:
-        """The storage options delta-rs commits with: the store's, plus conditional puts
-        (``AWS_CONDITIONAL_PUT=etag``) unless a locking provider or another commit
-        mechanism is set, so that two commits of one version cannot both succeed."""
-        out = dict(self.options)
-        if not any(k in out for k in ("AWS_CONDITIONAL_PUT", "AWS_S3_LOCKING_PROVIDER",
-                                      "AWS_S3_ALLOW_UNSAFE_RENAME")):
-            out["AWS_CONDITIONAL_PUT"] = "etag"
-        return out
+        """The storage options delta-rs commits with, such that two commits of one version
+        cannot both succeed (:meth:`.s3kind.S3Kind.write_options`,
+        :meth:`.azurekind.AzureKind.write_options`)."""
+        return self.kind.write_options(self.options)
 
     @contextmanager
     def errors(self, rel: str) -> Iterator[None]:
@@ -247,97 +241,22 @@ class RemoteLocation:
         except FileNotFoundError:
             raise
         except OSError as exc:
-            raise remote_error(self.uri_of(rel), exc, self.has_credentials) from None
+            raise remote_error(self.uri_of(rel), exc, self.has_credentials, self.kind) from None
 
 
-def s3_options(options: Mapping[str, str], uri: str) -> dict[str, str]:
-    """The storage options of an S3 store: the environment's standard variables, overridden by
-    ``options`` (keys upper-cased; an unknown key is a UsageError naming the known ones)."""
-    out = {k: os.environ[k] for k in _ENV_KEYS if os.environ.get(k)}
-    for key, value in options.items():
-        k = key.upper()
-        if k not in _KNOWN_S3_OPTIONS:
-            raise UsageError(f"{uri}: unknown storage option {key!r}",
-                             hint="known: " + ", ".join(sorted(_KNOWN_S3_OPTIONS)))
-        out[k] = str(value)
-    if "AWS_ENDPOINT" in out and "AWS_ENDPOINT_URL" not in out:
-        out["AWS_ENDPOINT_URL"] = out.pop("AWS_ENDPOINT")
-    if "AWS_REGION" not in out:
-        out["AWS_REGION"] = out.get("AWS_DEFAULT_REGION", "us-east-1")
-    out.pop("AWS_DEFAULT_REGION", None)
-    endpoint = out.get("AWS_ENDPOINT_URL", "")
-    if endpoint.startswith("http://"):
-        out.setdefault("AWS_ALLOW_HTTP", "true")
-    return out
-
-
-_CREDENTIAL_SOURCES = ("AWS_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
-                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                       "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_SHARED_CREDENTIALS_FILE")
-
-
-def _has_credentials(opts: Mapping[str, str]) -> bool:
-    """Whether credentials were configured anywhere the S3 client looks (keys, a profile, a
-    role, a credentials file); without any, requests go out unsigned."""
-    if "AWS_ACCESS_KEY_ID" in opts or any(os.environ.get(k) for k in _CREDENTIAL_SOURCES):
-        return True
-    return (Path.home() / ".aws" / "credentials").exists()
-
-
-def _s3_filesystem(opts: Mapping[str, str]) -> pafs.S3FileSystem:
-    """Arrow's S3 file system for delta-rs-style options."""
-    kwargs: dict[str, Any] = {"region": opts["AWS_REGION"]}
-    if "AWS_ACCESS_KEY_ID" in opts:
-        kwargs["access_key"] = opts["AWS_ACCESS_KEY_ID"]
-        kwargs["secret_key"] = opts.get("AWS_SECRET_ACCESS_KEY", "")
-        if "AWS_SESSION_TOKEN" in opts:
-            kwargs["session_token"] = opts["AWS_SESSION_TOKEN"]
-    endpoint = opts.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        parsed = urlparse(endpoint)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise UsageError(f"AWS_ENDPOINT_URL {endpoint!r}: expected http(s)://HOST[:PORT]")
-        kwargs["endpoint_override"] = parsed.netloc
-        kwargs["scheme"] = parsed.scheme
-        kwargs["force_virtual_addressing"] = False
-    kwargs["connect_timeout"] = float(opts.get("AWS_CONNECT_TIMEOUT", "5").rstrip("s") or 5)
-    kwargs["request_timeout"] = float(opts.get("AWS_REQUEST_TIMEOUT", "30").rstrip("s") or 30)
-    kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=2)
-    return pafs.S3FileSystem(**kwargs)
-
-
-NO_CREDENTIALS = ("no credentials",
-                  "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (environment or "
-                  "--storage-option)")
-
-_FAILURES = (
-    (("NO_SUCH_BUCKET", "NoSuchBucket"), "the bucket does not exist",
-     "check the bucket name in the URI"),
-    (("INVALID_ACCESS_KEY_ID", "InvalidAccessKeyId", "SIGNATURE_DOES_NOT_MATCH",
-      "SignatureDoesNotMatch"), "the credentials were refused",
-     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (environment or --storage-option)"),
-    (("ACCESS_DENIED", "AccessDenied", "Forbidden", "403"), "permission denied",
-     "the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) are not valid there or may "
-     "not read or write this prefix"),
-    (("NO_CREDENTIALS", "Unable to locate credentials"), *NO_CREDENTIALS),
-    (("NETWORK_CONNECTION", "Couldn't connect", "Could not connect", "curlCode: 7",
-      "Connection refused", "Timeout", "timed out", "resolve host"),
-     "the object store cannot be reached",
-     "check AWS_ENDPOINT_URL (environment or --storage-option) and the network"),
-)
-
-
-def remote_error(uri: str, exc: BaseException, credentials: bool = True) -> StoreError:
-    """A one-line StoreError for a failure of the object store behind ``uri``;
-    ``credentials``: whether any were configured (a refusal without them says so)."""
+def remote_error(uri: str, exc: BaseException, credentials: bool = True,
+                 kind: S3Kind | AzureKind | None = None) -> StoreError:
+    """A one-line StoreError for a failure of the object store behind ``uri`` (of ``kind``,
+    by default the URI's); ``credentials``: whether any were configured (a refusal without
+    them says so)."""
+    kind = kind or kind_of(uri)
     text = str(exc)
-    for needles, what, hint in _FAILURES:
+    for needles, what, hint in kind.failures:
         if any(n in text for n in needles):
             if what == "permission denied" and not credentials:
-                what, hint = NO_CREDENTIALS
+                what, hint = kind.no_credentials
             return StoreError(f"{uri}: {what}", hint=hint)
     if not credentials:  # refused, unexplained, and unsigned: say what is missing
-        return StoreError(f"{uri}: {NO_CREDENTIALS[0]}", hint=NO_CREDENTIALS[1])
+        return StoreError(f"{uri}: {kind.no_credentials[0]}", hint=kind.no_credentials[1])
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return StoreError(f"{uri}: the object store failed: {first}",
-                      hint="check the URI, AWS_ENDPOINT_URL and the credentials")
+    return StoreError(f"{uri}: the object store failed: {first}", hint=kind.fallback_hint)

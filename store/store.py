@@ -115,8 +115,9 @@ class Store:
         if self.mirror.fetch(CONFIG_FILE) is not None:
             return
         if not self.location.bucket_exists():
-            raise StoreError(f"{self.uri}: the bucket {self.location.bucket!r} does not "
-                             "exist", hint="check the bucket name in the URI")
+            word = self.location.kind.container_word
+            raise StoreError(f"{self.uri}: the {word} {self.location.bucket!r} does not "
+                             "exist", hint=f"check the {word} name in the URI")
         if not create:
             raise StoreError(f"no replaydb store at {self.uri}",
                              hint=f"{self.location.uri_of(CONFIG_FILE)} does not exist; "

@@ -54,14 +54,18 @@ def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def store_argument(p: argparse.ArgumentParser, help_text: str = "the store") -> None:
-    """The ``store`` argument (a directory or an ``s3://`` URI) and the options of a store on an
-    object store: repeatable ``--storage-option KEY=VALUE`` and the local cache's bounds."""
-    p.add_argument("store", help=f"{help_text}: a directory or an s3://BUCKET/PREFIX URI")
+    """The ``store`` argument (a directory or an object-store URI) and the options of a store
+    on an object store: repeatable ``--storage-option KEY=VALUE`` and the local cache's
+    bounds."""
+    p.add_argument("store", help=f"{help_text}: a directory, or an s3://BUCKET/PREFIX or "
+                                 "az://CONTAINER/PREFIX URI")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an object store's setting, delta-rs's keys (e.g. "
                         "AWS_ENDPOINT_URL=http://127.0.0.1:9000); repeatable; default from "
                         "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, "
-                        "AWS_ENDPOINT_URL)")
+                        "AWS_ENDPOINT_URL; AZURE_STORAGE_ACCOUNT_NAME, "
+                        "AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN, "
+                        "AZURE_STORAGE_ENDPOINT)")
     p.add_argument("--cache-dir", default=None,
                    help="local cache of object-store stores (default $REPLAYDB_CACHE_DIR or "
                         "~/.cache/replaydb)")
