@@ -10,21 +10,18 @@ import os
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import replaydb
 from replaydb.cli import main as cli_main
-from replaydb.errors import ConcurrentWriterError, StoreError, UsageError
-from replaydb.indexes.manage import compact, create_index
+from replaydb.errors import StoreError, UsageError
+from replaydb.indexes.manage import create_index
 from replaydb.store.mirror import CacheOptions
 from replaydb.store.store import Store
-from replaydb.store.vacuum import vacuum_stream
+from tests.remote_cases import QUERY, batch, race, same, write_twins
 
-QUERY = """SELECT * FROM ev MATCH_RECOGNIZE (ORDER BY t MEASURES A.t AS at, B.v AS bv
-  ONE ROW PER MATCH PATTERN (A B) DEFINE A AS k = 5, B AS k < 40)"""
 WINDOW = """SELECT window_start, COUNT(*) AS n, AVG(v) AS a, MAX(k) AS mk
   FROM TABLE(TUMBLE(DATA => TABLE ev, TIMECOL => DESCRIPTOR(t), SIZE => INTERVAL '5' SECOND))
   GROUP BY window_start, window_end"""
@@ -50,12 +47,6 @@ def azure():
     endpoint.stop()
 
 
-def _batch(part: int, n: int = 8000) -> pa.Table:
-    rng = np.random.default_rng(part)
-    t = (np.arange(n, dtype=np.int64) + part * n) * 5
-    return pa.table({"t": t, "k": rng.integers(0, 100, n), "v": rng.random(n)})
-
-
 def _uri(azure) -> str:
     return azure.container(f"w{uuid.uuid4().hex[:10]}") + "/store"
 
@@ -67,27 +58,15 @@ def _open(azure, uri: str, cache: Path, **kw) -> Store:
 def _same(local: Store, remote_uri: str, azure, cache: Path) -> None:
     """A fresh reader of the remote store answers as the local twin, with every plan."""
     reader = _open(azure, remote_uri, cache)
-    for plan in ("replay", "auto", "all", "optimal"):
-        want = replaydb.query(local, QUERY, plan=plan).table
-        assert replaydb.query(reader, QUERY, plan=plan).table.equals(want), plan
-    for plan in ("replay", "auto"):
-        want = replaydb.query(local, WINDOW, plan=plan).table
-        assert replaydb.query(reader, WINDOW, plan=plan).table.equals(want), plan
-    assert reader.check() == {"ev": []}
-    assert reader.stats("ev")[0]["events"] == local.stats("ev")[0]["events"]
+    same(local, reader, plans=("replay", "auto", "all", "optimal"))
+    same(local, reader, plans=("replay", "auto"), queries=(WINDOW,))
 
 
 def test_appends_indexes_and_compaction_equal_a_local_twin(azure, tmp_path) -> None:
     uri = _uri(azure)
     remote = _open(azure, uri, tmp_path / "w", create=True)
     local = replaydb.open(tmp_path / "local", create=True)
-    for part in range(4):
-        for store in (remote, local):
-            store.append("ev", _batch(part), time_unit="ms")
-            if part == 1:
-                create_index(store, "ev", "k")
-    for store in (remote, local):
-        compact(store, "ev", full=True)
+    write_twins(remote, local)
     _same(local, uri, azure, tmp_path / "r")
     assert not list((tmp_path / "w").rglob("part-*.parquet"))
     # a local store copied there reads in place as well (abfss:// names the same objects)
@@ -105,20 +84,8 @@ def test_appends_indexes_and_compaction_equal_a_local_twin(azure, tmp_path) -> N
 
 def test_two_writers_never_commit_one_version(azure, tmp_path) -> None:
     uri = _uri(azure)
-    first = _open(azure, uri, tmp_path / "a", create=True)
-    first.append("ev", _batch(0), time_unit="ms")
-    second = _open(azure, uri, tmp_path / "b")
-    with first.writer("ev") as w:  # pins version 1 of the stream
-        second.append("ev", _batch(1))  # another machine commits version 2 meanwhile
-        with pytest.raises(ConcurrentWriterError, match="another writer committed first"):
-            w.append(_batch(2))
-    reader = _open(azure, uri, tmp_path / "r")
-    assert reader.stream("ev").read().num_rows == 2 * 8000  # the loser's rows are nowhere
-    assert reader.check() == {"ev": []}
-    swept = vacuum_stream(reader, "ev", min_age=0)
-    assert any(f.startswith("events/part-") for f in swept["files"])
-    first.append("ev", _batch(2))  # a retry commits on top of the winner
-    assert _open(azure, uri, tmp_path / "r2").stream("ev").read().num_rows == 3 * 8000
+    first = race(lambda u, c, **kw: _open(azure, u, c, **kw), uri, tmp_path)
+    assert first.stream("ev").read().num_rows == 3 * 8000
 
 
 @pytest.mark.spark
@@ -127,14 +94,14 @@ def test_cli_ingest_query_check_vacuum(azure, tmp_path, capsys, spark) -> None:
     spark.sparkContext.environment.update(azure.environment)
     uri = _uri(azure)
     src = tmp_path / "events.parquet"
-    pq.write_table(pa.concat_tables([_batch(p) for p in range(3)]), src)
+    pq.write_table(pa.concat_tables([batch(p) for p in range(3)]), src)
     flags = [f"--storage-option={k}={v}" for k, v in azure.options.items()]
     flags += ["--cache-dir", str(tmp_path / "cache")]
     assert cli_main(["ingest", uri, "ev", str(src), "--time", "t", "--time-unit", "ms",
                      "--index", "k", "--master", "local[2]", *flags]) == 0
     capsys.readouterr()
     local = replaydb.open(tmp_path / "local", create=True)
-    local.append("ev", pa.concat_tables([_batch(p) for p in range(3)]), time_unit="ms")
+    local.append("ev", pa.concat_tables([batch(p) for p in range(3)]), time_unit="ms")
     create_index(local, "ev", "k")
     _same(local, uri, azure, tmp_path / "r")
     assert cli_main(["query", uri, QUERY, "--format", "csv", *flags]) == 0

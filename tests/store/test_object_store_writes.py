@@ -21,20 +21,11 @@ import pytest
 
 import replaydb
 from replaydb.cli import main as cli_main
-from replaydb.errors import ConcurrentWriterError, StoreError, StreamNotFound
-from replaydb.indexes.manage import compact, create_index
+from replaydb.errors import StoreError, StreamNotFound
+from replaydb.indexes.manage import create_index
 from replaydb.store.mirror import CacheOptions
 from replaydb.store.store import Store
-from replaydb.store.vacuum import vacuum_stream
-
-QUERY = """SELECT * FROM ev MATCH_RECOGNIZE (ORDER BY t MEASURES A.t AS at, B.v AS bv
-  ONE ROW PER MATCH PATTERN (A B) DEFINE A AS k = 5, B AS k < 40)"""
-
-
-def _batch(part: int, n: int = 8000) -> pa.Table:
-    rng = np.random.default_rng(part)
-    t = (np.arange(n, dtype=np.int64) + part * n) * 5
-    return pa.table({"t": t, "k": rng.integers(0, 100, n), "v": rng.random(n)})
+from tests.remote_cases import batch, race, same, write_twins
 
 
 def _uri() -> str:
@@ -47,12 +38,7 @@ def _open(s3, uri: str, cache: Path, **kw) -> Store:
 
 def _same(local: Store, remote_uri: str, s3, cache: Path) -> None:
     """A fresh reader of the remote store answers as the local twin, with every plan."""
-    reader = _open(s3, remote_uri, cache)
-    for plan in ("replay", "auto", "optimal"):
-        want = replaydb.query(local, QUERY, plan=plan).table
-        assert replaydb.query(reader, QUERY, plan=plan).table.equals(want), plan
-    assert reader.check() == {"ev": []}
-    assert reader.stats("ev")[0]["events"] == local.stats("ev")[0]["events"]
+    same(local, _open(s3, remote_uri, cache))
 
 
 def test_appends_indexes_and_compaction_equal_a_local_twin(s3, tmp_path) -> None:
@@ -60,13 +46,7 @@ def test_appends_indexes_and_compaction_equal_a_local_twin(s3, tmp_path) -> None
     s3.bucket(uri[5:].split("/")[0])
     remote = _open(s3, uri, tmp_path / "w", create=True)
     local = replaydb.open(tmp_path / "local", create=True)
-    for part in range(4):
-        for store in (remote, local):
-            store.append("ev", _batch(part), time_unit="ms")
-            if part == 1:
-                create_index(store, "ev", "k")
-    for store in (remote, local):
-        compact(store, "ev", full=True)
+    write_twins(remote, local)
     _same(local, uri, s3, tmp_path / "r")
     # the mirror holds no data file: they went to the object store
     assert not list((tmp_path / "w").rglob("part-*.parquet"))
@@ -81,28 +61,10 @@ def test_appends_indexes_and_compaction_equal_a_local_twin(s3, tmp_path) -> None
 def test_two_writers_never_commit_one_version(s3, tmp_path) -> None:
     uri = _uri()
     s3.bucket(uri[5:].split("/")[0])
-    first = _open(s3, uri, tmp_path / "a", create=True)
-    first.append("ev", _batch(0), time_unit="ms")
-    second = _open(s3, uri, tmp_path / "b")
-    with first.writer("ev") as w:  # pins version 1 of the stream
-        second.append("ev", _batch(1))  # another machine commits version 2 meanwhile
-        with pytest.raises(ConcurrentWriterError, match="another writer committed first"):
-            w.append(_batch(2))
-    reader = _open(s3, uri, tmp_path / "r")
-    got = reader.stream("ev").read()
-    assert got.num_rows == 2 * 8000  # the loser's rows are nowhere
-    assert reader.check() == {"ev": []}
-    # its uploads are garbage: kept while young, removed by vacuum once old enough
-    kept = vacuum_stream(reader, "ev")
-    assert kept["files"] == []
-    swept = vacuum_stream(reader, "ev", min_age=0)
-    assert any(f.startswith("events/part-") for f in swept["files"])
-    assert vacuum_stream(reader, "ev", min_age=0)["files"] == []
-    # a retry after the loss commits on top of the winner
-    first.append("ev", _batch(2))
+    first = race(lambda u, c, **kw: _open(s3, u, c, **kw), uri, tmp_path)
     # a writer with an empty cache appends to the indexed stream another one wrote
     create_index(first, "ev", "k")
-    _open(s3, uri, tmp_path / "c").append("ev", _batch(3))
+    _open(s3, uri, tmp_path / "c").append("ev", batch(3))
     again = _open(s3, uri, tmp_path / "r2")
     assert again.stream("ev").read().num_rows == 4 * 8000
     assert again.check() == {"ev": []}
@@ -113,8 +75,8 @@ def test_drop_stream_and_store_errors(s3, tmp_path) -> None:
     bucket = uri[5:].split("/")[0]
     s3.bucket(bucket)
     store = _open(s3, uri, tmp_path / "w", create=True)
-    store.append("ev", _batch(0), time_unit="ms")
-    store.append("other", _batch(1), time_unit="ms")
+    store.append("ev", batch(0), time_unit="ms")
+    store.append("other", batch(1), time_unit="ms")
     store.drop_stream("ev")
     reader = _open(s3, uri, tmp_path / "r")
     assert reader.streams() == ["other"]
@@ -132,7 +94,7 @@ def test_cli_ingest_query_check_vacuum(s3, tmp_path, capsys, spark) -> None:
     uri = _uri()
     s3.bucket(uri[5:].split("/")[0])
     src = tmp_path / "events.parquet"
-    pq.write_table(pa.concat_tables([_batch(p) for p in range(3)]), src)
+    pq.write_table(pa.concat_tables([batch(p) for p in range(3)]), src)
     flags = [f"--storage-option={k}={v}" for k, v in s3.options.items()]
     flags += ["--cache-dir", str(tmp_path / "cache")]
     assert cli_main(["ingest", uri, "ev", str(src), "--time", "t", "--time-unit", "ms",
@@ -143,13 +105,13 @@ def test_cli_ingest_query_check_vacuum(s3, tmp_path, capsys, spark) -> None:
     assert "runs on a local Spark master" in capsys.readouterr().err
     capsys.readouterr()
     local = replaydb.open(tmp_path / "local", create=True)
-    local.create_stream("ev", _batch(0).schema, time_unit="ms", lateness=10_000_000)
-    local.append("ev", pa.concat_tables([_batch(p) for p in range(3)]))
+    local.create_stream("ev", batch(0).schema, time_unit="ms", lateness=10_000_000)
+    local.append("ev", pa.concat_tables([batch(p) for p in range(3)]))
     create_index(local, "ev", "k")
     _same(local, uri, s3, tmp_path / "r")
     # a second ingest whose rows reach back before the stream's end rewrites the stored
     # tail, read from the object store
-    late = _batch(9, 500).set_column(0, "t", pa.array(np.arange(500, dtype=np.int64) * 97 + 1))
+    late = batch(9, 500).set_column(0, "t", pa.array(np.arange(500, dtype=np.int64) * 97 + 1))
     src2 = tmp_path / "late.parquet"
     pq.write_table(late, src2)
     assert cli_main(["ingest", uri, "ev", str(src2), "--time", "t", "--lateness", "10000000",
@@ -173,7 +135,7 @@ def test_a_long_log_is_mirrored_from_its_checkpoint(s3, tmp_path) -> None:
     writer = _open(s3, uri, tmp_path / "w", create=True)
     rows = 0
     for part in range(105):
-        writer.append("ev", _batch(part, 20), time_unit="ms")
+        writer.append("ev", batch(part, 20), time_unit="ms")
         rows += 20
     reader = _open(s3, uri, tmp_path / "r")
     before = reader.location.counters.as_dict()
