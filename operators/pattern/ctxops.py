@@ -106,7 +106,7 @@ def kth_update(kind, old, v, g):
 def covers(cv, v):
     """Whether a slot of variable code ``cv`` (see :func:`bind_update`) covers a row bound to
     variable ``v``."""
-    return cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1 == 1)
+    return cv == v or cv == -1 or (cv <= -3 and (((-3 - cv) >> v) & 1) == 1)
 
 
 @register_jitable
@@ -174,8 +174,7 @@ def bind_update(v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf, rows, ba
             else:  # CI_SNAP
                 ci[s] = ci[s - (kind - CI_SNAP)]
     for s in range(cf_kind.shape[0]):
-        cv = cf_var[s]
-        if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
+        if covers(cf_var[s], v):
             kind = cf_kind[s]
             if kind == CF_ROWS:
                 cf[s] += 1.0
@@ -233,8 +232,7 @@ def bind_update_row(nid, v, g, ci_kind, ci_var, cf_kind, cf_var, cf_col, ci, cf,
             else:  # CI_SNAP
                 ci[nid, s] = ci[nid, s - (kind - CI_SNAP)]
     for s in range(cf_kind.shape[0]):
-        cv = cf_var[s]
-        if cv == v or cv == -1 or (cv <= -3 and ((-3 - cv) >> v) & 1):
+        if covers(cf_var[s], v):
             kind = cf_kind[s]
             if kind == CF_ROWS:
                 cf[nid, s] += 1.0
