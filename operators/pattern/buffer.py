@@ -84,6 +84,77 @@ def to_float_column(col: pa.Array, is_string: bool, strings: StringCodes) -> np.
     return a.astype(np.float64, copy=False)
 
 
+def single_string_column(e: Any, schema: pa.Schema) -> str | None:
+    """The column a local condition reads, when it reads one string column of ``schema`` and
+    nothing else (navigated columns are not in the schema); else None."""
+    if e is None:
+        return None
+    names = {c.name for c in e.walk() if isinstance(c, ex.Column)}
+    if len(names) != 1:
+        return None
+    (name,) = names
+    i = schema.get_field_index(name)
+    if i < 0:
+        return None
+    typ = schema.field(i).type
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return name if pa.types.is_string(typ) or pa.types.is_large_string(typ) else None
+
+
+class LocalMask:
+    """A variable's local condition (one row's columns only) as per-row booleans of a batch.
+    Its conjuncts over one string column alone are evaluated once per distinct value of that
+    column (:func:`predicate_by_values`), the rest over the NumPy columns of an environment;
+    the mask is their AND (a row passes when every conjunct is TRUE, as when the whole
+    condition is TRUE). :attr:`numpy_columns`: the columns the rest reads."""
+
+    def __init__(self, expr: Any, schema: pa.Schema) -> None:
+        by_column: dict[str, list[Any]] = {}
+        rest: list[Any] = []
+        for part in ex.conjuncts(expr):
+            col = single_string_column(part, schema)
+            if col is None:
+                rest.append(part)
+            else:
+                by_column.setdefault(col, []).append(part)
+        self.by_values = [(c, ex.compile_predicate(ex.and_all(ps)))
+                          for c, ps in sorted(by_column.items())]
+        self.rest = ex.compile_predicate(ex.and_all(rest)) if rest else None
+        self.numpy_columns = {c.name for p in rest for c in p.walk()
+                              if isinstance(c, ex.Column)}
+
+    def mask(self, batch: pa.RecordBatch, env: Any) -> np.ndarray:
+        """The condition on every row of ``batch`` (``env``: its NumPy columns)."""
+        n = batch.num_rows
+        out = np.ones(n, dtype=np.bool_)
+        for col, f in self.by_values:
+            out &= predicate_by_values(f, col, batch.column(col))
+        if self.rest is not None:
+            r = np.asarray(self.rest(env), dtype=np.bool_)
+            out &= r if r.shape == (n,) else np.broadcast_to(r, (n,))
+        return out
+
+
+def predicate_by_values(f: Any, name: str, col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``f``, a compiled predicate over column ``name`` alone (row-local and deterministic, as
+    DEFINE's local conditions are), on every row of ``col``: evaluated once per distinct value
+    of the column (its dictionary; NULL once when the column has nulls) and gathered by each
+    row's dictionary index, so the rows' strings never become Python objects. Equal to
+    ``f`` over the whole column. O(rows) vectorized plus O(distinct values) evaluation."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    enc = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+    values = arrow_to_numpy(enc.dictionary).astype(object)
+    idx = enc.indices
+    if idx.null_count:
+        values = np.append(values, None)
+        idx = idx.fill_null(len(values) - 1)
+    res = np.asarray(f(ex.ColumnsEnv({name: values})), dtype=np.bool_)
+    res = np.broadcast_to(res, (len(values),))
+    return res[idx.to_numpy(zero_copy_only=False).astype(np.intp, copy=False)]
+
+
 def object_to_float(values: np.ndarray, is_string: bool, strings: StringCodes) -> np.ndarray:
     """Like :func:`to_float_column` for a NumPy array (used for PREV columns)."""
     if is_string:

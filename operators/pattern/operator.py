@@ -76,12 +76,12 @@ from replaydb.operators.base import DEFAULT_STATE_CAP, Operator, column_np
 from replaydb.operators.expr import (
     Column,
     ColumnsEnv,
-    compile_predicate,
     to_text,
 )
 from replaydb.operators.instants import TIME_COLUMNS
 from replaydb.operators.pattern.buffer import (
     EventBuffer,
+    LocalMask,
     NavAhead,
     NavCarry,
     PartitionMap,
@@ -150,9 +150,12 @@ class PatternOperator(MatchOutput, Operator):
         self._measures = [(m.name, lowerer.lower(m.expr)) for m in spec.measures]
         self._uses_next = any(getattr(n, "nav", 0) < 0 for _, low in self._measures
                               for n in low.walk())
-        self._locals = [None if e is None else compile_predicate(e) for e in self.cp.local_exprs]
+        self._locals = [None if e is None else LocalMask(e, self.rows_schema)
+                        for e in self.cp.local_exprs]
         self._local_cols = sorted({c.name for e in self.cp.local_exprs if e is not None
                                    for c in e.walk() if isinstance(c, Column)})
+        self._numpy_cols = sorted({c for m in self._locals if m is not None
+                                   for c in m.numpy_columns})
         self._nav_cols = sorted({c for c, _ in self.cp.navs})
         aug = list(self.rows_schema)
         for col, k in sorted(self.cp.navs):
@@ -415,7 +418,7 @@ class PatternOperator(MatchOutput, Operator):
         pid = self._pmap.assign(batch)
         self._engine.ensure_parts(self._pmap.count)
         cols: dict[str, np.ndarray] = {}
-        for c in set(self._local_cols) | set(self._nav_cols):
+        for c in set(self._numpy_cols) | set(self._nav_cols):
             if c in batch.schema.names:
                 cols[c] = arrow_to_numpy(batch.column(c))
         navs = self._nav.compute(cols, pid)
@@ -423,13 +426,8 @@ class PatternOperator(MatchOutput, Operator):
         env_cols = dict(cols)
         env_cols.update(navs)
         env = ColumnsEnv(env_cols)
-        masks: list[np.ndarray] = []
-        for f in self._locals:
-            if f is None:
-                masks.append(np.ones(n, dtype=np.bool_))
-            else:
-                r = np.asarray(f(env), dtype=np.bool_)
-                masks.append(r if r.shape == (n,) else np.broadcast_to(r, (n,)).copy())
+        masks = [np.ones(n, dtype=np.bool_) if f is None else f.mask(batch, env)
+                 for f in self._locals]
         if getattr(self._engine, "columnar", False):
             vmask: Any = masks
             startable = None
