@@ -124,16 +124,28 @@ class LocalMask:
         self.numpy_columns = {c.name for p in rest for c in p.walk()
                               if isinstance(c, ex.Column)}
 
-    def mask(self, batch: pa.RecordBatch, env: Any) -> np.ndarray:
-        """The condition on every row of ``batch`` (``env``: its NumPy columns)."""
+    def mask(self, batch: pa.RecordBatch, env: Any, encoded: dict[str, pa.Array]
+             ) -> np.ndarray:
+        """The condition on every row of ``batch`` (``env``: its NumPy columns; ``encoded``:
+        the batch's dictionary-encoded string columns so far, shared by the variables'
+        masks and filled here)."""
         n = batch.num_rows
         out = np.ones(n, dtype=np.bool_)
         for col, f in self.by_values:
-            out &= predicate_by_values(f, col, batch.column(col))
+            if col not in encoded:
+                encoded[col] = dictionary_of(batch.column(col))
+            out &= predicate_by_values(f, col, encoded[col])
         if self.rest is not None:
             r = np.asarray(self.rest(env), dtype=np.bool_)
             out &= r if r.shape == (n,) else np.broadcast_to(r, (n,))
         return out
+
+
+def dictionary_of(col: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    """``col`` dictionary-encoded (as it is when it already is). O(rows)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    return col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
 
 
 def predicate_by_values(f: Any, name: str, col: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -142,9 +154,7 @@ def predicate_by_values(f: Any, name: str, col: pa.Array | pa.ChunkedArray) -> n
     of the column (its dictionary; NULL once when the column has nulls) and gathered by each
     row's dictionary index, so the rows' strings never become Python objects. Equal to
     ``f`` over the whole column. O(rows) vectorized plus O(distinct values) evaluation."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    enc = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+    enc = dictionary_of(col)
     values = arrow_to_numpy(enc.dictionary).astype(object)
     idx = enc.indices
     if idx.null_count:

@@ -426,7 +426,8 @@ class PatternOperator(MatchOutput, Operator):
         env_cols = dict(cols)
         env_cols.update(navs)
         env = ColumnsEnv(env_cols)
-        masks = [np.ones(n, dtype=np.bool_) if f is None else f.mask(batch, env)
+        encoded: dict[str, pa.Array] = {}
+        masks = [np.ones(n, dtype=np.bool_) if f is None else f.mask(batch, env, encoded)
                  for f in self._locals]
         if getattr(self._engine, "columnar", False):
             vmask: Any = masks

@@ -87,5 +87,8 @@ def test_local_masks_equal_the_condition_on_every_row(cond, rows, dictionary) ->
     env = ex.ColumnsEnv({n: arrow_to_numpy(batch.column(n)) for n in ("s", "u", "x")})
     want = np.broadcast_to(np.asarray(ex.compile_predicate(cond)(env), dtype=np.bool_),
                            (len(rows),))
-    got = LocalMask(cond, schema).mask(batch, env)
+    encoded: dict = {}
+    got = LocalMask(cond, schema).mask(batch, env, encoded)
     assert np.array_equal(got, want), (cond, rows)
+    again = LocalMask(cond, schema).mask(batch, env, encoded)  # the encodings shared
+    assert np.array_equal(again, want), (cond, rows)
