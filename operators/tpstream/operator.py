@@ -69,6 +69,11 @@ from replaydb.operators.tpstream.partitions import PartitionMap
 _TABLE_INT = ("part", "stream", "ts", "te", "known", "te_seq", "known_seq")
 
 
+PARTITION_IDS = "\x00pid"
+"""The batch columns' entry holding partition ids already assigned (a key column that nothing
+else reads is mapped straight from its Arrow array)."""
+
+
 class TPStream(Operator):
     """Temporal pattern matching over situations (see module docstring)."""
 
@@ -128,6 +133,15 @@ class TPStream(Operator):
                       sort_columns=tuple(sort), sort_complete=True)
 
     # ------------------------------------------------------------------ schema
+    @property
+    def _key_only(self) -> frozenset[str]:
+        """Partition columns nothing but the partition ids reads (one key column only)."""
+        keys = self.config.partition_by
+        if len(keys) != 1:
+            return frozenset()
+        used = set(self.cond_columns) | {a.attr for a in self.aggs if a.attr is not None}
+        return frozenset(keys) - used
+
     def _needed_columns(self) -> list[str]:
         cols = list(self.cond_columns) + list(self.config.partition_by)
         cols += [a.attr for a in self.aggs if a.attr is not None]
@@ -243,7 +257,9 @@ class TPStream(Operator):
             if c not in names:
                 raise OperatorError(f"{self.name}: input batch has no column {c!r}")
             arr = batch.column(c)
-            if pa.types.is_boolean(arr.type) and arr.null_count == 0:
+            if c in self._key_only:  # partition ids from the Arrow array itself, in stream
+                cols[PARTITION_IDS] = self.pmap.ids([arr])  # order as before
+            elif pa.types.is_boolean(arr.type) and arr.null_count == 0:
                 cols[c] = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
             elif (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
                   or pa.types.is_boolean(arr.type)):
@@ -315,7 +331,9 @@ class TPStream(Operator):
             m = pred(env)
             masks.append(np.broadcast_to(np.asarray(m, dtype=bool), (n,)))
         pid = None
-        if self.config.partition_by:
+        if PARTITION_IDS in cols:
+            pid = cols[PARTITION_IDS]
+        elif self.config.partition_by:
             pid = self.pmap.ids([cols[c] for c in self.config.partition_by])
         values = [cols[a.attr] if a.attr is not None else None for a in self.aggs]
         return pid, masks, values

@@ -3,7 +3,9 @@
 Ids are dense (0, 1, ...), assigned batch by batch as keys first appear (keys new in the same
 batch get ids in key order for a single integer column, in order of appearance otherwise), and never
 change, so per-partition state can be kept in arrays indexed or sorted by id. Mapping a batch costs one ``pandas.factorize`` (hash,
-O(n)) plus a dictionary lookup per *distinct* key of the batch; the common single integer column
+O(n)) plus a dictionary lookup per *distinct* key of the batch (a single string column without
+nulls: Arrow's dictionary encoding of the column instead, its strings never Python objects);
+the common single integer column
 takes a dense lookup table over the known keys' span (O(n); a sorted array and
 ``np.searchsorted``, O(n log k), for new keys or spans over 4M values).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 LUT_MAX = 1 << 22
 """Largest key span served by the dense lookup table (int64 entries: 32 MiB)."""
@@ -38,8 +41,14 @@ class PartitionMap:
     def __len__(self) -> int:
         return len(self._ids) if not self._int_path else len(self._sorted_keys)
 
-    def ids(self, cols: list[np.ndarray]) -> np.ndarray:
-        """Partition id of every row of a batch given its key columns."""
+    def ids(self, cols: list[np.ndarray | pa.Array]) -> np.ndarray:
+        """Partition id of every row of a batch given its key columns (NumPy arrays; a single
+        string key may come as its Arrow array, which is never turned into Python objects)."""
+        if len(cols) == 1 and isinstance(cols[0], pa.Array):
+            got = self._ids_dictionary(cols[0])
+            if got is not None:
+                return got
+        cols = [_numpy_keys(c) for c in cols]
         if self._int_path is None:
             self._int_path = len(cols) == 1 and cols[0].dtype.kind in "iu"
         if self._int_path and len(cols) == 1 and cols[0].dtype.kind in "iu":
@@ -104,6 +113,32 @@ class PartitionMap:
             return self._sorted_ids[pos]
         return self._sorted_ids[pos]
 
+    def _ids_dictionary(self, arr: pa.Array) -> np.ndarray | None:
+        """Ids of one string key column from its dictionary encoding (whose values come in
+        order of first appearance, the order new keys get their ids in): a lookup per distinct
+        value, then a gather. None when the column has nulls (the generic path places a NULL
+        key among the new ones by its first row) or is not a string column."""
+        enc = arr if pa.types.is_dictionary(arr.type) else None
+        typ = enc.type.value_type if enc is not None else arr.type
+        if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)) or arr.null_count:
+            return None
+        if enc is None:
+            enc = pc.dictionary_encode(arr)
+        if self._int_path:
+            self._migrate()
+        self._int_path = False
+        values = enc.dictionary.to_pylist()
+        ids_of = np.empty(len(values), np.int64)
+        for j, v in enumerate(values):
+            pid = self._ids.get((v,))
+            if pid is None:
+                pid = len(self._ids)
+                self._ids[(v,)] = pid
+                self._values[0].append(v)
+                self._arrow = None
+            ids_of[j] = pid
+        return ids_of[enc.indices.to_numpy(zero_copy_only=False).astype(np.intp, copy=False)]
+
     def _migrate(self) -> None:
         vals = self._values[0]
         self._ids = {(v,): i for i, v in enumerate(vals)}
@@ -152,6 +187,13 @@ class PartitionMap:
         self._int_path = st["int"]
         self._arrow = None
         self._lut = None
+
+
+def _numpy_keys(c: np.ndarray | pa.Array) -> np.ndarray:
+    """A key column as NumPy: an Arrow string (or other) array as Python objects."""
+    if isinstance(c, pa.Array):
+        return np.asarray(c.to_pylist(), dtype=object)
+    return c
 
 
 def _py(x: object) -> object:

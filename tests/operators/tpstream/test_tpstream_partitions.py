@@ -73,3 +73,26 @@ def test_string_and_composite_keys() -> None:
             key_of[int(i)] = (cols[0][r], int(cols[1][r]))
     for i, (w, k) in key_of.items():
         assert vals[0][i].as_py() == w and vals[1][i].as_py() == k
+
+
+def test_string_keys_from_arrow_get_the_object_paths_ids() -> None:
+    """A string key column given as its Arrow array (plain or dictionary-encoded) gets the
+    ids the object-array path gives - first appearance, across batches - and values back;
+    with nulls it takes the object path."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    words = np.array(["ORD", "ATL", "b", "", "Ab", "x y"], dtype=object)
+    for trial in range(40):
+        batches = [words[rng.integers(0, len(words), int(rng.integers(1, 30)))]
+                   for _ in range(int(rng.integers(1, 5)))]
+        if trial % 4 == 3:  # a NULL key somewhere
+            batches[0] = batches[0].copy()
+            batches[0][0] = None
+        want, got = PartitionMap(("k",)), PartitionMap(("k",))
+        for b in batches:
+            arr = pa.array(list(b), pa.string())
+            if trial % 2:
+                arr = arr.dictionary_encode()
+            assert np.array_equal(got.ids([arr]), want.ids([b])), trial
+        assert got.arrow_values([pa.string()])[0].equals(want.arrow_values([pa.string()])[0])
