@@ -254,6 +254,8 @@ class PartitionMap:
             idx = enc.indices.fill_null(len(vals) - 1).to_numpy(zero_copy_only=False)
             codes.append(idx.astype(np.int64))
             dicts.append(vals)
+        if len(codes) == 1:  # one key: its dictionary codes are already dense
+            return self._ids_of_codes(codes[0], dicts[0])
         combo = codes[0]
         for c, d in zip(codes[1:], dicts[1:]):
             combo = combo * len(d) + c
@@ -273,6 +275,21 @@ class PartitionMap:
                 self.ids[key] = pid
             ids[j] = pid
         return ids[inv.reshape(-1)]
+
+    def _ids_of_codes(self, codes: np.ndarray, values: list[Any]) -> np.ndarray:
+        """Ids of one key column's rows from their codes into ``values``: the values present
+        get ids in code order (as the several-key path orders them), then a gather. O(rows +
+        distinct values)."""
+        present = np.bincount(codes, minlength=len(values)) > 0
+        ids = np.full(len(values), -1, dtype=np.int64)
+        for j in np.flatnonzero(present).tolist():
+            key = (values[j],)
+            pid = self.ids.get(key)
+            if pid is None:
+                pid = len(self.ids)
+                self.ids[key] = pid
+            ids[j] = pid
+        return ids[codes]
 
     def key_values(self, pids: np.ndarray) -> list[list[Any]]:
         """Per key column, the key values of partitions ``pids``."""
