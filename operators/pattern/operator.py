@@ -81,7 +81,6 @@ from replaydb.operators.expr import (
 from replaydb.operators.instants import TIME_COLUMNS
 from replaydb.operators.pattern.buffer import (
     EventBuffer,
-    LocalMask,
     NavAhead,
     NavCarry,
     PartitionMap,
@@ -109,6 +108,7 @@ from replaydb.operators.pattern.output import (
     MatchOutput,
 )
 from replaydb.operators.pattern.source import RowFilter, rows_schema
+from replaydb.operators.valuemask import ConditionMask
 
 
 def _weak_grow_check(op: PatternOperator) -> Callable[[int, str], None]:
@@ -150,7 +150,7 @@ class PatternOperator(MatchOutput, Operator):
         self._measures = [(m.name, lowerer.lower(m.expr)) for m in spec.measures]
         self._uses_next = any(getattr(n, "nav", 0) < 0 for _, low in self._measures
                               for n in low.walk())
-        self._locals = [None if e is None else LocalMask(e, self.rows_schema)
+        self._locals = [None if e is None else ConditionMask(e, self.rows_schema)
                         for e in self.cp.local_exprs]
         self._local_cols = sorted({c.name for e in self.cp.local_exprs if e is not None
                                    for c in e.walk() if isinstance(c, Column)})

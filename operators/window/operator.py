@@ -84,9 +84,9 @@ from replaydb.operators.expr import (
     Expr,
     columns,
     compile_expr,
-    evaluate_mask,
 )
 from replaydb.operators.instants import TIME_COLUMNS, is_instant
+from replaydb.operators.valuemask import ConditionMask
 from replaydb.operators.window.aggregates import (
     AggSpec,
     Layout,
@@ -121,6 +121,7 @@ class WindowAggregate(Operator):
         self.cfg = config
         self.geom = config.geometry
         self._where = config.where
+        self._where_mask: ConditionMask | None = None  # built from the first batch's schema
         # seq orders FIRST/LAST only; without them a batch may come without it
         self.requires_seq = any(a.func in ("FIRST", "LAST") for a in config.aggregates)
         self._arg_fns: dict[Expr, Any] = {}
@@ -385,9 +386,11 @@ class WindowAggregate(Operator):
                             column="t")
         self.frontier = int(t_all[-1])
         if self._where is not None:
-            cols = {c.name: column_np(batch, c.name) for c in columns(self._where)
-                    if c.name in batch.schema.names}
-            mask = evaluate_mask(self._where, cols, batch.num_rows)
+            if self._where_mask is None:
+                self._where_mask = ConditionMask(self._where, batch.schema)
+            cols = {c: column_np(batch, c) for c in self._where_mask.numpy_columns
+                    if c in batch.schema.names}
+            mask = self._where_mask.mask(batch, ColumnsEnv(cols), {})
             if not mask.all():
                 batch = batch.filter(pa.array(mask))
         produced: list[tuple[np.ndarray, np.ndarray, Partials]] = []

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaydb.operators import expr as ex
-from replaydb.operators.pattern.buffer import EventBuffer, LocalMask, arrow_to_numpy
+from replaydb.operators.pattern.buffer import EventBuffer, arrow_to_numpy
+from replaydb.operators.valuemask import ConditionMask
 
 
 def test_at_matches_the_concatenated_columns_across_chunks_and_trims() -> None:
@@ -88,7 +89,7 @@ def test_local_masks_equal_the_condition_on_every_row(cond, rows, dictionary) ->
     want = np.broadcast_to(np.asarray(ex.compile_predicate(cond)(env), dtype=np.bool_),
                            (len(rows),))
     encoded: dict = {}
-    got = LocalMask(cond, schema).mask(batch, env, encoded)
+    got = ConditionMask(cond, schema).mask(batch, env, encoded)
     assert np.array_equal(got, want), (cond, rows)
-    again = LocalMask(cond, schema).mask(batch, env, encoded)  # the encodings shared
+    again = ConditionMask(cond, schema).mask(batch, env, encoded)  # the encodings shared
     assert np.array_equal(again, want), (cond, rows)
