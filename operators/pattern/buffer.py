@@ -187,13 +187,15 @@ class PartitionMap:
                 parts.append(d[rest % len(d)])
                 rest //= len(d)
             parts.append(dicts[0][rest])
-            key = tuple(reversed(parts))
-            pid = self.ids.get(key)
-            if pid is None:
-                pid = len(self.ids)
-                self.ids[key] = pid
-            ids[j] = pid
+            ids[j] = self._id_of(tuple(reversed(parts)))
         return ids[inv.reshape(-1)]
+
+    def _id_of(self, key: tuple[Any, ...]) -> int:
+        """The id of partition ``key``, the next one when it is new."""
+        pid = self.ids.get(key)
+        if pid is None:
+            pid = self.ids[key] = len(self.ids)
+        return pid
 
     def _ids_of_codes(self, codes: np.ndarray, values: list[Any]) -> np.ndarray:
         """Ids of one key column's rows from their codes into ``values``: the values present
@@ -202,12 +204,7 @@ class PartitionMap:
         present = np.bincount(codes, minlength=len(values)) > 0
         ids = np.full(len(values), -1, dtype=np.int64)
         for j in np.flatnonzero(present).tolist():
-            key = (values[j],)
-            pid = self.ids.get(key)
-            if pid is None:
-                pid = len(self.ids)
-                self.ids[key] = pid
-            ids[j] = pid
+            ids[j] = self._id_of((values[j],))
         return ids[codes]
 
     def key_values(self, pids: np.ndarray) -> list[list[Any]]:

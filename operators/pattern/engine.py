@@ -100,6 +100,21 @@ class _Base:
             self.s["ht"] = np.zeros(cap, dtype=np.int64)
             self.s["ht_gen"] = np.zeros(cap, dtype=np.int64)
 
+    def min_referenced(self) -> int | None:
+        """Smallest global event index a live run still reads (None: nothing live): its
+        nodes' events and the state slots that hold events (not those holding variables)."""
+        s = self.s
+        n = int(s["cnt"][0])
+        if n == 0:
+            return None
+        m = int(s["n_ev"][:n].min())
+        if self.cp.ci_events.any():
+            ci = s["ctx_i"][:n][:, self.cp.ci_events]
+            ci = ci[ci >= 0]
+            if ci.size:
+                m = min(m, int(ci.min()))
+        return m
+
     part_fill: dict[str, int] = {}
 
 
@@ -282,20 +297,6 @@ class AllRunsEngine(_Base):
         s["cnt"][0], s["cnt"][1], s["cnt"][2] = k, ne, pe
         s["min_ev"] = int(min_ev)
         s["gc_at"] = max(GC_MIN, 2 * int(k))
-
-    def min_referenced(self) -> int | None:
-        """Smallest global event index a live run still reads (None: nothing live)."""
-        s = self.s
-        n = int(s["cnt"][0])
-        if n == 0:
-            return None
-        m = int(s["n_ev"][:n].min())
-        if self.cp.ci_events.any():
-            ci = s["ctx_i"][:n][:, self.cp.ci_events]
-            ci = ci[ci >= 0]
-            if ci.size:
-                m = min(m, int(ci.min()))
-        return m
 
     def finish(self) -> list[MatchSet]:
         return []
@@ -521,19 +522,6 @@ class SqlEngine(_Base):
         s["tp"] = new_tp
         s["cnt"][0], s["cnt"][1], s["cnt"][2] = k, ka, pe
         s["gc_at"] = max(GC_MIN, 2 * int(max(k, ka, pe)))
-
-    def min_referenced(self) -> int | None:
-        s = self.s
-        n = int(s["cnt"][0])
-        if n == 0:
-            return None
-        m = int(s["n_ev"][:n].min())
-        if self.cp.ci_events.any():
-            ci = s["ctx_i"][:n][:, self.cp.ci_events]
-            ci = ci[ci >= 0]
-            if ci.size:
-                m = min(m, int(ci.min()))
-        return m
 
     def _check(self) -> None:
         """Invariant checker: attempt lists well formed, threads reference live nodes."""

@@ -130,13 +130,7 @@ class PartitionMap:
         values = enc.dictionary.to_pylist()
         ids_of = np.empty(len(values), np.int64)
         for j, v in enumerate(values):
-            pid = self._ids.get((v,))
-            if pid is None:
-                pid = len(self._ids)
-                self._ids[(v,)] = pid
-                self._values[0].append(v)
-                self._arrow = None
-            ids_of[j] = pid
+            ids_of[j] = self._id_of((v,))
         return ids_of[enc.indices.to_numpy(zero_copy_only=False).astype(np.intp, copy=False)]
 
     def _migrate(self) -> None:
@@ -157,16 +151,19 @@ class PartitionMap:
         ids_of = np.empty(len(comb), np.int64)
         for k in np.argsort(first, kind="stable"):
             row = first[k]
-            key = tuple(_py(c[row]) for c in cols)
-            pid = self._ids.get(key)
-            if pid is None:
-                pid = len(self._ids)
-                self._ids[key] = pid
-                for j, v in enumerate(key):
-                    self._values[j].append(v)
-                self._arrow = None
-            ids_of[k] = pid
+            ids_of[k] = self._id_of(tuple(_py(c[row]) for c in cols))
         return ids_of[comb_codes]
+
+    def _id_of(self, key: tuple) -> int:
+        """The id of ``key`` on the dictionary path, the next one (its values recorded) when it
+        is new."""
+        pid = self._ids.get(key)
+        if pid is None:
+            pid = self._ids[key] = len(self._ids)
+            for j, v in enumerate(key):
+                self._values[j].append(v)
+            self._arrow = None
+        return pid
 
     def arrow_values(self, types: list[pa.DataType]) -> list[pa.Array]:
         """Key columns indexed by partition id."""
