@@ -114,23 +114,24 @@ class PartitionMap:
         return self._sorted_ids[pos]
 
     def _ids_dictionary(self, arr: pa.Array) -> np.ndarray | None:
-        """Ids of one string key column from its dictionary encoding (whose values come in
-        order of first appearance, the order new keys get their ids in): a lookup per distinct
-        value, then a gather. None when the column has nulls (the generic path places a NULL
-        key among the new ones by its first row) or is not a string column."""
-        enc = arr if pa.types.is_dictionary(arr.type) else None
-        typ = enc.type.value_type if enc is not None else arr.type
+        """Ids of one string key column from its dictionary encoding: the dictionary entries
+        the rows use, in order of first appearance (the order new keys get their ids in; an
+        encoding made here lists them so, one given may not), a lookup each, then a gather.
+        None when the column has nulls (the generic path places a NULL key among the new ones
+        by its first row) or is not a string column."""
+        given = pa.types.is_dictionary(arr.type)
+        typ = arr.type.value_type if given else arr.type
         if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)) or arr.null_count:
             return None
-        if enc is None:
-            enc = pc.dictionary_encode(arr)
+        enc = arr if given else pc.dictionary_encode(arr)
         if self._int_path:
             self._migrate()
         self._int_path = False
         values = enc.dictionary.to_pylist()
-        ids_of = np.empty(len(values), np.int64)
-        for j, v in enumerate(values):
-            ids_of[j] = self._id_of((v,))
+        used = pc.unique(enc.indices).to_pylist() if given else range(len(values))
+        ids_of = np.full(len(values), -1, np.int64)
+        for j in used:
+            ids_of[j] = self._id_of((values[j],))
         return ids_of[enc.indices.to_numpy(zero_copy_only=False).astype(np.intp, copy=False)]
 
     def _migrate(self) -> None:
