@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from numba import njit
 
 from replaydb.errors import QueryError
 from replaydb.operators import expr as ex
 from replaydb.operators.pattern.lowering import nav_name
 from replaydb.operators.pattern.strings import StringCodes
+from replaydb.operators.valuemask import dictionary_of
 
 
 @njit(cache=True)
@@ -70,10 +70,7 @@ def arrow_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def to_float_column(col: pa.Array, is_string: bool, strings: StringCodes) -> np.ndarray:
     """A column as float64 for the VM (strings as codes, nulls NaN)."""
     if is_string:
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        if not pa.types.is_dictionary(col.type):
-            col = pc.dictionary_encode(col)
+        col = dictionary_of(col)
         dict_vals = col.dictionary.to_pylist()
         codes = np.array([strings.code(s) for s in dict_vals] + [np.nan], dtype=np.float64)
         idx = col.indices.fill_null(len(dict_vals)).to_numpy(zero_copy_only=False)
@@ -158,17 +155,23 @@ class PartitionMap:
     def count(self) -> int:
         return max(1, len(self.ids))
 
-    def assign(self, batch: pa.RecordBatch) -> np.ndarray:
+    def assign(self, batch: pa.RecordBatch, encoded: dict[str, pa.Array] | None = None
+               ) -> np.ndarray:
+        """The partition id of every row of ``batch`` (``encoded``: the batch's
+        dictionary-encoded columns so far, used and filled here, shared with the conditions'
+        masks of the batch)."""
         n = batch.num_rows
         if not self.keys:
             if not self.ids:
                 self.ids[()] = 0
             return np.zeros(n, dtype=np.int64)
+        encoded = {} if encoded is None else encoded
         codes: list[np.ndarray] = []
         dicts: list[list[Any]] = []
         for k in self.keys:
-            col = batch.column(k)
-            enc = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+            if k not in encoded:
+                encoded[k] = dictionary_of(batch.column(k))
+            enc = encoded[k]
             vals = enc.dictionary.to_pylist() + [None]
             idx = enc.indices.fill_null(len(vals) - 1).to_numpy(zero_copy_only=False)
             codes.append(idx.astype(np.int64))

@@ -415,7 +415,8 @@ class PatternOperator(MatchOutput, Operator):
         n = batch.num_rows
         t = column_np(batch, "t").astype(np.int64, copy=False)
         seq = column_np(batch, "seq").astype(np.int64, copy=False)
-        pid = self._pmap.assign(batch)
+        encoded: dict[str, pa.Array] = {}  # string columns' encodings, read once per batch
+        pid = self._pmap.assign(batch, encoded)
         self._engine.ensure_parts(self._pmap.count)
         cols: dict[str, np.ndarray] = {}
         for c in set(self._numpy_cols) | set(self._nav_cols):
@@ -426,7 +427,6 @@ class PatternOperator(MatchOutput, Operator):
         env_cols = dict(cols)
         env_cols.update(navs)
         env = ColumnsEnv(env_cols)
-        encoded: dict[str, pa.Array] = {}
         masks = [np.ones(n, dtype=np.bool_) if f is None else f.mask(batch, env, encoded)
                  for f in self._locals]
         if getattr(self._engine, "columnar", False):
@@ -446,7 +446,9 @@ class PatternOperator(MatchOutput, Operator):
             elif c in cp.order_columns:  # A.name < B.name: order keys of the strings
                 vmcols[j] = self._order_keys(cp.order_columns[c], batch, navs, k)
             elif k == 0:
-                vmcols[j] = to_float_column(batch.column(c), cp.buf_is_string[j], cp.strings)
+                string = cp.buf_is_string[j]
+                col = encoded[c] if string and c in encoded else batch.column(c)
+                vmcols[j] = to_float_column(col, string, cp.strings)
             else:
                 vmcols[j] = object_to_float(navs[nav_name(c, k)], cp.buf_is_string[j],
                                             cp.strings)
