@@ -17,6 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from replaydb.operators.valuemask import dictionary_of
+
 LUT_MAX = 1 << 22
 """Largest key span served by the dense lookup table (int64 entries: 32 MiB)."""
 
@@ -123,7 +125,7 @@ class PartitionMap:
         typ = arr.type.value_type if given else arr.type
         if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)) or arr.null_count:
             return None
-        enc = arr if given else pc.dictionary_encode(arr)
+        enc = dictionary_of(arr)
         if self._int_path:
             self._migrate()
         self._int_path = False
