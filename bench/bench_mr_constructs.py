@@ -146,6 +146,29 @@ def measure(store: Any, text: str, repeat: int) -> dict[str, Any]:
     return out
 
 
+def plot(res: Results, rows: list[list[Any]]) -> None:
+    """Construct / twin time per pair (full replay), with the goal's bound."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r[0] for r in rows]
+    ratios = [r[3] for r in rows]
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(rows) + 1.2))
+    ax.barh(range(len(rows)), ratios, color=["tab:red" if x > GOAL else "tab:blue"
+                                             for x in ratios])
+    ax.axvline(GOAL, color="black", linestyle="--", linewidth=1, label=f"goal {GOAL:g}x")
+    ax.axvline(1.0, color="grey", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [n if len(n) <= 48 else n[:45] + "..." for n in names],
+                  fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("construct time / twin time (full replay)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    res.save_plot(fig, "mr_constructs.png")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = arguments(__doc__.splitlines()[0], quick="flights 1M (default)", full="flights 3M")
     ap.add_argument("--repeat", type=int, default=3, help="runs per query and plan")
@@ -170,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
               ["pair", "construct replay s", "twin replay s", "construct / twin (replay)",
                "construct rows", "twin rows", "construct auto s", "twin auto s",
                "construct auto plan", "twin auto plan", "auto rows = replay rows"], rows)
+    plot(res, rows)
     ratios = [r[3] for r in rows]
     within = [r for r in rows if r[3] <= GOAL]
     misses = [r[0] for r in rows if r[3] > GOAL]
