@@ -168,16 +168,20 @@ def measure(store: Any, text: str, repeat: int) -> dict[str, Any]:
                      "events": int(rep.get("events", 0)),
                      "pushed": int(r.stats.get("operator", {}).get("events_in", 0)),
                      "chunks": r.stats.get("operator", {}).get("chunks"),
+                     "runs": r.stats.get("operator", {}).get("window_runs"),
                      "rows": r.table.to_pylist()}
     out["same"] = _same(out["replay"]["rows"], out["auto"]["rows"])
     return out
 
 
 def _chunks(m: dict[str, Any]) -> str:
-    """GRETA's runs between window closings, auto and replay ("-" for other operators): each
-    costs the operator a fixed amount besides its events."""
-    a, r = m["auto"]["chunks"], m["replay"]["chunks"]
-    return "-" if a is None or r is None else f"{a:,} / {r:,}"
+    """GRETA's prepared chunks and kernel runs (one per run of events between two window
+    closings that has occurrences), auto and replay ("-" for other operators): each costs
+    the operator a fixed amount besides its events."""
+    a, r = m["auto"], m["replay"]
+    if a["chunks"] is None or r["chunks"] is None:
+        return "-"
+    return f"{a['chunks']:,} / {r['chunks']:,}; runs {a['runs']:,} / {r['runs']:,}"
 
 
 def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:

@@ -1,7 +1,8 @@
 """The GRETA operator: the online lifecycle around the runtime (see :mod:`replaydb.operators.greta`).
 
 Input batches are buffered until a window can close (or the buffer is large), then processed in
-sub-chunks that end at window closes; the events of the latest timestamp are held back until a
+sub-chunks that end at window closes (prepared together, see
+:meth:`~replaydb.operators.greta.runtime.Runtime.process_spans`); the events of the latest timestamp are held back until a
 later timestamp (or the end of input) shows that no more events of that timestamp can come, so
 equal timestamps are never split between two calls (they must not precede each other).
 """
@@ -25,6 +26,10 @@ from replaydb.operators.greta.runtime import NGT, OUTT, GraphState, Runtime
 from replaydb.operators.instants import TIME_COLUMNS
 
 MIN_PROCESS_ROWS = 1 << 16
+PREPARE_EVENTS = 1 << 13
+"""Sub-chunks are prepared together until they hold this many events (at least one sub-chunk;
+one at a time when an index scans records). It bounds what lingers between two preparations:
+the zero rows of windows closed meanwhile, which the next rebuild drops."""
 _DEC_LIMIT = 10**38
 _I64 = (-(1 << 63), (1 << 63) - 1)
 _DERIVED = ("cp", "g", "_static", "_slots", "_users_cache", "_gc_base")
@@ -42,6 +47,20 @@ class _Closed(NamedTuple):
     vf: np.ndarray
     seq: np.ndarray
     L: int
+
+
+def _span_groups(ends: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Consecutive sub-chunks (``ends``: where each ends) grouped into ``[e0, e1)`` runs of at
+    least one sub-chunk, each closed by the sub-chunk that brings it to ``limit`` events or
+    more. O(groups log sub-chunks)."""
+    out = []
+    i, n = 0, len(ends)
+    while i < n:
+        start = int(ends[i - 1]) if i else 0
+        j = min(max(int(np.searchsorted(ends, start + limit, "left")) + 1, i + 1), n)
+        out.append((i, j))
+        i = j
+    return out
 
 
 def limbs_to_int(limbs: np.ndarray) -> int:
@@ -99,9 +118,10 @@ class GretaOperator(Operator):
     """Event trend aggregation (GRETA). See :mod:`replaydb.operators.greta` for the semantics,
     the output schema and an example.
 
-    Counters beyond the common ones: ``chunks`` (the runs of events between two window
-    closings handed to the runtime; each has a fixed cost besides its events),
-    ``state_bytes`` and ``peak_state_bytes``."""
+    Counters beyond the common ones: ``chunks`` (the runs of events prepared together by the
+    runtime: sub-chunks between window closes up to :data:`PREPARE_EVENTS` events; each has a
+    fixed cost besides its events), ``window_runs`` (kernel runs: the sub-chunks with
+    occurrences), ``state_bytes`` and ``peak_state_bytes``."""
 
     name = "greta"
     family = "greta"
@@ -198,6 +218,7 @@ class GretaOperator(Operator):
         self._t_last: int | None = None
         self._w_next: int | None = None
         self._w_hi: int | None = None
+        self._touched: list[list[int]] = []
         self._peak_bytes = 0
         self._entries = 0
         self._bytes = 0
@@ -209,7 +230,7 @@ class GretaOperator(Operator):
                       for g in self._rt.graphs]
         return {"graphs": graphs, "buf": list(self._buf), "buf_rows": self._buf_rows,
                 "t_last": self._t_last, "w_next": self._w_next, "w_hi": self._w_hi,
-                "peak_bytes": self._peak_bytes, "entries": self._entries, "bytes": self._bytes}
+                "touched": [list(r) for r in self._touched], "peak_bytes": self._peak_bytes, "entries": self._entries, "bytes": self._bytes}
 
     def _set_state(self, state: Any) -> None:
         self._reset_state()
@@ -224,6 +245,7 @@ class GretaOperator(Operator):
         self._t_last = state["t_last"]
         self._w_next = state["w_next"]
         self._w_hi = state["w_hi"]
+        self._touched = [list(r) for r in state["touched"]]
         self._peak_bytes = state["peak_bytes"]
         self._entries = state["entries"]
         self._bytes = state["bytes"]
@@ -287,15 +309,24 @@ class GretaOperator(Operator):
             proc = table.slice(0, cut)
             tp = t[:cut]
             closed = np.floor_divide(tp - d, s)
-            splits = np.flatnonzero(np.diff(closed)) + 1
-            bounds = [0, *splits.tolist(), cut]
+            ends = np.append(np.flatnonzero(np.diff(closed)) + 1, cut).astype(np.int64)
             whole = EventChunk(proc, plan.config.type_column)
-            for a, b in zip(bounds, bounds[1:]):
-                self._close_through(int(closed[a]))
-                W0 = (self._w_next if self._w_next is not None else 0) * s
-                ev = whole.slice(a, b - a)
-                self._rt.process(ev, W0)
-                self.counters.extra["chunks"] = self.counters.extra.get("chunks", 0) + 1
+            limit = 1 if self._rt.scans else PREPARE_EVENTS
+            for e0, e1 in _span_groups(ends, limit):
+                a = int(ends[e0 - 1]) if e0 else 0
+                b = int(ends[e1 - 1])
+                starts = np.concatenate([[a], ends[e0:e1 - 1]])
+
+                def before(i: int, starts: np.ndarray = starts) -> None:
+                    self._close_through(int(closed[starts[i]]))
+
+                before(0)
+                W0 = self._w_next * s
+                runs = self._rt.process_spans(whole.slice(a, b - a), W0, ends[e0:e1] - a,
+                                              before, self._touch)
+                extra = self.counters.extra
+                extra["chunks"] = extra.get("chunks", 0) + 1
+                extra["window_runs"] = extra.get("window_runs", 0) + runs
                 hi = int(tp[b - 1]) // s
                 self._w_hi = hi if self._w_hi is None else max(self._w_hi, hi)
                 self._update_state_size()
@@ -303,14 +334,31 @@ class GretaOperator(Operator):
             self._close_through((self._t_last - d) // s)
         self._emit_closed()
 
+    def _touch(self, lo: int, hi: int) -> None:
+        """Windows ``lo..hi`` may hold values (a kernel run wrote them): they are closed in
+        turn. Ranges come in order of their first window and are kept merged."""
+        last = self._touched[-1] if self._touched else None
+        if last is not None and lo <= last[1] + 1:
+            last[1] = max(last[1], hi)
+        else:
+            self._touched.append([lo, hi])
+
     def _close_through(self, wid: int) -> None:
-        """Close (emit and clear) every window with id <= wid not closed yet."""
+        """Close (emit and clear) every window with id <= wid not closed yet. A window no
+        kernel run wrote (outside every range of :meth:`_touch`) is zero in every table, so
+        it has no rows and nothing to clear: it is passed over. O(windows closed)."""
         if self._w_next is None:
             self._w_next = wid + 1
             return
-        if self._w_hi is not None:
-            for w in range(self._w_next, min(wid, self._w_hi) + 1):
+        pending = self._touched
+        while pending and pending[0][0] <= wid:
+            lo, hi = pending[0]
+            for w in range(max(lo, self._w_next), min(hi, wid) + 1):
                 self._close_window(w)
+            if hi > wid:
+                pending[0][0] = wid + 1
+                break
+            pending.pop(0)
         self._w_next = max(self._w_next, wid + 1)
 
     def _close_window(self, w: int) -> None:

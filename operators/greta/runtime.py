@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,21 @@ NGT = namedtuple("NGT", ["bM", "bL", "blk", "p_bucket", "cc_t", "cc_ls", "cc_slo
 OUTT = namedtuple("OUTT", [
     "finI", "finF", "fin_seq", "p_gid", "qI", "qF", "q_t", "q_seq", "q_pid", "q_alive", "q_nxt",
     "qh", "qt", "qtotI", "qtotF", "co_t", "co_ls", "co_pid"])
+
+
+_NO_COMPLETIONS = (EMPTY_I, EMPTY_I, EMPTY_I, EMPTY_I)
+
+
+def _windows_of(occ: OCC, cc_t: np.ndarray, within: int, slide: int) -> tuple[int, int]:
+    """The first and last window a kernel run over ``occ`` and completions at times ``cc_t``
+    can write (``lo > hi``: none). O(1) over sorted times."""
+    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    if len(occ.t):
+        lo, hi = int(occ.wa[0]), int(occ.wb[-1])
+    if len(cc_t):
+        lo = min(lo, int((cc_t[0] - within) // slide + 1))
+        hi = max(hi, int(cc_t[-1] // slide))
+    return lo, hi
 
 
 def occurrences(ev: EventChunk, g: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -366,21 +382,40 @@ class GraphState(IndexUniverses):
         self.Z = z + 1e-6
 
     # ------------------------------------------------------------------ run
-    def run(self, occ: OCC, cc: tuple[np.ndarray, ...], runtime: Runtime) -> None:
-        n = len(occ.t)
-        if n == 0:
-            self._apply_completions_only(cc)
-            return
-        # slack bits: attribute magnitude, fan-in, channels, group size
-        max_group = int(kn.max_equal_run(occ.t))
+    def slack_bits(self, occ: OCC, max_group: int) -> int:
+        """Headroom bits the kernel keeps below the limb capacity for ``occ``: attribute
+        magnitude, fan-in, channels and the largest group of equal times. O(occurrences)."""
         abits = 0
         sumi = self._sumi_cols()
-        if sumi:
+        if sumi and len(occ.t):
             m = np.abs(occ.ai[:, sumi].astype(np.float64)).max()
             abits = int(math.ceil(math.log2(m + 2))) + 1
         fan_in = max((len(x) for x in self.g.in_tr), default=0)
-        slack = (abits + math.ceil(math.log2(fan_in + 2)) + math.ceil(math.log2(self.Cb + 2))
-                 + math.ceil(math.log2(max_group + 1)) + 4)
+        return (abits + math.ceil(math.log2(fan_in + 2)) + math.ceil(math.log2(self.Cb + 2))
+                + math.ceil(math.log2(max_group + 1)) + 4)
+
+    def views(self) -> tuple[IXT, RCT, OUTT]:
+        """The kernel's views of the index, record and output arrays: valid until the next
+        preparation or widening (both reallocate). O(1)."""
+        return self._ixt(), self._rct(), self._outt()
+
+    def run(self, occ: OCC, cc: tuple[np.ndarray, ...], runtime: Runtime, *,
+            bounds: tuple[int, int] | None = None,
+            views: tuple[IXT, RCT, OUTT] | None = None) -> tuple[IXT, RCT, OUTT] | None:
+        """Run the kernel over ``occ`` with the children's completions ``cc`` (widening the
+        exact values first or midway where they might not fit). ``bounds``: ``(slack bits,
+        largest group of equal times)`` valid for ``occ`` (computed from it when None: a
+        caller running many parts of one preparation computes them once for all); ``views``:
+        :meth:`views` since the last preparation. Returns the views in use after the run
+        (new ones when it widened)."""
+        n = len(occ.t)
+        if n == 0:
+            self._apply_completions_only(cc)
+            return views
+        if bounds is None:
+            max_group = int(kn.max_equal_run(occ.t))
+            bounds = (self.slack_bits(occ, max_group), max_group)
+        slack, max_group = bounds
 
         def limbs_needed() -> int:
             return int(math.ceil((self.Z + slack + 2) / kn.LIMB))
@@ -391,14 +426,15 @@ class GraphState(IndexUniverses):
             self._tighten_z()
             if limbs_needed() > self.L:
                 self.widen(limbs_needed())
+                views = None
         CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
         Zarr = np.array([self.Z], np.float64)
         ngt = self._ngt(cc)
         while True:
             gc = self.gc(slack, max_group)
-            ixt = self._ixt()
-            rct = self._rct()
-            outt = self._outt()
+            if views is None:
+                views = self.views()
+            ixt, rct, outt = views
             pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr)
             if pos >= n:
                 break
@@ -412,11 +448,15 @@ class GraphState(IndexUniverses):
             # exactly the limbs the recounted bound needs: a further stop costs one recount,
             # while a headroom limb would widen every stored value for good
             self.widen(max(limbs_needed(), self.L + 1))
+            views = None
         self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
         co_n = int(CNT[2])
-        self.co_t, self.co_ls, self.co_pid = self.co_t[:co_n], self.co_ls[:co_n], \
-            self.co_pid[:co_n]
+        if co_n != len(self.co_t):
+            self.co_t, self.co_ls, self.co_pid = self.co_t[:co_n], self.co_ls[:co_n], \
+                self.co_pid[:co_n]
+            views = None
         self.Z = float(Zarr[0])
+        return views
 
     def _sumi_cols(self) -> list[int]:
         """The integer attribute columns summed exactly (sorted, distinct). O(channels)."""
@@ -515,13 +555,56 @@ class Runtime:
         gs.fin_seq = np.concatenate([gs.fin_seq, np.full((cap - gs.fin_seq.shape[0], gs.K), -1,
                                                          np.int64)])
 
-    def process(self, ev: EventChunk, W0: int) -> None:
-        """Run every graph over one sub-chunk (children before parents)."""
-        for gid in range(len(self.graphs) - 1, -1, -1):
+    @property
+    def scans(self) -> bool:
+        """Whether some index is a scan of records (each probe walks its partition's records,
+        so records of closed windows must not pile up between two preparations)."""
+        return any(ix.kind == SCAN for g in self.plan.graphs for ix in g.indexes)
+
+    def process_spans(self, ev: EventChunk, W0: int, ends: np.ndarray,
+                      before: Callable[[int], None], touched: Callable[[int, int], None]) -> int:
+        """Run every graph over the sub-chunks ``ev[ends[i-1]:ends[i]]`` (``ends[-1]`` is
+        ``ev.n``; between two sub-chunks windows close), prepared together: the graphs'
+        occurrences, partitions, attributes and index universes are computed once for all of
+        them (children before parents; a child runs over all of them at once, as it has no
+        windows), then the main graph's kernel runs once per sub-chunk that has occurrences or
+        children's completions, ``before(i)`` first (the caller closes the windows that end
+        before sub-chunk ``i``). ``touched(lo, hi)`` reports the windows a run may have written
+        (its occurrences' windows and those of its completions): a window outside every such
+        range holds nothing, and closing it can be skipped. Returns the kernel runs made.
+
+        Sound because nothing the preparation computes depends on which windows are open: a
+        closed window's slot is zero everywhere (its rows stay until the next rebuild drops
+        them), the universes only grow between rebuilds, and completions are handed to the run
+        of the sub-chunk they come from. O(events + occurrences log occurrences + state) for
+        the preparation, plus O(sub-chunks) vectorized and the kernel per run."""
+        for gid in range(len(self.graphs) - 1, 0, -1):
             gs = self.graphs[gid]
-            occ = gs.prepare(ev, self, W0)
-            cc = self._child_completions(gs)
-            gs.run(occ, cc, self)
+            gs.run(gs.prepare(ev, self, W0), self._child_completions(gs), self)
+        main = self.graphs[0]
+        occ = main.prepare(ev, self, W0)
+        cc = self._child_completions(main)
+        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+        t_first, t_last = ev.t[starts], ev.t[ends - 1]
+        o_lo, o_hi = np.searchsorted(occ.t, t_first, "left"), np.searchsorted(occ.t, t_last,
+                                                                               "right")
+        c_lo, c_hi = np.searchsorted(cc[0], t_first, "left"), np.searchsorted(cc[0], t_last,
+                                                                               "right")
+        active = np.flatnonzero((o_hi > o_lo) | (c_hi > c_lo))
+        d, s = self.plan.within, self.plan.slide
+        max_group = int(kn.max_equal_run(occ.t))
+        bounds = (main.slack_bits(occ, max_group), max_group)
+        views = None
+        for i in active.tolist():
+            before(i)
+            a, b, c0, c1 = int(o_lo[i]), int(o_hi[i]), int(c_lo[i]), int(c_hi[i])
+            part = OCC(*(f[a:b] for f in occ))
+            done = tuple(x[c0:c1] for x in cc) if c1 > c0 else _NO_COMPLETIONS
+            views = main.run(part, done, self, bounds=bounds, views=views)
+            lo, hi = _windows_of(part, done[0], d, s)
+            if lo <= hi:
+                touched(lo, hi)
+        return len(active)
 
     def _child_completions(self, gs: GraphState) -> tuple[np.ndarray, ...]:
         ts, ls, slots, buckets = [], [], [], []
@@ -534,7 +617,7 @@ class Runtime:
             slots.append(np.full(len(child.co_t), c, np.int64))
             buckets.append(child.p_cb[child.co_pid])
         if not ts:
-            return (EMPTY_I, EMPTY_I, EMPTY_I, EMPTY_I)
+            return _NO_COMPLETIONS
         t = np.concatenate(ts)
         order = np.argsort(t, kind="stable")
         return (np.ascontiguousarray(t[order]), np.ascontiguousarray(np.concatenate(ls)[order]),

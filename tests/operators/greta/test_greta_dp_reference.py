@@ -10,6 +10,7 @@ batch splits.
 
 from __future__ import annotations
 
+import bisect
 import operator
 import random
 
@@ -24,16 +25,17 @@ OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 
 def dp_reference(ts: list[int], types: list[str], xs: list[int], ks: list[int], op: str,
                  within: int, slide: int, with_b: bool) -> dict[tuple[int, int], tuple]:
-    """(window_start, k) -> (COUNT(*), COUNT(A), SUM(A.x), MIN(A.x), MAX(A.x))."""
+    """(window_start, k) -> (COUNT(*), COUNT(A), SUM(A.x), MIN(A.x), MAX(A.x)); ``ts``
+    ascending."""
     cmp = OPS[op]
-    n = len(ts)
     lo_w = (min(ts) - within) // slide + 1
     hi_w = max(ts) // slide
     out = {}
     for w in range(lo_w, hi_w + 1):
         ws, we = w * slide, w * slide + within
+        inside = range(bisect.bisect_left(ts, ws), bisect.bisect_left(ts, we))
         for k in sorted(set(ks)):
-            idx = [i for i in range(n) if ws <= ts[i] < we and ks[i] == k]
+            idx = [i for i in inside if ks[i] == k]
             cnt, ce, sm, mn, mx = {}, {}, {}, {}, {}
             total = [0, 0, 0, None, None]
             for e in idx:
@@ -128,3 +130,53 @@ def test_long_streams_against_quadratic_reference(case: int,
     assert res == expected
     if op != "=":
         assert max(v[0] for v in expected.values()) > (2**20 if moving else 2**40)
+
+
+def _pushed(text: str, table: pa.Table, sizes: list[int]) -> dict[tuple[int, int], tuple]:
+    """The operator's rows for ``table`` pushed in batches of the given sizes, as
+    :func:`dp_reference` keys them."""
+    opr = bind(parse(text), table.schema, None, exact_type="string")
+    got, a = [], 0
+    for size in sizes:
+        opr.push(table.slice(a, size))
+        got.extend(opr.results().to_pylist())
+        a += size
+    opr.flush()
+    opr._check()
+    got.extend(opr.results().to_pylist())
+    return {(r["window_start"], r["k"]): (int(r["COUNT(*)"]), int(r["COUNT(A)"]),
+                                         int(r["SUM(A.x)"]), r["MIN(A.x)"], r["MAX(A.x)"])
+            for r in got}
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_thousands_of_windows_prepared_together(case: int) -> None:
+    """A stream of 20,000 events over thousands of short (hopping) windows, with long gaps
+    between bursts: pushed at once, the windows are prepared in groups of several thousand
+    events (slots reused many times inside one group, untouched windows passed over);
+    pushed in small batches, about one window at a time. Both equal the reference."""
+    rng = random.Random(500 + case)
+    op = ["<", ">", "<=", ">="][case]
+    with_b = case % 2 == 0
+    n = 20_000
+    ts, t = [], 0
+    for _ in range(n):
+        t += rng.choice([0, 1, 1, 2]) if rng.random() > 0.002 else rng.randint(50, 400)
+        ts.append(t)
+    types = [("B" if rng.random() < 0.2 else "A") if with_b else "A" for _ in range(n)]
+    xs = [rng.randint(0, 30) for _ in range(n)]
+    ks = [rng.randint(0, 2) for _ in range(n)]
+    within, slide = [(12, 4), (10, 10), (15, 5), (9, 3)][case]
+    pat = "SEQ(A+, B)" if with_b else "A+"
+    text = (f"RETURN k, COUNT(*), COUNT(A), SUM(A.x), MIN(A.x), MAX(A.x) PATTERN {pat} "
+            f"WHERE [k] AND A.x {op} NEXT(A).x GROUP-BY k WITHIN {within} SLIDE {slide}")
+    table = pa.table({"t": pa.array(ts, pa.int64()), "seq": pa.array(range(n), pa.int64()),
+                      "type": types, "x": pa.array(xs, pa.int64()),
+                      "k": pa.array(ks, pa.int64())})
+    expected = dp_reference(ts, types, xs, ks, op, within, slide, with_b)
+    assert len(expected) > 1000
+    assert _pushed(text, table, [n]) == expected
+    small = []
+    while sum(small) < n:
+        small.append(min(n - sum(small), rng.randint(1, 30)))
+    assert _pushed(text, table, small) == expected
