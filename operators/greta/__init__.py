@@ -71,6 +71,9 @@ Semantics (decisions where the paper is silent or inconsistent are marked *decis
 Output schema: ``window_start``, ``window_end`` (int64, stream units, end exclusive), the GROUP-BY
 attributes, one column per RETURN aggregate (named by ``AS`` or like ``COUNT(*)``,
 ``SUM(M.cpu)``), and ``last_seq`` (seq of the last END event that contributed to the row).
+Rows come in window order, a window's rows in ascending order of their GROUP-BY values (nulls
+last): the order depends on the rows alone, so a plan that replays part of the stream gives
+full replay's order.
 
 Complexity per event and index of an incoming transition, n events per window, k windows per
 event, L limbs per exact value: O(k L) without edge predicates, O(k L log n) with one

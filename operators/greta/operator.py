@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator
@@ -47,6 +48,18 @@ class _Closed(NamedTuple):
     vf: np.ndarray
     seq: np.ndarray
     L: int
+
+
+def _in_group_order(batch: pa.RecordBatch, n_keys: int) -> pa.RecordBatch:
+    """The rows of closed windows (in window order) with each window's groups in ascending
+    order of their GROUP-BY values (nulls last): an order that depends only on the rows, not
+    on when a group was first seen (a pruned replay sees some groups later than full replay
+    does). O(rows log rows)."""
+    if n_keys == 0 or batch.num_rows < 2:
+        return batch
+    keys = [("window_start", "ascending")] + [(name, "ascending", "at_end")
+                                              for name in batch.schema.names[2:2 + n_keys]]
+    return batch.take(pc.sort_indices(batch, sort_keys=keys))
 
 
 def _span_groups(ends: np.ndarray, limit: int) -> list[tuple[int, int]]:
@@ -481,7 +494,8 @@ class GretaOperator(Operator):
                 vals = F_rows[:, out.channel].astype(np.float64) / den
             cols.append(pa.array(vals, ftype))
         cols.append(pa.array(seq.astype(np.int64), pa.int64()))
-        return pa.RecordBatch.from_arrays(cols, schema=schema)
+        return _in_group_order(pa.RecordBatch.from_arrays(cols, schema=schema),
+                               len(plan.group_types))
 
     def _exact(self, vals: list[int], ftype: pa.DataType, name: str, wid: np.ndarray
                ) -> pa.Array:
