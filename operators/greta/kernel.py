@@ -1,7 +1,8 @@
 """The compiled GRETA graph kernel: aggregate propagation with exact multi-limb integers.
 
-One call processes the occurrences (event x state) of one graph for one *sub-chunk* of the stream
-(a run of events during which no window closes), in ``(t, seq)`` order. Events with the same
+One call processes the occurrences (event x state) of one graph for the sub-chunks of one
+preparation (runs of events between window closes; the windows closing between them are closed
+inside the call, :mod:`.closing`), in ``(t, seq)`` order. Events with the same
 timestamp are computed first and committed together, so that they never precede each other
 (``SEQ`` requires strictly increasing timestamps, paper Def. 1).
 
@@ -32,8 +33,8 @@ rebuilt from the records); case 2 keeps END contributions in a per-partition que
 caller drops the invalidated ones when a window closes; case 3 blocks the START contribution in
 the windows that a negative trend has already hit.
 
-The row helpers (``_acc``, ``_bits``, ...) are inlined into the kernels at Numba's IR level
-(``inline="always"``): they take the plan tuple ``G`` (dozens of arrays), and a call out of line
+The row helpers (:mod:`.limbs`: ``acc_row``, ``magnitude_bits``, ...) are inlined into the
+kernels at Numba's IR level (``inline="always"``): they take the plan tuple ``G`` (dozens of arrays), and a call out of line
 once per Fenwick node and window slot passes all of them each time; the price is a longer
 compilation, once per machine (the compiled code is cached).
 
@@ -48,168 +49,27 @@ import math
 import numba as nb
 import numpy as np
 
+from replaydb.operators.greta.closing import closes_due, mark_windows
 from replaydb.operators.greta.edgecode import STACK_SLOTS, eval_edge
-
-LIMB = 30
-MASK = (1 << LIMB) - 1
-HALF = 1 << (LIMB - 1)
-I64_MIN = np.iinfo(np.int64).min
-I64_MAX = np.iinfo(np.int64).max
+from replaydb.operators.greta.limbs import (
+    HALF,
+    I64_MAX,
+    I64_MIN,
+    LIMB,
+    MASK,
+    acc_row,
+    copy_row,
+    is_zero,
+    magnitude_bits,
+    mul_small,
+    normalize,
+    reset_row,
+    sub_row,
+    to_float,
+)
 
 K_NONE, K_FENWICK, K_POINT, K_SCAN = 0, 1, 2, 3
 CH_COUNT, CH_COUNTE, CH_SUMI = 0, 1, 2
-
-
-# ---------------------------------------------------------------------------- limb arithmetic
-@nb.njit(cache=True, inline="always")
-def _norm(a, r, base, L):
-    """Propagate carries of the L limbs at a[r, base:base+L] (two's complement mod 2**(30L))."""
-    carry = 0
-    for i in range(L):
-        v = a[r, base + i] + carry
-        carry = v >> LIMB
-        a[r, base + i] = v & MASK
-
-
-@nb.njit(cache=True, inline="always")
-def _bits(a, r, base, L):
-    """An upper bound on the bit length of |value| of the limbs at a[r, base:base+L]."""
-    neg = a[r, base + L - 1] >= HALF
-    fill = MASK if neg else 0
-    for i in range(L - 1, -1, -1):
-        v = a[r, base + i]
-        if v != fill:
-            if neg:
-                v = MASK - v
-            b = math.frexp(v)[1] if v > 0 else 0  # bit length of v (exact: v < 2**30)
-            return LIMB * i + b + 1
-    return 1
-
-
-@nb.njit(cache=True, inline="always")
-def _is_zero(a, r, base, L):
-    for i in range(L):
-        if a[r, base + i] != 0:
-            return False
-    return True
-
-
-@nb.njit(cache=True, inline="always")
-def _to_float(a, r, base, L):
-    """Value of non-negative limbs as float64 (inf when too large)."""
-    v = 0.0
-    for i in range(L - 1, -1, -1):
-        v = v * 1073741824.0 + a[r, base + i]
-    return v
-
-
-@nb.njit(cache=True, inline="always")
-def _mul_small(src, sr, sbase, L, attr, dst, dr, dbase):
-    """dst[dr, dbase:+L] += src[sr, sbase:+L] * attr (exact modulo 2**(30L)); then normalize."""
-    neg = attr < 0
-    if neg:
-        m = np.uint64(-(attr + 1)) + np.uint64(1)
-    else:
-        m = np.uint64(attr)
-    m0 = np.int64(m & np.uint64(MASK))
-    m1 = np.int64((m >> np.uint64(LIMB)) & np.uint64(MASK))
-    m2 = np.int64(m >> np.uint64(2 * LIMB))
-    carry = 0
-    # product limbs, column by column
-    tmp0 = 0
-    for k in range(L):
-        acc = carry
-        acc += src[sr, sbase + k] * m0
-        if k >= 1:
-            acc += src[sr, sbase + k - 1] * m1
-        if k >= 2:
-            acc += src[sr, sbase + k - 2] * m2
-        carry = acc >> LIMB
-        tmp0 = acc & MASK
-        if neg:
-            # accumulate the negated product: subtract limb by limb (normalized afterwards)
-            dst[dr, dbase + k] -= tmp0
-        else:
-            dst[dr, dbase + k] += tmp0
-    _norm(dst, dr, dbase, L)
-
-
-# ---------------------------------------------------------------------------- value rows
-@nb.njit(cache=True, inline="always")
-def _reset_row(vi, vf, r, G):
-    K, L, Cb = G.K, G.L, G.Cb
-    nb_ = Cb * K * L
-    for j in range(nb_):
-        vi[r, j] = 0
-    for c in range(G.Cmi):
-        s = I64_MIN if G.cmi_max[c] else I64_MAX
-        for k in range(K):
-            vi[r, nb_ + c * K + k] = s
-    for j in range(G.Cf * K):
-        vf[r, j] = 0.0
-    for c in range(G.Cmf):
-        s = -np.inf if G.cmf_max[c] else np.inf
-        for k in range(K):
-            vf[r, G.Cf * K + c * K + k] = s
-
-
-@nb.njit(cache=True, inline="always")
-def _acc(dI, dF, dr, sI, sF, sr, G, wa, wb, normalize):
-    """Aggregate row ``s`` into row ``d`` for the slots of windows wa..wb."""
-    K, L, Cb = G.K, G.L, G.Cb
-    nb_ = Cb * K * L
-    k = wa % K - 1
-    for _w in range(wa, wb + 1):
-        k += 1  # w % K, without a division per window
-        if k == K:
-            k = 0
-        for c in range(Cb):
-            base = (c * K + k) * L
-            for i in range(L):
-                dI[dr, base + i] += sI[sr, base + i]
-            if normalize:
-                _norm(dI, dr, base, L)
-        for c in range(G.Cmi):
-            col = nb_ + c * K + k
-            v = sI[sr, col]
-            if G.cmi_max[c]:
-                if v > dI[dr, col]:
-                    dI[dr, col] = v
-            elif v < dI[dr, col]:
-                dI[dr, col] = v
-        for c in range(G.Cf):
-            col = c * K + k
-            dF[dr, col] += sF[sr, col]
-        for c in range(G.Cmf):
-            col = G.Cf * K + c * K + k
-            v = sF[sr, col]
-            if G.cmf_max[c]:
-                if v > dF[dr, col]:
-                    dF[dr, col] = v
-            elif v < dF[dr, col]:
-                dF[dr, col] = v
-
-
-@nb.njit(cache=True, inline="always")
-def _sub(dI, dF, dr, sI, sF, sr, G):
-    """Subtract the sums of row ``s`` from row ``d`` (all slots); min/max are not touched."""
-    K, L = G.K, G.L
-    for k in range(K):
-        for c in range(G.Cb):
-            base = (c * K + k) * L
-            for i in range(L):
-                dI[dr, base + i] -= sI[sr, base + i]
-            _norm(dI, dr, base, L)
-        for c in range(G.Cf):
-            dF[dr, c * K + k] -= sF[sr, c * K + k]
-
-
-@nb.njit(cache=True, inline="always")
-def _copy_row(dI, dF, dr, sI, sF, sr):
-    for j in range(sI.shape[1]):
-        dI[dr, j] = sI[sr, j]
-    for j in range(sF.shape[1]):
-        dF[dr, j] = sF[sr, j]
 
 
 @nb.njit(cache=True)
@@ -228,20 +88,6 @@ def max_equal_run(t):
         else:
             run = 1
     return best
-
-
-@nb.njit(cache=True)
-def nonzero_rows(vi, ncols):
-    """Whether each row of ``vi`` has a nonzero value among its first ``ncols`` columns.
-    O(rows x ncols)."""
-    n = vi.shape[0]
-    out = np.zeros(n, np.bool_)
-    for r in range(n):
-        for c in range(ncols):
-            if vi[r, c] != 0:
-                out[r] = True
-                break
-    return out
 
 
 @nb.njit(cache=True)
@@ -265,11 +111,11 @@ def rows_of_asc(u_pid, off, sz, base):
 def build_fenwick(fwI, fwF, ptI, ptF, off, sz, G):
     """fw[off:off+sz] := Fenwick tree of the point values pt[off:off+sz] (all slots)."""
     for i in range(sz):
-        _copy_row(fwI, fwF, off + i, ptI, ptF, off + i)
+        copy_row(fwI, fwF, off + i, ptI, ptF, off + i)
     for i in range(1, sz + 1):
         j = i + (i & (-i))
         if j <= sz:
-            _acc(fwI, fwF, off + j - 1, fwI, fwF, off + i - 1, G, 0, G.K - 1, True)
+            acc_row(fwI, fwF, off + j - 1, fwI, fwF, off + i - 1, G, 0, G.K - 1, True)
 
 
 @nb.njit(cache=True)
@@ -293,7 +139,7 @@ def fenwicks_to_points(vI, vF, offs, szs, G):
                         base = (c * K + k) * L
                         for li in range(L):
                             vI[off + j - 1, base + li] -= vI[off + i - 1, base + li]
-                        _norm(vI, off + j - 1, base, L)
+                        normalize(vI, off + j - 1, base, L)
                 for col in range(G.Cf * K):
                     vF[off + j - 1, col] -= vF[off + i - 1, col]
 
@@ -308,9 +154,9 @@ def log2_total(vi, nrows, G):
     for r in range(nrows):
         for c in range(G.Cb):
             for k in range(K):
-                if _is_zero(vi, r, (c * K + k) * L, L):
+                if is_zero(vi, r, (c * K + k) * L, L):
                     continue
-                b = float(_bits(vi, r, (c * K + k) * L, L))
+                b = float(magnitude_bits(vi, r, (c * K + k) * L, L))
                 if b > best:
                     acc = acc * 2.0 ** (best - b) + 1.0
                     best = b
@@ -343,21 +189,6 @@ def widen_rows(a, nblocks, L, L_new):
     return out
 
 
-@nb.njit(cache=True)
-def clear_columns(vi, vf, n, big_cols, mmi_cols, mmi_fill, f_cols, f_fill):
-    """Reset the given columns of the first ``n`` rows: exact limbs and float sums to zero,
-    min/max columns to their identity. One pass over the rows (the columns of one window slot are
-    scattered across a row, so clearing them column by column would stride over the array once
-    per column)."""
-    for r in range(min(n, vi.shape[0], vf.shape[0])):
-        for c in big_cols:
-            vi[r, c] = 0
-        for j in range(len(mmi_cols)):
-            vi[r, mmi_cols[j]] = mmi_fill[j]
-        for j in range(len(f_cols)):
-            vf[r, f_cols[j]] = f_fill[j]
-
-
 # ---------------------------------------------------------------------------- negation helpers
 @nb.njit(cache=True)
 def _rebuild_range(IX, RC, ii, p, G):
@@ -365,12 +196,12 @@ def _rebuild_range(IX, RC, ii, p, G):
     off = IX.off[ii, p]
     sz = IX.sz[ii, p]
     for i in range(sz):
-        _reset_row(IX.ptI, IX.ptF, off + i, G)
+        reset_row(IX.ptI, IX.ptF, off + i, G)
     rec = RC.head[ii, p]
     while rec >= 0:
         r = RC.rank[rec]
         if RC.alive[rec] and r >= 0:
-            _acc(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G, 0, G.K - 1, True)
+            acc_row(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G, 0, G.K - 1, True)
         rec = RC.nxt[rec]
     if G.ix_kind[ii] == K_FENWICK:
         build_fenwick(IX.fwI, IX.fwF, IX.ptI, IX.ptF, off, sz, G)
@@ -394,11 +225,11 @@ def _apply_removal(IX, RC, NG, ii, p, c, G):
                 dirty = True
             else:
                 if kind != K_FENWICK or not G.fw_in_pt:
-                    _sub(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G)
+                    sub_row(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G)
                 if kind == K_FENWICK:
                     i2 = r + 1
                     while i2 <= sz:
-                        _sub(IX.fwI, IX.fwF, off + i2 - 1, RC.I, RC.F, rec, G)
+                        sub_row(IX.fwI, IX.fwF, off + i2 - 1, RC.I, RC.F, rec, G)
                         i2 += i2 & (-i2)
         RC.alive[rec] = False
         rec = RC.nxt[rec]
@@ -436,9 +267,11 @@ def _apply_completion(NG, q, G):
 
 # ---------------------------------------------------------------------------- the kernel
 @nb.njit(cache=True, error_model="numpy")
-def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
-    """Process occurrences OC[CNT[4]:] of one graph. Returns the position reached: ``len(OC.t)``
-    when done, or the start of the first group that needs wider integers (then widen, resume)."""
+def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z, WC):
+    """Process occurrences OC[CNT[4]:] of one graph, closing windows as the markers of ``WC``
+    come due (:mod:`.closing`). Returns the position reached: ``len(OC.t)`` when done, or the
+    start of the first group that needs wider integers (then widen, resume); ``CNT[7]`` set
+    means it stopped because the close buffer is full instead (drain it, resume)."""
     n = OC.t.shape[0]
     K, L, Cb = G.K, G.L, G.Cb
     nb_ = Cb * K * L
@@ -458,10 +291,14 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
         if Cb > 0 and Z[0] + G.slack >= cap_bits:
             CNT[4] = i
             return i
-        # children's completions strictly before t
+        # children's completions strictly before t, each after the closes due before it
         while CNT[3] < ncc and NG.cc_t[CNT[3]] < t:
-            _apply_completion(NG, CNT[3], G)
+            if not closes_due(WC, IX, RC, OUT, NG, CNT, NG.cc_t[CNT[3]], K, L):
+                return _stopped(CNT, i)
+            _completion(NG, CNT[3], G, WC.slot_w)
             CNT[3] += 1
+        if not closes_due(WC, IX, RC, OUT, NG, CNT, t, K, L):
+            return _stopped(CNT, i)
         # ---- compute
         for a in range(i, j):
             sr = a - i
@@ -469,7 +306,7 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
             p = OC.pid[a]
             wa = OC.wa[a]
             wb = OC.wb[a]
-            _reset_row(scI, scF, sr, G)
+            reset_row(scI, scF, sr, G)
             for q in range(G.in_ptr[x], G.in_ptr[x + 1]):
                 T = G.in_list[q]
                 ii = G.tr_ix[T]
@@ -483,11 +320,11 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                 b = OC.bound[a, jj]
                 if kind == K_NONE or kind == K_POINT:
                     if b >= 0 and b < sz:
-                        _acc(scI, scF, sr, IX.ptI, IX.ptF, off + b, G, wa, wb, False)
+                        acc_row(scI, scF, sr, IX.ptI, IX.ptF, off + b, G, wa, wb, False)
                 elif kind == K_FENWICK:
                     i2 = b
                     while i2 > 0:
-                        _acc(scI, scF, sr, IX.fwI, IX.fwF, off + i2 - 1, G, wa, wb, False)
+                        acc_row(scI, scF, sr, IX.fwI, IX.fwF, off + i2 - 1, G, wa, wb, False)
                         i2 -= i2 & (-i2)
                 else:
                     rec = RC.head[ii, p]
@@ -496,7 +333,7 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                     while rec >= 0:
                         if RC.alive[rec] and eval_edge(G.bc_code, G.bc_arg, bs, bl, RC.g, rec,
                                                        OC.g, a, stack):
-                            _acc(scI, scF, sr, RC.I, RC.F, rec, G, wa, wb, False)
+                            acc_row(scI, scF, sr, RC.I, RC.F, rec, G, wa, wb, False)
                         rec = RC.nxt[rec]
             any_alive = False
             for w in range(wa, wb + 1):
@@ -511,8 +348,8 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                                 ok = False
                         if ok:
                             scI[sr, k * L] += 1
-                    _norm(scI, sr, k * L, L)
-                    alive_k = not _is_zero(scI, sr, k * L, L)
+                    normalize(scI, sr, k * L, L)
+                    alive_k = not is_zero(scI, sr, k * L, L)
                     for c in range(1, Cb):
                         base = (c * K + k) * L
                         if G.cb_state[c] == x and alive_k:
@@ -520,12 +357,12 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                                 for li in range(L):
                                     scI[sr, base + li] += scI[sr, k * L + li]
                             else:
-                                _mul_small(scI, sr, k * L, L, OC.ai[a, G.cb_attr[c]], scI, sr,
+                                mul_small(scI, sr, k * L, L, OC.ai[a, G.cb_attr[c]], scI, sr,
                                            base)
-                        _norm(scI, sr, base, L)
+                        normalize(scI, sr, base, L)
                 for c in range(G.Cf):
                     if G.cf_state[c] == x and alive_k:
-                        scF[sr, c * K + k] += OC.af[a, G.cf_attr[c]] * _to_float(scI, sr, k * L, L)
+                        scF[sr, c * K + k] += OC.af[a, G.cf_attr[c]] * to_float(scI, sr, k * L, L)
                 for c in range(G.Cmi):
                     col = nb_ + c * K + k
                     st = G.cmi_state[c]
@@ -566,6 +403,7 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
             p = OC.pid[a]
             wa = OC.wa[a]
             wb = OC.wb[a]
+            mark_windows(WC.slot_w, wa, wb, K)
             for q in range(G.out_ptr[x], G.out_ptr[x + 1]):
                 ii = G.out_list[q]
                 r = OC.rank[a, q - G.out_ptr[x]]
@@ -574,16 +412,16 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                     off = IX.off[ii, p]
                     sz = IX.sz[ii, p]
                     if kind != K_FENWICK or not G.fw_in_pt:
-                        _acc(IX.ptI, IX.ptF, off + r, scI, scF, sr, G, wa, wb, True)
+                        acc_row(IX.ptI, IX.ptF, off + r, scI, scF, sr, G, wa, wb, True)
                     if kind == K_FENWICK:
                         i2 = r + 1
                         while i2 <= sz:
-                            _acc(IX.fwI, IX.fwF, off + i2 - 1, scI, scF, sr, G, wa, wb, True)
+                            acc_row(IX.fwI, IX.fwF, off + i2 - 1, scI, scF, sr, G, wa, wb, True)
                             i2 += i2 & (-i2)
                 if G.ix_rec[ii]:
                     rec = CNT[0]
                     CNT[0] += 1
-                    _copy_row(RC.I, RC.F, rec, scI, scF, sr)
+                    copy_row(RC.I, RC.F, rec, scI, scF, sr)
                     RC.t[rec] = t
                     RC.rank[rec] = r
                     RC.alive[rec] = True
@@ -604,7 +442,7 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                     if G.case2 >= 0:
                         qn = CNT[1]
                         CNT[1] += 1
-                        _copy_row(OUT.qI, OUT.qF, qn, scI, scF, sr)
+                        copy_row(OUT.qI, OUT.qF, qn, scI, scF, sr)
                         OUT.q_t[qn] = t
                         OUT.q_seq[qn] = OC.seq[a]
                         OUT.q_pid[qn] = p
@@ -616,13 +454,13 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                         else:
                             OUT.qh[p] = qn
                         OUT.qt[p] = qn
-                        _acc(OUT.qtotI, OUT.qtotF, p, scI, scF, sr, G, wa, wb, True)
+                        acc_row(OUT.qtotI, OUT.qtotF, p, scI, scF, sr, G, wa, wb, True)
                     else:
                         gid = OUT.p_gid[p]
-                        _acc(OUT.finI, OUT.finF, gid, scI, scF, sr, G, wa, wb, True)
+                        acc_row(OUT.finI, OUT.finF, gid, scI, scF, sr, G, wa, wb, True)
                         for w in range(wa, wb + 1):
                             k = w % K
-                            if not _is_zero(scI, sr, k * L, L) and OC.seq[a] > OUT.fin_seq[gid, k]:
+                            if not is_zero(scI, sr, k * L, L) and OC.seq[a] > OUT.fin_seq[gid, k]:
                                 OUT.fin_seq[gid, k] = OC.seq[a]
                 else:
                     cn = CNT[2]
@@ -636,7 +474,7 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                 for w in range(wa, wb + 1):
                     k = w % K
                     for c in range(Cb):
-                        bits = _bits(scI, sr, (c * K + k) * L, L)
+                        bits = magnitude_bits(scI, sr, (c * K + k) * L, L)
                         if bits > bmax:
                             bmax = bits
                 b = bmax + math.log2(Cb * (wb - wa + 1))
@@ -646,10 +484,29 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z):
                 Z[0] = hi + math.log2(1.0 + 2.0 ** (lo - hi)) + 1e-9
         i = j
     while CNT[3] < ncc:
-        _apply_completion(NG, CNT[3], G)
+        if not closes_due(WC, IX, RC, OUT, NG, CNT, NG.cc_t[CNT[3]], K, L):
+            return _stopped(CNT, n)
+        _completion(NG, CNT[3], G, WC.slot_w)
         CNT[3] += 1
     CNT[4] = n
     return n
+
+
+@nb.njit(cache=True, inline="always")
+def _stopped(CNT, i):
+    """Stop at position ``i`` because the close buffer is full."""
+    CNT[4] = i
+    CNT[7] = 1
+    return i
+
+
+@nb.njit(cache=True, inline="always")
+def _completion(NG, q, G, slot_w):
+    """:func:`_apply_completion`, and the windows a case-3 block was written to marked."""
+    _apply_completion(NG, q, G)
+    if G.child_case[NG.cc_slot[q]] == 3:
+        tc = NG.cc_t[q]
+        mark_windows(slot_w, (tc - G.d) // G.s + 1, tc // G.s, G.K)
 
 
 # ---------------------------------------------------------------------------- window close
@@ -661,7 +518,7 @@ def pop_queues(OUT, NG, c2, nparts, G):
         rec = OUT.qh[p]
         while rec >= 0 and OUT.q_t[rec] < L_:
             if OUT.q_alive[rec]:
-                _sub(OUT.qtotI, OUT.qtotF, p, OUT.qI, OUT.qF, rec, G)
+                sub_row(OUT.qtotI, OUT.qtotF, p, OUT.qI, OUT.qF, rec, G)
                 # min/max are recomputed from the surviving entries below
             OUT.q_alive[rec] = False
             rec = OUT.q_nxt[rec]
@@ -684,7 +541,7 @@ def queue_minmax_and_seq(OUT, nparts, k, G, seq_out):
         best = -1
         rec = OUT.qh[p]
         while rec >= 0:
-            if OUT.q_alive[rec] and not _is_zero(OUT.qI, rec, k * L, L):
+            if OUT.q_alive[rec] and not is_zero(OUT.qI, rec, k * L, L):
                 if OUT.q_seq[rec] > best:
                     best = OUT.q_seq[rec]
                 for c in range(G.Cmi):

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from replaydb.errors import DataError, OperatorError
 from replaydb.operators.base import DEFAULT_STATE_CAP, Operator
+from replaydb.operators.greta import closing as cl
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.config import GretaConfig
 from replaydb.operators.greta.events import EventChunk
@@ -38,11 +39,11 @@ _DERIVED = ("cp", "g", "_static", "_slots", "_users_cache", "_gc_base")
 
 
 class _Closed(NamedTuple):
-    """A closed window's output before conversion: window id, group keys, and the nonzero
-    groups' integer and float values (slot columns only), last sequence numbers and limb
+    """Closed windows' rows before conversion (window order): each row's window id, group key,
+    integer and float values (slot columns only) and last sequence number, and their limb
     count."""
 
-    w: int
+    w: np.ndarray
     keys: list[tuple]
     vi: np.ndarray
     vf: np.ndarray
@@ -231,7 +232,6 @@ class GretaOperator(Operator):
         self._t_last: int | None = None
         self._w_next: int | None = None
         self._w_hi: int | None = None
-        self._touched: list[list[int]] = []
         self._peak_bytes = 0
         self._entries = 0
         self._bytes = 0
@@ -243,7 +243,7 @@ class GretaOperator(Operator):
                       for g in self._rt.graphs]
         return {"graphs": graphs, "buf": list(self._buf), "buf_rows": self._buf_rows,
                 "t_last": self._t_last, "w_next": self._w_next, "w_hi": self._w_hi,
-                "touched": [list(r) for r in self._touched], "peak_bytes": self._peak_bytes, "entries": self._entries, "bytes": self._bytes}
+                "peak_bytes": self._peak_bytes, "entries": self._entries, "bytes": self._bytes}
 
     def _set_state(self, state: Any) -> None:
         self._reset_state()
@@ -258,7 +258,6 @@ class GretaOperator(Operator):
         self._t_last = state["t_last"]
         self._w_next = state["w_next"]
         self._w_hi = state["w_hi"]
-        self._touched = [list(r) for r in state["touched"]]
         self._peak_bytes = state["peak_bytes"]
         self._entries = state["entries"]
         self._bytes = state["bytes"]
@@ -329,14 +328,13 @@ class GretaOperator(Operator):
                 a = int(ends[e0 - 1]) if e0 else 0
                 b = int(ends[e1 - 1])
                 starts = np.concatenate([[a], ends[e0:e1 - 1]])
-
-                def before(i: int, starts: np.ndarray = starts) -> None:
-                    self._close_through(int(closed[starts[i]]))
-
-                before(0)
+                self._close_through(int(closed[a]))
                 W0 = self._w_next * s
-                runs = self._rt.process_spans(whole.slice(a, b - a), W0, ends[e0:e1] - a,
-                                              before, self._touch)
+                runs, through = self._rt.process_spans(
+                    whole.slice(a, b - a), W0, ends[e0:e1] - a, closed[starts],
+                    self._close_through, self._closed_rows)
+                if through is not None:
+                    self._w_next = max(self._w_next, through + 1)
                 extra = self.counters.extra
                 extra["chunks"] = extra.get("chunks", 0) + 1
                 extra["window_runs"] = extra.get("window_runs", 0) + runs
@@ -347,31 +345,22 @@ class GretaOperator(Operator):
             self._close_through((self._t_last - d) // s)
         self._emit_closed()
 
-    def _touch(self, lo: int, hi: int) -> None:
-        """Windows ``lo..hi`` may hold values (a kernel run wrote them): they are closed in
-        turn. Ranges come in order of their first window and are kept merged."""
-        last = self._touched[-1] if self._touched else None
-        if last is not None and lo <= last[1] + 1:
-            last[1] = max(last[1], hi)
-        else:
-            self._touched.append([lo, hi])
+    def _closed_rows(self, w: np.ndarray, g: np.ndarray, vi: np.ndarray, vf: np.ndarray,
+                     seq: np.ndarray, L: int) -> None:
+        """Rows of windows closed inside the kernel (window order), kept for
+        :meth:`_emit_closed`."""
+        keys = self._rt.graphs[0].groups.keys
+        self._closed.append(_Closed(w, [keys[i] for i in g.tolist()], vi, vf, seq, L))
 
     def _close_through(self, wid: int) -> None:
         """Close (emit and clear) every window with id <= wid not closed yet. A window no
-        kernel run wrote (outside every range of :meth:`_touch`) is zero in every table, so
-        it has no rows and nothing to clear: it is passed over. O(windows closed)."""
+        kernel run wrote is zero in every table, so it has no rows and nothing to clear: only
+        the graph's dirty windows are closed (:mod:`.closing`). O(windows closed + K)."""
         if self._w_next is None:
             self._w_next = wid + 1
             return
-        pending = self._touched
-        while pending and pending[0][0] <= wid:
-            lo, hi = pending[0]
-            for w in range(max(lo, self._w_next), min(hi, wid) + 1):
-                self._close_window(w)
-            if hi > wid:
-                pending[0][0] = wid + 1
-                break
-            pending.pop(0)
+        for w in self._rt.graphs[0].dirty_windows(wid):
+            self._close_window(w)
         self._w_next = max(self._w_next, wid + 1)
 
     def _close_window(self, w: int) -> None:
@@ -391,9 +380,10 @@ class GretaOperator(Operator):
             I_rows = gs.finI[:ngroups][:, gs.slot_int_columns(k)]
             F_rows = gs.finF[:ngroups][:, gs.slot_float_columns(k)]
             seq = gs.fin_seq[:ngroups, k]
-        gids = np.flatnonzero(kn.nonzero_rows(I_rows, gs.L))
+        gids = np.flatnonzero(cl.nonzero_rows(I_rows, gs.L))
         if len(gids):
-            self._closed.append(_Closed(w, [gs.groups.keys[g] for g in gids.tolist()],
+            self._closed.append(_Closed(np.full(len(gids), w, np.int64),
+                                        [gs.groups.keys[g] for g in gids.tolist()],
                                         I_rows[gids], F_rows[gids], seq[gids], gs.L))
         gs.clear_slot(k)
 
@@ -453,7 +443,7 @@ class GretaOperator(Operator):
         plan = self.plan
         gs = self._rt.graphs[0]
         L, Cb, Cf = closed[0].L, gs.Cb, gs.Cf
-        wid = np.concatenate([np.full(len(c.keys), c.w, np.int64) for c in closed])
+        wid = np.concatenate([c.w for c in closed])
         keys = [k for c in closed for k in c.keys]
         I_rows = np.concatenate([c.vi for c in closed])
         F_rows = np.concatenate([c.vf for c in closed])

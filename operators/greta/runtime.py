@@ -1,8 +1,10 @@
 """The Python side of the GRETA runtime: partitions, index universes, records, windows.
 
-The stream is processed in *sub-chunks*: runs of events between two window closes. For every
-sub-chunk each graph (negative graphs first, so that their completions are known) is prepared
-with vectorized NumPy/Arrow work, then handed to :func:`~replaydb.operators.greta.kernel.run_graph`:
+The stream is cut into *sub-chunks*: runs of events between two window closes. Consecutive
+sub-chunks up to a few thousand events are prepared together (:meth:`Runtime.process_spans`):
+each graph (negative graphs first, so that their completions are known) is prepared with
+vectorized NumPy/Arrow work, then handed to :func:`~replaydb.operators.greta.kernel.run_graph`,
+which closes the windows due between the sub-chunks itself (:mod:`.closing`):
 
 1. occurrences: events whose type is a state of the graph and that satisfy its local predicates
    (the main graph drops events that lie in no window);
@@ -10,11 +12,11 @@ with vectorized NumPy/Arrow work, then handed to :func:`~replaydb.operators.gret
    dense partition ids (paper Sec. 6: grouping and equivalence predicates partition the stream);
 3. index universes: an index holds, per partition, the sorted distinct keys of its vertices
    (the edge predicate's attribute) with one aggregate row per key; a Fenwick index keeps the
-   prefix tree over these rows. When the sub-chunk's new vertices bring keys the universe lacks
-   (or after K+1 sub-chunks, when every older entry may have expired), the index is rebuilt from
-   its live rows: dead rows dropped, rows moved to their new ranks, trees rebuilt; otherwise it is
+   prefix tree over these rows. When the new vertices bring keys the universe lacks (or after
+   K+1 preparations, when every older entry may have expired), the index is rebuilt from its
+   live rows: dead rows dropped, rows moved to their new ranks, trees rebuilt; otherwise it is
    used as is. Every new vertex then has a rank and every probe a prefix bound, computed with
-   ``searchsorted`` once for the whole sub-chunk (through a lookup table over small integer key
+   ``searchsorted`` once for the whole preparation (through a lookup table over small integer key
    ranges, see :class:`~replaydb.operators.greta.universe.Positions`);
 4. live state is compacted: vertices whose windows all closed (all slots zero) and, in negative
    graphs, vertices whose trends all start before the oldest open window are dropped; partitions
@@ -26,12 +28,13 @@ K slots (window id mod K); closing a window clears its slot everywhere, which pu
 pane's contribution at once, and the rebuild drops vertices none of whose windows is open. A
 query is one prefix lookup instead of one range search per pane.
 
-Cost per sub-chunk: O(sub-chunk size) plus O(live state) for the indexes that are rebuilt, plus
-the kernel's O(log n) per event and index. Sub-chunks end at window closes, so rebuilds are
-amortized over a slide's worth of events.
+Cost per preparation: O(its events) plus O(live state) for the indexes that are rebuilt, plus
+the kernel's O(log n) per event and index and O(K + groups + state rows) per window closed
+that holds values (a window no run wrote costs nothing).
 
-The work is layered over four modules: :mod:`~replaydb.operators.greta.events` (event columns,
+The work is layered over these modules: :mod:`~replaydb.operators.greta.events` (event columns,
 key codes), :mod:`~replaydb.operators.greta.state` (the state arrays and their upkeep),
+:mod:`~replaydb.operators.greta.closing` (window closes, compiled),
 :mod:`~replaydb.operators.greta.universe` (index universes, step 3) and this one (steps 1, 2 and
 4, the kernel call, and the :class:`Runtime` over all graphs).
 """
@@ -48,7 +51,7 @@ import numpy as np
 from replaydb.errors import DataError
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.events import EventChunk, as_bool, encode_keys, null_mask
-from replaydb.operators.greta.plan import FENWICK, SCAN, CompiledPlan
+from replaydb.operators.greta.plan import SCAN, CompiledPlan
 from replaydb.operators.greta.state import EMPTY_I
 from replaydb.operators.greta.universe import IndexUniverses
 
@@ -64,24 +67,22 @@ IXT = namedtuple("IXT", ["off", "sz", "ptI", "ptF", "fwI", "fwF", "appM"])
 RCT = namedtuple("RCT", ["I", "F", "t", "rank", "alive", "nxt", "pid", "ix", "occ", "g", "head",
                          "tail"])
 NGT = namedtuple("NGT", ["bM", "bL", "blk", "p_bucket", "cc_t", "cc_ls", "cc_slot", "cc_bucket"])
+WC = namedtuple("WC", [
+    "ct", "cw", "slot_w", "icols", "fcols", "bigc", "mmic", "mmi_fill", "fcl", "f_fill",
+    "ngroups", "nparts", "o_w", "o_g", "o_I", "o_F", "o_seq"])
 OUTT = namedtuple("OUTT", [
     "finI", "finF", "fin_seq", "p_gid", "qI", "qF", "q_t", "q_seq", "q_pid", "q_alive", "q_nxt",
     "qh", "qt", "qtotI", "qtotF", "co_t", "co_ls", "co_pid"])
 
 
 _NO_COMPLETIONS = (EMPTY_I, EMPTY_I, EMPTY_I, EMPTY_I)
-
-
-def _windows_of(occ: OCC, cc_t: np.ndarray, within: int, slide: int) -> tuple[int, int]:
-    """The first and last window a kernel run over ``occ`` and completions at times ``cc_t``
-    can write (``lo > hi``: none). O(1) over sorted times."""
-    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-    if len(occ.t):
-        lo, hi = int(occ.wa[0]), int(occ.wb[-1])
-    if len(cc_t):
-        lo = min(lo, int((cc_t[0] - within) // slide + 1))
-        hi = max(hi, int(cc_t[-1] // slide))
-    return lo, hi
+_EMPTY_OCC = OCC(t=EMPTY_I, seq=EMPTY_I, x=EMPTY_I, pid=EMPTY_I, wa=EMPTY_I, wb=EMPTY_I,
+                 ai=np.zeros((0, 1), np.int64), af=np.zeros((0, 1)),
+                 rank=np.zeros((0, 1), np.int64), bound=np.zeros((0, 1), np.int64),
+                 g=np.zeros((0, 1)))
+Emit = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], None]
+"""Receives closed windows' rows: window ids, group ids, integer and float slot values, last
+sequence numbers, and the limb count of the integer values."""
 
 
 def occurrences(ev: EventChunk, g: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -160,6 +161,21 @@ class GraphState(IndexUniverses):
         ``cc`` (times, lengths, slots, buckets). O(1)."""
         return NGT(bM=self.bM, bL=self.bL, blk=self.blk, p_bucket=self.p_bucket,
                    cc_t=cc[0], cc_ls=cc[1], cc_slot=cc[2], cc_bucket=cc[3])
+
+    def closes(self, ct: np.ndarray, cw: np.ndarray) -> WC:
+        """The kernel's window-close bundle (:mod:`.closing`): markers ``ct``/``cw``, this
+        graph's dirty slots, the slots' columns, and an output buffer for the rows of a few
+        windows when there are markers. Rebuild after a widening. O(K) after the first call
+        per limb count."""
+        icols, fcols, bigc, mmic, mmi_fill, fcl, f_fill = self.slot_tables()
+        ng = len(self.groups)
+        cap = max(4 * ng, 256) if len(ct) else 0
+        return WC(ct=ct, cw=cw, slot_w=self.slot_w, icols=icols, fcols=fcols, bigc=bigc,
+                  mmic=mmic, mmi_fill=mmi_fill, fcl=fcl, f_fill=f_fill, ngroups=ng,
+                  nparts=len(self.parts), o_w=np.zeros(cap, np.int64),
+                  o_g=np.zeros(cap, np.int64), o_I=np.zeros((cap, icols.shape[1]), np.int64),
+                  o_F=np.zeros((cap, fcols.shape[1]), np.float64),
+                  o_seq=np.zeros(cap, np.int64))
 
     # ------------------------------------------------------------------ partitions
     def new_partitions(self, first: int, keys: list[tuple], runtime: Runtime) -> None:
@@ -401,17 +417,21 @@ class GraphState(IndexUniverses):
 
     def run(self, occ: OCC, cc: tuple[np.ndarray, ...], runtime: Runtime, *,
             bounds: tuple[int, int] | None = None,
-            views: tuple[IXT, RCT, OUTT] | None = None) -> tuple[IXT, RCT, OUTT] | None:
+            views: tuple[IXT, RCT, OUTT] | None = None,
+            markers: tuple[np.ndarray, np.ndarray] = (EMPTY_I, EMPTY_I),
+            emit: Emit | None = None) -> tuple[IXT, RCT, OUTT] | None:
         """Run the kernel over ``occ`` with the children's completions ``cc`` (widening the
         exact values first or midway where they might not fit). ``bounds``: ``(slack bits,
-        largest group of equal times)`` valid for ``occ`` (computed from it when None: a
-        caller running many parts of one preparation computes them once for all); ``views``:
-        :meth:`views` since the last preparation. Returns the views in use after the run
-        (new ones when it widened)."""
-        n = len(occ.t)
-        if n == 0:
-            self._apply_completions_only(cc)
-            return views
+        largest group of equal times)`` valid for ``occ`` (computed from it when None);
+        ``views``: :meth:`views` since the last preparation. ``markers``: ``(times, window
+        ids)``: before anything at a marker's time or later, the windows up to its id close
+        inside the kernel (:mod:`.closing`), their rows handed to ``emit`` (required with
+        markers) in window order. Returns the views in use after the run (new ones when it
+        widened)."""
+        if not len(occ.t):
+            occ = _EMPTY_OCC
+            if not len(cc[0]):
+                return views
         if bounds is None:
             max_group = int(kn.max_equal_run(occ.t))
             bounds = (self.slack_bits(occ, max_group), max_group)
@@ -427,16 +447,28 @@ class GraphState(IndexUniverses):
             if limbs_needed() > self.L:
                 self.widen(limbs_needed())
                 views = None
-        CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
+        CNT = np.array([self.r_n, self.q_n, 0, 0, 0, 0, 0, 0], np.int64)
         Zarr = np.array([self.Z], np.float64)
         ngt = self._ngt(cc)
+        wc = None
         while True:
             gc = self.gc(slack, max_group)
             if views is None:
                 views = self.views()
+            if wc is None:
+                wc = self.closes(*markers)
             ixt, rct, outt = views
-            pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr)
-            if pos >= n:
+            pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr, wc)
+            if CNT[5]:
+                assert emit is not None
+                m = int(CNT[5])
+                emit(wc.o_w[:m].copy(), wc.o_g[:m].copy(), wc.o_I[:m].copy(),
+                     wc.o_F[:m].copy(), wc.o_seq[:m].copy(), self.L)
+                CNT[5] = 0
+            if CNT[7]:  # the close buffer was full: drained, resume
+                CNT[7] = 0
+                continue
+            if pos >= len(occ.t):
                 break
             # stopped before a group whose values might not fit: tighten, else widen
             self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
@@ -448,7 +480,7 @@ class GraphState(IndexUniverses):
             # exactly the limbs the recounted bound needs: a further stop costs one recount,
             # while a headroom limb would widen every stored value for good
             self.widen(max(limbs_needed(), self.L + 1))
-            views = None
+            views = wc = None
         self.r_n, self.q_n = int(CNT[0]), int(CNT[1])
         co_n = int(CNT[2])
         if co_n != len(self.co_t):
@@ -462,80 +494,13 @@ class GraphState(IndexUniverses):
         """The integer attribute columns summed exactly (sorted, distinct). O(channels)."""
         return sorted({a for k, _, a in self.g.big if k == "sumi"})
 
-    def _apply_completions_only(self, cc: tuple[np.ndarray, ...]) -> None:
-        """No occurrence in this sub-chunk: still fold the children's completions in."""
-        self.co_t = self.co_ls = self.co_pid = EMPTY_I
-        if not len(cc[0]):
-            return
-        occ = OCC(t=np.zeros(0, np.int64), seq=EMPTY_I, x=EMPTY_I, pid=EMPTY_I, wa=EMPTY_I,
-                  wb=EMPTY_I, ai=np.zeros((0, 1), np.int64), af=np.zeros((0, 1)),
-                  rank=np.zeros((0, 1), np.int64), bound=np.zeros((0, 1), np.int64),
-                  g=np.zeros((0, 1)))
-        ngt = self._ngt(cc)
-        CNT = np.array([self.r_n, self.q_n, 0, 0, 0], np.int64)
-        gc = self.gc(0.0, 1)
-        ixt = self._ixt()
-        rct = self._rct()
-        outt = self._outt()
-        kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, np.array([self.Z]))
-
     # ------------------------------------------------------------------ checks
     def _check(self) -> None:
-        """Verify the structural invariants (for tests; O(state))."""
-        g = self.g
-        P = len(self.parts)
-        assert len(self.parts.index) == P
-        for key, pid in self.parts.index.items():
-            assert self.parts.keys[pid] == key
-        assert self.ptI.shape[0] == self.ubase[-1] == self.ptF.shape[0]
-        gc = self.gc(0.0, 1)
-        for ii, ix in enumerate(g.indexes):
-            if ix.kind == SCAN:
-                continue
-            u_pid, u_key = self.u_pid[ii], self.u_key[ii]
-            assert len(u_pid) == len(u_key) == self.ubase[ii + 1] - self.ubase[ii]
-            assert np.all(np.diff(u_pid) >= 0), "universe not grouped by partition"
-            for p in range(P):
-                off, sz = int(self.off[ii, p]), int(self.sz[ii, p])
-                if sz == 0:
-                    continue
-                lo = off - self.ubase[ii]
-                assert np.all(u_pid[lo: lo + sz] == p)
-                keys = u_key[lo: lo + sz]
-                if len(keys) > 1:
-                    assert np.all(keys[1:] > keys[:-1]), "keys not ascending within a partition"
-                gk = self.u_gk[ii]
-                assert gk is not None and np.all(np.isin(keys, gk))
-                if ix.kind == FENWICK and not self.fw_in_pt:
-                    fwI, fwF = self.fresh_rows(sz)
-                    ptI = self.ptI[off: off + sz].copy()
-                    ptF = self.ptF[off: off + sz].copy()
-                    kn.build_fenwick(fwI, fwF, ptI, ptF, 0, sz, gc)
-                    assert np.array_equal(fwI, self.fwI[off: off + sz]), "Fenwick out of date"
-                    assert np.allclose(fwF, self.fwF[off: off + sz], equal_nan=True)
-            if self.Cb:  # limbs are normalized
-                nbo = self.Cb * self.K * self.L
-                assert np.all((self.ptI[:, :nbo] >= 0) & (self.ptI[:, :nbo] <= kn.MASK))
-        # record lists: per (index, partition), in time order, reaching exactly the live records
-        seen = np.zeros(self.r_n, bool)
-        for ii in range(self.nI):
-            for p in range(min(P, self.r_head.shape[1])):
-                rec, last_t, prev = int(self.r_head[ii, p]), None, -1
-                while rec >= 0:
-                    assert self.r_ix[rec] == ii and self.r_pid[rec] == p
-                    assert last_t is None or self.r_t[rec] >= last_t
-                    last_t, prev = self.r_t[rec], rec
-                    seen[rec] = True
-                    rec = int(self.r_nxt[rec])
-                assert prev == self.r_tail[ii, p]
-        assert np.all(seen | ~self.r_alive[: self.r_n])
-        if g.case2 is not None and self.Cb:
-            tot = np.zeros((P, self.K * self.L), np.int64)
-            live = np.flatnonzero(self.q_alive[: self.q_n])
-            np.add.at(tot, self.q_pid[live], self.qI[live, : self.K * self.L])
-            from replaydb.operators.greta.operator import _normalize_limbs
-            assert np.array_equal(_normalize_limbs(tot, self.L),
-                                  self.qtotI[:P, : self.K * self.L]), "queue totals"
+        """Verify the structural invariants (for tests; O(state)):
+        :func:`~replaydb.operators.greta.invariants.check_graph`."""
+        from replaydb.operators.greta.invariants import check_graph
+
+        check_graph(self)
 
 class Runtime:
     """All graphs of a query plus window bookkeeping."""
@@ -561,23 +526,24 @@ class Runtime:
         so records of closed windows must not pile up between two preparations)."""
         return any(ix.kind == SCAN for g in self.plan.graphs for ix in g.indexes)
 
-    def process_spans(self, ev: EventChunk, W0: int, ends: np.ndarray,
-                      before: Callable[[int], None], touched: Callable[[int, int], None]) -> int:
+    def process_spans(self, ev: EventChunk, W0: int, ends: np.ndarray, closes: np.ndarray,
+                      close: Callable[[int], None], emit: Emit) -> tuple[int, int | None]:
         """Run every graph over the sub-chunks ``ev[ends[i-1]:ends[i]]`` (``ends[-1]`` is
-        ``ev.n``; between two sub-chunks windows close), prepared together: the graphs'
-        occurrences, partitions, attributes and index universes are computed once for all of
-        them (children before parents; a child runs over all of them at once, as it has no
-        windows), then the main graph's kernel runs once per sub-chunk that has occurrences or
-        children's completions, ``before(i)`` first (the caller closes the windows that end
-        before sub-chunk ``i``). ``touched(lo, hi)`` reports the windows a run may have written
-        (its occurrences' windows and those of its completions): a window outside every such
-        range holds nothing, and closing it can be skipped. Returns the kernel runs made.
+        ``ev.n``), before each of which the windows up to ``closes[i]`` close, prepared
+        together: the graphs' occurrences, partitions, attributes and index universes are
+        computed once for all of them (children before parents; a child runs over all of them
+        at once, as it has no windows). The main graph then runs once, closing the windows
+        inside the kernel before each sub-chunk with occurrences or children's completions
+        (:mod:`.closing`; rows to ``emit``); with a negation after its last element (case 2,
+        whose closes need the queues' totals) it runs once per such sub-chunk instead,
+        ``close(closes[i])`` first. Returns ``(sub-chunks with occurrences or completions, the
+        last window closed through, or None)``.
 
         Sound because nothing the preparation computes depends on which windows are open: a
         closed window's slot is zero everywhere (its rows stay until the next rebuild drops
-        them), the universes only grow between rebuilds, and completions are handed to the run
-        of the sub-chunk they come from. O(events + occurrences log occurrences + state) for
-        the preparation, plus O(sub-chunks) vectorized and the kernel per run."""
+        them), the universes only grow between rebuilds, and completions are applied in time
+        order after the closes due before them. O(events + occurrences log occurrences +
+        state) for the preparation, plus the kernel."""
         for gid in range(len(self.graphs) - 1, 0, -1):
             gs = self.graphs[gid]
             gs.run(gs.prepare(ev, self, W0), self._child_completions(gs), self)
@@ -591,20 +557,23 @@ class Runtime:
         c_lo, c_hi = np.searchsorted(cc[0], t_first, "left"), np.searchsorted(cc[0], t_last,
                                                                                "right")
         active = np.flatnonzero((o_hi > o_lo) | (c_hi > c_lo))
-        d, s = self.plan.within, self.plan.slide
+        if not len(active):
+            return 0, None
         max_group = int(kn.max_equal_run(occ.t))
         bounds = (main.slack_bits(occ, max_group), max_group)
+        if main.g.case2 is None:
+            markers = (np.ascontiguousarray(t_first[active]),
+                       np.ascontiguousarray(closes[active]))
+            main.run(occ, cc, self, bounds=bounds, markers=markers, emit=emit)
+            return len(active), int(closes[active[-1]])
         views = None
         for i in active.tolist():
-            before(i)
+            close(int(closes[i]))
             a, b, c0, c1 = int(o_lo[i]), int(o_hi[i]), int(c_lo[i]), int(c_hi[i])
             part = OCC(*(f[a:b] for f in occ))
             done = tuple(x[c0:c1] for x in cc) if c1 > c0 else _NO_COMPLETIONS
             views = main.run(part, done, self, bounds=bounds, views=views)
-            lo, hi = _windows_of(part, done[0], d, s)
-            if lo <= hi:
-                touched(lo, hi)
-        return len(active)
+        return len(active), int(closes[active[-1]])
 
     def _child_completions(self, gs: GraphState) -> tuple[np.ndarray, ...]:
         ts, ls, slots, buckets = [], [], [], []

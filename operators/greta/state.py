@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from replaydb.operators.greta import closing as cl
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.events import Keyspace
 from replaydb.operators.greta.plan import CompiledPlan, GraphPlan
@@ -146,6 +147,7 @@ class GraphStore:
         self.Z = 1.0
         self._static: dict[str, Any] | None = None
         self._slots: dict[tuple[int, int], tuple[Any, ...]] = {}
+        self.slot_w = np.full(self.K, cl.CLEAN, np.int64)
         self._users_cache: tuple[list[np.ndarray], list[np.ndarray]] | None = None
         self._gc_base: Any = None  # the kernel configuration of the current limb count
 
@@ -240,7 +242,7 @@ class GraphStore:
         if vi.shape[0] == 0:
             return np.zeros(0, bool)
         if self.is_main:
-            return kn.nonzero_rows(vi, self.K * self.L)
+            return cl.nonzero_rows(vi, self.K * self.L)
         return vi[:, 0] >= W0
 
     def ensure_parts(self, P: int) -> None:
@@ -384,11 +386,31 @@ class GraphStore:
                           (self.qtotI, self.qtotF, len(self.parts)),
                           (self.finI, self.finF, len(self.groups))):
             if n:
-                kn.clear_columns(vi, vf, n, big, mmi, mmi_fill, f_cols, f_fill)
+                cl.clear_columns(vi, vf, n, big, mmi, mmi_fill, f_cols, f_fill)
         if self.fin_seq.shape[0]:
             self.fin_seq[:, k] = -1
         if self.blk.shape[1]:
             self.blk[:, :, k] = 0
+        self.slot_w[k] = cl.CLEAN
+
+    def dirty_windows(self, wid: int) -> list[int]:
+        """The windows with id ``<= wid`` that a kernel run wrote and no close cleared yet,
+        oldest first (:mod:`.closing`). O(K)."""
+        return sorted(int(w) for w in self.slot_w if w != cl.CLEAN and w <= wid)
+
+    def slot_tables(self) -> tuple[np.ndarray, ...]:
+        """Per slot (rows), the columns :mod:`.closing` reads and resets: ``(icols, fcols,
+        bigc, mmic, mmi_fill, fcl, f_fill)``. Cached per limb count. O(1) after the first
+        call."""
+        key = ("tables", self.L)
+        hit = self._slots.get(key)
+        if hit is None:
+            per = [self._slot(k) for k in range(self.K)]
+            hit = (np.stack([p[1] for p in per]), np.stack([p[2] for p in per]),
+                   np.stack([p[0][0] for p in per]), np.stack([p[0][1] for p in per]),
+                   per[0][3], np.stack([p[2] for p in per]), per[0][4])
+            self._slots[key] = hit
+        return hit
 
     # ------------------------------------------------------------------ size
     def state_entries(self) -> int:
