@@ -1,10 +1,11 @@
 """The GRETA operator: the online lifecycle around the runtime (see :mod:`replaydb.operators.greta`).
 
 Input batches are buffered until a window can close (or the buffer is large), then processed in
-sub-chunks that end at window closes (prepared together, see
-:meth:`~replaydb.operators.greta.runtime.Runtime.process_spans`); the events of the latest timestamp are held back until a
-later timestamp (or the end of input) shows that no more events of that timestamp can come, so
-equal timestamps are never split between two calls (they must not precede each other).
+sub-chunks that end at window closes, several prepared together
+(:meth:`~replaydb.operators.greta.runtime.Runtime.process_spans`); the events of the latest
+timestamp are held back until a later timestamp (or the end of input) shows that no more events
+of that timestamp can come, so equal timestamps are never split between two calls (they must
+not precede each other).
 """
 
 from __future__ import annotations
@@ -134,8 +135,9 @@ class GretaOperator(Operator):
 
     Counters beyond the common ones: ``chunks`` (the runs of events prepared together by the
     runtime: sub-chunks between window closes up to :data:`PREPARE_EVENTS` events; each has a
-    fixed cost besides its events), ``window_runs`` (kernel runs: the sub-chunks with
-    occurrences), ``state_bytes`` and ``peak_state_bytes``."""
+    fixed cost besides its events), ``window_runs`` (the sub-chunks with occurrences or
+    completions of negated sub-patterns: the kernel's work between two window closes),
+    ``state_bytes`` and ``peak_state_bytes``."""
 
     name = "greta"
     family = "greta"
