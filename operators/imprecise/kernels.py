@@ -41,6 +41,25 @@ def _cdf(e: int, x: int, lo: np.ndarray, hi: np.ndarray, woff: np.ndarray,
     return cflat[o + x - lo[e]]
 
 
+@nb.njit(cache=True, inline="always")
+def _cdf_run(e: int, x0: int, n: int, lo: np.ndarray, hi: np.ndarray, woff: np.ndarray,
+             cflat: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = P[T_e <= x0 + i]`` for ``i < n`` (:func:`_cdf` at consecutive points, with
+    the event's bounds and table read once)."""
+    a, b, o = lo[e], hi[e], woff[e]
+    den = float(b - a + 1)
+    for i in range(n):
+        x = x0 + i
+        if x < a:
+            out[i] = 0.0
+        elif x >= b:
+            out[i] = 1.0
+        elif o < 0:
+            out[i] = float(x - a + 1) / den
+        else:
+            out[i] = cflat[o + x - a]
+
+
 @nb.njit(cache=True)
 def _gap_weights(m: int, g: int, vlb: np.ndarray, vub: np.ndarray, gap_ptr: np.ndarray,
                  gap_ev: np.ndarray, lo: np.ndarray, hi: np.ndarray, woff: np.ndarray,
@@ -66,18 +85,18 @@ def _gap_weights(m: int, g: int, vlb: np.ndarray, vub: np.ndarray, gap_ptr: np.n
         c = gap_ev[k]
         if hi[c] <= s0 or lo[c] >= t_last:
             continue
-        for a in range(ns):
-            fs[a] = _cdf(c, s0 + a, lo, hi, woff, cflat)
-        for b in range(nt):
-            ft[b] = _cdf(c, t0 + b - 1, lo, hi, woff, cflat)
+        _cdf_run(c, s0, ns, lo, hi, woff, cflat, fs)
+        _cdf_run(c, t0 - 1, nt, lo, hi, woff, cflat, ft)
         for a in range(ns):
             first = s0 + a - t0 + 1  # the first b with t > s
             if first < 0:
                 first = 0
             f = fs[a]
-            row = out[a]
-            for b in range(first, nt):
-                row[b] *= max(1.0 - (ft[b] - f), 0.0)
+            row = out[a, first:nt]
+            src = ft[first:nt]
+            for j in range(row.shape[0]):
+                v = 1.0 - (src[j] - f)
+                row[j] *= v if v > 0.0 else 0.0
 
 
 _SIG = (nb.types.Tuple((nb.float64[::1], nb.int64[::1], nb.int64[::1]))(
