@@ -28,24 +28,11 @@ def _prob(e: int, t: int, lo: np.ndarray, hi: np.ndarray, woff: np.ndarray,
 
 
 @nb.njit(cache=True, inline="always")
-def _cdf(e: int, x: int, lo: np.ndarray, hi: np.ndarray, woff: np.ndarray,
-         cflat: np.ndarray) -> float:
-    """P[T_e <= x]."""
-    if x < lo[e]:
-        return 0.0
-    if x >= hi[e]:
-        return 1.0
-    o = woff[e]
-    if o < 0:
-        return (x - lo[e] + 1) / (hi[e] - lo[e] + 1)
-    return cflat[o + x - lo[e]]
-
-
-@nb.njit(cache=True, inline="always")
 def _cdf_run(e: int, x0: int, n: int, lo: np.ndarray, hi: np.ndarray, woff: np.ndarray,
              cflat: np.ndarray, out: np.ndarray) -> None:
-    """``out[i] = P[T_e <= x0 + i]`` for ``i < n`` (:func:`_cdf` at consecutive points, with
-    the event's bounds and table read once)."""
+    """``out[i] = P[T_e <= x0 + i]`` for ``i < n``: 0 below the event's interval, 1 from its
+    upper bound on, the uniform distribution's or the table's running sum inside (the event's
+    bounds and table read once per run of points, not once per point). O(n)."""
     a, b, o = lo[e], hi[e], woff[e]
     den = float(b - a + 1)
     for i in range(n):
@@ -332,7 +319,8 @@ def confidence_enumerate(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: n
     of one gap (``gap_ptr``/``gap_ev``, CSR over ``m * l + g``) enter through per-gap factor
     tables; a spoiler of several gaps (``multi_ptr``/``multi_ev`` CSR over matches,
     ``multi_mask`` bit ``g`` set per gap) contributes its mass outside all of them, which the
-    point match's instants fix - no enumeration of the spoiler's points (Eq. 4) is needed.
+    point match's instants fix - no enumeration of the spoiler's points (Eq. 4) is needed; each
+    such spoiler's distribution is tabulated at the match's points once.
     Cost per match: its point matches times its spoilers of several gaps.
     """
     m_count, l_ = ev.shape
@@ -358,6 +346,9 @@ def confidence_enumerate(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: n
         kmax = max(kmax, multi_ptr[m + 1] - multi_ptr[m])
     pre = np.zeros(kmax)
     lastgap = np.zeros(kmax, np.int64)
+    # per multi spoiler k and component j: P[T <= point i of j] and P[T <= point i of j, - 1]
+    cat = np.zeros((kmax, l_, maxn))
+    cbe = np.zeros((kmax, l_, maxn))
     for m in range(m_count):
         feasible = True
         for j in range(l_):
@@ -392,6 +383,11 @@ def confidence_enumerate(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: n
         # precomputed per prefix
         last = l_ - 1
         nlast = vub[m, last] - vlb[m, last] + 1
+        for k in range(k0, k1):
+            for jj in range(l_):
+                nj = vub[m, jj] - vlb[m, jj] + 1
+                _cdf_run(multi_ev[k], vlb[m, jj], nj, lo, hi, woff, cflat, cat[k - k0, jj])
+                _cdf_run(multi_ev[k], vlb[m, jj] - 1, nj, lo, hi, woff, cflat, cbe[k - k0, jj])
         j = 0
         idx[0] = -1
         acc[0] = 1.0
@@ -423,24 +419,24 @@ def confidence_enumerate(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: n
                 idx[j] = -1
                 continue
             # j == l - 2: fixed prefix; per multi spoiler, the outside mass before the last gap
+            # (tables cat/cbe: P[T <= tt[g]] and P[T <= tt[g] - 1] of the prefix's instants;
+            # the open start's P[T <= -inf] is 0)
             for k in range(k0, k1):
-                c = multi_ev[k]
+                kk = k - k0
                 mask = multi_mask[k]
                 outside = 0.0
-                seg = np.int64(-(1 << 62))
+                before = 0.0
                 for g in range(1, last):
                     if (mask >> g) & 1:
-                        outside += (_cdf(c, tt[g - 1], lo, hi, woff, cflat)
-                                    - _cdf(c, seg - 1, lo, hi, woff, cflat))
-                        seg = tt[g]
+                        outside += (cat[kk, g - 1, tt[g - 1] - vlb[m, g - 1]] - before)
+                        before = cbe[kk, g, tt[g] - vlb[m, g]]
                 if (mask >> last) & 1:
-                    outside += (_cdf(c, tt[last - 1], lo, hi, woff, cflat)
-                                - _cdf(c, seg - 1, lo, hi, woff, cflat))
-                    pre[k - k0] = outside
-                    lastgap[k - k0] = 1
+                    outside += (cat[kk, last - 1, tt[last - 1] - vlb[m, last - 1]] - before)
+                    pre[kk] = outside
+                    lastgap[kk] = 1
                 else:
-                    pre[k - k0] = outside + 1.0 - _cdf(c, seg - 1, lo, hi, woff, cflat)
-                    lastgap[k - k0] = 0
+                    pre[kk] = outside + 1.0 - before
+                    lastgap[kk] = 0
             a = tt[last - 1] - vlb[m, last - 1]
             for b in range(nlast):
                 tl = vlb[m, last] + b
@@ -454,7 +450,7 @@ def confidence_enumerate(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: n
                 for k in range(k0, k1):
                     o = pre[k - k0]
                     if lastgap[k - k0] == 1:
-                        o += 1.0 - _cdf(multi_ev[k], tl - 1, lo, hi, woff, cflat)
+                        o += 1.0 - cbe[k - k0, last, b]
                     if o <= 0.0:
                         w2 = 0.0
                         break
