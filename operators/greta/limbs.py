@@ -97,6 +97,16 @@ def mul_small(src, sr, sbase, L, attr, dst, dr, dbase):
 
 # ---------------------------------------------------------------------------- value rows
 @nb.njit(cache=True, inline="always")
+def keep_extreme(d, r, col, v, is_max):
+    """``d[r, col]`` := the larger (``is_max``) or smaller of itself and ``v``."""
+    if is_max:
+        if v > d[r, col]:
+            d[r, col] = v
+    elif v < d[r, col]:
+        d[r, col] = v
+
+
+@nb.njit(cache=True, inline="always")
 def reset_row(vi, vf, r, G):
     K, L, Cb = G.K, G.L, G.Cb
     nb_ = Cb * K * L
@@ -132,23 +142,13 @@ def acc_row(dI, dF, dr, sI, sF, sr, G, wa, wb, carry):
                 normalize(dI, dr, base, L)
         for c in range(G.Cmi):
             col = nb_ + c * K + k
-            v = sI[sr, col]
-            if G.cmi_max[c]:
-                if v > dI[dr, col]:
-                    dI[dr, col] = v
-            elif v < dI[dr, col]:
-                dI[dr, col] = v
+            keep_extreme(dI, dr, col, sI[sr, col], G.cmi_max[c])
         for c in range(G.Cf):
             col = c * K + k
             dF[dr, col] += sF[sr, col]
         for c in range(G.Cmf):
             col = G.Cf * K + c * K + k
-            v = sF[sr, col]
-            if G.cmf_max[c]:
-                if v > dF[dr, col]:
-                    dF[dr, col] = v
-            elif v < dF[dr, col]:
-                dF[dr, col] = v
+            keep_extreme(dF, dr, col, sF[sr, col], G.cmf_max[c])
 
 
 @nb.njit(cache=True, inline="always")

@@ -80,6 +80,19 @@ def dp_reference(ts: list[int], types: list[str], xs: list[int], ks: list[int], 
     return out
 
 
+def _case(ts: list[int], types: list[str], xs: list[int], ks: list[int], op: str,
+          within: int, slide: int, with_b: bool) -> tuple[str, pa.Table, dict]:
+    """The query, the table and :func:`dp_reference`'s rows of one drawn stream."""
+    pat = "SEQ(A+, B)" if with_b else "A+"
+    text = (f"RETURN k, COUNT(*), COUNT(A), SUM(A.x), MIN(A.x), MAX(A.x) PATTERN {pat} "
+            f"WHERE [k] AND A.x {op} NEXT(A).x GROUP-BY k WITHIN {within} SLIDE {slide}")
+    table = pa.table({"t": pa.array(ts, pa.int64()),
+                      "seq": pa.array(range(len(ts)), pa.int64()),
+                      "type": types, "x": pa.array(xs, pa.int64()),
+                      "k": pa.array(ks, pa.int64())})
+    return text, table, dp_reference(ts, types, xs, ks, op, within, slide, with_b)
+
+
 @pytest.mark.parametrize("case", range(14))
 def test_long_streams_against_quadratic_reference(case: int,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,13 +119,7 @@ def test_long_streams_against_quadratic_reference(case: int,
     ks = [i // 40 + rng.randint(0, 1) for i in range(n)] if moving else \
         [rng.randint(0, 1) for _ in range(n)]
     within, slide = rng.choice([(150, 50), (180, 60), (200, 200), (240, 80)])
-    pat = "SEQ(A+, B)" if with_b else "A+"
-    text = (f"RETURN k, COUNT(*), COUNT(A), SUM(A.x), MIN(A.x), MAX(A.x) PATTERN {pat} "
-            f"WHERE [k] AND A.x {op} NEXT(A).x GROUP-BY k WITHIN {within} SLIDE {slide}")
-    table = pa.table({"t": pa.array(ts, pa.int64()), "seq": pa.array(range(n), pa.int64()),
-                      "type": types, "x": pa.array(xs, pa.int64()),
-                      "k": pa.array(ks, pa.int64())})
-    expected = dp_reference(ts, types, xs, ks, op, within, slide, with_b)
+    text, table, expected = _case(ts, types, xs, ks, op, within, slide, with_b)
     opr = bind(parse(text), table.schema, None, exact_type="string")
     got = []
     a = 0
@@ -167,13 +174,7 @@ def test_thousands_of_windows_prepared_together(case: int) -> None:
     xs = [rng.randint(0, 30) for _ in range(n)]
     ks = [rng.randint(0, 2) for _ in range(n)]
     within, slide = [(12, 4), (10, 10), (15, 5), (9, 3)][case]
-    pat = "SEQ(A+, B)" if with_b else "A+"
-    text = (f"RETURN k, COUNT(*), COUNT(A), SUM(A.x), MIN(A.x), MAX(A.x) PATTERN {pat} "
-            f"WHERE [k] AND A.x {op} NEXT(A).x GROUP-BY k WITHIN {within} SLIDE {slide}")
-    table = pa.table({"t": pa.array(ts, pa.int64()), "seq": pa.array(range(n), pa.int64()),
-                      "type": types, "x": pa.array(xs, pa.int64()),
-                      "k": pa.array(ks, pa.int64())})
-    expected = dp_reference(ts, types, xs, ks, op, within, slide, with_b)
+    text, table, expected = _case(ts, types, xs, ks, op, within, slide, with_b)
     assert len(expected) > 1000
     assert _pushed(text, table, [n]) == expected
     small = []
