@@ -153,6 +153,30 @@ def test_frameworks_agree_with_possible_worlds_many(sc):
     _check_scenario(sc)
 
 
+@st.composite
+def same_type_scenario(draw):
+    """One event type, three components and no predicate under skip-till-next: an event can
+    spoil several gaps of a match, and can lie at the last component's instant (where it does
+    not spoil it: ties are candidates too)."""
+    n = draw(st.integers(3, 6))
+    lo = 0
+    events = []
+    for i in range(n):
+        lo += draw(st.integers(0, 2))
+        width = draw(st.integers(0, 3))
+        events.append(OracleEvent(seq=100 + i, lo=lo, hi=lo + width, type="A",
+                                  attrs={"v": 0, "k": 0}, weights=None))
+    text = (f"PATTERN SEQ(A a, A b, A c) WHERE skip_till_next_match(a, b, c) {{ }} "
+            f"WITHIN {draw(st.integers(3, 9))}")
+    return events, text, "uniform", list(range(n)), [e.lo for e in events], True, []
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(same_type_scenario())
+def test_spoilers_of_several_gaps_agree_with_possible_worlds(sc):
+    _check_scenario(sc)
+
+
 def test_figure_1_example():
     """Paper 003 Fig. 1: a1 [1,5], c2 [3,5], b3 [3,5], c4 [4,8], SEQ(A,B,C) within 4.
 
