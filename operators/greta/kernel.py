@@ -26,7 +26,7 @@ Values: exact integers are two's complement numbers of ``L`` limbs of 30 bits st
 stops *before* a group of events whose results might not fit ``L`` limbs, so the caller widens the
 arrays and resumes (no value is ever truncated). Float sums and min/max are float64/int64.
 
-Negation (children already processed for this sub-chunk, their completions sorted by time and
+Negation (children already processed for the preparation, their completions sorted by time and
 applied once the kernel's time passes them): case 1 removes source vertices older than the latest
 negative trend start from the transition's index (subtracting their records; min/max indexes are
 rebuilt from the records); case 2 keeps END contributions in a per-partition queue from which the

@@ -308,7 +308,7 @@ class GraphState(IndexUniverses):
             af[:, j] = v
         return ai, af
 
-    # ------------------------------------------------------------------ sub-chunk preparation
+    # ------------------------------------------------------------------ preparation
     def prepare(self, ev: EventChunk, runtime: Runtime, W0: int) -> OCC | None:
         cp, g = self.cp, self.g
         rows, xs = occurrences(ev, g)
