@@ -18,8 +18,9 @@ before a window whose rows the output buffer could not take: the caller drains i
 The bundle ``WC`` (:class:`~replaydb.operators.greta.runtime.GraphState.closes`): close markers
 ``ct``/``cw`` (before anything at time ``>= ct[i]`` is computed, close the windows ``<= cw[i]``),
 ``slot_w``, per slot the columns of its values (``icols``: exact limbs then integer min/max, the
-first ``L`` the count; ``fcols``: float sums then float min/max) and of its reset (``bigc``,
-``mmic`` with ``mmi_fill``, ``fcl`` with ``f_fill``), ``ngroups``, ``nparts``, and the output
+first ``L`` the count; ``fcols``: float sums then float min/max, reset to ``f_fill``) and the
+other columns of its reset (``bigc``, ``mmic`` with ``mmi_fill``), ``ngroups``, ``nparts``, and
+the output
 buffer ``o_w`` (window), ``o_g`` (group), ``o_I``, ``o_F``, ``o_seq``. ``CNT[5]`` counts the
 buffer's rows, ``CNT[6]`` the markers done.
 """
@@ -95,16 +96,18 @@ def _emit_rows(WC, OUT, k, w, L, CNT):
 
 
 @nb.njit(cache=True)
-def _clear_slot(WC, IX, RC, OUT, NG, k, CNT):
-    """Reset slot ``k`` in every value table (the rows in use) and mark it clean."""
-    bc, mc, fcl = WC.bigc[k], WC.mmic[k], WC.fcl[k]
+def _clear_slot(WC, G, IX, RC, OUT, NG, k, CNT):
+    """Reset slot ``k`` in every value table (the rows in use) and mark it clean (the Fenwick
+    rows once: they are the point rows when ``G.fw_in_pt``)."""
+    bc, mc, fc = WC.bigc[k], WC.mmic[k], WC.fcols[k]
     mf, ff = WC.mmi_fill, WC.f_fill
-    clear_columns(IX.ptI, IX.ptF, IX.ptI.shape[0], bc, mc, mf, fcl, ff)
-    clear_columns(IX.fwI, IX.fwF, IX.fwI.shape[0], bc, mc, mf, fcl, ff)
-    clear_columns(RC.I, RC.F, CNT[0], bc, mc, mf, fcl, ff)
-    clear_columns(OUT.qI, OUT.qF, CNT[1], bc, mc, mf, fcl, ff)
-    clear_columns(OUT.qtotI, OUT.qtotF, WC.nparts, bc, mc, mf, fcl, ff)
-    clear_columns(OUT.finI, OUT.finF, WC.ngroups, bc, mc, mf, fcl, ff)
+    clear_columns(IX.ptI, IX.ptF, IX.ptI.shape[0], bc, mc, mf, fc, ff)
+    if not G.fw_in_pt:
+        clear_columns(IX.fwI, IX.fwF, IX.fwI.shape[0], bc, mc, mf, fc, ff)
+    clear_columns(RC.I, RC.F, CNT[0], bc, mc, mf, fc, ff)
+    clear_columns(OUT.qI, OUT.qF, CNT[1], bc, mc, mf, fc, ff)
+    clear_columns(OUT.qtotI, OUT.qtotF, WC.nparts, bc, mc, mf, fc, ff)
+    clear_columns(OUT.finI, OUT.finF, WC.ngroups, bc, mc, mf, fc, ff)
     for g in range(OUT.fin_seq.shape[0]):
         OUT.fin_seq[g, k] = -1
     for c in range(NG.blk.shape[0]):
@@ -114,10 +117,12 @@ def _clear_slot(WC, IX, RC, OUT, NG, k, CNT):
 
 
 @nb.njit(cache=True)
-def close_through(WC, IX, RC, OUT, NG, CNT, wid, K, L):
+def close_through(WC, G, IX, RC, OUT, NG, CNT, wid):
     """Close the dirty windows with id ``<= wid``, oldest first: their rows into the buffer,
     their slots cleared. False (and that window untouched) when the buffer has no room for
-    another window's rows. O(K) per window closed plus its rows and the tables' rows."""
+    another window's rows (``G``: the kernel's plan tuple). O(K) per window closed plus its
+    rows and the tables' rows."""
+    K = G.K
     while True:
         k = -1
         w = CLEAN
@@ -130,16 +135,16 @@ def close_through(WC, IX, RC, OUT, NG, CNT, wid, K, L):
             return True
         if CNT[5] + WC.ngroups > WC.o_w.shape[0]:
             return False
-        _emit_rows(WC, OUT, k, w, L, CNT)
-        _clear_slot(WC, IX, RC, OUT, NG, k, CNT)
+        _emit_rows(WC, OUT, k, w, G.L, CNT)
+        _clear_slot(WC, G, IX, RC, OUT, NG, k, CNT)
 
 
 @nb.njit(cache=True)
-def closes_due(WC, IX, RC, OUT, NG, CNT, t, K, L):
+def closes_due(WC, G, IX, RC, OUT, NG, CNT, t):
     """Carry out the markers due before time ``t`` (``ct <= t``), in order; False when the
     buffer filled (the marker stays due)."""
     while CNT[6] < WC.ct.shape[0] and WC.ct[CNT[6]] <= t:
-        if not close_through(WC, IX, RC, OUT, NG, CNT, WC.cw[CNT[6]], K, L):
+        if not close_through(WC, G, IX, RC, OUT, NG, CNT, WC.cw[CNT[6]]):
             return False
         CNT[6] += 1
     return True

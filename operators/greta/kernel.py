@@ -293,11 +293,11 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z, WC):
             return i
         # children's completions strictly before t, each after the closes due before it
         while CNT[3] < ncc and NG.cc_t[CNT[3]] < t:
-            if not closes_due(WC, IX, RC, OUT, NG, CNT, NG.cc_t[CNT[3]], K, L):
+            if not closes_due(WC, G, IX, RC, OUT, NG, CNT, NG.cc_t[CNT[3]]):
                 return _stopped(CNT, i)
             _completion(NG, CNT[3], G, WC.slot_w)
             CNT[3] += 1
-        if not closes_due(WC, IX, RC, OUT, NG, CNT, t, K, L):
+        if not closes_due(WC, G, IX, RC, OUT, NG, CNT, t):
             return _stopped(CNT, i)
         # ---- compute
         for a in range(i, j):
@@ -484,7 +484,7 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z, WC):
                 Z[0] = hi + math.log2(1.0 + 2.0 ** (lo - hi)) + 1e-9
         i = j
     while CNT[3] < ncc:
-        if not closes_due(WC, IX, RC, OUT, NG, CNT, NG.cc_t[CNT[3]], K, L):
+        if not closes_due(WC, G, IX, RC, OUT, NG, CNT, NG.cc_t[CNT[3]]):
             return _stopped(CNT, n)
         _completion(NG, CNT[3], G, WC.slot_w)
         CNT[3] += 1

@@ -68,7 +68,7 @@ RCT = namedtuple("RCT", ["I", "F", "t", "rank", "alive", "nxt", "pid", "ix", "oc
                          "tail"])
 NGT = namedtuple("NGT", ["bM", "bL", "blk", "p_bucket", "cc_t", "cc_ls", "cc_slot", "cc_bucket"])
 WC = namedtuple("WC", [
-    "ct", "cw", "slot_w", "icols", "fcols", "bigc", "mmic", "mmi_fill", "fcl", "f_fill",
+    "ct", "cw", "slot_w", "icols", "fcols", "bigc", "mmic", "mmi_fill", "f_fill",
     "ngroups", "nparts", "o_w", "o_g", "o_I", "o_F", "o_seq"])
 OUTT = namedtuple("OUTT", [
     "finI", "finF", "fin_seq", "p_gid", "qI", "qF", "q_t", "q_seq", "q_pid", "q_alive", "q_nxt",
@@ -167,11 +167,11 @@ class GraphState(IndexUniverses):
         graph's dirty slots, the slots' columns, and an output buffer for the rows of a few
         windows when there are markers. Rebuild after a widening. O(K) after the first call
         per limb count."""
-        icols, fcols, bigc, mmic, mmi_fill, fcl, f_fill = self.slot_tables()
+        icols, fcols, bigc, mmic, mmi_fill, f_fill = self.slot_tables()
         ng = len(self.groups)
         cap = max(4 * ng, 256) if len(ct) else 0
         return WC(ct=ct, cw=cw, slot_w=self.slot_w, icols=icols, fcols=fcols, bigc=bigc,
-                  mmic=mmic, mmi_fill=mmi_fill, fcl=fcl, f_fill=f_fill, ngroups=ng,
+                  mmic=mmic, mmi_fill=mmi_fill, f_fill=f_fill, ngroups=ng,
                   nparts=len(self.parts), o_w=np.zeros(cap, np.int64),
                   o_g=np.zeros(cap, np.int64), o_I=np.zeros((cap, icols.shape[1]), np.int64),
                   o_F=np.zeros((cap, fcols.shape[1]), np.float64),

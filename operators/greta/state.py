@@ -400,15 +400,14 @@ class GraphStore:
 
     def slot_tables(self) -> tuple[np.ndarray, ...]:
         """Per slot (rows), the columns :mod:`.closing` reads and resets: ``(icols, fcols,
-        bigc, mmic, mmi_fill, fcl, f_fill)``. Cached per limb count. O(1) after the first
-        call."""
+        bigc, mmic, mmi_fill, f_fill)``. Cached per limb count. O(1) after the first call."""
         key = ("tables", self.L)
         hit = self._slots.get(key)
         if hit is None:
             per = [self._slot(k) for k in range(self.K)]
             hit = (np.stack([p[1] for p in per]), np.stack([p[2] for p in per]),
                    np.stack([p[0][0] for p in per]), np.stack([p[0][1] for p in per]),
-                   per[0][3], np.stack([p[2] for p in per]), per[0][4])
+                   per[0][3], per[0][4])
             self._slots[key] = hit
         return hit
 
