@@ -100,6 +100,10 @@ class TPStream(Operator):
                         f"situation {s.name}: condition refers to {c.qualifier}.{c.name}; "
                         f"conditions may only use attributes of the input stream")
         self.aggs = [AggSpec(r, self.names.index(r.symbol)) for r in cfg.returns]
+        used = set(self.cond_columns) | {a.attr for a in self.aggs if a.attr is not None}
+        # partition columns nothing but the partition ids reads (one key column only)
+        self._key_only = (frozenset(cfg.partition_by) - used if len(cfg.partition_by) == 1
+                          else frozenset())
         self.kinds = [known_kind(s.min_duration, s.max_duration) for s in cfg.situations]
         if self.ll and cfg.use_triggers:
             self.start_trig, self.end_trig = trigger_streams(self.relm, self.kinds)
@@ -133,15 +137,6 @@ class TPStream(Operator):
                       sort_columns=tuple(sort), sort_complete=True)
 
     # ------------------------------------------------------------------ schema
-    @property
-    def _key_only(self) -> frozenset[str]:
-        """Partition columns nothing but the partition ids reads (one key column only)."""
-        keys = self.config.partition_by
-        if len(keys) != 1:
-            return frozenset()
-        used = set(self.cond_columns) | {a.attr for a in self.aggs if a.attr is not None}
-        return frozenset(keys) - used
-
     def _needed_columns(self) -> list[str]:
         cols = list(self.cond_columns) + list(self.config.partition_by)
         cols += [a.attr for a in self.aggs if a.attr is not None]
