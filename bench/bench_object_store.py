@@ -12,8 +12,9 @@ held-out split.
 
 Per query, side by side: the local store opened anew for every run (best of ``--repeat``, and
 the data bytes the plan read: the compressed column chunks of its leaves), and the store on the
-endpoint opened anew for every run (so nothing fetched by an earlier run is held in the process; the local cache of its
-small files is warm, as for any query after the first): best time, ranged requests and bytes of
+endpoint opened anew for every run (so nothing fetched by an earlier run is held in the
+process; the local cache of its small files is warm, as for any query after the first): best
+time, ranged requests and bytes of
 the data files (footers included), and all requests; once more through a proxy that delays
 every request by ``--latency`` ms. The first query on an empty cache is reported apart (it
 fetches the Delta logs, the tree and the indexes it consults).

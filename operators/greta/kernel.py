@@ -34,9 +34,9 @@ caller drops the invalidated ones when a window closes; case 3 blocks the START 
 the windows that a negative trend has already hit.
 
 The row helpers (:mod:`.limbs`: ``acc_row``, ``magnitude_bits``, ...) are inlined into the
-kernels at Numba's IR level (``inline="always"``): they take the plan tuple ``G`` (dozens of arrays), and a call out of line
-once per Fenwick node and window slot passes all of them each time; the price is a longer
-compilation, once per machine (the compiled code is cached).
+kernels at Numba's IR level (``inline="always"``): they take the plan tuple ``G`` (dozens of
+arrays), and a call out of line once per Fenwick node and window slot passes all of them each
+time; the price is a longer compilation, once per machine (the compiled code is cached).
 
 Negative graphs have one slot (no windows) and one channel, the latest start time of the trends
 ending at a vertex (a max), and emit completions ``(time, latest start, partition)``.
