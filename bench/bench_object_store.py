@@ -14,9 +14,8 @@ Per query, side by side: the local store opened anew for every run (best of ``--
 the data bytes the plan read: the compressed column chunks of its leaves), and the store on the
 endpoint opened anew for every run (so nothing fetched by an earlier run is held in the
 process; the local cache of its small files is warm, as for any query after the first): best
-time, ranged requests and bytes of
-the data files (footers included), and all requests; once more through a proxy that delays
-every request by ``--latency`` ms. The first query on an empty cache is reported apart (it
+time, ranged requests and bytes of the data files (footers included), and all requests; once
+more through a proxy that delays every request by ``--latency`` ms. The first query on an empty cache is reported apart (it
 fetches the Delta logs, the tree and the indexes it consults).
 
 Usage: ``python -m replaydb.bench.bench_object_store [--quick | --full] [--repeat R]
