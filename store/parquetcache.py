@@ -121,10 +121,12 @@ class ParquetCache:
 
     def plan_fetches(self, path: str, groups: np.ndarray, columns: Sequence[str]) -> None:
         """Say that a read will take row groups ``groups`` of ``columns`` of data file
-        ``path`` (in that order): for a remote file, each fetch then also takes the planned
-        row groups after the ones it needs, up to :data:`.remotefile.READ_AHEAD` bytes, so
-        a replay reading leaf after leaf makes one request per run of planned leaves, not one
-        per read. Replaces the file's earlier plan; a no-op for a local store."""
+        ``path`` (in that order): for a remote file, fetches then read ahead through the
+        planned row groups in windows of :data:`.remotefile.READ_AHEAD` bytes
+        (:meth:`.remotefile.RemoteDataFile.windows`), so a replay reading leaf after leaf
+        makes one request per short run of planned leaves, not one per read, and a long run
+        is fetched while it is decoded. Replaces the file's earlier plan; a no-op for a local
+        store."""
         if self.remote is not None:
             self._planned[path] = (np.unique(np.asarray(groups, np.int64)),
                                    frozenset(columns))
@@ -132,11 +134,13 @@ class ParquetCache:
     def prefetch(self, paths: Sequence[str], counters: IOCounters) -> None:
         """Start fetching, on background threads, the first planned chunks of the remote
         files ``paths`` (planned by :meth:`plan_fetches`; in the order a replay reads them):
-        per file its first planned row group and the ones after it that fit
-        :data:`.remotefile.READ_AHEAD`, files in order while :data:`PREFETCH_BYTES` lasts.
-        The files are opened here (their footers, as the reads would). A file's fetches hold
-        its lock, so a read of chunks in flight waits for them instead of fetching them again;
-        a prefetch that fails is dropped (the read's own fetch reports the error). So a
+        per file the windows a read of its first planned row group would fetch
+        (:meth:`.remotefile.RemoteDataFile.windows`), files in order while
+        :data:`PREFETCH_BYTES` lasts (a file's windows one after the other, so its first
+        arrives first).
+        The files are opened here (their footers, as the reads would). The chunks are
+        claimed here, so a read of chunks in flight waits for them instead of fetching them
+        again; a prefetch that fails is dropped (the read's own fetch reports the error). So a
         replay over several files fetches them at once rather than one after the other; the
         requests and chunks are the ones its reads would make. A no-op for a local store."""
         if self.remote is None:
@@ -149,31 +153,46 @@ class ParquetCache:
                 continue
             self.get(path, counters)
             rf = self._remote[path]
-            groups = rf.ahead(plan[0][:1], plan[0], plan[1])
-            size = rf.missing_bytes(groups, plan[1])
-            if size > budget:
+            now, later = rf.windows(plan[0][:1], plan[0], sorted(plan[1]))
+            size = rf.missing_bytes(now, plan[1])
+            more = rf.missing_bytes(later, plan[1])
+            if size + more > budget:
                 break
-            budget -= size
-            if size:
-                jobs.append((rf, groups, plan[1]))
-        if jobs and self._prefetcher is None:
+            budget -= size + more
+            jobs.append((rf, (now, later), plan[1]))
+        for rf, windows, columns in jobs:
+            self._in_background(rf, windows, columns)
+
+    def _in_background(self, rf: RemoteDataFile, windows: Sequence[np.ndarray],
+                       columns: frozenset[str] | Sequence[str]) -> None:
+        """Fetch ``windows`` (row groups each) x ``columns`` of ``rf`` on a background
+        thread, one window after the other, all claimed here (so a read of them waits for
+        that fetch instead of repeating it; a failure is dropped there: the read that needs
+        the chunks then fetches them and reports what goes wrong)."""
+        cols = sorted(columns)
+        claimed = [c for c in (rf.claim(w, cols) for w in windows) if c[0].size]
+        if not claimed:
+            return
+        if self._prefetcher is None:
             self._prefetcher = ThreadPoolExecutor(PREFETCH_THREADS,
                                                   thread_name_prefix="replaydb-prefetch")
-        for rf, groups, columns in jobs:
-            assert self._prefetcher is not None
-            self._prefetcher.submit(_fetch_quietly, rf, groups, columns)
+        self._prefetcher.submit(_fetch_quietly, rf, claimed)
 
     def fetch(self, path: str, pf: pq.ParquetFile, groups: np.ndarray | Sequence[int],
               columns: Sequence[str]) -> None:
         """Make the chunks of ``groups`` x ``columns`` of the file ``pf`` readable: a no-op
         for a local file; for a remote one, the chunks not fetched yet are fetched, with
-        the planned row groups that follow them (:meth:`plan_fetches`)."""
+        the planned row groups that follow them in windows, the next one in the background
+        (:meth:`plan_fetches`)."""
         if not isinstance(pf, RemoteParquetFile):
             return
         plan = self._planned.get(path)
+        later = None
         if plan is not None and plan[1].issuperset(columns) and len(groups):
-            groups = pf.remote.ahead(np.asarray(groups, np.int64), plan[0], columns)
+            groups, later = pf.remote.windows(np.asarray(groups, np.int64), plan[0], columns)
         pf.remote.fetch(groups, columns)
+        if later is not None and later.size:
+            self._in_background(pf.remote, [later], columns)
 
     def read_row_groups(self, path: str, pf: pq.ParquetFile, groups: np.ndarray,
                         columns: list[str]) -> pa.Table:
@@ -294,13 +313,14 @@ PREFETCH_THREADS = 4
 """Files fetched at once by :meth:`ParquetCache.prefetch`."""
 
 
-def _fetch_quietly(rf: RemoteDataFile, groups: np.ndarray, columns: frozenset[str]) -> None:
-    """``rf.fetch(groups, columns)``, its failure dropped: the read that needs the chunks
-    fetches them itself and reports what goes wrong."""
-    try:
-        rf.fetch(groups, sorted(columns))
-    except Exception:  # an optimization: the read repeats the fetch and raises
-        pass
+def _fetch_quietly(rf: RemoteDataFile, claimed: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """``rf.fetch_claimed`` of each of ``claimed`` in order, failures dropped (the chunks are
+    released: the read that needs them fetches them itself and reports what goes wrong)."""
+    for cells in claimed:
+        try:
+            rf.fetch_claimed(cells)
+        except Exception:  # an optimization: the read repeats the fetch and raises
+            pass
 
 
 def _one_layout(plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None,

@@ -1,8 +1,9 @@
 """Data files and index runs of a store on an object store, read by the byte ranges a plan needs.
 
-A :class:`RemoteDataFile` holds one such Parquet file as a buffer of the file's size that starts out
-zero (NumPy allocates it lazily: only pages written take memory) and is filled with the ranges
-fetched so far: first the footer (one request for the tail of the file, a second only when the
+A :class:`RemoteDataFile` holds one such Parquet file as a buffer of the file's size (from
+Arrow's memory pool, so memory freed by an earlier file is used again rather than faulted in
+afresh; the pool maps a large buffer lazily, so only pages written take memory) that is filled
+with the ranges fetched so far, read straight into it: first the footer (one request for the tail of the file, a second only when the
 footer is longer than the tail), then, before each read, the column chunks of the row groups
 the read touches (:meth:`RemoteDataFile.fetch`). Arrow's Parquet reader, the direct reader
 (:mod:`.directread`) and the index runs' plain reader then read that buffer as they read a
@@ -17,7 +18,17 @@ neighbours at most :data:`HOLE` bytes apart (the columns a read skips inside a l
 neighbours less than :data:`GAP` bytes apart while the bytes between them stay within
 :data:`SLACK` of the bytes needed (:func:`_coalesce`); the requests are issued concurrently.
 
-Thread-safe: :meth:`RemoteDataFile.fetch` runs under the file's lock.
+A replay reading a long run of planned leaves streams it: :meth:`RemoteDataFile.windows` splits
+a read into the chunks fetched before the read returns (the ones it needs, and with them the
+next :data:`FIRST_WINDOW` bytes of planned chunks when none of those is fetched or being
+fetched: one request for a short interval) and a window of the next :data:`READ_AHEAD` bytes
+fetched in the background while the read decodes, taken when the read finds nothing ahead of it
+or less than :data:`READ_AHEAD` bytes fetched or pending ahead. So the fetch of a long run
+overlaps its decoding, and at most about two windows are fetched ahead of the reader.
+
+Thread-safe: fetches of one file run at once; a chunk is fetched by one of them (its cell is
+*pending* meanwhile, under the file's lock), and a fetch that needs a pending chunk waits for
+it; the network requests run outside the lock.
 """
 
 from __future__ import annotations
@@ -49,9 +60,16 @@ SLACK = 0.25
 """Beyond :data:`HOLE`, bytes between chunks fetched to save requests: at most this fraction
 of the bytes needed."""
 
-READ_AHEAD = 8 << 20
-"""Bytes of planned row groups a fetch takes beyond the ones it needs (a run of planned
-leaves up to this size is one request)."""
+FIRST_WINDOW = 1 << 20
+"""Bytes of planned chunks fetched with a read that finds nothing fetched ahead of it (see the
+module docstring): a run of planned leaves up to this size is one request."""
+
+READ_AHEAD = 4 << 20
+"""Bytes of planned chunks in one window of background read-ahead (see the module
+docstring)."""
+
+CHUNKS = ".chunks"
+"""Suffix of the cache file keeping a data file's chunk offsets (:func:`_chunk_ranges_kept`)."""
 
 TAIL = 64 << 10
 """Bytes fetched from the end of a file to read its footer in one request."""
@@ -77,7 +95,8 @@ class RemoteDataFile:
         if size < 12:
             raise CorruptionError(f"data file {location.uri_of(rel)} is not a Parquet file")
         self.size = size
-        self.array = np.zeros(size, np.uint8)
+        self.buffer = pa.allocate_buffer(size)
+        self.array = np.frombuffer(self.buffer, np.uint8)  # only fetched ranges are read
         self.fetched = 0
         self._lock = threading.Lock()
         stem = None if footers is None else footers / f"{rel.replace('/', '~')}.{size}"
@@ -90,9 +109,12 @@ class RemoteDataFile:
                 write_atomic(stem, tail)
         self.parquet = RemoteParquetFile(self)
         md = self.parquet.metadata
-        self._start, self._end = _chunk_ranges(md)
+        self._start, self._end = _chunk_ranges_kept(md, stem)
         self._have = np.zeros(self._start.shape, np.bool_)
-        self._names = {md.schema.column(c).path: c for c in range(md.num_columns)}
+        self._pending = np.zeros(self._start.shape, np.bool_)
+        self._done = threading.Condition(self._lock)
+        schema = md.schema
+        self._names = {schema.column(c).path: c for c in range(md.num_columns)}
         self._pages = None if stem is None else PageStore(stem, size)
         if self._pages is not None:
             for a, b in self._pages.load(self.array):
@@ -130,53 +152,112 @@ class RemoteDataFile:
         self.array[at:at + view.size] = view
         self.fetched += view.size
 
-    def ahead(self, groups: np.ndarray, planned: np.ndarray, columns: Sequence[str]
-              ) -> np.ndarray:
-        """``groups`` and the row groups of ``planned`` (sorted) after the last of them, as
-        many as fit :data:`READ_AHEAD` bytes of ``columns``' chunks (the ones already
-        fetched count nothing)."""
+    def windows(self, groups: np.ndarray, planned: np.ndarray, columns: Sequence[str],
+                first: int = FIRST_WINDOW, ahead: int = READ_AHEAD
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """``(now, later)`` for a read of row groups ``groups`` of ``columns`` in a replay
+        that reads ``planned`` (sorted): the row groups to fetch before the read, and those
+        to fetch in the background (empty: none); see the module docstring (``first`` and
+        ``ahead``: the window sizes). O(planned row groups after ``groups``, at most
+        4,096)."""
         cols = [self._names[c] for c in columns if c in self._names]
-        nxt = planned[np.searchsorted(planned, int(groups.max()), side="right"):]
-        if not cols or nxt.size == 0:
-            return groups
-        nxt = nxt[:4096]
-        size = _chunk_bytes(self, nxt, cols) * ~self._have[np.ix_(nxt, cols)].all(axis=1)
-        take = int(np.searchsorted(np.cumsum(size), READ_AHEAD, side="right"))
-        return np.concatenate([groups, nxt[:take]]) if take else groups
+        none = np.empty(0, np.int64)
+        if not cols or not len(groups):
+            return groups, none
+        nxt = planned[np.searchsorted(planned, int(groups.max()), side="right"):][:4096]
+        if nxt.size == 0:
+            return groups, none
+        sub = np.ix_(nxt, np.asarray(cols, np.int64))
+        size = self._end[sub] - self._start[sub]
+        with self._lock:
+            open_ = ~(self._have[sub] | self._pending[sub])
+        claimed = ~open_.any(axis=1)
+        lead = int(np.argmin(claimed)) if not claimed.all() else claimed.size
+        missing = np.cumsum((size * open_).sum(axis=1)[lead:])
+        if lead == 0:  # nothing ahead yet: the read and a first window in one request, the
+            k = int(np.searchsorted(missing, first, side="right"))  # next one behind it
+            more = int(np.searchsorted(missing, first + ahead, side="right"))
+            return np.concatenate([groups, nxt[:k]]), nxt[k:more]
+        if lead == claimed.size or size[:lead].sum() >= ahead:
+            return groups, none
+        return groups, nxt[lead:lead + int(np.searchsorted(missing, ahead, side="right"))]
 
     def missing_bytes(self, groups: np.ndarray, columns: Sequence[str]) -> int:
-        """Bytes of the chunks of ``groups`` x ``columns`` not fetched yet."""
+        """Bytes of the chunks of ``groups`` x ``columns`` neither fetched nor being fetched."""
         cols = [self._names[c] for c in columns if c in self._names]
         if not cols or not len(groups):
             return 0
         sub = np.ix_(np.asarray(groups, np.int64), np.asarray(cols, np.int64))
         with self._lock:
-            return int(((self._end[sub] - self._start[sub]) * ~self._have[sub]).sum())
+            open_ = ~(self._have[sub] | self._pending[sub])
+        return int(((self._end[sub] - self._start[sub]) * open_).sum())
 
     def fetch(self, groups: np.ndarray | Sequence[int], columns: Sequence[str]) -> None:
-        """Make the chunks of row groups ``groups`` x ``columns`` readable (the ones not
-        fetched yet, in few requests; see the module docstring). A column the file does not
-        have is skipped (the reader reports it). O(chunks asked for) plus the requests."""
-        cols = [self._names[c] for c in columns if c in self._names]
-        if not cols:
+        """Make the chunks of row groups ``groups`` x ``columns`` readable: the ones neither
+        fetched nor pending are fetched here (in few requests; see the module docstring),
+        then the ones another fetch has pending are waited for (and fetched here when that
+        fetch failed). A column the file does not have is skipped (the reader reports it).
+        O(chunks asked for) plus the requests."""
+        sub = self._cells(groups, columns)
+        if sub is None:
             return
-        g = np.asarray(groups, np.int64)
+        while True:
+            self.fetch_claimed(self.claim(groups, columns))
+            with self._done:
+                while (~self._have[sub] & self._pending[sub]).any():
+                    self._done.wait()
+                if self._have[sub].all():
+                    return
+            # a chunk another fetch had pending failed there: fetch it here
+
+    def _cells(self, groups: np.ndarray | Sequence[int], columns: Sequence[str]
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The open-mesh index of ``groups`` x ``columns`` (the file's columns among them),
+        None when there is none."""
+        cols = [self._names[c] for c in columns if c in self._names]
+        if not cols or not len(groups):
+            return None
+        return np.ix_(np.asarray(groups, np.int64), np.asarray(cols, np.int64))
+
+    def claim(self, groups: np.ndarray | Sequence[int], columns: Sequence[str]
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """Mark the chunks of ``groups`` x ``columns`` neither fetched nor pending as pending,
+        and return them as ``(row groups, columns)`` index arrays: the caller must pass them
+        to :meth:`fetch_claimed` (on any thread), which fetches them."""
+        sub = self._cells(groups, columns)
+        if sub is None:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
         with self._lock:
-            sub = np.ix_(g, np.asarray(cols, np.int64))
-            need = ~self._have[sub]
-            if not need.any():
-                return
-            starts = self._start[sub][need]
-            ends = self._end[sub][need]
-            ranges = _coalesce(starts, ends, GAP)
-            got = self.location.read_ranges(self._handle(), self.rel, ranges)
-            for (a, _), data in zip(ranges, got, strict=True):
-                self._put(a, data)
-                if self._pages is not None and self._cache is not None \
-                        and self._cache.accepting():
-                    self._pages.store(a, data)
-                    self._cache.note_stored(len(data))
-            self._have[sub] = True
+            i, j = np.nonzero(~(self._have[sub] | self._pending[sub]))
+            rows, cells = sub[0][i, 0], sub[1][0, j]
+            self._pending[rows, cells] = True
+        return rows, cells
+
+    def fetch_claimed(self, claimed: tuple[np.ndarray, np.ndarray]) -> None:
+        """Fetch the chunks :meth:`claim` returned: requests outside the lock, the bytes put
+        and marked fetched under it; pending no more either way (waiting fetches woken)."""
+        rows, cells = claimed
+        try:
+            if rows.size:
+                self._fetch_cells(rows, cells)
+        finally:
+            with self._done:
+                self._pending[rows, cells] = False
+                self._done.notify_all()
+
+    def _fetch_cells(self, rows: np.ndarray, cells: np.ndarray) -> None:
+        ranges = _coalesce(self._start[rows, cells], self._end[rows, cells], GAP)
+        with self._lock:
+            handle = self._handle()
+        self.location.read_ranges_into(handle, self.rel, ranges, self.array)
+        if self._pages is not None and self._cache is not None:
+            for a, b in ranges:  # concurrent stores of one file are safe (.pagestore)
+                if self._cache.accepting():
+                    self._pages.store(a, memoryview(self.array[a:b]))
+                    self._cache.note_stored(b - a)
+        with self._lock:
+            self.fetched += sum(b - a for a, b in ranges)
+            self._have[rows, cells] = True
 
 
 class RemoteParquetFile(pq.ParquetFile):
@@ -184,7 +265,7 @@ class RemoteParquetFile(pq.ParquetFile):
     fetches the chunks it needs first, :meth:`.parquetcache.ParquetCache.fetch`)."""
 
     def __init__(self, remote: RemoteDataFile) -> None:
-        super().__init__(pa.BufferReader(pa.py_buffer(remote.array)), memory_map=False,
+        super().__init__(pa.BufferReader(remote.buffer), memory_map=False,
                          pre_buffer=False)
         self.remote = remote
 
@@ -204,6 +285,27 @@ def _chunk_bytes(rf: RemoteDataFile, groups: np.ndarray, cols: list[int]) -> np.
     """Bytes of the chunks of ``cols`` per row group of ``groups``."""
     sub = np.ix_(groups, np.asarray(cols, np.int64))
     return (rf._end[sub] - rf._start[sub]).sum(axis=1)
+
+
+def _chunk_ranges_kept(md: pq.FileMetaData, stem: Path | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_chunk_ranges` of a file whose footer the cache keeps under ``stem`` (None: no
+    cache): read from ``<stem>.chunks`` when that holds the file's shape, else computed and
+    kept there (the footer walk costs microseconds per chunk; the file is immutable)."""
+    shape = (2, md.num_row_groups, md.num_columns)
+    kept = None if stem is None else stem.with_name(stem.name + CHUNKS)
+    if kept is not None:
+        try:
+            raw = kept.read_bytes()
+        except FileNotFoundError:
+            raw = b""
+        if len(raw) == 8 * shape[0] * shape[1] * shape[2]:
+            both = np.frombuffer(raw, "<i8").reshape(shape)
+            return both[0].copy(), both[1].copy()
+    start, end = _chunk_ranges(md)
+    if kept is not None:
+        write_atomic(kept, np.stack([start, end]).astype("<i8").tobytes())
+    return start, end
 
 
 def _chunk_ranges(md: pq.FileMetaData) -> tuple[np.ndarray, np.ndarray]:

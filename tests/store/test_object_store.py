@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,77 @@ def test_ranges_read_equal_the_file(s3, uri, local_store, data) -> None:
     got = rf.parquet.read_row_groups(groups, columns=cols)
     assert got.equals(local.read_row_groups(groups, columns=cols))
     assert rf.fetched <= f.stat().st_size
+
+
+def _one_file(s3, uri: str, local_store: Store) -> tuple[RemoteDataFile, pq.ParquetFile]:
+    f = sorted(local_store.path.glob("streams/ev/events/part-*.parquet"))[0]
+    rf = RemoteDataFile(RemoteLocation(uri, s3.options), f"streams/ev/events/{f.name}")
+    return rf, pq.ParquetFile(f)
+
+
+def test_concurrent_fetches_fetch_each_chunk_once(s3, uri, local_store) -> None:
+    """Eight threads fetch overlapping row groups of one file at once: every read equals the
+    local file's, and no chunk is fetched twice (a chunk pending in one fetch is waited for
+    by the others)."""
+    rf, local = _one_file(s3, uri, local_store)
+    n, cols = local.metadata.num_row_groups, ["t", "k", "s"]
+    rng = np.random.default_rng(11)
+    asks = [np.sort(rng.choice(n, 40, replace=False)) for _ in range(8)]
+    before = rf.location.counters.range_bytes
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda g: rf.fetch(g, cols), asks))
+    wanted = np.unique(np.concatenate(asks))
+    cells = np.ix_(wanted, [rf._names[c] for c in cols])
+    assert rf._have[cells].all() and not rf._pending.any()
+    # each ask spans the whole file: fetched by every thread, that would be 8 files' worth
+    assert rf.location.counters.range_bytes - before < 2 * rf.size
+    for g in asks:
+        got = rf.parquet.read_row_groups(g.tolist(), columns=cols)
+        assert got.equals(local.read_row_groups(g.tolist(), columns=cols))
+
+
+def test_a_long_run_is_read_in_windows_ahead_of_the_reader(s3, uri, local_store) -> None:
+    """A read finding nothing fetched ahead takes a first window with it and leaves the next
+    to the background; later reads take a new window only while less than one window is
+    fetched or pending ahead of them."""
+    rf, local = _one_file(s3, uri, local_store)
+    n, cols = local.metadata.num_row_groups, ["t", "k"]
+    planned = np.arange(n, dtype=np.int64)
+    per_group = int((rf._end - rf._start)[0, [0, 2]].sum())
+    first, ahead = 10 * per_group, 30 * per_group
+    now, later = rf.windows(planned[:1], planned, cols, first, ahead)
+    assert now[0] == 0 and 8 <= now.size <= 12  # the read and about ten groups more
+    assert later[0] == now[-1] + 1 and 25 <= later.size <= 35
+    rf.fetch(now, cols)
+    rf.fetch_claimed(rf.claim(later, cols))
+    # the reader inside the first window: more than a window ahead is held, nothing to add
+    assert rf.windows(planned[2:3], planned, cols, first, ahead)[1].size == 0
+    # near the end of what is held: the next window, right after it
+    at = int(later[-5])
+    got_now, got_later = rf.windows(planned[at:at + 1], planned, cols, first, ahead)
+    assert got_now.tolist() == [at] and got_later[0] == later[-1] + 1
+    # a claimed (pending) window counts as held
+    rf.claim(got_later, cols)
+    assert rf.windows(planned[at:at + 1], planned, cols, first, ahead)[1].size == 0
+
+
+def test_a_failed_background_fetch_leaves_the_chunks_to_the_read(s3, uri, local_store
+                                                                  ) -> None:
+    """Chunks whose background fetch fails are pending no more: the read that needs them
+    fetches them itself (and would report its own failure)."""
+    rf, local = _one_file(s3, uri, local_store)
+    cols = ["t", "v"]
+    claimed = rf.claim([3, 4, 5], cols)
+    good = rf.location
+    rf.location = RemoteLocation(uri.replace("s3://", "s3://missing-"), s3.options)
+    rf._file = None
+    with pytest.raises(StoreError):
+        rf.fetch_claimed(claimed)
+    assert not rf._pending.any() and not rf._have.any()
+    rf.location, rf._file = good, None
+    rf.fetch([3, 4, 5], cols)
+    assert rf.parquet.read_row_groups([3, 4, 5], columns=cols).equals(
+        local.read_row_groups([3, 4, 5], columns=cols))
 
 
 def test_coalesce_joins_close_ranges() -> None:
