@@ -540,16 +540,21 @@ def merge_closed(a: np.ndarray, b: np.ndarray, geo: Geometry) -> np.ndarray:
 
 
 def intersect_intervals(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Intersection of two sorted disjoint half-open interval lists (rows ``[a, b)``)."""
+    """Intersection of two sorted disjoint half-open interval lists (rows ``[a, b)``).
+    O((|x| + |y|) log |y| + pairs), vectorized."""
     if x.size == 0 or y.size == 0:
         return np.empty((0, 2), I64)
     lo = np.searchsorted(y[:, 1], x[:, 0], side="right")
     hi = np.searchsorted(y[:, 0], x[:, 1], side="left")
     cnt = np.maximum(hi - lo, 0)
-    if cnt.sum() == 0:
+    total = int(cnt.sum())
+    if total == 0:
         return np.empty((0, 2), I64)
     xi = np.repeat(np.arange(x.shape[0]), cnt)
-    yi = np.concatenate([np.arange(s, s + c) for s, c in zip(lo[cnt > 0], cnt[cnt > 0])])
+    # y rows lo[i] .. lo[i] + cnt[i] - 1 of every x row i: its first y row, plus the pair's rank
+    # within the x row (the pair's index less the index of the x row's first pair)
+    first_pair = np.cumsum(cnt) - cnt
+    yi = np.repeat(lo, cnt) + np.arange(total) - np.repeat(first_pair, cnt)
     a = np.maximum(x[xi, 0], y[yi, 0])
     b = np.minimum(x[xi, 1], y[yi, 1])
     keep = b > a

@@ -174,6 +174,25 @@ def test_interval_special_cases_by_hand() -> None:
     assert iv.tolist() == [[30 - 25 + 10, 30 + 25 - 10 + 1]]
 
 
+def _disjoint(points: list[int]) -> np.ndarray:
+    """Sorted disjoint half-open intervals from distinct points, paired in order."""
+    pts = sorted(set(points))
+    pts = pts[: len(pts) // 2 * 2]
+    return np.array(pts, np.int64).reshape(-1, 2)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.integers(0, 300), max_size=30), st.lists(st.integers(0, 300), max_size=30))
+def test_intersect_intervals_equals_pairwise_overlaps(xs: list[int], ys: list[int]) -> None:
+    """Every overlap of an x interval with a y interval, in order, and nothing else (brute
+    force over all pairs)."""
+    x, y = _disjoint(xs), _disjoint(ys)
+    want = sorted((max(a, c), min(b, d)) for a, b in x.tolist() for c, d in y.tolist()
+                  if min(b, d) > max(a, c))
+    got = intersect_intervals(x, y)
+    assert got.dtype == np.int64 and got.reshape(-1, 2).tolist() == [list(w) for w in want]
+
+
 def test_merge_intersect_widen_join() -> None:
     assert merge_halfopen(np.array([5, 0, 3, 10]), np.array([7, 2, 5, 11])).tolist() == \
         [[0, 2], [3, 7], [10, 11]]
