@@ -14,6 +14,7 @@ import json
 import math
 import os
 import platform
+import resource
 import subprocess
 import time
 from collections.abc import Callable
@@ -233,6 +234,7 @@ class Results:
             "title": self.title,
             **provenance(),
             "params": self.params,
+            "memory": peak_memory(),
             "tables": self.tables,
             "goals": self.goals,
             "headlines": self.headlines,
@@ -242,6 +244,16 @@ class Results:
         (self.dir / "results.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
         (self.dir / "results.md").write_text(to_markdown(data))
         return self.dir
+
+
+def peak_memory() -> dict[str, float]:
+    """Peak resident set sizes so far, GiB: of this process (``process``) and of the largest
+    child process that has ended and been waited for (``largest_child``: a Flink or Spark
+    peer run as a subprocess; a child still running, such as a live Spark JVM, is not in
+    it). Linux reports both in KiB."""
+    def gib(who: int) -> float:
+        return round(resource.getrusage(who).ru_maxrss / (1 << 20), 3)
+    return {"process": gib(resource.RUSAGE_SELF), "largest_child": gib(resource.RUSAGE_CHILDREN)}
 
 
 def _fmt(v: Any) -> str:
@@ -270,6 +282,10 @@ def to_markdown(data: dict[str, Any], heading: str = "#") -> str:
     if data.get("versions"):
         lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in data["versions"].items())
                      + ".")
+    mem = data.get("memory")
+    if mem:
+        lines.append(f"Peak RSS: this process {mem['process']:.2f} GiB; the largest child "
+                     f"process that ended {mem['largest_child']:.2f} GiB.")
     lines.append("")
     if data.get("params"):
         lines.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()))

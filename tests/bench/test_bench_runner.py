@@ -225,6 +225,10 @@ def test_result_files_record_commit_versions_and_headlines(tmp_path):
     assert data["headlines"] == [{"what": "a", "size": "b", "peer": "c", "figure": "d",
                                   "met": None}]
     assert f"Commit {data['commit']}" in (tmp_path / "x" / "results.md").read_text()
+    # peak memory beside every run: this process holds at least the interpreter and numpy
+    assert 0.01 < data["memory"]["process"] < 64 and data["memory"]["largest_child"] >= 0
+    assert f"this process {data['memory']['process']:.2f} GiB" in \
+        (tmp_path / "x" / "results.md").read_text()
 
 
 def test_speedup_statistics_do_not_flatter():
