@@ -247,13 +247,11 @@ class Results:
 
 
 def peak_memory() -> dict[str, float]:
-    """Peak resident set sizes so far, GiB: of this process (``process``) and of the largest
-    child process that has ended and been waited for (``largest_child``: a Flink or Spark
-    peer run as a subprocess; a child still running, such as a live Spark JVM, is not in
-    it). Linux reports both in KiB."""
-    def gib(who: int) -> float:
-        return round(resource.getrusage(who).ru_maxrss / (1 << 20), 3)
-    return {"process": gib(resource.RUSAGE_SELF), "largest_child": gib(resource.RUSAGE_CHILDREN)}
+    """The peak resident set size of this process so far, GiB (``process``). Child processes
+    (a Spark JVM, a Flink peer) are not in it: Linux counts in a child's peak the pages it
+    shared with this process when it was forked, so their figure would mislead; benchmarks
+    that run such children sample their process tree themselves."""
+    return {"process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20), 3)}
 
 
 def _fmt(v: Any) -> str:
@@ -284,8 +282,7 @@ def to_markdown(data: dict[str, Any], heading: str = "#") -> str:
                      + ".")
     mem = data.get("memory")
     if mem:
-        lines.append(f"Peak RSS: this process {mem['process']:.2f} GiB; the largest child "
-                     f"process that ended {mem['largest_child']:.2f} GiB.")
+        lines.append(f"Peak RSS of the benchmark's process: {mem['process']:.2f} GiB.")
     lines.append("")
     if data.get("params"):
         lines.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()))

@@ -176,7 +176,11 @@ class ParquetCache:
         if self._prefetcher is None:
             self._prefetcher = ThreadPoolExecutor(PREFETCH_THREADS,
                                                   thread_name_prefix="replaydb-prefetch")
-        self._prefetcher.submit(_fetch_quietly, rf, claimed)
+        try:
+            self._prefetcher.submit(_fetch_quietly, rf, claimed)
+        except RuntimeError:  # shut down (interpreter exit): the reads fetch them themselves
+            for cells in claimed:
+                rf.release(cells)
 
     def fetch(self, path: str, pf: pq.ParquetFile, groups: np.ndarray | Sequence[int],
               columns: Sequence[str]) -> None:

@@ -233,6 +233,13 @@ class RemoteDataFile:
             self._pending[rows, cells] = True
         return rows, cells
 
+    def release(self, claimed: tuple[np.ndarray, np.ndarray]) -> None:
+        """Give back chunks :meth:`claim` returned without fetching them (pending no more;
+        a fetch waiting for them fetches them itself)."""
+        with self._done:
+            self._pending[claimed[0], claimed[1]] = False
+            self._done.notify_all()
+
     def fetch_claimed(self, claimed: tuple[np.ndarray, np.ndarray]) -> None:
         """Fetch the chunks :meth:`claim` returned: requests outside the lock, the bytes put
         and marked fetched under it; pending no more either way (waiting fetches woken)."""
@@ -241,9 +248,7 @@ class RemoteDataFile:
             if rows.size:
                 self._fetch_cells(rows, cells)
         finally:
-            with self._done:
-                self._pending[rows, cells] = False
-                self._done.notify_all()
+            self.release(claimed)
 
     def _fetch_cells(self, rows: np.ndarray, cells: np.ndarray) -> None:
         ranges = _coalesce(self._start[rows, cells], self._end[rows, cells], GAP)

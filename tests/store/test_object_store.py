@@ -236,6 +236,23 @@ def test_a_failed_background_fetch_leaves_the_chunks_to_the_read(s3, uri, local_
         local.read_row_groups([3, 4, 5], columns=cols))
 
 
+def test_a_shut_down_prefetcher_leaves_nothing_pending(s3, uri, local_store, tmp_path
+                                                       ) -> None:
+    """A background fetch that can no longer be scheduled gives its claims back, so the
+    replay that needs the chunks fetches them instead of waiting for them."""
+    remote = _remote(s3, uri, tmp_path)
+    snap = remote.stream("ev")
+    snap._plan_fetches(np.arange(snap.tree.leaves.n), ["t", "k"])
+    cache = snap._cache
+    assert cache._prefetcher is not None
+    cache._prefetcher.shutdown(wait=True)
+    for rf in cache._remote.values():
+        cache._in_background(rf, [np.arange(rf.parquet.metadata.num_row_groups)], ["t", "k"])
+        assert not rf._pending.any()
+    want = replaydb.query(local_store, PATTERN, plan="replay").table
+    assert replaydb.query(remote, PATTERN, plan="replay").table.equals(want)
+
+
 def test_coalesce_joins_close_ranges() -> None:
     starts = np.array([100, 0, 50, 1000])
     ends = np.array([150, 40, 90, 1100])
