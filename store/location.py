@@ -35,6 +35,11 @@ from replaydb.store.s3kind import S3Kind
 if TYPE_CHECKING:
     import numpy as np
 
+CONCURRENT_REQUESTS = 32
+"""Ranged GETs of one read in flight at once: an object store answers each after a
+round trip of tens of milliseconds and serves many in parallel, so a read of many short
+ranges (a planned query's chunks) takes a few round trips rather than one per eight."""
+
 KINDS = (S3Kind(), AzureKind())
 """The kinds of object store a store may live on."""
 
@@ -189,7 +194,7 @@ class RemoteLocation:
     def read_ranges(self, f: pafs.NativeFile, rel: str, ranges: Sequence[tuple[int, int]]
                     ) -> list[bytes]:
         """The byte ranges ``[start, end)`` of object ``rel`` opened as ``f``, one GET each,
-        issued concurrently (up to 8 at a time)."""
+        issued concurrently (up to :data:`CONCURRENT_REQUESTS` at a time)."""
         def one(r: tuple[int, int]) -> bytes:
             with self.errors(rel):
                 return f.read_at(r[1] - r[0], r[0])
@@ -197,7 +202,7 @@ class RemoteLocation:
         if len(ranges) == 1:
             got = [one(ranges[0])]
         else:
-            with ThreadPoolExecutor(min(8, len(ranges))) as pool:
+            with ThreadPoolExecutor(min(CONCURRENT_REQUESTS, len(ranges))) as pool:
                 got = list(pool.map(one, ranges))
         n = sum(len(g) for g in got)
         self.counters.add(requests=len(ranges), nbytes=n, ranges=len(ranges), range_bytes=n)
@@ -207,7 +212,7 @@ class RemoteLocation:
                          ranges: Sequence[tuple[int, int]], dest: np.ndarray) -> None:
         """Read the byte ranges ``[start, end)`` of object ``rel`` opened as ``f`` into
         ``dest[start:end]`` (a writable uint8 array of the object's size), one GET each,
-        issued concurrently (up to 8 at a time): no intermediate copy of the bytes."""
+        issued concurrently (up to :data:`CONCURRENT_REQUESTS` at a time): no intermediate copy of the bytes."""
         def one(r: tuple[int, int]) -> None:
             view = memoryview(dest[r[0]:r[1]])
             with self.errors(rel):
@@ -222,7 +227,7 @@ class RemoteLocation:
         if len(ranges) == 1:
             one(ranges[0])
         elif ranges:
-            with ThreadPoolExecutor(min(8, len(ranges))) as pool:
+            with ThreadPoolExecutor(min(CONCURRENT_REQUESTS, len(ranges))) as pool:
                 list(pool.map(one, ranges))
         n = sum(b - a for a, b in ranges)
         self.counters.add(requests=len(ranges), nbytes=n, ranges=len(ranges), range_bytes=n)
