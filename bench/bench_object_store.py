@@ -159,7 +159,7 @@ def _query_row(res: Results, local: Any, uri: str, endpoint: S3Endpoint, cache: 
 def _full_replay(res: Results, local: Any, uri: str, endpoint: S3Endpoint,
                  cache: CacheOptions, repeat: int) -> None:
     text = pattern("ORD", 180)
-    runs = max(repeat, FULL_REPLAY_RUNS)  # a tenth of a second each: noise would decide
+    runs = max(repeat, FULL_REPLAY_RUNS)  # short runs: the best of a few is noise-bound
     loc = _local(local, text, "replay", runs)
     rem = _remote(uri, endpoint.direct_options, cache, text, "replay", runs)
     lat = _remote(uri, endpoint.options, cache, text, "replay", 1)

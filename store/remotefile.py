@@ -296,7 +296,8 @@ def _chunk_ranges_kept(md: pq.FileMetaData, stem: Path | None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_chunk_ranges` of a file whose footer the cache keeps under ``stem`` (None: no
     cache): read from ``<stem>.chunks`` when that holds the file's shape, else computed and
-    kept there (the footer walk costs microseconds per chunk; the file is immutable)."""
+    kept there (the footer walk visits every chunk's metadata in Python; the file is
+    immutable, so what is kept stays true)."""
     shape = (2, md.num_row_groups, md.num_columns)
     kept = None if stem is None else stem.with_name(stem.name + CHUNKS)
     if kept is not None:

@@ -253,6 +253,31 @@ def test_a_shut_down_prefetcher_leaves_nothing_pending(s3, uri, local_store, tmp
     assert replaydb.query(remote, PATTERN, plan="replay").table.equals(want)
 
 
+def test_chunk_offsets_are_kept_beside_the_footer(s3, uri, local_store, tmp_path) -> None:
+    """A second open of a data file takes its chunk offsets from the cache; a kept file of
+    the wrong size is ignored and written again."""
+    from replaydb.store.mirror import StoreMirror
+    from replaydb.store.remotefile import CHUNKS
+
+    f = sorted(local_store.path.glob("streams/ev/events/part-*.parquet"))[0]
+    rel = f"streams/ev/events/{f.name}"
+    location = RemoteLocation(uri, s3.options)
+    mirror = StoreMirror(location, CacheOptions(dir=str(tmp_path)))
+    first = RemoteDataFile(location, rel, mirror)
+    kept = list(mirror.footers.glob(f"*{CHUNKS}"))
+    assert len(kept) == 1
+    second = RemoteDataFile(location, rel, mirror)
+    assert np.array_equal(first._start, second._start)
+    assert np.array_equal(first._end, second._end)
+    kept[0].write_bytes(b"short")
+    third = RemoteDataFile(location, rel, mirror)
+    assert np.array_equal(first._start, third._start) and np.array_equal(first._end, third._end)
+    assert kept[0].stat().st_size == first._start.size * 16
+    third.fetch([0, 1], ["t", "k"])
+    assert third.parquet.read_row_groups([0, 1], columns=["t", "k"]).equals(
+        pq.ParquetFile(f).read_row_groups([0, 1], columns=["t", "k"]))
+
+
 def test_coalesce_joins_close_ranges() -> None:
     starts = np.array([100, 0, 50, 1000])
     ends = np.array([150, 40, 90, 1100])
