@@ -3,13 +3,14 @@
 A :class:`RemoteDataFile` holds one such Parquet file as a buffer of the file's size (from
 Arrow's memory pool, so memory freed by an earlier file is used again rather than faulted in
 afresh; the pool maps a large buffer lazily, so only pages written take memory) that is filled
-with the ranges fetched so far, read straight into it: first the footer (one request for the tail of the file, a second only when the
-footer is longer than the tail), then, before each read, the column chunks of the row groups
-the read touches (:meth:`RemoteDataFile.fetch`). Arrow's Parquet reader, the direct reader
-(:mod:`.directread`) and the index runs' plain reader then read that buffer as they read a
-local file, so every read path stays the same; nothing outside the fetched chunks is ever read
-from the buffer, because the readers read only the chunks of the row groups and columns asked
-for (and the footer). With a cache directory, the footer, the file's size and the fetched
+with the ranges fetched so far, read straight into it: first the footer (one request for the
+tail of the file, a second only when the footer is longer than the tail), then, before each
+read, the column chunks of the row groups the read touches (:meth:`RemoteDataFile.fetch`).
+Arrow's Parquet reader, the direct reader (:mod:`.directread`) and the index runs' plain
+reader then read that buffer as they read a local file, so every read path stays the same;
+nothing outside the fetched chunks is ever read from the buffer (its other bytes are
+undefined), because the readers read only the chunks of the row groups and columns asked for
+(and the footer). With a cache directory, the footer, the file's size and the fetched
 chunks are kept there for later processes (:mod:`.pagestore`).
 
 Chunks not yet fetched are fetched together: sorted by offset, touching ones joined into one
@@ -284,12 +285,6 @@ def _read_size(path: Path | None) -> int | None:
     except (FileNotFoundError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
-
-
-def _chunk_bytes(rf: RemoteDataFile, groups: np.ndarray, cols: list[int]) -> np.ndarray:
-    """Bytes of the chunks of ``cols`` per row group of ``groups``."""
-    sub = np.ix_(groups, np.asarray(cols, np.int64))
-    return (rf._end[sub] - rf._start[sub]).sum(axis=1)
 
 
 def _chunk_ranges_kept(md: pq.FileMetaData, stem: Path | None
