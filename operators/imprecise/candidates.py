@@ -3,7 +3,6 @@
 :class:`ComponentIndex` lists, per pattern component, the buffered events meeting its single-event
 conditions sorted by lower bound, with a suffix minimum of their upper bounds. On it:
 
-* :func:`expand_ranges` turns per-row index ranges into (row, candidate) pair arrays;
 * :func:`nelt` computes the Next Event's Latest Time of partial matches (paper 003, section 3):
   among the candidates of the next component that start after the last selected event ends
   (``c.lower > e_last.upper``), the smallest upper bound. A point of the next component later than
@@ -22,19 +21,9 @@ import numpy as np
 
 from replaydb.operators.imprecise.events import EventBuffer
 from replaydb.operators.imprecise.predicates import PredicatePlan
+from replaydb.operators.ranges import expand_ranges
 
 BIG = np.int64(1) << 60
-
-
-def expand_ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(row, k)`` for every ``k`` in ``[starts[row], ends[row])``, vectorized."""
-    counts = np.maximum(ends - starts, 0)
-    total = int(counts.sum())
-    rows = np.repeat(np.arange(starts.size), counts)
-    if total == 0:
-        return rows, np.zeros(0, np.int64)
-    ks = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(starts, counts)
-    return rows, ks
 
 
 class ComponentIndex:

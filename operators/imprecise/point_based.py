@@ -31,13 +31,14 @@ from __future__ import annotations
 import numpy as np
 
 from replaydb.errors import StateCapExceeded
-from replaydb.operators.imprecise.candidates import ComponentIndex, expand_ranges, gather_spoilers
+from replaydb.operators.imprecise.candidates import ComponentIndex, gather_spoilers
 from replaydb.operators.imprecise.candidates import nelt as nelt_of
 from replaydb.operators.imprecise.confidence import collapse_point_matches, fraction_text
 from replaydb.operators.imprecise.config import ImpreciseConfig
 from replaydb.operators.imprecise.events import EventBuffer
 from replaydb.operators.imprecise.finalize import Finalized
 from replaydb.operators.imprecise.predicates import PredicatePlan
+from replaydb.operators.ranges import expand_ranges
 
 BLOCK = 1024
 """Instants released and joined together (fewer when intervals are wide: the point runs and

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from replaydb.operators.imprecise.candidates import ComponentIndex, expand_ranges, nelt
+from replaydb.operators.imprecise.candidates import ComponentIndex, nelt
 from replaydb.operators.imprecise.config import ImpreciseConfig
 from replaydb.operators.imprecise.events import EventBuffer
 from replaydb.operators.imprecise.predicates import PredicatePlan
+from replaydb.operators.ranges import expand_ranges
 
 CHUNK = 8192
 """Anchors extended together (bounds the pair arrays)."""

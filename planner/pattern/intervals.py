@@ -63,6 +63,7 @@ from replaydb.indexes.membership import (
 )
 from replaydb.indexes.rankcodes import coded, members_by_codes
 from replaydb.indexes.reader import join_pieces
+from replaydb.operators.ranges import expand_ranges
 from replaydb.planner.options import PatternPlannerOptions
 from replaydb.planner.pattern.membercosts import DEFAULT_MEMBER_COSTS
 from replaydb.planner.pattern.rewrite import RewrittenPattern
@@ -544,17 +545,12 @@ def intersect_intervals(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     O((|x| + |y|) log |y| + pairs), vectorized."""
     if x.size == 0 or y.size == 0:
         return np.empty((0, 2), I64)
+    # the y rows overlapping x row i: lo[i] .. hi[i] - 1
     lo = np.searchsorted(y[:, 1], x[:, 0], side="right")
     hi = np.searchsorted(y[:, 0], x[:, 1], side="left")
-    cnt = np.maximum(hi - lo, 0)
-    total = int(cnt.sum())
-    if total == 0:
+    xi, yi = expand_ranges(lo, hi)
+    if xi.size == 0:
         return np.empty((0, 2), I64)
-    xi = np.repeat(np.arange(x.shape[0]), cnt)
-    # y rows lo[i] .. lo[i] + cnt[i] - 1 of every x row i: its first y row, plus the pair's rank
-    # within the x row (the pair's index less the index of the x row's first pair)
-    first_pair = np.cumsum(cnt) - cnt
-    yi = np.repeat(lo, cnt) + np.arange(total) - np.repeat(first_pair, cnt)
     a = np.maximum(x[xi, 0], y[yi, 0])
     b = np.minimum(x[xi, 1], y[yi, 1])
     keep = b > a
