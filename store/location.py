@@ -191,28 +191,12 @@ class RemoteLocation:
         self.counters.add(requests=1)
         return f
 
-    def read_ranges(self, f: pafs.NativeFile, rel: str, ranges: Sequence[tuple[int, int]]
-                    ) -> list[bytes]:
-        """The byte ranges ``[start, end)`` of object ``rel`` opened as ``f``, one GET each,
-        issued concurrently (up to :data:`CONCURRENT_REQUESTS` at a time)."""
-        def one(r: tuple[int, int]) -> bytes:
-            with self.errors(rel):
-                return f.read_at(r[1] - r[0], r[0])
-
-        if len(ranges) == 1:
-            got = [one(ranges[0])]
-        else:
-            with ThreadPoolExecutor(min(CONCURRENT_REQUESTS, len(ranges))) as pool:
-                got = list(pool.map(one, ranges))
-        n = sum(len(g) for g in got)
-        self.counters.add(requests=len(ranges), nbytes=n, ranges=len(ranges), range_bytes=n)
-        return got
-
     def read_ranges_into(self, f: pafs.NativeFile, rel: str,
                          ranges: Sequence[tuple[int, int]], dest: np.ndarray) -> None:
         """Read the byte ranges ``[start, end)`` of object ``rel`` opened as ``f`` into
         ``dest[start:end]`` (a writable uint8 array of the object's size), one GET each,
-        issued concurrently (up to :data:`CONCURRENT_REQUESTS` at a time): no intermediate copy of the bytes."""
+        issued concurrently (up to :data:`CONCURRENT_REQUESTS` at a time), with no
+        intermediate copy of the bytes."""
         def one(r: tuple[int, int]) -> None:
             view = memoryview(dest[r[0]:r[1]])
             with self.errors(rel):

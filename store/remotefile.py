@@ -136,17 +136,20 @@ class RemoteDataFile:
         """Fetch the file's footer (its last :data:`TAIL` bytes, more when the footer is
         longer); returns the bytes from the footer's start to the end of the file."""
         n = min(self.size, TAIL)
-        (tail,) = self.location.read_ranges(self._handle(), self.rel, [(self.size - n, self.size)])
-        self._put(self.size - n, tail)
-        if bytes(tail[-4:]) != b"PAR1":
+        self._read_into(self.size - n, self.size)
+        if bytes(self.array[-4:]) != b"PAR1":
             raise CorruptionError(f"data file {self.location.uri_of(self.rel)} is not a "
                                   "Parquet file")
-        footer = int.from_bytes(bytes(tail[-8:-4]), "little") + 8
+        footer = int.from_bytes(bytes(self.array[-8:-4]), "little") + 8
         start = max(0, self.size - footer)
         if footer > n:
-            (rest,) = self.location.read_ranges(self._handle(), self.rel, [(start, self.size - n)])
-            self._put(start, rest)
+            self._read_into(start, self.size - n)
         return self.array[start:].tobytes()
+
+    def _read_into(self, a: int, b: int) -> None:
+        """Fetch bytes ``[a, b)`` into the buffer (one GET)."""
+        self.location.read_ranges_into(self._handle(), self.rel, [(a, b)], self.array)
+        self.fetched += b - a
 
     def _put(self, at: int, data: bytes | pa.Buffer) -> None:
         view = np.frombuffer(data, np.uint8)
