@@ -164,14 +164,12 @@ class RemoteDataFile:
         to fetch in the background (empty: none); see the module docstring (``first`` and
         ``ahead``: the window sizes). O(planned row groups after ``groups``, at most
         4,096)."""
-        cols = [self._names[c] for c in columns if c in self._names]
         none = np.empty(0, np.int64)
-        if not cols or not len(groups):
+        nxt = planned[np.searchsorted(planned, int(groups.max()), side="right"):][:4096] \
+            if len(groups) else none
+        sub = self._cells(nxt, columns)
+        if sub is None:  # no read, none of the columns in the file, or nothing planned after
             return groups, none
-        nxt = planned[np.searchsorted(planned, int(groups.max()), side="right"):][:4096]
-        if nxt.size == 0:
-            return groups, none
-        sub = np.ix_(nxt, np.asarray(cols, np.int64))
         size = self._end[sub] - self._start[sub]
         with self._lock:
             open_ = ~(self._have[sub] | self._pending[sub])
@@ -188,10 +186,9 @@ class RemoteDataFile:
 
     def missing_bytes(self, groups: np.ndarray, columns: Sequence[str]) -> int:
         """Bytes of the chunks of ``groups`` x ``columns`` neither fetched nor being fetched."""
-        cols = [self._names[c] for c in columns if c in self._names]
-        if not cols or not len(groups):
+        sub = self._cells(groups, columns)
+        if sub is None:
             return 0
-        sub = np.ix_(np.asarray(groups, np.int64), np.asarray(cols, np.int64))
         with self._lock:
             open_ = ~(self._have[sub] | self._pending[sub])
         return int(((self._end[sub] - self._start[sub]) * open_).sum())
