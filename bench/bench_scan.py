@@ -40,7 +40,6 @@ Results: ``bench/results/scan/results.{md,json}``.
 
 from __future__ import annotations
 
-import resource
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -52,7 +51,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import replaydb
-from replaydb.bench.common import Results, arguments, best_wall_and_cpu
+from replaydb.bench.common import Results, arguments, best_wall_and_cpu, peak_memory
 from replaydb.bench.realdata import load
 from replaydb.datasets import generate
 
@@ -150,7 +149,7 @@ def measure(w: Workload, n: int, repeat: int, work: Path) -> dict[str, Any]:
             "store_read": got[:2], "store_rows": got[2], "pyarrow_read": par[:2],
             "duckdb": duck[:2], "duckdb_matches": duck[2], "polars": pol[:2],
             "polars_matches": pol[2], "query": text,
-            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20)}
+            "peak_rss_gib": peak_memory()["process"]}
 
 
 def report(res: Results, got: dict[str, dict[str, Any]]) -> None:
