@@ -35,7 +35,7 @@ is reported beside.
     python -m replaydb.bench.bench_scan          # --quick: 1M events per dataset
     python -m replaydb.bench.bench_scan --full   # flights-3m whole, synthetic 10M
 
-Results: ``bench/results/scan/results.{md,json}``.
+Results: ``bench/results/scan/results.{md,json}`` and ``scan.png``.
 """
 
 from __future__ import annotations
@@ -152,15 +152,20 @@ def measure(w: Workload, n: int, repeat: int, work: Path) -> dict[str, Any]:
             "peak_rss_gib": peak_memory()["process"]}
 
 
+LABELS = (("replaydb full replay (pattern)", "replay"),
+          ("replaydb read of the columns", "store_read"),
+          ("pyarrow read of the columns, plain file", "pyarrow_read"),
+          ("DuckDB, LEAD query on the plain file", "duckdb"),
+          ("Polars, shift on a lazy scan", "polars"))
+"""Each measurement's label in the tables and the plot, and its key in :func:`measure`'s
+answer."""
+
+
 def report(res: Results, got: dict[str, dict[str, Any]]) -> None:
     rows = []
     for name, m in got.items():
         n = m["events"]
-        for label, key in (("replaydb full replay (pattern)", "replay"),
-                           ("replaydb read of the columns", "store_read"),
-                           ("pyarrow read of the columns, plain file", "pyarrow_read"),
-                           ("DuckDB, LEAD query on the plain file", "duckdb"),
-                           ("Polars, shift on a lazy scan", "polars")):
+        for label, key in LABELS:
             wall, cpu = m[key]
             rows.append([name, label, wall, cpu, n / wall, n / cpu])
     res.table("Wall and CPU seconds (best of the repeats), events/s and events/s per core "
@@ -199,6 +204,29 @@ def report(res: Results, got: dict[str, dict[str, Any]]) -> None:
                  and all(v <= 1.0 for v in ratio.values()))
 
 
+def plot(res: Results, got: dict[str, dict[str, Any]]) -> None:
+    """Events per wall second of every measurement, per dataset (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(LABELS)
+    x = np.arange(len(got))
+    for i, (label, key) in enumerate(LABELS):
+        rates = [m["events"] / m[key][0] for m in got.values()]
+        ax.bar(x + i * width, rates, width, label=label)
+    ax.set_xticks(x + width * (len(LABELS) - 1) / 2,
+                  [f"{k} ({m['events']:,} events)" for k, m in got.items()])
+    ax.set_yscale("log")
+    ax.set_ylabel("events per wall second")
+    ax.set_title("Full replay of a 3-symbol pattern and the reads it needs")
+    ax.legend(fontsize=8)
+    res.save_plot(fig, "scan.png")
+
+
 def main() -> None:
     args = arguments(__doc__.splitlines()[0], quick="1M events per dataset (default)",
                      full="flights-3m whole, synthetic-normal 10M events")
@@ -217,6 +245,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(res, got)
+    plot(res, got)
     res.write_and_show()
 
 
