@@ -224,6 +224,19 @@ class RemoteLocation:
                 f.write(data)
         self.counters.add(requests=1)
 
+    def put_file(self, rel: str, path: str | os.PathLike[str]) -> int:
+        """Write object ``rel`` from the local file ``path``, streamed in 8 MiB blocks (one
+        upload; replaces one of the same name); returns the bytes written."""
+        n = 0
+        with self.errors(rel):
+            with open(path, "rb") as src, \
+                    self.fs.open_output_stream(self.key(rel), compression=None) as f:
+                while block := src.read(8 << 20):
+                    f.write(block)
+                    n += len(block)
+        self.counters.add(requests=1)
+        return n
+
     def delete(self, rels: Sequence[str]) -> None:
         """Delete the objects ``rels`` (missing ones are skipped), in the order given."""
         for rel in rels:

@@ -84,19 +84,24 @@ def _reachable_segments(stream_dir: Path, heads: list[str]) -> set[str]:
 def _mirror_for_vacuum(store: Store, name: str, min_age: float
                        ) -> tuple[dict[str, int], set[str]]:
     """For a store on an object store: mirror every file of stream ``name`` but its data
-    files, so the local rules below see what the object store holds; returns the data files
-    there with their sizes, and the files younger than ``min_age`` seconds (kept: a writer on
-    another machine may be about to commit them). Empty for a local store."""
+    files and staged rows, so the local rules below see what the object store holds; returns
+    those not mirrored (paths relative to the stream) with their sizes, and the files younger
+    than ``min_age`` seconds (kept: a writer on another machine may be about to commit them).
+    Empty for a local store."""
     if store.mirror is None:
         return {}, set()
     from replaydb.store.remotewrite import is_data_file
 
     stream = f"streams/{name}"
-    listed = store.mirror.sync(stream, keep=lambda e: not is_data_file(stream, e.rel))
+
+    def remote_only(rel: str) -> bool:
+        return is_data_file(stream, rel) or rel.startswith(f"{stream}/_staging/")
+
+    listed = store.mirror.sync(stream, keep=lambda e: not remote_only(e.rel))
     cut = time.time() - min_age
     young = {e.rel[len(stream) + 1:] for e in listed if e.size >= 0 and e.mtime > cut}
-    return ({e.rel.rsplit("/", 1)[-1]: e.size for e in listed
-             if e.size >= 0 and is_data_file(stream, e.rel)}, young)
+    return ({e.rel[len(stream) + 1:]: e.size for e in listed
+             if e.size >= 0 and remote_only(e.rel)}, young)
 
 
 REMOTE_MIN_AGE = 3600.0
@@ -112,7 +117,7 @@ def vacuum_stream(store: Store, name: str, *, dry_run: bool = False,
     removed: list[str] = []
     size = 0
     with store.writer(name):
-        remote_data, young = _mirror_for_vacuum(store, name, min_age)
+        remote_only, young = _mirror_for_vacuum(store, name, min_age)
         added, heads = _log_entries(d / "events")
         # Delta's log cleanup drops JSON commits older than a checkpoint: the files they added
         # are listed only in the checkpoint, so keep what the checkpoints and the latest version
@@ -123,8 +128,8 @@ def vacuum_stream(store: Store, name: str, *, dry_run: bool = False,
         for f in (d / "events").glob("*.parquet"):
             if f.name not in added:
                 candidates.append(f)
-        gone = {n: sz for n, sz in remote_data.items()
-                if n not in added and f"events/{n}" not in young}
+        gone = {r: sz for r, sz in remote_only.items() if r not in young
+                and (r.startswith("_staging/") or r.removeprefix("events/") not in added)}
         for f in (d / "tree").glob("seg-*.parquet"):
             if f"tree/{f.name}" not in live_segments:
                 candidates.append(f)
@@ -137,7 +142,7 @@ def vacuum_stream(store: Store, name: str, *, dry_run: bool = False,
             removed.append(str(f.relative_to(d)))
             if not dry_run:
                 f.unlink()
-        removed += [f"events/{n}" for n in gone if f"events/{n}" not in removed]
+        removed += [r for r in gone if r not in removed]
         size += sum(gone.values())
         if store.location is not None and not dry_run:
             store.location.delete([f"streams/{name}/{r}" for r in removed])

@@ -4,7 +4,8 @@ Every index of the stream is maintained by every ingest (those named with ``--in
 first). Order of operations, all before the stream's events commit:
 
 1. :func:`prepare` (driver) - a new index is back-filled for the events already stored (a Spark
-   job over the stream's data files); if the ingest rewrites the stored tail from seq ``f0`` (late
+   job over the stream's data files; in the driver's process for a store on an object store,
+   whose data files Spark's JVM cannot read); if the ingest rewrites the stored tail from seq ``f0`` (late
    events), a tombstone for ``seq >= f0`` is committed, so the rewritten entries disappear from the
    older runs; then the run ids the tasks will use are reserved (newer than every committed run).
 2. :func:`write_task_run` (each Spark task) - the task's sorted partition becomes one level-0 run.
@@ -24,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from replaydb.indexes.lsm import LSMIndex
-from replaydb.indexes.sidetable import index_path, index_ref, key_type_of
+from replaydb.indexes.sidetable import build_local, index_path, index_ref, key_type_of
 from replaydb.indexes.spark_build import build_index_spark, commit_runs, next_run_id, write_run
 from replaydb.store.manifest import SideTableRef
 
@@ -45,7 +46,9 @@ def prepare(spark: Any, w: Any, column: str, rewrite_from: int | None) -> dict[s
         if path.exists():
             shutil.rmtree(path)
         files = [str(snap.events_dir / f.path) for f in snap.files.values()]
-        if files:
+        if files and w.store.location is not None:  # data files are on the object store
+            build_local(snap, column, path)
+        elif files:
             build_index_spark(spark, files, column, str(path), key_type=kt)
         else:
             LSMIndex.create(str(path), kt)

@@ -30,14 +30,16 @@ Stages (each a Spark job; the driver only ever holds metadata):
    removed by ``replaydb vacuum``; a job that ends, well or not, removes its staging folder.
 
 Delta commits go through delta-rs (``deltalake``) on the driver, whatever the Spark master; the
-executors write the Parquet data files the commit adds.
+executors write the Parquet data files the commit adds. For a store on an object store and a
+Spark cluster, the tasks write, stage and read back through the object store itself, and the
+stored tail a late batch rewrites is read by the driver (:mod:`.outputs`): the cluster needs
+the store's URI and credentials, no shared directory.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import shutil
 import sys
 import time
@@ -49,6 +51,8 @@ import numpy as np
 
 from replaydb.errors import DataError, LateEventError, UsageError
 from replaydb.ingest import tasks as T
+from replaydb.ingest.buckets import bucket_expr, partition_count, partition_labels, time_bounds
+from replaydb.ingest.outputs import StreamTarget, staged_frame
 from replaydb.ingest.sources import (
     batch_fingerprint,
     expand_sources,
@@ -61,7 +65,6 @@ from replaydb.store.quarantine import Quarantine
 from replaydb.store.schema import StreamSchema
 
 DEFAULT_ROWS_PER_PARTITION = 2_000_000
-MIN_ROWS_PER_PARTITION = 250_000
 STAGING = "_staging"
 """Folder of a stream where running ingests stage their parsed rows (removed when the job ends;
 ``replaydb vacuum`` removes what a killed job left)."""
@@ -128,11 +131,15 @@ def ingest(
     rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
     spark: Any = None,
     quiet: bool = False,
+    through_store: bool | None = None,
 ) -> IngestResult:
     """Run the ingestion job (see the module docstring); ``sources`` are paths/globs or a Spark
     DataFrame. Creates the stream if it does not exist (``time_unit``, ``lateness``,
     ``type_column`` and ``schema`` apply then; ``unit_declared`` False: the user named no unit,
-    so a numeric time column's values stay numbers in results, ``StreamSchema.time_instants``)."""
+    so a numeric time column's values stay numbers in results, ``StreamSchema.time_instants``).
+    ``through_store``: whether the tasks of a store on an object store write and stage through
+    the object store itself rather than the driver's mirror of it (:mod:`.outputs`); default:
+    when the Spark master is not local (a cluster's executors do not see the driver's disk)."""
     from pyspark.sql import functions as F
 
     from replaydb.spark import get_spark
@@ -153,12 +160,8 @@ def ingest(
             raise UsageError("ingesting a DataFrame needs an explicit batch_id (exactly-once)")
         batch_id = batch_fingerprint(files, {**options, "stream": stream})
 
-    effective = master or os.environ.get("REPLAYDB_SPARK_MASTER") or "local[*]"
-    if store.location is not None and not effective.startswith("local"):
-        raise UsageError(
-            f"ingest into {store.uri} runs on a local Spark master for now: the executors "
-            "write the data files where the driver uploads them from",
-            hint="use --master local[*] (the default)")
+    if through_store and store.location is None:
+        raise UsageError(f"{store.uri}: through_store needs a store on an object store")
     created = False
     if not store.has_stream(stream):
         if schema is None:
@@ -181,19 +184,43 @@ def ingest(
         sc = spark.sparkContext
         sc.setJobGroup(f"replaydb-ingest-{stream}", f"replaydb ingest into {stream}")
         with store.writer(stream, timeout=60) as w:
+            target = _stream_target(w, spark, through_store)
             return _run(store, w, stream, sources, files, is_frame, options, index, strict,
                         batch_id, rows_per_partition, spark, F, start, stages,
-                        quiet)
+                        quiet, target)
     except BaseException:
         if created and store.has_stream(stream) and store.stream(stream).n_events == 0:
             store.drop_stream(stream)
         raise
 
 
+def is_local_master(master: str) -> bool:
+    """Whether Spark master ``master`` runs its executors inside the driver's process
+    (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``)."""
+    return master == "local" or master.startswith("local[")
+
+
+def _stream_target(w: Any, spark: Any, through_store: bool | None) -> StreamTarget | None:
+    """How the job's tasks reach the stream ``w`` writes: None for its directory (a local
+    store, or the driver's mirror of a remote one when the executors share the driver's
+    disk), else through the object store (see ``through_store`` in :func:`ingest`)."""
+    from replaydb.store.mirror import mirror_of
+
+    got = mirror_of(w.dir) if w.store.location is not None else None
+    if got is None:
+        return None
+    if through_store is None:
+        through_store = not is_local_master(spark.sparkContext.master)
+    if not through_store:
+        return None
+    mirror, rel = got
+    return StreamTarget.of(mirror.location, rel, w.dir)
+
+
 def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, str]],
          is_frame: bool, options: dict, index: Any, strict: bool, batch_id: str,
          rows_per_partition: int, spark: Any, F: Any, start: float,
-         stages: dict[str, float], quiet: bool) -> IngestResult:
+         stages: dict[str, float], quiet: bool, target: StreamTarget | None) -> IngestResult:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from replaydb.store import deltaio
@@ -221,7 +248,8 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
     if is_frame:
         df = sources.withColumn("_row", F.monotonically_increasing_id())
         staged = df.mapInArrow(functools.partial(T.parse_frame, schema_json=schema_json,
-                                                 options=options, stage_dir=stage_dir),
+                                                 options=options, stage_dir=stage_dir,
+                                                 target=target),
                                stage_spark)
     else:
         read_tasks = plan_tasks(files)
@@ -231,21 +259,23 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
                                     "rg_stop int, row_offset long")
         tdf = tdf.repartition(max(1, len(read_tasks)))
         staged = tdf.mapInArrow(functools.partial(
-            T.parse_tasks, schema_json=schema_json, options=options, stage_dir=stage_dir),
-            stage_spark)
+            T.parse_tasks, schema_json=schema_json, options=options, stage_dir=stage_dir,
+            target=target), stage_spark)
     try:
         return _after_parse(store, w, stream, staged.toArrow().to_pylist(), files, index,
                             strict, batch_id, rows_per_partition, spark, F, start, stages, t0,
-                            result, schema, schema_json, quiet)
+                            result, schema, schema_json, quiet, target)
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
+        if target is not None:
+            target.location().delete_tree(target.rel_of(stage_dir))
 
 
 def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: list,
                  index: list[str], strict: bool, batch_id: str, rows_per_partition: int,
                  spark: Any, F: Any, start: float, stages: dict[str, float], t0: float,
                  result: IngestResult, schema: StreamSchema, schema_json: str,
-                 quiet: bool) -> IngestResult:
+                 quiet: bool, target: StreamTarget | None) -> IngestResult:
     """Stages 2-5, on the staged parse output (one summary row per parse task)."""
     from replaydb.ingest import indexing
 
@@ -267,8 +297,8 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
         raise DataError(first["first_reason"], row=first["first_row"], column=first["first_col"],
                         source=src,
                         hint="fix the source, or ingest without --strict to quarantine bad rows")
-    good = spark.read.parquet(*good_paths) if good_paths else None
-    bad = spark.read.parquet(*bad_paths) if bad_paths else None
+    good = _staged(spark, target, good_paths, T.good_schema(schema))
+    bad = _staged(spark, target, bad_paths, T.parsed_schema(schema))
 
     # ---- 2. late events
     n_stored = snap.n_events
@@ -285,13 +315,13 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     out = _Written(index_runs={c: [] for c in index}, index_s=dict.fromkeys(index, 0.0))
     if total:
         _sort_and_write(out, b, total, w, summary, index, rows_per_partition, spark, F, stages,
-                        schema, schema_json, quiet)
+                        schema, schema_json, quiet, target)
 
     # ---- quarantine rows
     side_versions: dict[str, int] = {}
     new_refs: list[SideTableRef] = []
     if n_bad:
-        _quarantine(w, b.bad, n_bad, batch_id, source_names, side_versions, new_refs)
+        _quarantine(w, b.bad, n_bad, batch_id, source_names, side_versions, new_refs, target)
 
     # ---- 5. commit
     t0 = time.perf_counter()
@@ -319,6 +349,16 @@ def _after_parse(store: Any, w: Any, stream: str, summary: list[dict], files: li
     result.index_seconds = {k: round(v, 3) for k, v in index_s.items()}
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _staged(spark: Any, target: StreamTarget | None, paths: list[str], schema: Any) -> Any:
+    """The staged rows of the parse tasks' files ``paths`` as a Spark DataFrame (None for no
+    file): read by Spark's Parquet reader, or through the store by Python tasks."""
+    if not paths:
+        return None
+    if target is None:
+        return spark.read.parquet(*paths)
+    return staged_frame(spark, target, paths, schema)
 
 
 @dataclass
@@ -401,7 +441,7 @@ def _late_events(b: _Batch, w: Any, schema: StreamSchema, strict: bool,
 def _sort_and_write(out: _Written, b: _Batch, total: int, w: Any, summary: list[dict],
                     index: list[str], rows_per_partition: int, spark: Any, F: Any,
                     stages: dict[str, float], schema: StreamSchema, schema_json: str,
-                    quiet: bool) -> None:
+                    quiet: bool, target: StreamTarget | None) -> None:
     """Stages 3 and 4: the batch (and the rewritten tail) cut into time buckets and sorted by
     (t, order) within each, then written as data files and index runs by one ``mapInArrow``
     pass; what was written goes into ``out``."""
@@ -440,7 +480,7 @@ def _sort_and_write(out: _Written, b: _Batch, total: int, w: Any, summary: list[
     meta = sorted_df.mapInArrow(functools.partial(
         T.write_partition, schema_json=schema_json, events_dir=str(w.events_dir),
         bounds=bounds, counts=per.tolist(), offsets=offsets, first_seq=f0,
-        index_jobs=out.index_jobs), from_arrow_schema(T.META_SCHEMA)).toArrow()
+        index_jobs=out.index_jobs, target=target), from_arrow_schema(T.META_SCHEMA)).toArrow()
     meta = meta.sort_by([("pid", "ascending"), ("kind", "ascending"), ("idx", "ascending")])
     for r in meta.to_pylist():
         if r["kind"] == "data":
@@ -461,7 +501,8 @@ def _sort_and_write(out: _Written, b: _Batch, total: int, w: Any, summary: list[
 
 
 def _quarantine(w: Any, bad: Any, n_bad: int, batch_id: str, source_names: list[str],
-                side_versions: dict[str, int], new_refs: list[SideTableRef]) -> None:
+                side_versions: dict[str, int], new_refs: list[SideTableRef],
+                target: StreamTarget | None) -> None:
     """Write the batch's ``n_bad`` bad rows to the stream's quarantine table (created on first
     use) and commit them; its version goes into ``side_versions``, a new table's reference
     into ``new_refs``."""
@@ -470,80 +511,12 @@ def _quarantine(w: Any, bad: Any, n_bad: int, batch_id: str, source_names: list[
     q = Quarantine(w.dir, w.manifest.side_table("quarantine"), pinned=False)
     qmeta = bad.coalesce(max(1, min(8, -(-n_bad // 500_000)))).mapInArrow(
         functools.partial(T.write_quarantine, table_dir=str(q.path), batch_id=batch_id,
-                          sources=source_names), from_arrow_schema(T.META_SCHEMA)).toArrow()
+                          sources=source_names, target=target),
+        from_arrow_schema(T.META_SCHEMA)).toArrow()
     qv = _commit_quarantine(q, qmeta.to_pylist())
     side_versions["quarantine"] = qv
     if w.manifest.side_table("quarantine") is None:
         new_refs.append(Quarantine.ref(qv))
-
-
-def partition_count(total: int, rows_per_partition: int, cores: int) -> int:
-    """Sort/write partitions for ``total`` rows: at most about ``rows_per_partition`` rows each;
-    every core gets work once there are :data:`MIN_ROWS_PER_PARTITION` rows per core; and the
-    count is a multiple of ``cores`` (whole waves of tasks: no core idles while the last
-    partition is written)."""
-    cores = max(1, cores)
-    p = max(1, -(-total // max(1, rows_per_partition)))
-    p = max(p, min(cores, total // MIN_ROWS_PER_PARTITION))
-    return -(-p // cores) * cores if p > 1 else 1
-
-
-def time_bounds(summary: list[dict], parts: int) -> list[int]:
-    """Bucket boundaries for ``parts`` time buckets of about equal size, from the parse tasks'
-    samples (each task's sample points stand for ``n_good / len(sample)`` rows).
-
-    Bucket ``b`` holds the times ``t`` with exactly ``b`` boundaries at or below ``t``. The
-    boundaries are strictly increasing times, so equal times always share a bucket (ties in
-    time never split across buckets; a time held by very many events makes its bucket larger,
-    never wrong). Returns at most ``parts - 1`` boundaries. O(samples log samples)."""
-    vals, weights = [], []
-    for r in summary:
-        sample = r.get("sample") or []
-        if r["n_good"] and sample:
-            vals.append(np.asarray(sample, dtype=np.int64))
-            weights.append(np.full(len(sample), r["n_good"] / len(sample)))
-    if parts <= 1 or not vals:
-        return []
-    v = np.concatenate(vals)
-    wt = np.concatenate(weights)
-    order = np.argsort(v, kind="stable")
-    v, cum = v[order], np.cumsum(wt[order])
-    targets = cum[-1] * np.arange(1, parts) / parts
-    picks = v[np.minimum(np.searchsorted(cum, targets, side="left") + 1, len(v) - 1)]
-    bounds = np.unique(picks)
-    return [int(b) for b in bounds if b > v[0]]
-
-
-def partition_labels(spark: Any, n: int) -> list[int]:
-    """One long label per time bucket such that Spark's hash partitioning into ``n`` partitions
-    (``pmod(murmur3(label), n)``, what ``repartition(n, col)`` uses) sends bucket ``i`` to
-    partition ``i``: every partition then gets exactly one bucket, with no sampling job (range
-    partitioning samples its input first). Found by one small Spark query over candidate longs.
-    The write tasks do not rely on it (they split whatever buckets they get), so a mismatch
-    could only unbalance the work, never change the result."""
-    from pyspark.sql import functions as F
-
-    found: dict[int, int] = {}
-    span = 64 * n
-    lo = 0
-    while len(found) < n:
-        tbl = spark.range(lo, lo + span).select(
-            "id", F.pmod(F.hash(F.col("id")), F.lit(n)).alias("p")).toArrow()
-        for i, p in zip(tbl.column("id").to_pylist(), tbl.column("p").to_pylist()):
-            found.setdefault(p, i)
-        lo += span
-    return [found[i] for i in range(n)]
-
-
-def bucket_expr(F: Any, t: Any, bounds: list[int], labels: list[int]) -> Any:
-    """A Spark column giving the label of ``t``'s bucket (see :func:`time_bounds`): a balanced
-    tree of comparisons with integer literals, O(log buckets) per row."""
-    def build(lo: int, hi: int) -> Any:  # buckets lo..hi
-        if lo == hi:
-            return F.lit(labels[lo]).cast("long")
-        mid = (lo + hi + 1) // 2  # bucket mid starts at bounds[mid - 1]
-        return F.when(t < F.lit(bounds[mid - 1]), build(lo, mid - 1)).otherwise(build(mid, hi))
-    return build(0, len(bounds))
 
 
 def check_source_schemas(files: list[tuple[str, str]], schema: StreamSchema,

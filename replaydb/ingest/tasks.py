@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from replaydb.ingest.outputs import StreamTarget, TaskOutputs
 from replaydb.ingest.sources import ReadTask, read_task
 from replaydb.store.normalize import QUARANTINE_SCHEMA, normalize
 from replaydb.store.schema import StreamSchema
@@ -78,18 +79,27 @@ def good_schema(schema: StreamSchema) -> pa.Schema:
 
 class _Stager:
     """Writes one Spark task's normalized rows into its own staging files (good rows and bad
-    rows, uncompressed Parquet, names unique per task attempt) and keeps the task's summary.
+    rows, Parquet, names unique per task attempt) and keeps the task's summary.
 
     The JVM then reads the staged good rows with Spark's native Parquet reader: the events cross
     from Python to the JVM as files, not as Arrow batches converted row by row, and nothing is
-    cached in the JVM. Complexity: O(rows) writes, O(rows / SAMPLE_SIZE) sample."""
+    cached in the JVM. Through the store (``target``), the files are written in a temporary
+    directory, compressed, and uploaded when the task ends; the summary names them relative to
+    the store root (:mod:`.outputs`). Complexity: O(rows) writes, O(rows / SAMPLE_SIZE)
+    sample."""
 
-    def __init__(self, schema: StreamSchema, stage_dir: str) -> None:
+    def __init__(self, schema: StreamSchema, stage_dir: str,
+                 target: StreamTarget | None = None) -> None:
         self.schema = schema
-        self.stage_dir = stage_dir
+        self.target = target
+        self.outputs = TaskOutputs(target)
+        self.stage_dir = self.outputs.path(stage_dir)
+        self.compression = "none" if target is None else "lz4"
         tag = uuid.uuid4().hex
-        self.good_path = os.path.join(stage_dir, f"good-{tag}.parquet")
-        self.bad_path = os.path.join(stage_dir, f"bad-{tag}.parquet")
+        self.good_name = os.path.join(stage_dir, f"good-{tag}.parquet")
+        self.bad_name = os.path.join(stage_dir, f"bad-{tag}.parquet")
+        self.good_path = self.outputs.path(self.good_name)
+        self.bad_path = self.outputs.path(self.bad_name)
         self._good: pq.ParquetWriter | None = None
         self._bad: pq.ParquetWriter | None = None
         self.n_good = self.n_bad = 0
@@ -108,7 +118,7 @@ class _Stager:
         if self._good is None:
             os.makedirs(self.stage_dir, exist_ok=True)
             self._good = pq.ParquetWriter(self.good_path, good_schema(self.schema),
-                                          compression="none")
+                                          compression=self.compression)
         self._good.write_table(tbl, row_group_size=1 << 20)
         t = tbl.column("t").to_numpy()
         step = max(1, len(t) * 8 // SAMPLE_SIZE)
@@ -122,7 +132,7 @@ class _Stager:
         if self._bad is None:
             os.makedirs(self.stage_dir, exist_ok=True)
             self._bad = pq.ParquetWriter(self.bad_path, parsed_schema(self.schema),
-                                         compression="none")
+                                         compression=self.compression)
         self._bad.write_table(tbl)
         self.n_bad += tbl.num_rows
         keys = np.lexsort((tbl.column("_row").to_numpy(), tbl.column("_src").to_numpy()))
@@ -132,28 +142,34 @@ class _Stager:
         if self.first is None or cand[:2] < self.first[:2]:
             self.first = cand
 
+    def _name(self, driver_path: str) -> str:
+        """How the driver finds a staged file: its path, or its name in the store."""
+        return driver_path if self.target is None else self.target.rel_of(driver_path)
+
     def summary(self) -> pa.RecordBatch:
         for wr in (self._good, self._bad):
             if wr is not None:
                 wr.close()
+        self.outputs.publish()
         sample = np.sort(np.concatenate(self.samples)) if self.samples else np.empty(0, np.int64)
         if len(sample) > SAMPLE_SIZE:
             sample = sample[np.linspace(0, len(sample) - 1, SAMPLE_SIZE).astype(np.int64)]
         first = self.first or (None, None, None, None)
         return pa.RecordBatch.from_pylist([{
-            "good": self.good_path if self.n_good else None,
-            "bad": self.bad_path if self.n_bad else None,
+            "good": self._name(self.good_name) if self.n_good else None,
+            "bad": self._name(self.bad_name) if self.n_bad else None,
             "n_good": self.n_good, "n_bad": self.n_bad, "t_min": self.t_min, "t_max": self.t_max,
             "first_src": first[0], "first_row": first[1], "first_col": first[2],
             "first_reason": first[3], "sample": sample.tolist()}], schema=STAGE_SCHEMA)
 
 
 def parse_tasks(batches: Iterator[pa.RecordBatch], *, schema_json: str, options: dict,
-                stage_dir: str) -> Iterator[pa.RecordBatch]:
+                stage_dir: str, target: StreamTarget | None = None
+                ) -> Iterator[pa.RecordBatch]:
     """Read and normalize the read tasks given as rows (one task per row) into this Spark task's
     staging files; yield the task's summary row (:data:`STAGE_SCHEMA`)."""
     schema = StreamSchema.from_json(json.loads(schema_json))
-    stager = _Stager(schema, stage_dir)
+    stager = _Stager(schema, stage_dir, target)
     for b in batches:
         for task in b.to_pylist():
             t = ReadTask(**task)
@@ -165,11 +181,12 @@ def parse_tasks(batches: Iterator[pa.RecordBatch], *, schema_json: str, options:
 
 
 def parse_frame(batches: Iterator[pa.RecordBatch], *, schema_json: str, options: dict,
-                stage_dir: str) -> Iterator[pa.RecordBatch]:
+                stage_dir: str, target: StreamTarget | None = None
+                ) -> Iterator[pa.RecordBatch]:
     """Normalize rows of a Spark DataFrame handed in from Python (``_row`` = its row id) into
     this Spark task's staging files; yield the task's summary row."""
     schema = StreamSchema.from_json(json.loads(schema_json))
-    stager = _Stager(schema, stage_dir)
+    stager = _Stager(schema, stage_dir, target)
     for b in batches:
         tbl = pa.Table.from_batches([b])
         rows = tbl.column("_row").to_numpy()
@@ -201,7 +218,8 @@ def from_ipc(data: bytes) -> dict[str, np.ndarray]:
 
 def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, events_dir: str,
                     bounds: list[int], counts: list[int], offsets: list[int], first_seq: int,
-                    index_jobs: list[dict]) -> Iterator[pa.RecordBatch]:
+                    index_jobs: list[dict], target: StreamTarget | None = None
+                    ) -> Iterator[pa.RecordBatch]:
     """Write one sorted partition as data files (one row group per leaf) and, for every
     requested index, sorted runs; yield one metadata row per file/run.
 
@@ -210,9 +228,9 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
     ``first_seq + offsets[b]``). Rows are sorted by time, so each bucket is one contiguous run;
     every run is written on its own (files and index runs never span two buckets). A run whose
     length differs from the driver's count fails the task instead of writing wrong seqs.
-    Complexity: O(rows log buckets) to find the runs, plus the writes."""
-    from replaydb.store.writer import write_event_files
-
+    Through the store (``target``), every file is uploaded before the rows are yielded
+    (:class:`~replaydb.ingest.outputs.TaskOutputs`). Complexity: O(rows log buckets) to find
+    the runs, plus the writes."""
     schema = StreamSchema.from_json(json.loads(schema_json))
     parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     if not parts:
@@ -224,6 +242,20 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
     cuts = np.flatnonzero(np.diff(bucket)) + 1
     starts = np.concatenate([[0], cuts]).tolist()
     ends = np.concatenate([cuts, [len(t_all)]]).tolist()
+    with TaskOutputs(target) as outputs:
+        rows = _write_runs(table, t_all, bucket, starts, ends, schema, outputs, events_dir,
+                           counts, offsets, first_seq, index_jobs)
+    yield pa.RecordBatch.from_pylist(rows, schema=META_SCHEMA)
+
+
+def _write_runs(table: pa.Table, t_all: np.ndarray, bucket: np.ndarray, starts: list[int],
+                ends: list[int], schema: StreamSchema, outputs: TaskOutputs, events_dir: str,
+                counts: list[int], offsets: list[int], first_seq: int,
+                index_jobs: list[dict]) -> list[dict]:
+    """The writes of :func:`write_partition`: one bucket's run ``[s, e)`` at a time; returns
+    the metadata rows."""
+    from replaydb.store.writer import write_event_files
+
     specs = [AggSpec(a.name, a.kind) for a in schema.numeric]
     rows = []
     for s, e in zip(starts, ends):
@@ -233,7 +265,7 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
                                f"the driver counted {counts[b]}; nothing was committed")
         run = table.slice(s, e - s)
         seq0 = first_seq + offsets[b]
-        prepared = write_event_files(Path(events_dir), schema, run, seq0, specs)
+        prepared = write_event_files(Path(outputs.path(events_dir)), schema, run, seq0, specs)
         for i, p in enumerate(prepared):
             f = p.info
             stats = json.loads(p.stats)
@@ -249,7 +281,8 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
             t = t_all[s:e]
             for k, job in enumerate(index_jobs):
                 c0 = time.process_time()
-                add = write_task_run(job, run.column(job["column"]), seq, t, b)
+                add = write_task_run({**job, "path": outputs.path(job["path"])},
+                                     run.column(job["column"]), seq, t, b)
                 if add is not None:
                     add["cpu_seconds"] = time.process_time() - c0
                     rows.append({"pid": b, "idx": k, "kind": "index:" + job["column"],
@@ -257,12 +290,14 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
                                  "seq_min": int(seq0), "t_min": int(t[0]), "t_max": int(t[-1]),
                                  "row_groups": 0, "stats": json.dumps(add, default=str),
                                  "payload": b""})
-    yield pa.RecordBatch.from_pylist(rows, schema=META_SCHEMA)
+    return rows
 
 
 def write_quarantine(batches: Iterator[pa.RecordBatch], *, table_dir: str, batch_id: str,
-                     sources: list[str]) -> Iterator[pa.RecordBatch]:
-    """Write bad rows as Parquet files of the quarantine table; yield their metadata."""
+                     sources: list[str], target: StreamTarget | None = None
+                     ) -> Iterator[pa.RecordBatch]:
+    """Write bad rows as Parquet files of the quarantine table (uploaded first through the
+    store, ``target``); yield their metadata."""
     parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     if not parts:
         return
@@ -279,10 +314,12 @@ def write_quarantine(batches: Iterator[pa.RecordBatch], *, table_dir: str, batch
         "raw": bad.column("_raw"),
         "quarantined_at": pa.array([now] * bad.num_rows, pa.timestamp("ms", tz="UTC")),
     }, schema=QUARANTINE_SCHEMA.append(pa.field("quarantined_at", pa.timestamp("ms", tz="UTC"))))
-    os.makedirs(table_dir, exist_ok=True)
     name = f"part-{uuid.uuid4().hex}.parquet"
-    pq.write_table(tbl, os.path.join(table_dir, name))
-    size = os.path.getsize(os.path.join(table_dir, name))
+    with TaskOutputs(target) as outputs:
+        local_dir = outputs.path(table_dir)
+        os.makedirs(local_dir, exist_ok=True)
+        pq.write_table(tbl, os.path.join(local_dir, name))
+        size = os.path.getsize(os.path.join(local_dir, name))
     yield pa.RecordBatch.from_pylist([{
         "pid": 0, "idx": 0, "kind": "quarantine", "path": name, "rows": tbl.num_rows,
         "size": size, "seq_min": 0, "t_min": 0, "t_max": 0, "row_groups": 0,

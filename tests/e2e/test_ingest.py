@@ -217,7 +217,7 @@ def test_time_buckets_keep_ties_together_and_seq_is_dense(tmp_path, spark):
 def test_partition_labels_put_bucket_i_in_partition_i(spark):
     from pyspark.sql import functions as F
 
-    from replaydb.ingest.job import bucket_expr, partition_labels, time_bounds
+    from replaydb.ingest.buckets import bucket_expr, partition_labels, time_bounds
 
     for n in (1, 2, 5, 13):
         labels = partition_labels(spark, n)
@@ -255,7 +255,7 @@ def test_failed_job_removes_its_staging_and_vacuum_removes_leftovers(tmp_path, s
 
 
 def test_partition_count_whole_waves():
-    from replaydb.ingest.job import partition_count
+    from replaydb.ingest.buckets import partition_count
 
     assert partition_count(1000, 2_000_000, 2) == 1            # tiny: one partition
     assert partition_count(1_000_000, 2_000_000, 2) == 2       # every core gets work

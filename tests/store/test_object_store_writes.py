@@ -25,6 +25,7 @@ from replaydb.errors import StoreError, StreamNotFound
 from replaydb.indexes.manage import create_index
 from replaydb.store.mirror import CacheOptions
 from replaydb.store.store import Store
+from replaydb.store.vacuum import vacuum_stream
 from tests.remote_cases import batch, race, same, write_twins
 
 
@@ -100,9 +101,6 @@ def test_cli_ingest_query_check_vacuum(s3, tmp_path, capsys, spark) -> None:
     assert cli_main(["ingest", uri, "ev", str(src), "--time", "t", "--time-unit", "ms",
                      "--lateness", "10000000", "--index", "k", "--master", "local[2]",
                      *flags]) == 0
-    assert cli_main(["ingest", uri, "ev", str(src), "--time", "t",
-                     "--master", "spark://127.0.0.1:7077", *flags]) == 2
-    assert "runs on a local Spark master" in capsys.readouterr().err
     capsys.readouterr()
     local = replaydb.open(tmp_path / "local", create=True)
     local.create_stream("ev", batch(0).schema, time_unit="ms", lateness=10_000_000)
@@ -148,3 +146,51 @@ def test_a_long_log_is_mirrored_from_its_checkpoint(s3, tmp_path) -> None:
     old = reader.stream("ev", version=5)
     assert old.read().num_rows == 5 * 20
     assert reader.check() == {"ev": []}
+
+
+def test_ingest_through_the_store_touches_no_driver_directory(s3, tmp_path, spark) -> None:
+    """``through_store`` (what a Spark cluster's ingest does): the tasks stage, write and read
+    back through the object store. The stream equals its local twin, and the driver's mirror
+    never holds what the tasks wrote (index runs, quarantine files; in the mirror's way they
+    stay there), nor does staging outlive the job."""
+    from replaydb.ingest.job import ingest
+
+    uri = _uri()
+    s3.bucket(uri[5:].split("/")[0])
+    rows = pa.concat_tables([batch(p) for p in range(3)])
+    src = tmp_path / "events.csv"
+    text = rows.to_pandas().to_csv(index=False).splitlines()
+    text[17] = "oops,1,0.5"  # a bad row, quarantined by a task
+    src.write_text("\n".join(text) + "\n")
+    late = batch(9, 500).set_column(0, "t", pa.array(np.arange(500, dtype=np.int64) * 97 + 1))
+    src2 = tmp_path / "late.parquet"
+    pq.write_table(late, src2)
+    cache = tmp_path / "cache"
+    remote = _open(s3, uri, cache, create=True)
+    for path in (src, src2):
+        ingest(remote, "ev", [str(path)], time_unit="ms", lateness=10_000_000, index=["k"],
+               spark=spark, quiet=True, through_store=True)
+        stream = next(cache.rglob("streams/ev"))
+        if path == src:  # the second ingest's driver writes a tombstone run (late rows)
+            assert not list(stream.rglob("indexes/k/*.parquet"))
+        assert not list(stream.rglob("quarantine/*.parquet"))
+        assert not [p for p in stream.rglob("_staging/*") if p.is_file()]
+    local = replaydb.open(tmp_path / "local", create=True)
+    local.create_stream("ev", batch(0).schema, time_unit="ms", lateness=10_000_000)
+    local.append("ev", pa.Table.from_pylist([r for i, r in enumerate(rows.to_pylist())
+                                             if i != 16], schema=rows.schema))
+    create_index(local, "ev", "k")
+    local.append("ev", late, lateness=10_000_000)
+    _same(local, uri, s3, tmp_path / "r")
+    listed = remote.location.list("streams/ev", recursive=True)
+    assert not [e.rel for e in listed if "/_staging/" in e.rel and e.size >= 0]
+    bad = _open(s3, uri, tmp_path / "q").stream("ev").side("quarantine").read()
+    assert bad.num_rows == 1 and bad.column("row").to_pylist() == [17]
+    # what a killed job staged on the object store is vacuum's, once old enough
+    remote.location.put("streams/ev/_staging/killed/good-1.parquet", b"rows")
+    assert vacuum_stream(remote, "ev")["files"] == []
+    swept = vacuum_stream(remote, "ev", min_age=0)["files"]
+    assert "_staging/killed/good-1.parquet" in swept
+    assert not [e for e in remote.location.list("streams/ev", recursive=True)
+                if "/_staging/" in e.rel and e.size >= 0]
+    assert not list(cache.rglob("good-1.parquet"))  # never mirrored

@@ -1,0 +1,154 @@
+"""Where ingest tasks put what they write, and how staged rows come back, with or without a
+file system shared with the driver.
+
+On a local Spark master the executors run on the driver's machine: they write the stream's data
+files, index runs, quarantine files and staged rows straight into the stream's directory (for a
+store on an object store, the driver's mirror of it, which the commit publishes;
+:mod:`replaydb.store.remotewrite`), and Spark's JVM reads the staged rows back with its own
+Parquet reader.
+
+On a cluster the executors do not see the driver's disk, and Spark's JVM does not read object
+stores without extra jars. So for a store on an object store and a master that is not local,
+the job runs **through the store** (:class:`StreamTarget`): a task writes into a temporary
+directory of its own laid out like the stream's directory and uploads every file it wrote to
+the same place on the object store before it reports them (:class:`TaskOutputs`); the staged
+rows are uploaded too and read back by Python tasks (:func:`staged_frame`), not by the JVM.
+The driver never needs the files: it commits the names and sizes the tasks report, and the
+object store already holds them when the commit's publish step lists the stream.
+
+Files are uniquely named (a retried task attempt writes the same index run name with the same
+entries), so an upload never replaces a file a reader uses; files of a failed job are
+unreferenced and ``replaydb vacuum`` removes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from replaydb.store.location import RemoteLocation
+
+UPLOADS_IN_FLIGHT = 8
+"""Concurrent uploads of one task's files."""
+
+
+@dataclass(frozen=True)
+class StreamTarget:
+    """A stream of a store on an object store, as a task reaches it (picklable): the store's
+    URI and storage options, the stream directory's path relative to the store root, and the
+    driver's local name of that directory (the paths the driver hands to tasks start with it)."""
+
+    uri: str
+    options: tuple[tuple[str, str], ...]
+    rel: str
+    local_dir: str
+
+    @classmethod
+    def of(cls, location: RemoteLocation, rel: str, local_dir: str | os.PathLike[str]
+           ) -> StreamTarget:
+        return cls(location.uri, tuple(sorted(location.options.items())), rel.strip("/"),
+                   str(local_dir))
+
+    def location(self) -> RemoteLocation:
+        """The store's location, opened once per process."""
+        return _location(self.uri, self.options)
+
+    def rel_of(self, path: str | os.PathLike[str]) -> str:
+        """The store-relative name of ``path``, a path under :attr:`local_dir`."""
+        inner = Path(path).relative_to(self.local_dir).as_posix()
+        return self.rel if inner == "." else f"{self.rel}/{inner}"
+
+
+@functools.lru_cache(maxsize=8)
+def _location(uri: str, options: tuple[tuple[str, str], ...]) -> RemoteLocation:
+    return RemoteLocation(uri, dict(options))
+
+
+class TaskOutputs:
+    """The paths one task writes the stream's files to.
+
+    Without a target, :meth:`path` is the identity: the files go where the driver named them.
+    With one, they go into a temporary directory laid out like the stream's, and
+    :meth:`publish` uploads them to their places on the object store and removes the
+    directory; :meth:`discard` removes it without uploading (a failed task)."""
+
+    def __init__(self, target: StreamTarget | None) -> None:
+        self.target = target
+        self.root = tempfile.mkdtemp(prefix="replaydb-task-") if target is not None else None
+
+    def path(self, driver_path: str | os.PathLike[str]) -> str:
+        """Where to write what the driver calls ``driver_path`` (a path in the stream's
+        directory)."""
+        if self.target is None or self.root is None:
+            return str(driver_path)
+        inner = Path(driver_path).relative_to(self.target.local_dir)
+        return str(Path(self.root, inner))
+
+    def publish(self) -> int:
+        """Upload every file written under the temporary directory (concurrently), then remove
+        it; returns the number of files. Nothing to do without a target."""
+        if self.target is None or self.root is None:
+            return 0
+        files = [Path(d, n) for d, _, names in os.walk(self.root) for n in names]
+        loc = self.target.location()
+
+        def upload(f: Path) -> None:
+            inner = f.relative_to(self.root).as_posix()
+            loc.put_file(f"{self.target.rel}/{inner}", f)
+
+        try:
+            if files:
+                with ThreadPoolExecutor(min(UPLOADS_IN_FLIGHT, len(files))) as pool:
+                    list(pool.map(upload, files))
+        finally:
+            self.discard()
+        return len(files)
+
+    def discard(self) -> None:
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+
+    def __enter__(self) -> TaskOutputs:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is None:
+            self.publish()
+        else:
+            self.discard()
+
+
+def read_staged(batches: Iterator[pa.RecordBatch], *, target: StreamTarget,
+                schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Inside a Spark task: the rows of the staged files named by the rows of ``batches``
+    (column ``path``, store-relative), read from the object store in ``schema``, in the
+    files' order, one row group at a time."""
+    loc = target.location()
+    for b in batches:
+        for rel in b.column("path").to_pylist():
+            with loc.open_file(rel) as f:
+                pf = pq.ParquetFile(f)
+                for i in range(pf.metadata.num_row_groups):
+                    yield from pf.read_row_group(i).cast(schema).to_batches()
+
+
+def staged_frame(spark: Any, target: StreamTarget, rels: list[str], schema: pa.Schema) -> Any:
+    """A Spark DataFrame of the staged files ``rels`` (store-relative; one task per file), read
+    by Python tasks from the object store; re-reads them whenever Spark evaluates it again."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    paths = spark.createDataFrame([(r,) for r in rels], "path string")
+    paths = paths.repartition(max(1, len(rels)))
+    return paths.mapInArrow(functools.partial(read_staged, target=target, schema=schema),
+                            from_arrow_schema(schema))
