@@ -8,6 +8,7 @@ import sys
 from replaydb.cli import open_store, store_argument
 from replaydb.cli.output import print_json
 from replaydb.errors import UsageError
+from replaydb.store.location import is_remote, parse_options
 from replaydb.store.schema import KINDS, Attribute, StreamSchema
 from replaydb.timeunits import describe_range
 
@@ -24,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     store_argument(p, "the store (created if missing)")
     p.add_argument("stream", help="stream name (created if missing)")
     p.add_argument("sources", nargs="+", metavar="SOURCE",
-                   help="files, globs, directories or Delta table folders")
+                   help="files, globs, directories or Delta table folders, local or on an "
+                        "object store (s3://bucket/raw/*.csv; --storage-option applies to them "
+                        "too)")
     p.add_argument("--time", dest="time_column", default="t", metavar="COL",
                    help="the source's event-time column (default: t)")
     p.add_argument("--time-unit", default=None, choices=["s", "ms", "us", "ns"],
@@ -78,6 +81,9 @@ def parse_schema_arg(text: str, **kw) -> StreamSchema:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from replaydb.ingest.job import ingest
 
+    given = parse_options(args.storage_option) if args.storage_option else None
+    if not is_remote(args.store):  # the options are for the sources on an object store
+        args.storage_option = None
     store = open_store(args, create=True)
     unit = args.time_unit or "ms"
     schema = None
@@ -100,7 +106,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         type_column=args.type_column, upper_column=args.upper, pmf_column=args.pmf,
         master=args.master, extra=args.extra,
         duplicates=args.duplicates, rows_per_partition=args.rows_per_partition,
-        quiet=True if args.json else None,
+        quiet=True if args.json else None, source_options=given,
     )
     if args.json:
         print_json(res.as_dict())

@@ -53,6 +53,7 @@ from replaydb.errors import DataError, LateEventError, UsageError
 from replaydb.ingest import tasks as T
 from replaydb.ingest.buckets import bucket_expr, partition_count, partition_labels, time_bounds
 from replaydb.ingest.outputs import StreamTarget, staged_frame
+from replaydb.ingest.sourcefiles import SourceOptions
 from replaydb.ingest.sources import (
     batch_fingerprint,
     expand_sources,
@@ -132,6 +133,7 @@ def ingest(
     spark: Any = None,
     quiet: bool = False,
     through_store: bool | None = None,
+    source_options: dict[str, str] | None = None,
 ) -> IngestResult:
     """Run the ingestion job (see the module docstring); ``sources`` are paths/globs or a Spark
     DataFrame. Creates the stream if it does not exist (``time_unit``, ``lateness``,
@@ -139,7 +141,10 @@ def ingest(
     so a numeric time column's values stay numbers in results, ``StreamSchema.time_instants``).
     ``through_store``: whether the tasks of a store on an object store write and stage through
     the object store itself rather than the driver's mirror of it (:mod:`.outputs`); default:
-    when the Spark master is not local (a cluster's executors do not see the driver's disk)."""
+    when the Spark master is not local (a cluster's executors do not see the driver's disk).
+    ``source_options``: storage options for sources named by object-store URIs
+    (:mod:`.sourcefiles`; default: the store's own for sources on its kind of store, else the
+    environment)."""
     from pyspark.sql import functions as F
 
     from replaydb.spark import get_spark
@@ -149,8 +154,11 @@ def ingest(
     stages: dict[str, float] = {}
     is_frame = not isinstance(sources, list | tuple | str)
     files: list[tuple[str, str]] = []
+    so = SourceOptions()
     if not is_frame:
-        files = expand_sources([sources] if isinstance(sources, str) else list(sources), fmt)
+        names = [sources] if isinstance(sources, str) else list(sources)
+        so = SourceOptions.resolve(names, source_options, store.location)
+        files = expand_sources(names, fmt, so)
         if not files:
             raise UsageError("no source files")
     options = {"time_column": time_column, "source_unit": source_unit,
@@ -158,7 +166,7 @@ def ingest(
     if batch_id is None:
         if is_frame:
             raise UsageError("ingesting a DataFrame needs an explicit batch_id (exactly-once)")
-        batch_id = batch_fingerprint(files, {**options, "stream": stream})
+        batch_id = batch_fingerprint(files, {**options, "stream": stream}, so)
 
     if through_store and store.location is None:
         raise UsageError(f"{store.uri}: through_store needs a store on an object store")
@@ -171,7 +179,7 @@ def ingest(
 
                 arrow_src = to_arrow_schema(src_schema)
             else:
-                arrow_src = infer_schema(files)
+                arrow_src = infer_schema(files, so)
             schema = StreamSchema.infer(arrow_src, time_column=time_column, time_unit=time_unit,
                                         unit_declared=unit_declared, lateness=lateness, type_column=type_column,
                                         upper_column=upper_column, pmf_column=pmf_column)
@@ -179,7 +187,7 @@ def ingest(
         created = True
     try:
         if files:
-            check_source_schemas(files, store.stream(stream).schema, options)
+            check_source_schemas(files, store.stream(stream).schema, options, so)
         spark = spark or get_spark(master, app_name=f"replaydb ingest {stream}", quiet=quiet)
         sc = spark.sparkContext
         sc.setJobGroup(f"replaydb-ingest-{stream}", f"replaydb ingest into {stream}")
@@ -187,7 +195,7 @@ def ingest(
             target = _stream_target(w, spark, through_store)
             return _run(store, w, stream, sources, files, is_frame, options, index, strict,
                         batch_id, rows_per_partition, spark, F, start, stages,
-                        quiet, target)
+                        quiet, target, so)
     except BaseException:
         if created and store.has_stream(stream) and store.stream(stream).n_events == 0:
             store.drop_stream(stream)
@@ -220,7 +228,8 @@ def _stream_target(w: Any, spark: Any, through_store: bool | None) -> StreamTarg
 def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, str]],
          is_frame: bool, options: dict, index: Any, strict: bool, batch_id: str,
          rows_per_partition: int, spark: Any, F: Any, start: float,
-         stages: dict[str, float], quiet: bool, target: StreamTarget | None) -> IngestResult:
+         stages: dict[str, float], quiet: bool, target: StreamTarget | None,
+         so: SourceOptions) -> IngestResult:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from replaydb.store import deltaio
@@ -252,7 +261,7 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
                                                  target=target),
                                stage_spark)
     else:
-        read_tasks = plan_tasks(files)
+        read_tasks = plan_tasks(files, so)
         _say(f"reading {len(files)} source file(s) in {len(read_tasks)} task(s)", quiet)
         tdf = spark.createDataFrame([t.as_dict() for t in read_tasks],
                                     "source int, path string, fmt string, rg_start int, "
@@ -260,7 +269,7 @@ def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, s
         tdf = tdf.repartition(max(1, len(read_tasks)))
         staged = tdf.mapInArrow(functools.partial(
             T.parse_tasks, schema_json=schema_json, options=options, stage_dir=stage_dir,
-            target=target), stage_spark)
+            target=target, sources=so), stage_spark)
     try:
         return _after_parse(store, w, stream, staged.toArrow().to_pylist(), files, index,
                             strict, batch_id, rows_per_partition, spark, F, start, stages, t0,
@@ -520,7 +529,7 @@ def _quarantine(w: Any, bad: Any, n_bad: int, batch_id: str, source_names: list[
 
 
 def check_source_schemas(files: list[tuple[str, str]], schema: StreamSchema,
-                         options: dict[str, Any]) -> None:
+                         options: dict[str, Any], so: SourceOptions | None = None) -> None:
     """Apply the column rules of :func:`~replaydb.store.normalize.normalize` (time column present,
     no unknown columns unless ``extra="ignore"``, non-nullable columns present, types castable) to
     every source's schema on the driver, before any Spark task runs: schema drift is a clear
@@ -532,7 +541,7 @@ def check_source_schemas(files: list[tuple[str, str]], schema: StreamSchema,
 
     for path, fmt in files:
         try:
-            normalize(source_schema(path, fmt).empty_table(), schema, **options)
+            normalize(source_schema(path, fmt, so).empty_table(), schema, **options)
         except SchemaError as exc:
             raise SchemaError(exc.reason, column=exc.column, source=path, hint=exc.hint) from None
 

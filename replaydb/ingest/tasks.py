@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replaydb.ingest.outputs import StreamTarget, TaskOutputs
+from replaydb.ingest.sourcefiles import SourceOptions
 from replaydb.ingest.sources import ReadTask, read_task
 from replaydb.store.normalize import QUARANTINE_SCHEMA, normalize
 from replaydb.store.schema import StreamSchema
@@ -164,8 +165,8 @@ class _Stager:
 
 
 def parse_tasks(batches: Iterator[pa.RecordBatch], *, schema_json: str, options: dict,
-                stage_dir: str, target: StreamTarget | None = None
-                ) -> Iterator[pa.RecordBatch]:
+                stage_dir: str, target: StreamTarget | None = None,
+                sources: SourceOptions | None = None) -> Iterator[pa.RecordBatch]:
     """Read and normalize the read tasks given as rows (one task per row) into this Spark task's
     staging files; yield the task's summary row (:data:`STAGE_SCHEMA`)."""
     schema = StreamSchema.from_json(json.loads(schema_json))
@@ -173,7 +174,7 @@ def parse_tasks(batches: Iterator[pa.RecordBatch], *, schema_json: str, options:
     for b in batches:
         for task in b.to_pylist():
             t = ReadTask(**task)
-            table = read_task(t)
+            table = read_task(t, so=sources)
             rows = t.row_offset + np.arange(1, table.num_rows + 1, dtype=np.int64)
             stager.add(normalize(table, schema, row_numbers=rows, source=t.path, **options),
                        t.source)

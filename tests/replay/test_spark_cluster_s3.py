@@ -1,9 +1,11 @@
-"""``--engine spark`` queries on a real Spark standalone cluster (a master and two workers started
-by the test) over a store that lives only on the S3 endpoint: the local store it was copied from
-is deleted first, the driver runs in its own process with its own cache, and the executors read
-the data files through the store's URI (no directory is shared with them for the store). The
-rows must equal local execution of the same store before it was copied, for every case's
-parallel mode.
+"""A real Spark standalone cluster (a master and two workers started by the test) over a store
+that lives only on the S3 endpoint. ``--engine spark`` queries: the local store it was copied
+from is deleted first, the driver runs in its own process with its own cache, and the executors
+read the data files through the store's URI (no directory is shared with them for the store);
+the rows must equal local execution of the same store before it was copied, for every case's
+parallel mode. ``replaydb ingest`` on the cluster, from sources on S3: the tasks read the
+sources and stage, write and read back through the URIs; the stream must equal a local twin
+written by appends.
 
 Slow (a cluster, a driver JVM, fresh Python workers): ``make test-all``.
 """
@@ -15,11 +17,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import replaydb
+from replaydb.indexes.manage import create_index
+from replaydb.replay.spark.cluster import LocalCluster
+from replaydb.store.mirror import CacheOptions
+from replaydb.store.store import Store
 from tests.conftest import EXECUTOR_GUARD
+from tests.remote_cases import QUERY, batch, same
 from tests.spark_cases import QUERIES, STREAM, make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -30,8 +39,6 @@ NAMES = ("mr_part_one", "sase_equiv", "tps_part")
 
 
 def test_cluster_reads_a_store_on_s3_only(s3, tmp_path: Path) -> None:
-    from replaydb.replay.spark.cluster import LocalCluster
-
     local_path = tmp_path / "s"
     store = make_store(local_path, seed=33, n=5000)
     want = {n: replaydb.query(store, QUERIES[n], plan="replay",
@@ -61,3 +68,59 @@ def test_cluster_reads_a_store_on_s3_only(s3, tmp_path: Path) -> None:
             assert got.select(cols).sort_by(key).equals(
                 expected.cast(got.schema).select(cols).sort_by(key)), name
     assert not list((tmp_path / "driver-cache").rglob("part-*.parquet"))
+
+
+def _cli(c, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:  # noqa: ANN001
+    env = {**c.env, "REPLAYDB_SPARK_DRIVER_MEMORY": "1g",
+           "REPLAYDB_SPARK_CONF": ";".join(f"{k}={v}" for k, v in EXECUTOR_GUARD.items())}
+    proc = subprocess.run([sys.executable, "-m", "replaydb", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def test_cluster_ingests_into_a_store_on_s3_only(s3, tmp_path: Path) -> None:
+    uri = "s3://cluster-ingest/store"
+    s3.bucket("cluster-ingest")
+    rows = pa.concat_tables([batch(p) for p in range(3)])
+    src = tmp_path / "events.csv"
+    text = rows.to_pandas().to_csv(index=False).splitlines()
+    text[17] = "oops,1,0.5"  # a bad row: quarantined by a task on a worker
+    src.write_text("\n".join(text) + "\n")
+    late = batch(9, 500).set_column(0, "t", pa.array(np.arange(500, dtype=np.int64) * 97 + 1))
+    src2 = tmp_path / "late.parquet"
+    pq.write_table(late, src2)
+    raw = s3.upload(src, "s3://cluster-ingest/raw/events.csv")
+    raw2 = s3.upload(src2, "s3://cluster-ingest/raw/late.parquet")
+    src.unlink()
+    src2.unlink()
+    cache = tmp_path / "driver-cache"
+    flags = [f"--storage-option={k}={v}" for k, v in s3.options.items()]
+    flags += ["--cache-dir", str(cache)]
+    with LocalCluster(workers=2, cores=1, memory="1g", work_dir=tmp_path / "cluster") as c:
+        ingest = ["ingest", uri, "ev", "--time", "t", "--time-unit", "ms", "--lateness",
+                  "10000000", "--index", "k", "--rows-per-partition", "5000", "--master", c.url,
+                  *flags]
+        _cli(c, [*ingest[:3], raw, *ingest[3:]], tmp_path)
+        # the workers wrote the index runs and quarantine files: none is in the driver's cache
+        assert not list(cache.rglob("indexes/k/*.parquet"))
+        assert not list(cache.rglob("quarantine/*.parquet"))
+        _cli(c, [*ingest[:3], raw2, *ingest[3:]], tmp_path)  # rewrites the stored tail
+        out = tmp_path / "rows.parquet"
+        _cli(c, ["query", uri, QUERY, "--engine", "spark", "--master", c.url, "--format",
+                 "parquet", "--output", str(out), *flags], tmp_path)
+    local = replaydb.open(tmp_path / "local", create=True)
+    local.create_stream("ev", batch(0).schema, time_unit="ms", lateness=10_000_000)
+    local.append("ev", pa.Table.from_pylist([r for i, r in enumerate(rows.to_pylist())
+                                             if i != 16], schema=rows.schema))
+    create_index(local, "ev", "k")
+    local.append("ev", late, lateness=10_000_000)
+    want = replaydb.query(local, QUERY, plan="replay").table
+    assert pq.read_table(out).select(want.column_names).cast(want.schema).equals(want)
+    reader = Store(uri, storage_options=s3.options, cache=CacheOptions(dir=str(tmp_path / "r")))
+    same(local, reader)
+    bad = reader.stream("ev").side("quarantine").read()
+    assert bad.column("row").to_pylist() == [17]
+    assert bad.column("source").to_pylist() == [raw]
+    assert not [e for e in reader.location.list("streams/ev", recursive=True)
+                if "/_staging/" in e.rel and e.size >= 0]
