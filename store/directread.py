@@ -10,10 +10,11 @@ object store, from the buffer of the chunks fetched, :mod:`.remotefile`); the Py
 is a handful of calls per read, as each NumPy or Arrow call has a fixed cost.
 
 It decodes what the store writes (:func:`.deltaio.column_layout`: delta-packed integer
-columns, PLAIN values under snappy or none) and the other common fixed-width layouts; a column
-it does not decode (strings, booleans, dictionary pages, data pages v2, other codecs, nested
-columns) or a chunk that does not parse makes :meth:`DirectFile.read` answer None, and the
-caller reads through Arrow - which also reports a corrupt file properly. The result equals
+columns, PLAIN values under snappy or none, dictionary-coded strings) and the other common
+fixed-width and byte-array layouts (:mod:`.stringcodec`); a column it does not decode
+(booleans, fixed-width dictionary pages, data pages v2, other codecs, nested columns) or a
+chunk that does not parse makes :meth:`DirectFile.read` answer None, and the caller reads
+through Arrow - which also reports a corrupt file properly. The result equals
 Arrow's: the same columns in the order asked, the file's field types and nullability, nulls
 where the file has them.
 
@@ -34,9 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replaydb.store import pagecodec
+from replaydb.store import pagecodec, stringcodec
 
-_WIDTH = {"INT64": 8, "DOUBLE": 8, "INT32": 4, "FLOAT": 4}
+_WIDTH = {"INT64": 8, "DOUBLE": 8, "INT32": 4, "FLOAT": 4, "BYTE_ARRAY": 0}
+"""Bytes per value of the physical types decoded; 0 for byte arrays (heap slots)."""
 _CODECS = {"UNCOMPRESSED": pagecodec.CODEC_NONE, "SNAPPY": pagecodec.CODEC_SNAPPY}
 _UNKNOWN = -1
 _NO = -2
@@ -63,6 +65,7 @@ class DirectFile:
         self._col: dict[str, int] = {}
         self._width: dict[str, int] = {}
         self._optional: dict[str, bool] = {}
+        self._byte_cols: set[int] = set()
         flat = md.num_columns == len(schema)
         for c in range(md.num_columns if flat else 0):
             col = md.schema.column(c)
@@ -75,6 +78,8 @@ class DirectFile:
             self._col[name] = c
             self._width[name] = w
             self._optional[name] = col.max_definition_level == 1
+            if w == 0:
+                self._byte_cols.add(c)
         n_rg = md.num_row_groups
         self._rows = np.full(n_rg, _UNKNOWN, np.int64)
         self._start = np.full((n_rg, md.num_columns), _UNKNOWN, np.int64)
@@ -113,7 +118,11 @@ class DirectFile:
                     codec = _CODECS.get(cm.compression)
                     start = cm.data_page_offset
                     size = cm.total_compressed_size
-                    if (codec is None or cm.has_dictionary_page or start < 0 or size < 0
+                    paged = cm.has_dictionary_page
+                    if paged and c in self._byte_cols:  # the chunk starts at its dictionary
+                        start = cm.dictionary_page_offset
+                        paged = start is None or start <= 0 or start > cm.data_page_offset
+                    if (codec is None or paged or start < 0 or size < 0
                             or start + size > self._buf.size):
                         self._start[g, c] = _NO
                         continue
@@ -149,32 +158,34 @@ class DirectFile:
             return None
         idx, width, optional, schema = plan
         g = np.asarray(groups, np.int64)
-        st, out, valid, nulls = self._located(g, idx, lambda: pagecodec.read_columns(
+        heap = Heap()
+        st, out, valid, nulls, heap.bytes = self._located(g, idx, lambda: pagecodec.read_columns(
             self._buf, g, idx, self._rows, self._start, self._size, self._usize,
-            self._codec, width, optional))
-        return table_of(width, schema, out, valid, nulls) if st == pagecodec.OK else None
+            self._codec, width, optional, heap.bytes, heap.used))
+        return table_of(width, schema, out, valid, nulls, heap) if st == pagecodec.OK else None
 
     def read_into(self, groups: np.ndarray, columns: tuple[str, ...], out: np.ndarray,
-                  valid: np.ndarray, at: int
+                  valid: np.ndarray, at: int, heap: Heap
                   ) -> tuple[int, np.ndarray, np.ndarray, pa.Schema] | None:
         """Decode row groups ``groups`` of ``columns`` into ``out[k, at:]`` / ``valid[k, at:]``
         (:func:`.pagecodec.read_columns_into`; ``valid`` is written for optional columns
-        only): ``(rows, column widths, optional flags, schema of the columns)`` - the same
-        objects for every file of one layout - or None when this reader does not decode them
-        or they do not fit (read through Arrow then). For :meth:`ParquetCache.read_files`,
-        which builds one table of several files' row groups. O(bytes of the chunks read)."""
+        only; byte arrays onto ``heap``): ``(rows, column widths, optional flags, schema of
+        the columns)`` - the same objects for every file of one layout - or None when this
+        reader does not decode them or they do not fit (read through Arrow then). For
+        :meth:`ParquetCache.read_files`, which builds one table of several files' row groups.
+        O(bytes of the chunks read)."""
         plan = self._plan(columns)
         if plan is None:
             return None
         idx, width, optional, schema = plan
-        st, n = self._located(groups, idx, lambda: pagecodec.read_columns_into(
+        st, n, heap.bytes = self._located(groups, idx, lambda: pagecodec.read_columns_into(
             self._buf, groups, idx, self._rows, self._start, self._size, self._usize,
-            self._codec, width, optional, out, valid, at))
+            self._codec, width, optional, out, valid, at, heap.bytes, heap.used))
         return (n, width, optional, schema) if st == pagecodec.OK else None
 
     def read_kept_into(self, groups: np.ndarray, columns: tuple[str, ...], lo: np.ndarray,
                        hi: np.ndarray, state: np.ndarray, out: np.ndarray, valid: np.ndarray,
-                       part_k: np.ndarray, part_n: np.ndarray
+                       part_k: np.ndarray, part_n: np.ndarray, heap: Heap
                        ) -> tuple[np.ndarray, np.ndarray, pa.Schema] | None:
         """Decode row groups ``groups`` of ``columns`` (the first the time column) keeping
         only the rows inside the time intervals ``[lo, hi)``
@@ -186,9 +197,10 @@ class DirectFile:
         if plan is None:
             return None
         idx, width, optional, schema = plan
-        st = self._located(groups, idx, lambda: (pagecodec.read_kept_into(
+        st, heap.bytes = self._located(groups, idx, lambda: pagecodec.read_kept_into(
             self._buf, groups, idx, self._rows, self._start, self._size, self._usize,
-            self._codec, width, optional, lo, hi, state, out, valid, part_k, part_n),))[0]
+            self._codec, width, optional, lo, hi, state, out, valid, part_k, part_n,
+            heap.bytes, heap.used))
         return (width, optional, schema) if st == pagecodec.OK else None
 
     def chunks(self, groups: np.ndarray, column: str
@@ -249,15 +261,39 @@ def _interned(columns: tuple[str, ...], plan: tuple[np.ndarray, np.ndarray, np.n
         return _PLANS.setdefault(key, plan)
 
 
+class Heap:
+    """The bytes of one read's byte-array values (:mod:`.stringcodec`): an array that decoders
+    append to (and may replace by a larger one) and ``used`` (``[bytes used]``)."""
+
+    __slots__ = ("bytes", "used")
+
+    def __init__(self) -> None:
+        self.bytes = _EMPTY_HEAP
+        self.used = np.zeros(1, np.int64)
+
+
+_EMPTY_HEAP = np.zeros(0, np.uint8)
+
+
 def table_of(width: np.ndarray, schema: pa.Schema, out: np.ndarray, valid: np.ndarray,
-             nulls: np.ndarray) -> pa.Table:
+             nulls: np.ndarray, heap: Heap) -> pa.Table | None:
     """The Arrow table of decoded slots: column k of ``schema`` from ``out[k]`` (uint64
-    slots, the low ``width[k]`` bytes used), with ``valid[k]`` as its validity when
-    ``nulls[k]`` > 0. No copy of 8-byte values. O(columns) plus the narrowing copies."""
+    slots, the low ``width[k]`` bytes used; for ``width[k]`` 0, the values' slots on
+    ``heap``), with ``valid[k]`` as its validity when ``nulls[k]`` > 0. No copy of 8-byte
+    values. None when a byte-array column does not fit Arrow's 32-bit offsets. O(columns)
+    plus the narrowing copies and the byte arrays' bytes."""
     types = schema.types
     arrays = []
     for k in range(len(types)):
-        if nulls[k]:
+        if width[k] == 0:
+            st, offsets, data = stringcodec.gather(heap.bytes, out[k])
+            if st != pagecodec.OK:
+                return None
+            bitmap = (pa.py_buffer(np.packbits(valid[k].view(np.bool_), bitorder="little"))
+                      if nulls[k] else None)
+            arrays.append(pa.Array.from_buffers(types[k], len(offsets) - 1, [
+                bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=int(nulls[k])))
+        elif nulls[k]:
             arrays.append(_nullable(types[k], out[k], valid[k], int(nulls[k]), int(width[k])))
         else:
             vals = out[k] if width[k] == 8 else out[k].astype(np.uint32)
@@ -277,6 +313,8 @@ def _nullable(t: pa.DataType, out: np.ndarray, valid: np.ndarray, nulls: int,
 
 def _fixed(t: pa.DataType, width: int) -> bool:
     """Whether Arrow type ``t`` holds the physical values of ``width`` bytes bit for bit."""
+    if width == 0:
+        return pa.types.is_string(t) or pa.types.is_binary(t)
     if pa.types.is_boolean(t) or pa.types.is_dictionary(t) or pa.types.is_decimal(t):
         return False
     try:

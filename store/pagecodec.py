@@ -11,7 +11,9 @@ the caller reads that file through Arrow instead (which reports corruption prope
 What is decoded (anything else answers :data:`UNSUPPORTED`):
 
 * pages: version-1 data pages (``PageHeader.type == DATA_PAGE``); index pages are skipped; a
-  dictionary page or a version-2 data page is unsupported;
+  version-2 data page is unsupported, and so is a dictionary page, except in a byte-array
+  column (strings and binary, :mod:`.stringcodec`, whose values travel as slots of a byte
+  heap: ``width`` 0 in the calls below);
 * codecs: uncompressed and snappy (the format's raw block format);
 * definition levels: none (required column) or max level 1, RLE / bit-packed hybrid;
 * values: PLAIN of 4- and 8-byte types, DELTA_BINARY_PACKED of INT32 and INT64.
@@ -44,7 +46,9 @@ from replaydb.store.pageheader import (
     _varint,
     page_header,
 )
+from replaydb.store.pagelevels import page_levels
 from replaydb.store.snappy import _snappy_at, snappy_decompress
+from replaydb.store.stringcodec import str_chunk
 
 CODEC_NONE = 0
 CODEC_SNAPPY = 1
@@ -52,42 +56,6 @@ CODEC_SNAPPY = 1
 ENC_PLAIN = 0
 ENC_RLE = 3
 ENC_DELTA = 5
-
-
-@nb.njit(cache=True, nogil=True)
-def _levels(src: np.ndarray, pos: int, end: int, n: int, valid: np.ndarray, at: int) -> int:
-    """Decode ``n`` definition levels of bit width 1 (RLE / bit-packed hybrid) from
-    ``src[pos:end]`` into ``valid[at:at + n]``; answers the number of non-null values or -1."""
-    got = 0
-    ones = 0
-    while got < n:
-        st, head, pos = _varint(src, pos, end)
-        if st != OK or head < 0:
-            return -1
-        if head & 1:  # bit-packed: (head >> 1) groups of 8 values, one bit each
-            cnt = (head >> 1) * 8
-            if pos + (head >> 1) > end:
-                return -1
-            for k in range(min(cnt, n - got)):
-                bit = (src[pos + (k >> 3)] >> (k & 7)) & 1
-                valid[at + got + k] = bit
-                ones += bit
-            pos += head >> 1
-            got += min(cnt, n - got)
-        else:
-            cnt = head >> 1
-            if pos >= end:
-                return -1
-            v = src[pos] & 1
-            if src[pos] > 1:
-                return -1
-            pos += 1
-            take = min(cnt, n - got)
-            valid[at + got:at + got + take] = v
-            if v:
-                ones += take
-            got += take
-    return ones
 
 
 LITTLE_ENDIAN = sys.byteorder == "little"
@@ -276,19 +244,9 @@ def _page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int, widt
     of a page with nulls. Answers ``(status, vals)``."""
     present = nvals
     if optional:
-        if denc != ENC_RLE:
-            return UNSUPPORTED, vals
-        if p + 4 > e:
-            return CORRUPT, vals
-        ln = (np.int64(src[p]) | (np.int64(src[p + 1]) << 8)
-              | (np.int64(src[p + 2]) << 16) | (np.int64(src[p + 3]) << 24))
-        p += 4
-        if p + ln > e:
-            return CORRUPT, vals
-        present = _levels(src, p, p + ln, nvals, valid, at)
-        if present < 0:
-            return CORRUPT, vals
-        p += ln
+        st, present, p = page_levels(src, p, e, nvals, denc, valid, at)
+        if st != OK:
+            return st, vals
     if present == nvals:
         dst = out[at:at + nvals]
     else:
@@ -395,11 +353,27 @@ def _extent(groups: np.ndarray, cols: np.ndarray, rows: np.ndarray, start: np.nd
 
 
 @nb.njit(cache=True, nogil=True)
+def _any_chunk(buf: np.ndarray, s: int, e: int, rows: int, codec: int, width: int,
+               optional: bool, out: np.ndarray, valid: np.ndarray, at: int,
+               scratch: np.ndarray, vals: np.ndarray, heap: np.ndarray, hstate: np.ndarray
+               ) -> tuple[int, np.ndarray, np.ndarray]:
+    """One column chunk of fixed-width values (:func:`_chunk`) or, for ``width`` 0, of byte
+    arrays as heap slots (:func:`.stringcodec.str_chunk`): ``(status, vals, heap)``."""
+    if width == 0:
+        return str_chunk(buf, s, e, rows, codec, optional, out, valid, at, scratch, vals,
+                         heap, hstate)
+    st, vals = _chunk(buf, s, e, rows, codec, width, optional, out, valid, at, scratch, vals)
+    return st, vals, heap
+
+
+@nb.njit(cache=True, nogil=True)
 def _decode(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndarray,
             start: np.ndarray, size: np.ndarray, codec: np.ndarray, width: np.ndarray,
-            optional: np.ndarray, out: np.ndarray, valid: np.ndarray, at: int, big: int) -> int:
+            optional: np.ndarray, out: np.ndarray, valid: np.ndarray, at: int, big: int,
+            heap: np.ndarray, hstate: np.ndarray) -> tuple[int, np.ndarray]:
     """Decode row groups ``groups`` of columns ``cols`` into ``out[k, at:]`` and
-    ``valid[k, at:]`` (the locations checked by :func:`_extent`); answers the status."""
+    ``valid[k, at:]`` (the locations checked by :func:`_extent`); byte-array columns'
+    bytes go onto ``heap`` (``hstate[0]`` bytes used). Answers ``(status, heap)``."""
     scratch = np.empty(big, np.uint8)
     vals = np.empty(0, np.uint64)
     for k in range(cols.size):
@@ -408,23 +382,27 @@ def _decode(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndar
         o = out[k]
         v = valid[k]
         for g in groups:
-            st, vals = _chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g], codec[g, c],
-                              width[k], optional[k], o, v, pos, scratch, vals)
+            st, vals, heap = _any_chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g],
+                                        codec[g, c], width[k], optional[k], o, v, pos,
+                                        scratch, vals, heap, hstate)
             if st != OK:
-                return st
+                return st, heap
             pos += rows[g]
-    return OK
+    return OK, heap
 
 
 @nb.njit(cache=True, nogil=True)
 def read_columns(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndarray,
                  start: np.ndarray, size: np.ndarray, usize: np.ndarray, codec: np.ndarray,
-                 width: np.ndarray, optional: np.ndarray
-                 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+                 width: np.ndarray, optional: np.ndarray, heap: np.ndarray,
+                 hstate: np.ndarray
+                 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Decode row groups ``groups`` (in that order) of columns ``cols`` of the file ``buf``:
-    ``(status, values, valid, nulls)`` with ``values[k]`` the uint64 slots of column
-    ``cols[k]`` (4-byte values in the low half; 0 where null), ``valid[k]`` 1 where present
-    (optional columns only) and ``nulls[k]`` the number of nulls.
+    ``(status, values, valid, nulls, heap)`` with ``values[k]`` the uint64 slots of column
+    ``cols[k]`` (4-byte values in the low half; for a byte-array column, ``width[k]`` 0, the
+    slots of its values on ``heap``, :mod:`.stringcodec`; 0 where null), ``valid[k]`` 1 where
+    present (optional columns only) and ``nulls[k]`` the number of nulls. ``heap`` and
+    ``hstate`` (``[bytes used]``) may start empty; the heap answered may be a larger one.
 
     ``rows[g]`` is row group g's row count; ``start/size/usize/codec[g, c]`` locate chunk
     (g, c) (offset of its first data page, bytes, uncompressed bytes, codec; start -1 = not
@@ -434,39 +412,41 @@ def read_columns(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np
     st, n, big = _extent(groups, cols, rows, start, usize, codec)
     if st != OK:
         return st, np.empty((0, 0), np.uint64), np.empty((0, 0), np.uint8), \
-            np.empty(0, np.int64)
+            np.empty(0, np.int64), heap
     out = np.empty((cols.size, n), np.uint64)
     valid = np.ones((cols.size, n), np.uint8)
     nulls = np.zeros(cols.size, np.int64)
-    st = _decode(buf, groups, cols, rows, start, size, codec, width, optional, out, valid, 0,
-                 big)
+    st, heap = _decode(buf, groups, cols, rows, start, size, codec, width, optional, out,
+                       valid, 0, big, heap, hstate)
     if st != OK:
-        return st, out, valid, nulls
+        return st, out, valid, nulls, heap
     for k in range(cols.size):
         if optional[k]:
             nulls[k] = n - np.count_nonzero(valid[k])
-    return OK, out, valid, nulls
+    return OK, out, valid, nulls, heap
 
 
 @nb.njit(cache=True, nogil=True)
 def read_columns_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray,
                       rows: np.ndarray, start: np.ndarray, size: np.ndarray,
                       usize: np.ndarray, codec: np.ndarray, width: np.ndarray,
-                      optional: np.ndarray, out: np.ndarray, valid: np.ndarray, at: int
-                      ) -> tuple[int, int]:
+                      optional: np.ndarray, out: np.ndarray, valid: np.ndarray, at: int,
+                      heap: np.ndarray, hstate: np.ndarray) -> tuple[int, int, np.ndarray]:
     """:func:`read_columns` into the caller's ``out[k, at:]`` and ``valid[k, at:]`` (every
     row of an optional column's ``valid`` is written, 1 or 0; the other columns' rows are
-    left as they are; nulls are the caller's count): ``(status, rows decoded)``. CORRUPT
-    when the row groups hold more rows than ``out`` has room for. For a read that gathers
-    row groups of several files into one table. O(bytes of the chunks)."""
+    left as they are; nulls are the caller's count), byte arrays onto the caller's heap:
+    ``(status, rows decoded, heap)``. CORRUPT when the row groups hold more rows than
+    ``out`` has room for. For a read that gathers row groups of several files into one
+    table. O(bytes of the chunks)."""
     st, n, big = _extent(groups, cols, rows, start, usize, codec)
     if st != OK:
-        return st, 0
+        return st, 0, heap
     if at < 0 or at + n > out.shape[1] or out.shape[0] != cols.size \
             or valid.shape[0] != cols.size or valid.shape[1] != out.shape[1]:
-        return CORRUPT, 0
-    return _decode(buf, groups, cols, rows, start, size, codec, width, optional, out, valid,
-                   at, big), n
+        return CORRUPT, 0, heap
+    st, heap = _decode(buf, groups, cols, rows, start, size, codec, width, optional, out,
+                       valid, at, big, heap, hstate)
+    return st, n, heap
 
 
 @nb.njit(cache=True, nogil=True)
@@ -498,7 +478,8 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
                    start: np.ndarray, size: np.ndarray, usize: np.ndarray, codec: np.ndarray,
                    width: np.ndarray, optional: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                    state: np.ndarray, out: np.ndarray, valid: np.ndarray,
-                   part_k: np.ndarray, part_n: np.ndarray) -> int:
+                   part_k: np.ndarray, part_n: np.ndarray, heap: np.ndarray,
+                   hstate: np.ndarray) -> tuple[int, np.ndarray]:
     """Decode row groups ``groups`` of columns ``cols`` (located as :func:`read_columns`
     takes them; ``cols[0]`` the time column, required int64, ascending over the groups) and
     write only the rows inside the half-open time intervals ``[lo[j], hi[j])`` (sorted,
@@ -511,14 +492,16 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
     written) is read and, on success only, advanced, so a read of several files calls this
     once per file. Parts: ``part_k[p]`` the interval of part ``p``, ``part_n[p]`` its rows,
     one after the other in ``out`` (an interval over two groups is one part); room for
-    ``len(lo) + len(groups)`` parts is enough. Answers the status (:data:`NEED`,
-    UNSUPPORTED for a time column that is not required 8-byte values, CORRUPT when ``out`` or
-    the parts have no room). O(bytes of the chunks + rows kept + intervals)."""
+    ``len(lo) + len(groups)`` parts is enough. Byte-array columns' slots point into ``heap``
+    (:func:`read_columns_into`; a skipped row's bytes stay there unreferenced). Answers
+    ``(status, heap)`` (:data:`NEED`, UNSUPPORTED for a time column that is not required
+    8-byte values, CORRUPT when ``out`` or the parts have no room). O(bytes of the chunks +
+    rows kept + intervals)."""
     st, _, big = _extent(groups, cols, rows, start, usize, codec)
     if st != OK:
-        return st
+        return st, heap
     if cols.size == 0 or width[0] != 8 or optional[0]:
-        return UNSUPPORTED
+        return UNSUPPORTED, heap
     maxr = 1
     for g in groups:
         maxr = max(maxr, rows[g])
@@ -539,7 +522,7 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
         st, vals = _chunk(buf, start[g, c0], start[g, c0] + size[g, c0], n, codec[g, c0], 8,
                           False, scr[0], vscr[0], 0, scratch, vals)
         if st != OK:
-            return st
+            return st, heap
         t = scr[0]
         tf, tl = np.int64(t[0]), np.int64(t[n - 1])
         while iv < n_iv and hi[iv] <= tf:
@@ -561,14 +544,15 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
         if nr == 0:
             continue
         if at + kept > out.shape[1] or npart + nr > part_k.size:
-            return CORRUPT
+            return CORRUPT, heap
         for k in range(cols.size):
             if k > 0:
                 c = cols[k]
-                st, vals = _chunk(buf, start[g, c], start[g, c] + size[g, c], n, codec[g, c],
-                                  width[k], optional[k], scr[k], vscr[k], 0, scratch, vals)
+                st, vals, heap = _any_chunk(buf, start[g, c], start[g, c] + size[g, c], n,
+                                            codec[g, c], width[k], optional[k], scr[k],
+                                            vscr[k], 0, scratch, vals, heap, hstate)
                 if st != OK:
-                    return st
+                    return st, heap
             copy_parts(scr[k], r0s[:nr], lens[:nr], out[k, at:])
             if optional[k]:
                 copy_parts(vscr[k], r0s[:nr], lens[:nr], valid[k, at:])
@@ -581,7 +565,7 @@ def read_kept_into(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: 
                 npart += 1
         at += kept
     state[0], state[1], state[2] = iv, at, npart
-    return OK
+    return OK, heap
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

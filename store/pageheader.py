@@ -211,10 +211,11 @@ _AT_NESTED = -1
 
 @nb.njit(cache=True, nogil=True)
 def _fields(buf: np.ndarray, pos: int, end: int, fid: int, ints: np.ndarray,
-            nested: int) -> tuple[int, int, int]:
+            nested: int, nested_too: int) -> tuple[int, int, int]:
     """Read the fields of a struct from ``pos`` (``fid``: the last field id read, 0 at the
     start) up to its stop byte: i32 fields ``1 <= id < len(ints)`` go to ``ints[id]``,
-    other fields are skipped. A struct field with id ``nested`` stops the read there, with
+    other fields are skipped. A struct field with id ``nested`` or ``nested_too`` stops the
+    read there, with
     status :data:`_AT_NESTED` and ``pos`` at its first field, so that the caller reads it and
     then resumes this struct with the ``fid`` answered. Answers ``(status, pos, fid)``."""
     while True:
@@ -237,7 +238,7 @@ def _fields(buf: np.ndarray, pos: int, end: int, fid: int, ints: np.ndarray,
             if st != OK:
                 return CORRUPT, pos, fid
             ints[fid] = _unzig(raw)
-        elif ctype == 12 and fid == nested:
+        elif ctype == 12 and (fid == nested or fid == nested_too):
             return _AT_NESTED, pos, fid
         else:
             st, pos = _skip(buf, pos, end, ctype)
@@ -250,7 +251,8 @@ def page_header(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int, int
                                                               int, int]:
     """The ``PageHeader`` at ``pos``: ``(status, header end, page type, uncompressed size,
     compressed size, values, encoding, definition-level encoding)``; the last three are
-    those of a version-1 data page (field 5, ``DataPageHeader``; -1 otherwise)."""
+    those of a version-1 data page (field 5, ``DataPageHeader``), or the values and encoding
+    of a dictionary page (field 7, ``DictionaryPageHeader``); -1 otherwise."""
     top = np.empty(4, np.int64)  # type, uncompressed size, compressed size
     dph = np.empty(4, np.int64)  # values, encoding, definition-level encoding
     return _header_into(buf, pos, end, top, dph)
@@ -265,10 +267,10 @@ def _header_into(buf: np.ndarray, pos: int, end: int, top: np.ndarray, dph: np.n
     dph[:] = -1
     fid = 0
     while True:
-        st, pos, fid = _fields(buf, pos, end, fid, top, 5)
+        st, pos, fid = _fields(buf, pos, end, fid, top, 5, 7)
         if st != _AT_NESTED:
             break
-        st, pos, _ = _fields(buf, pos, end, 0, dph, -1)
+        st, pos, _ = _fields(buf, pos, end, 0, dph, -1, -1)
         if st != OK:
             break
     if st == OK and (top[1] < 0 or top[2] < 0 or top[3] < 0):

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replaydb.errors import CorruptionError
-from replaydb.store.directread import DirectFile, table_of
+from replaydb.store.directread import DirectFile, Heap, table_of
 from replaydb.store.remotefile import RemoteDataFile, RemoteFiles, RemoteParquetFile
 
 
@@ -236,12 +236,13 @@ class ParquetCache:
             return None
         out = np.empty((len(columns), rows), np.uint64)
         valid = np.empty((len(columns), rows), np.uint8)  # written for optional columns
+        heap = Heap()
         at = 0
         plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
             self.fetch(path, pf, groups, columns)
             d = self._direct_file(path, pf)
-            got = None if d is None else d.read_into(groups, columns, out, valid, at)
+            got = None if d is None else d.read_into(groups, columns, out, valid, at, heap)
             if got is None:
                 return None
             plan = _one_layout(plan, got[1:])
@@ -250,7 +251,7 @@ class ParquetCache:
             at += got[0]
         if at != rows or plan is None:
             return None
-        return _decoded_table(plan, out, valid, rows)
+        return _decoded_table(plan, out, valid, rows, heap)
 
     def read_files_kept(self, pieces: list[tuple[str, pq.ParquetFile, np.ndarray]],
                         columns: tuple[str, ...], rows: int, lo: np.ndarray, hi: np.ndarray
@@ -269,19 +270,20 @@ class ParquetCache:
         part_k = np.empty(len(lo) + n_groups, np.int64)
         part_n = np.empty(len(lo) + n_groups, np.int64)
         state = np.zeros(3, np.int64)
+        heap = Heap()
         plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None = None
         for path, pf, groups in pieces:
             self.fetch(path, pf, groups, columns)
             d = self._direct_file(path, pf)
             got = None if d is None else d.read_kept_into(groups, columns, lo, hi, state, out,
-                                                          valid, part_k, part_n)
+                                                          valid, part_k, part_n, heap)
             plan = None if got is None else _one_layout(plan, got)
             if plan is None:
                 return None
         assert plan is not None
         kept, n_parts = int(state[1]), int(state[2])
-        return (_decoded_table(plan, out[:, :kept], valid[:, :kept], kept), part_k[:n_parts],
-                part_n[:n_parts])
+        table = _decoded_table(plan, out[:, :kept], valid[:, :kept], kept, heap)
+        return None if table is None else (table, part_k[:n_parts], part_n[:n_parts])
 
     def rg_bytes(self, path: str, pf: pq.ParquetFile, columns: Sequence[str]) -> np.ndarray:
         """Compressed bytes per row group for ``columns`` (cached per file and column set)."""
@@ -340,11 +342,12 @@ def _one_layout(plan: tuple[np.ndarray, np.ndarray, pa.Schema] | None,
 
 
 def _decoded_table(plan: tuple[np.ndarray, np.ndarray, pa.Schema], out: np.ndarray,
-                   valid: np.ndarray, rows: int) -> pa.Table:
-    """The table of ``rows`` decoded rows (``out``/``valid`` as the direct reader fills them)
-    with the nulls of the optional columns counted."""
+                   valid: np.ndarray, rows: int, heap: Heap) -> pa.Table | None:
+    """The table of ``rows`` decoded rows (``out``/``valid`` as the direct reader fills them,
+    byte arrays on ``heap``) with the nulls of the optional columns counted; None when
+    :func:`.directread.table_of` declines it."""
     width, optional, schema = plan
     nulls = np.zeros(len(width), np.int64)
     for k in np.flatnonzero(optional).tolist():
         nulls[k] = rows - np.count_nonzero(valid[k])
-    return table_of(width, schema, out, valid, nulls)
+    return table_of(width, schema, out, valid, nulls, heap)

@@ -26,7 +26,8 @@ _I64 = np.iinfo(np.int64)
 
 
 def _table(rng: np.random.Generator, n: int, nulls: float) -> pa.Table:
-    """Columns of every fixed width the reader takes, plus a string and a bool it declines."""
+    """Columns of every fixed width the reader takes, strings and binary (with nulls, empty
+    values, few and many distinct values), plus a bool it declines."""
     def holes(arr: pa.Array) -> pa.Array:
         if nulls == 0:
             return arr
@@ -48,11 +49,15 @@ def _table(rng: np.random.Generator, n: int, nulls: float) -> pa.Table:
         "day": pa.array(rng.integers(0, 20000, n).astype(np.int32), type=pa.date32()),
         "u64": pa.array(rng.integers(0, 2**63, n, dtype=np.uint64)),
         "name": pa.array([f"s{i % 7}" for i in range(n)]),
+        "label": holes(pa.array([f"v{x}" * int(x % 4) for x in rng.integers(0, 300, n)])),
+        "blob": holes(pa.array([bytes(rng.integers(0, 256, int(x)).astype(np.uint8))
+                                for x in rng.integers(0, 9, n)], pa.binary())),
         "flag": pa.array(rng.random(n) < 0.5),
     })
 
 
 DECODED = ["t", "seq", "wide", "f64", "f32", "i32", "small", "ts", "day", "u64"]
+BYTES = ["name", "label", "blob"]
 INTS = ["t", "seq", "wide", "i32", "small", "ts", "day", "u64"]
 
 
@@ -63,12 +68,14 @@ def _write(path, tbl: pa.Table, rng: random.Random) -> dict:
         "row_group_size": rng.choice([7, 64, 100, 1000]),
         "data_page_size": rng.choice([64, 1 << 20]),
         "write_statistics": rng.random() < 0.5,
+        # a small dictionary limit makes the writer fall back to PLAIN pages mid-chunk
+        "dictionary_pagesize_limit": rng.choice([64, 1 << 20]),
     }
     dictionary = rng.random() < 0.2
     if dictionary:
         opts["use_dictionary"] = True
     else:
-        opts["use_dictionary"] = ["name"]
+        opts["use_dictionary"] = rng.choice([["name"], ["name", "label", "blob"]])
         delta = [c for c in INTS if rng.random() < 0.6]
         opts["column_encoding"] = {c: "DELTA_BINARY_PACKED" for c in delta}
     pq.write_table(tbl, path, **opts)
@@ -91,8 +98,10 @@ def test_direct_read_equals_arrow_or_declines(tmp_path_factory, seed, n, nulls):
         cols = rng.sample(list(tbl.column_names), rng.randint(1, 4))
         want = pf.read_row_groups(groups, columns=cols, use_threads=False)
         got = d.read(groups, cols)
-        decodable = (set(cols) <= set(DECODED) and opts["compression"] in ("none", "snappy")
-                     and opts["data_page_version"] == "1.0" and not opts["dictionary"])
+        decodable = (set(cols) <= set(DECODED + BYTES)
+                     and opts["compression"] in ("none", "snappy")
+                     and opts["data_page_version"] == "1.0"
+                     and (not opts["dictionary"] or set(cols) <= set(BYTES)))
         if decodable:
             assert got is not None, (opts, cols)
         if got is not None:
@@ -159,15 +168,18 @@ def test_store_layout_is_always_decoded(tmp_path):
     n = 5000
     tbl = pa.table({"t": np.cumsum(rng.integers(0, 3, n)), "seq": np.arange(n),
                     "x": rng.normal(size=n),
-                    "k": pa.array(rng.normal(size=n), mask=rng.random(n) < .2)})
+                    "k": pa.array(rng.normal(size=n), mask=rng.random(n) < .2),
+                    "type": pa.array(np.array(["ATL", "ORD", "", "LAX"])[rng.integers(0, 4, n)],
+                                     mask=rng.random(n) < .1)})
     p = tmp_path / "s.parquet"
     write_parquet(p, tbl, 512)
     pf = pq.ParquetFile(p)
     d = DirectFile(str(p), pf)
+    cols = ["t", "seq", "x", "k", "type"]
     for groups in ([0], [3, 1], list(range(pf.metadata.num_row_groups))):
-        got = d.read(groups, ["t", "seq", "x", "k"])
+        got = d.read(groups, cols)
         assert got is not None
-        assert got.equals(pf.read_row_groups(groups, columns=["t", "seq", "x", "k"]))
+        assert got.equals(pf.read_row_groups(groups, columns=cols))
 
 
 def test_corrupt_bytes_never_crash_or_pass_as_data(tmp_path):
@@ -176,12 +188,15 @@ def test_corrupt_bytes_never_crash_or_pass_as_data(tmp_path):
     rng = np.random.default_rng(11)
     n = 2000
     tbl = pa.table({"t": np.cumsum(rng.integers(0, 3, n)), "seq": np.arange(n),
-                    "x": pa.array(rng.normal(size=n), mask=rng.random(n) < .3)})
+                    "x": pa.array(rng.normal(size=n), mask=rng.random(n) < .3),
+                    "s": pa.array([f"v{v}" * int(v % 3) for v in rng.integers(0, 40, n)],
+                                  mask=rng.random(n) < .2)})
     clean = tmp_path / "clean.parquet"
     write_parquet(clean, tbl, 256)
     raw = clean.read_bytes()
     md = pq.ParquetFile(clean).metadata
-    body = md.row_group(md.num_row_groups - 1).column(2).data_page_offset + 200
+    last = md.row_group(md.num_row_groups - 1).column(3)
+    body = (last.dictionary_page_offset or last.data_page_offset) + last.total_compressed_size
     declined = 0
     for i in range(300):
         data = bytearray(raw)
@@ -191,9 +206,9 @@ def test_corrupt_bytes_never_crash_or_pass_as_data(tmp_path):
         p.write_bytes(bytes(data))
         pf = pq.ParquetFile(p)  # the footer is intact
         groups = list(range(md.num_row_groups))
-        got = DirectFile(str(p), pf).read(groups, ["t", "seq", "x"])
+        got = DirectFile(str(p), pf).read(groups, ["t", "seq", "x", "s"])
         try:
-            want = pf.read_row_groups(groups, columns=["t", "seq", "x"])
+            want = pf.read_row_groups(groups, columns=["t", "seq", "x", "s"])
         except (OSError, ValueError, pa.ArrowException):
             want = None
         if got is None:
@@ -297,13 +312,17 @@ def test_read_files_equals_concatenated_reads(tmp_path):
     for i in range(3):
         p = tmp_path / f"f{i}.parquet"
         n = 250 + 40 * i
-        write_parquet(p, pa.table({
+        tbl = pa.table({
             "t": np.arange(n) + 1000 * i, "seq": np.arange(n) + 1000 * i,
             "x": pa.array(rng.normal(size=n), mask=rng.random(n) < .2),
-            "k": pa.array(rng.integers(0, 9, n).astype(np.int32))}), 64)
+            "k": pa.array(rng.integers(0, 9, n).astype(np.int32)),
+            "s": pa.array([f"f{i}-{v}" for v in rng.integers(0, 5, n)],
+                          mask=rng.random(n) < .2)})
+        required_t = tbl.schema.set(0, pa.field("t", pa.int64(), nullable=False))
+        write_parquet(p, tbl.cast(required_t), 64)  # a required time column, as stored
         paths.append(str(p))
     cache, counters = ParquetCache(), IOCounters()
-    cols = ("t", "x", "k")
+    cols = ("t", "x", "k", "s")
     picks = [np.array([3, 0]), np.array([1]), np.array([0, 2, 4])]
     pieces = [(p, cache.get(p, counters), g) for p, g in zip(paths, picks)]
     want = pa.concat_tables([pf.read_row_groups(g.tolist(), columns=list(cols))
@@ -311,11 +330,26 @@ def test_read_files_equals_concatenated_reads(tmp_path):
     got = cache.read_files(pieces, cols, want.num_rows)
     assert got is not None and got.equals(want)
     assert got.column("x").null_count == want.column("x").null_count > 0
+    assert got.column("s").null_count == want.column("s").null_count > 0
+    # only the rows inside time intervals, strings included (each file's own dictionary)
+    lo, hi = np.array([10, 1010, 2030]), np.array([20, 1100, 2300])
+    ordered = [(p, pf, np.sort(g)) for p, pf, g in pieces]
+    whole = pa.concat_tables([pf.read_row_groups(g.tolist(), columns=list(cols))
+                              for _, pf, g in ordered])
+    kept = cache.read_files_kept(ordered, cols, whole.num_rows, lo, hi)
+    assert kept is not None
+    t = whole.column("t").to_numpy()
+    inside = np.zeros(len(t), bool)
+    for a, b in zip(lo, hi):
+        inside |= (t >= a) & (t < b)
+    assert kept[0].equals(whole.filter(pa.array(inside)))
+    assert kept[0].column("s").null_count > 0
     assert cache.read_files(pieces, cols, want.num_rows + 1) is None
     assert cache.read_files(pieces, cols, want.num_rows - 1) is None
     declined = tmp_path / "dict.parquet"
     pq.write_table(pa.table({"t": np.arange(100), "x": np.ones(100), "k":
-                             np.zeros(100, np.int32)}), declined, use_dictionary=True)
+                             np.zeros(100, np.int32), "s": ["a"] * 100}), declined,
+                   use_dictionary=True)
     pf = cache.get(str(declined), counters)
     assert cache.read_files(pieces + [(str(declined), pf, np.array([0]))], cols,
                             want.num_rows + 100) is None
@@ -335,7 +369,9 @@ def test_interval_reads_across_files_alike_with_and_without_direct_reads(tmp_pat
         t = t0 + np.cumsum(rng.integers(1, 4, n))
         t0 = int(t[-1])
         tbl = pa.table({"t": t, "x": rng.normal(size=n),
-                        "y": pa.array(rng.normal(size=n), mask=rng.random(n) < .1)})
+                        "y": pa.array(rng.normal(size=n), mask=rng.random(n) < .1),
+                        "z": pa.array([f"z{v}" for v in rng.integers(0, 9, n)],
+                                      mask=rng.random(n) < .1)})
         if schema is None:
             schema = StreamSchema.infer(tbl.schema, time_unit="ms", leaf_capacity=64, fanout=4)
             store.create_stream("s", schema)
@@ -360,7 +396,8 @@ def test_interval_reads_across_files_alike_with_and_without_direct_reads(tmp_pat
 
 @pytest.fixture(scope="module")
 def nullable_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Six data files of 700 events (repeated timestamps) with a nullable column."""
+    """Six data files of 700 events (repeated timestamps) with nullable columns, one of them
+    strings."""
     path = tmp_path_factory.mktemp("kept") / "s"
     store = Store(path, create=True)
     rng = np.random.default_rng(11)
@@ -370,7 +407,9 @@ def nullable_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         t = t0 + np.cumsum(rng.integers(0, 3, n))  # steps of 0: a time repeats across leaves
         t0 = int(t[-1])
         tbl = pa.table({"t": t, "x": rng.normal(size=n),
-                        "y": pa.array(rng.normal(size=n), mask=rng.random(n) < .1)})
+                        "y": pa.array(rng.normal(size=n), mask=rng.random(n) < .1),
+                        "z": pa.array([f"z{v}" for v in rng.integers(0, 9, n)],
+                                      mask=rng.random(n) < .1)})
         if k == 0:
             store.create_stream("s", StreamSchema.infer(tbl.schema, time_unit="ms",
                                                         leaf_capacity=64, fanout=4))
@@ -381,7 +420,7 @@ def nullable_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @settings(max_examples=60, deadline=None)
 @given(points=st.lists(st.integers(-20, 2200), min_size=2, max_size=60),
        max_leaves=st.sampled_from([1, 4, 16, 64]), direct=st.booleans(),
-       cols=st.sampled_from([["x", "y"], ["y"], []]))
+       cols=st.sampled_from([["x", "y"], ["y"], [], ["z"], ["z", "x"]]))
 def test_kept_rows_reads_hold_exactly_the_intervals_rows(nullable_store, points, max_leaves,
                                                         direct, cols) -> None:
     """``kept_only`` reads (the direct reader decoding only the rows inside the intervals,
