@@ -381,10 +381,18 @@ def _decode(buf: np.ndarray, groups: np.ndarray, cols: np.ndarray, rows: np.ndar
         pos = at
         o = out[k]
         v = valid[k]
+        if width[k] == 0:  # byte arrays (a loop of its own: the fixed-width one stays lean)
+            for g in groups:
+                st, vals, heap = str_chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g],
+                                           codec[g, c], optional[k], o, v, pos, scratch, vals,
+                                           heap, hstate)
+                if st != OK:
+                    return st, heap
+                pos += rows[g]
+            continue
         for g in groups:
-            st, vals, heap = _any_chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g],
-                                        codec[g, c], width[k], optional[k], o, v, pos,
-                                        scratch, vals, heap, hstate)
+            st, vals = _chunk(buf, start[g, c], start[g, c] + size[g, c], rows[g], codec[g, c],
+                              width[k], optional[k], o, v, pos, scratch, vals)
             if st != OK:
                 return st, heap
             pos += rows[g]
