@@ -1,4 +1,5 @@
-"""Reads one step ahead of the operator: :class:`ReadAhead`.
+"""Reads one step ahead of the operator: :class:`ReadAhead` (and :class:`InOrder`, the same
+iteration on the caller's thread, for a replay of one read).
 
 A replay alternates between reading (decoding a store's pages, which releases the GIL) and
 pushing what it read into an operator. :class:`ReadAhead` computes the next item of a source
@@ -138,6 +139,50 @@ class ReadAhead(Generic[T]):
             close()
 
     def __enter__(self) -> ReadAhead[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class InOrder(Generic[T]):
+    """What :class:`ReadAhead` yields, computed on the caller's thread when asked for: for a
+    source of one item, which a worker could not overlap with anything and would only add its
+    start-up to. The same items, order, exceptions and closing of the source."""
+
+    def __init__(self, source: Iterator[Any], make: Callable[[Any], T]) -> None:
+        self._source = source
+        self._make = make
+        self._finished = False
+
+    def __iter__(self) -> InOrder[T]:
+        return self
+
+    def __next__(self) -> tuple[float, T]:
+        if self._finished:
+            raise StopIteration
+        t0 = time.perf_counter()
+        try:
+            item = next(self._source, _DONE)
+            out = item if item is _DONE else self._make(item)
+        except BaseException:
+            self.close()
+            raise
+        if out is _DONE:
+            self.close()
+            raise StopIteration
+        return time.perf_counter() - t0, out
+
+    def close(self) -> None:
+        """Close the source (once)."""
+        if self._finished:
+            return
+        self._finished = True
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> InOrder[T]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -53,7 +53,7 @@ import pyarrow as pa
 
 from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
-from replaydb.replay.readahead import ReadAhead
+from replaydb.replay.readahead import InOrder, ReadAhead
 from replaydb.store.interval_list import IntervalList
 
 DEFAULT_BATCH_ROWS = 65_536
@@ -239,13 +239,15 @@ class Replay:
         ``batch_rows`` events' worth per read; with ``kept_only``, their rows inside the
         intervals only; with ``with_last``, ``shape(table, parts, last)``, ``last`` True for
         the last read); reading and shaping count as read time. The next read is made on a
-        worker thread while the caller works on this one (:class:`.ReadAhead`)."""
+        worker thread while the caller works on this one (:class:`.ReadAhead`), unless the
+        intervals take one read (:class:`.InOrder`: nothing to overlap)."""
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         groups = snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
                                            seq=self.seq, kept_only=kept_only,
                                            with_last=with_last)
-        with ReadAhead(groups, lambda group: shape(*group)) as reads:
+        ahead = snap.interval_reads(self.intervals, max_leaves) > 1
+        with (ReadAhead if ahead else InOrder)(groups, lambda group: shape(*group)) as reads:
             for seconds, out in reads:
                 self.stats.read_seconds += seconds
                 yield out

@@ -1,5 +1,6 @@
 """The read-ahead iterator delivers its source's items, order and exceptions, and never leaves
-a worker thread behind."""
+a worker thread behind; its in-order twin delivers the same on the caller's thread; a replay
+takes the twin exactly when its intervals take one read."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaydb.replay.readahead import ReadAhead
+from replaydb.replay.readahead import InOrder, ReadAhead
 
 
 class Boom(Exception):
@@ -70,6 +71,79 @@ def test_read_ahead_gives_the_source_items_and_its_exception(n, fail_at, depth, 
     assert src.closed
     assert threading.get_ident() not in src.threads
     assert not _workers()
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 30), fail_at=st.none() | st.integers(0, 30),
+       take=st.none() | st.integers(0, 30))
+def test_in_order_gives_what_read_ahead_gives_on_the_callers_thread(n, fail_at, take):
+    def run(kind) -> tuple[list[int], bool, Source]:  # noqa: ANN001
+        src = Source(n, fail_at)
+        got: list[int] = []
+        raised = False
+        with kind(src, lambda x: x * 10) as reads:
+            try:
+                for k, (seconds, item) in enumerate(reads):
+                    if take is not None and k >= take:
+                        break
+                    assert seconds >= 0.0
+                    got.append(item)
+            except Boom:
+                raised = True
+        return got, raised, src
+
+    got, raised, src = run(InOrder)
+    assert (got, raised) == run(ReadAhead)[:2]
+    assert src.closed
+    assert src.threads <= {threading.get_ident()}
+
+
+def test_a_replay_reads_ahead_only_when_its_intervals_take_several_reads(tmp_path):
+    """``interval_reads`` is the number of reads ``read_interval_groups`` makes, and a replay
+    starts a read-ahead worker exactly when it is more than one."""
+    import numpy as np
+    import pyarrow as pa
+
+    import replaydb
+    from replaydb.replay.replay import Replay
+    from replaydb.store.schema import StreamSchema
+
+    store = replaydb.open(tmp_path / "s", create=True)
+    rng = np.random.default_rng(2)
+    for part in range(3):  # three data files
+        t = np.arange(part * 5000, (part + 1) * 5000, dtype=np.int64)
+        tbl = pa.table({"t": t, "x": rng.random(5000)})
+        if part == 0:
+            store.create_stream("ev", StreamSchema.infer(tbl.schema, time_unit="ms",
+                                                         leaf_capacity=256))
+        store.append("ev", tbl)
+    snap = store.stream("ev")
+    cases = [[(10, 20)], [(0, 300), (9000, 9100)], [(None, None)], [(20000, 30000)],
+             [(100, 200), (14000, 14500)]]
+    for intervals in cases:
+        for max_leaves in (1, 4, 64):
+            reads = list(snap.read_interval_groups(intervals, ["t", "x"],
+                                                   max_leaves=max_leaves))
+            assert snap.interval_reads(intervals, max_leaves) >= len(reads)
+            assert snap.interval_reads(intervals, max_leaves) <= max(1, len(reads))
+    started: list[bool] = []
+    real = ReadAhead.__init__
+
+    def seen(self, *args, **kwargs):  # the real worker, its start recorded
+        started.append(True)
+        real(self, *args, **kwargs)
+
+    ReadAhead.__init__ = seen  # type: ignore[method-assign]
+    try:
+        for intervals, batch_rows, many in (([(10, 21)], 65536, False),
+                                            (None, 512, True)):
+            started.clear()
+            replay = Replay([snap], intervals, batch_rows=batch_rows)
+            rows = sum(b.num_rows for _, b in replay.batches())
+            assert rows == (11 if not many else 15000)
+            assert bool(started) == many
+    finally:
+        ReadAhead.__init__ = real  # type: ignore[method-assign]
 
 
 def test_a_closed_read_ahead_stops_and_stays_stopped():
