@@ -62,22 +62,24 @@ def source_table(j: int) -> pa.Table:
                      "name": pa.array([f"n{(j + i) % 9}" for i in range(n)], pa.string())})
 
 
-def run_ingest(store, sources: list[str], j: int, spark=None):
+def run_ingest(store, sources: list[str], j: int, spark=None, through_store=None):
     return ingest(store, "ev", [sources[j]], time_column="ts", batch_id=f"i{j}", quiet=True,
                   spark=spark, master=None if spark is not None else "local[1]",
-                  rows_per_partition=200)
+                  rows_per_partition=200, through_store=through_store)
 
 
 CHILD = textwrap.dedent("""
+    import os
     import replaydb
     from replaydb.spark import get_spark
     from tests.reliability.test_reliability_crash_ingest import run_ingest
     store = replaydb.open(sys.argv[1])
     sources = sys.argv[2:]
+    through = os.environ.get("CRASH_TRIAL_THROUGH_STORE") == "1" or None  # a cluster's way
     get_spark("local[1]", quiet=True).range(10).count()
     print("READY", flush=True)
     for j in range(len(sources)):
-        run_ingest(store, sources, j)
+        run_ingest(store, sources, j, through_store=through)
         print("ACK", j, flush=True)
     print("PHASE done", flush=True)
 """)

@@ -110,23 +110,31 @@ tables committed (events not), and a kill at a time inside the second ingest or 
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("through", [False, True], ids=["mirror", "through-store"])
 @pytest.mark.parametrize(("failpoint", "kill_after"), INGEST_KILLS)
 def test_kill_during_ingest_on_s3(s3, s3_env, spark, template, failpoint,  # noqa: F811
-                                  kill_after) -> None:
+                                  kill_after, through) -> None:
     """The Spark ingest crash trials of :mod:`..test_reliability_crash_ingest` on a store that
-    lives on the endpoint: after the kill the store checks clean and equals the crash-free
-    reference at a prefix holding every acknowledged ingest; re-running completes it once."""
+    lives on the endpoint, with the tasks writing into the driver's mirror (a local master's
+    way) and through the store (a cluster's: staged rows and every file on the object store
+    before the commit): after the kill the store checks clean and equals the crash-free
+    reference at a prefix holding every acknowledged ingest; re-running completes it once;
+    vacuum leaves no staged object behind."""
     from tests.reliability import test_reliability_crash_ingest as ci
 
     uri = s3.upload(template["store"], f"s3://ingest-{uuid.uuid4().hex[:10]}/store")
+    env = {**ci.CHILD_ENV, **s3_env, "CRASH_TRIAL_THROUGH_STORE": "1" if through else "0"}
     run = run_after_ready(ci.CHILD, [uri, *template["sources"]], failpoint=failpoint,
-                          kill_after=kill_after, env={**ci.CHILD_ENV, **s3_env})
+                          kill_after=kill_after, env=env)
     assert run.killed or run.returncode == 0, run.stderr
     present = ci.verify(uri, run.acked, template)
     store = replaydb.open(uri)
     for j in range(ci.FILES):
-        assert ci.run_ingest(store, template["sources"], j, spark).skipped == (j < present)
+        got = ci.run_ingest(store, template["sources"], j, spark, through_store=through or None)
+        assert got.skipped == (j < present)
     ci.verify(uri, [str(j) for j in range(ci.FILES)], template, complete=True)
     vacuum_stream(store, "ev", min_age=0)
     assert replaydb.open(uri).check("ev") == {"ev": []}
+    assert not [e for e in store.location.list("streams/ev", recursive=True)
+                if "/_staging/" in e.rel and e.size >= 0]
 
