@@ -26,10 +26,6 @@ def create_index(store: Any, stream: str, column: str, *, engine: str = "local",
     """Build and pin an index on ``column`` of ``stream``; returns a summary."""
     if engine not in ("local", "spark"):
         raise UsageError("engine must be local or spark")
-    if engine == "spark" and getattr(store, "location", None) is not None:
-        raise UsageError(f"{store.uri}: an index on a store on an object store is built in "
-                         "this process (Spark's JVM cannot read the store's data files there)",
-                         hint="use `replaydb index --local`, or --index at ingest")
     with store.writer(stream) as w:
         snap = w.snap
         if column in ("t", "seq") or not snap.schema.has(column):
@@ -49,8 +45,12 @@ def create_index(store: Any, stream: str, column: str, *, engine: str = "local",
             spark = spark or get_spark(master, app_name=f"replaydb index {stream}.{column}")
             files = [str(snap.events_dir / f.path) for f in snap.files.values()]
             kt = key_type_of(snap.schema.attr(column).kind)
+            remote = _remote_events(w, column, spark)
+            if remote is not None:
+                files = [f"{remote.target.rel}/events/{f.path}" for f in snap.files.values()]
             if files:
-                version = build_index_spark(spark, files, column, str(path), key_type=kt)
+                version = build_index_spark(spark, files, column, str(path), key_type=kt,
+                                            remote=remote)
             else:
                 version = LSMIndex.create(str(path), kt).version
             ref = index_ref(column, kt, version)
@@ -89,3 +89,25 @@ def compact(store: Any, stream: str, *, full: bool = False) -> dict[str, Any]:
             out["stream_version"] = w.set_manifest(manifest, "compact indexes")
             failpoint("compact.committed")
     return out
+
+
+def _remote_events(w: Any, column: str, spark: Any) -> Any:
+    """For a stream on an object store (``w`` its writer): how the back-fill's tasks read its
+    data files and write the runs (:class:`~replaydb.indexes.spark_build.RemoteEvents`);
+    None for a local store."""
+    import pyarrow as pa
+
+    from replaydb.indexes.spark_build import RemoteEvents
+    from replaydb.spark import is_local_master
+    from replaydb.store.mirror import mirror_of
+    from replaydb.store.taskio import StreamTarget
+
+    got = mirror_of(w.dir) if w.store.location is not None else None
+    if got is None:
+        return None
+    mirror, rel = got
+    snap = w.snap
+    schema = pa.schema([pa.field(column, snap.schema.attr(column).arrow_type),
+                        pa.field("seq", pa.int64()), pa.field("t", pa.int64())])
+    return RemoteEvents(StreamTarget.of(mirror.location, rel, w.dir), schema, snap.n_events,
+                        through_store=not is_local_master(spark.sparkContext.master))

@@ -18,8 +18,9 @@ Pieces (usable by any job, e.g. the ingestion job with ``--index``):
 
 Spark's Python workers must import ``replaydb``: run them with the interpreter it is installed in
 (``spark.pyspark.python``). The index folder must be reachable from the executors (a local
-path in local mode, a shared mount otherwise). A job that fails before ``commit_runs`` leaves
-only unreferenced files.
+path in local mode, a shared mount otherwise), except for a stream on an object store on a
+cluster, whose tasks upload the runs (:class:`RemoteEvents`). A job that fails before
+``commit_runs`` leaves only unreferenced files.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +41,7 @@ from replaydb.indexes.levels import group_runs
 from replaydb.indexes.options import LSMOptions
 from replaydb.indexes.runfile import load_run_meta, write_run_file
 from replaydb.indexes.sorting import sort_entries
+from replaydb.store.taskio import StreamTarget, TaskOutputs, objects_frame
 
 RUN_ADD_SCHEMA = (
     "path string, size long, partition_values string, modification_time long, "
@@ -119,8 +122,12 @@ def run_writer(
     run_id: int,
     same_run: bool,
     options: LSMOptions | None = None,
+    target: StreamTarget | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function writing each partition as one run file (see module doc)."""
+    """A ``mapInArrow`` function writing each partition as one run file (see module doc);
+    with ``target``, the file is written in the task's own directory and uploaded to the
+    index folder's place on the object store before it is reported (a cluster's executors do
+    not see the driver's disk; :class:`~replaydb.store.taskio.TaskOutputs`)."""
     check_key_type(key_type)
     opts = options or LSMOptions()
 
@@ -130,9 +137,9 @@ def run_writer(
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
         rid, part = (run_id, pid) if same_run else (run_id + pid, 0)
-        add = write_run(
-            batches, index_path, key_type=key_type, level=level, run_id=rid, part=part, options=opts
-        )
+        with TaskOutputs(target) as outputs:
+            add = write_run(batches, outputs.path(index_path), key_type=key_type, level=level,
+                            run_id=rid, part=part, options=opts)
         if add is not None:
             row = dict(add, partition_values="{}")
             yield pa.RecordBatch.from_pylist([row], schema=_ADD_ARROW_SCHEMA)
@@ -240,6 +247,19 @@ def _local(path: str) -> str:
     return path[len("file://") :] if path.startswith("file://") else path
 
 
+@dataclass(frozen=True)
+class RemoteEvents:
+    """A stream on an object store as :func:`build_index_spark` reads it: how tasks reach the
+    stream (``target``), the Arrow schema of the columns read (key column, ``seq``, ``t``), its
+    event count, and whether the tasks upload the runs they write (a cluster's executors) or
+    write them into the driver's mirror of the index folder (a local master's)."""
+
+    target: StreamTarget
+    schema: pa.Schema
+    rows: int
+    through_store: bool
+
+
 def build_index_spark(
     spark: Any,
     events_files: list[str],
@@ -252,6 +272,7 @@ def build_index_spark(
     num_partitions: int | None = None,
     options: LSMOptions | None = None,
     commit_metadata: dict[str, Any] | None = None,
+    remote: RemoteEvents | None = None,
 ) -> int:
     """Back-fill the index of ``column`` from a stream's Parquet files with Spark; one commit.
 
@@ -260,13 +281,19 @@ def build_index_spark(
     ``num_partitions`` (default: one per ``target_file_entries`` or 4M entries, at least the
     default parallelism when there are enough rows) and every task writes one part of a single
     run on the level that fits the total. Returns the index version.
+
+    ``remote``: the stream lives on an object store, which Spark's JVM does not read: its data
+    files (``events_files`` are then their names relative to the store root) are read by Python
+    tasks through the store's URI, and with ``remote.through_store`` the runs are uploaded by
+    the tasks that write them (:class:`RemoteEvents`).
     """
     from pyspark.sql import functions as F
 
     if not events_files:
         raise UsageError("build_index_spark: no event files given")
     options = options or LSMOptions()
-    df = spark.read.parquet(*events_files)
+    df = (spark.read.parquet(*events_files) if remote is None
+          else objects_frame(spark, remote.target, list(events_files), remote.schema))
     if column not in df.columns:
         raise UsageError(f"stream has no column {column!r}; columns: {df.columns}")
     kt = key_type or spark_key_type(df.schema[column].dataType)
@@ -286,7 +313,8 @@ def build_index_spark(
     ).where(F.col("key").isNotNull())
     if kt == "float64":
         sel = sel.where(~F.isnan(F.col("key")))
-    total = sum(pq.read_metadata(_local(f)).num_rows for f in events_files)
+    total = (remote.rows if remote is not None
+             else sum(pq.read_metadata(_local(f)).num_rows for f in events_files))
     per_file = options.target_file_entries or DEFAULT_FILE_ENTRIES
     if num_partitions is None:
         num_partitions = max(1, math.ceil(total / per_file))
@@ -296,7 +324,8 @@ def build_index_spark(
     level = options.fit_level(total)
     run_id = next_run_id(index_path)
     os.makedirs(index_path, exist_ok=True)
-    fn = run_writer(index_path, kt, level=level, run_id=run_id, same_run=True, options=options)
+    fn = run_writer(index_path, kt, level=level, run_id=run_id, same_run=True, options=options,
+                    target=remote.target if remote is not None and remote.through_store else None)
     rows = (
         sel.repartitionByRange(int(num_partitions), "key", "seq")
         .mapInArrow(fn, RUN_ADD_SCHEMA)

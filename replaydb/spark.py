@@ -24,6 +24,12 @@ from replaydb.errors import ReplayDBError
 _SESSION: Any = None
 
 
+def is_local_master(master: str) -> bool:
+    """Whether Spark master ``master`` runs its executors inside the driver's process
+    (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``), on the driver's machine."""
+    return master == "local" or master.startswith("local[")
+
+
 def get_spark(master: str | None = None, app_name: str = "replaydb", *,
               config: dict[str, str] | None = None, quiet: bool | None = None) -> Any:
     """Get (or start) the shared SparkSession."""

@@ -30,10 +30,18 @@ Stages (each a Spark job; the driver only ever holds metadata):
    removed by ``replaydb vacuum``; a job that ends, well or not, removes its staging folder.
 
 Delta commits go through delta-rs (``deltalake``) on the driver, whatever the Spark master; the
-executors write the Parquet data files the commit adds. For a store on an object store and a
-Spark cluster, the tasks write, stage and read back through the object store itself, and the
-stored tail a late batch rewrites is read by the driver (:mod:`.outputs`): the cluster needs
-the store's URI and credentials, no shared directory.
+executors write the Parquet data files the commit adds.
+
+**Through the store.** On a local master the executors run on the driver's machine: they write
+the data files, index runs, quarantine files and staged rows into the stream's directory (for a
+store on an object store, the driver's mirror of it, which the commit publishes), and Spark's
+JVM reads the staged rows back. On a cluster the executors do not see the driver's disk, and
+the JVM reads no object store without extra jars; so for a store on an object store and a master
+that is not local, every task writes into a temporary directory of its own and uploads what it
+wrote before it reports it (:class:`~replaydb.store.taskio.TaskOutputs`), the staged rows go to
+the object store and are read back by Python tasks (:func:`~replaydb.store.taskio.objects_frame`),
+and the stored tail a late batch rewrites is read by the driver. The cluster needs the store's
+URI and credentials, no shared directory.
 """
 
 from __future__ import annotations
@@ -52,7 +60,6 @@ import numpy as np
 from replaydb.errors import DataError, LateEventError, UsageError
 from replaydb.ingest import tasks as T
 from replaydb.ingest.buckets import bucket_expr, partition_count, partition_labels, time_bounds
-from replaydb.ingest.outputs import StreamTarget, staged_frame
 from replaydb.ingest.sourcefiles import SourceOptions
 from replaydb.ingest.sources import (
     batch_fingerprint,
@@ -64,6 +71,7 @@ from replaydb.store.failpoints import failpoint
 from replaydb.store.manifest import FileInfo, SideTableRef
 from replaydb.store.quarantine import Quarantine
 from replaydb.store.schema import StreamSchema
+from replaydb.store.taskio import StreamTarget, objects_frame
 
 DEFAULT_ROWS_PER_PARTITION = 2_000_000
 STAGING = "_staging"
@@ -140,7 +148,8 @@ def ingest(
     ``type_column`` and ``schema`` apply then; ``unit_declared`` False: the user named no unit,
     so a numeric time column's values stay numbers in results, ``StreamSchema.time_instants``).
     ``through_store``: whether the tasks of a store on an object store write and stage through
-    the object store itself rather than the driver's mirror of it (:mod:`.outputs`); default:
+    the object store itself rather than the driver's mirror of it (see the module docstring);
+    default:
     when the Spark master is not local (a cluster's executors do not see the driver's disk).
     ``source_options``: storage options for sources named by object-store URIs
     (:mod:`.sourcefiles`; default: the store's own for sources on its kind of store, else the
@@ -202,12 +211,6 @@ def ingest(
         raise
 
 
-def is_local_master(master: str) -> bool:
-    """Whether Spark master ``master`` runs its executors inside the driver's process
-    (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``)."""
-    return master == "local" or master.startswith("local[")
-
-
 def _stream_target(w: Any, spark: Any, through_store: bool | None) -> StreamTarget | None:
     """How the job's tasks reach the stream ``w`` writes: None for its directory (a local
     store, or the driver's mirror of a remote one when the executors share the driver's
@@ -218,6 +221,8 @@ def _stream_target(w: Any, spark: Any, through_store: bool | None) -> StreamTarg
     if got is None:
         return None
     if through_store is None:
+        from replaydb.spark import is_local_master
+
         through_store = not is_local_master(spark.sparkContext.master)
     if not through_store:
         return None
@@ -367,7 +372,7 @@ def _staged(spark: Any, target: StreamTarget | None, paths: list[str], schema: A
         return None
     if target is None:
         return spark.read.parquet(*paths)
-    return staged_frame(spark, target, paths, schema)
+    return objects_frame(spark, target, paths, schema)
 
 
 @dataclass

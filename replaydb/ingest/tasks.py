@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replaydb.ingest.outputs import StreamTarget, TaskOutputs
 from replaydb.ingest.sourcefiles import SourceOptions
 from replaydb.ingest.sources import ReadTask, read_task
 from replaydb.store.normalize import QUARANTINE_SCHEMA, normalize
 from replaydb.store.schema import StreamSchema
+from replaydb.store.taskio import StreamTarget, TaskOutputs
 from replaydb.store.tree import AggSpec
 
 BAD_COLUMNS = [("_src", pa.int32()), ("_row", pa.int64()), ("_bad", pa.bool_()),
@@ -86,7 +86,7 @@ class _Stager:
     from Python to the JVM as files, not as Arrow batches converted row by row, and nothing is
     cached in the JVM. Through the store (``target``), the files are written in a temporary
     directory, compressed, and uploaded when the task ends; the summary names them relative to
-    the store root (:mod:`.outputs`). Complexity: O(rows) writes, O(rows / SAMPLE_SIZE)
+    the store root (:mod:`replaydb.store.taskio`). Complexity: O(rows) writes, O(rows / SAMPLE_SIZE)
     sample."""
 
     def __init__(self, schema: StreamSchema, stage_dir: str,
@@ -230,7 +230,7 @@ def write_partition(batches: Iterator[pa.RecordBatch], *, schema_json: str, even
     every run is written on its own (files and index runs never span two buckets). A run whose
     length differs from the driver's count fails the task instead of writing wrong seqs.
     Through the store (``target``), every file is uploaded before the rows are yielded
-    (:class:`~replaydb.ingest.outputs.TaskOutputs`). Complexity: O(rows log buckets) to find
+    (:class:`~replaydb.store.taskio.TaskOutputs`). Complexity: O(rows log buckets) to find
     the runs, plus the writes."""
     schema = StreamSchema.from_json(json.loads(schema_json))
     parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]

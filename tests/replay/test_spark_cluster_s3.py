@@ -4,8 +4,9 @@ from is deleted first, the driver runs in its own process with its own cache, an
 read the data files through the store's URI (no directory is shared with them for the store);
 the rows must equal local execution of the same store before it was copied, for every case's
 parallel mode. ``replaydb ingest`` on the cluster, from sources on S3: the tasks read the
-sources and stage, write and read back through the URIs; the stream must equal a local twin
-written by appends.
+sources and stage, write and read back through the URIs; then ``replaydb index`` on the
+cluster, whose tasks read the data files and upload the runs; the stream must equal a local
+twin written by appends.
 
 Slow (a cluster, a driver JVM, fresh Python workers): ``make test-all``.
 """
@@ -106,6 +107,9 @@ def test_cluster_ingests_into_a_store_on_s3_only(s3, tmp_path: Path) -> None:
         assert not list(cache.rglob("indexes/k/*.parquet"))
         assert not list(cache.rglob("quarantine/*.parquet"))
         _cli(c, [*ingest[:3], raw2, *ingest[3:]], tmp_path)  # rewrites the stored tail
+        # a Spark-built index: the workers read the data files and upload the runs
+        _cli(c, ["index", uri, "ev", "v", "--master", c.url, *flags], tmp_path)
+        assert not list(cache.rglob("indexes/v/*.parquet"))
         out = tmp_path / "rows.parquet"
         _cli(c, ["query", uri, QUERY, "--engine", "spark", "--master", c.url, "--format",
                  "parquet", "--output", str(out), *flags], tmp_path)
@@ -115,10 +119,12 @@ def test_cluster_ingests_into_a_store_on_s3_only(s3, tmp_path: Path) -> None:
                                              if i != 16], schema=rows.schema))
     create_index(local, "ev", "k")
     local.append("ev", late, lateness=10_000_000)
+    create_index(local, "ev", "v")
     want = replaydb.query(local, QUERY, plan="replay").table
     assert pq.read_table(out).select(want.column_names).cast(want.schema).equals(want)
     reader = Store(uri, storage_options=s3.options, cache=CacheOptions(dir=str(tmp_path / "r")))
     same(local, reader)
+    same(local, reader, queries=(QUERY.replace("k < 40", "v < 0.01"),))  # the index on v
     bad = reader.stream("ev").side("quarantine").read()
     assert bad.column("row").to_pylist() == [17]
     assert bad.column("source").to_pylist() == [raw]

@@ -194,3 +194,21 @@ def test_ingest_through_the_store_touches_no_driver_directory(s3, tmp_path, spar
     assert not [e for e in remote.location.list("streams/ev", recursive=True)
                 if "/_staging/" in e.rel and e.size >= 0]
     assert not list(cache.rglob("good-1.parquet"))  # never mirrored
+
+
+def test_a_spark_built_index_of_a_remote_store_equals_a_local_one(s3, tmp_path, spark) -> None:
+    """``replaydb index`` on Spark (not ``--local``) of a store on the object store: Python
+    tasks read the data files through the URI (Spark's JVM cannot), and the index answers
+    every plan as one built in this process on a local twin."""
+    uri = _uri()
+    s3.bucket(uri[5:].split("/")[0])
+    remote = _open(s3, uri, tmp_path / "w", create=True)
+    local = replaydb.open(tmp_path / "local", create=True)
+    for store in (remote, local):
+        for part in range(3):
+            store.append("ev", batch(part), time_unit="ms")
+    got = create_index(remote, "ev", "k", engine="spark", spark=spark)
+    create_index(local, "ev", "k")
+    assert got["entries"] == 3 * 8000
+    _same(local, uri, s3, tmp_path / "r")
+    assert not list((tmp_path / "w").rglob("part-*.parquet"))  # no data file downloaded

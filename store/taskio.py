@@ -1,20 +1,13 @@
-"""Where ingest tasks put what they write, and how staged rows come back, with or without a
-file system shared with the driver.
+"""Files Spark tasks write to, and read from, a store on an object store, with no directory
+shared with the driver.
 
-On a local Spark master the executors run on the driver's machine: they write the stream's data
-files, index runs, quarantine files and staged rows straight into the stream's directory (for a
-store on an object store, the driver's mirror of it, which the commit publishes;
-:mod:`replaydb.store.remotewrite`), and Spark's JVM reads the staged rows back with its own
-Parquet reader.
-
-On a cluster the executors do not see the driver's disk, and Spark's JVM does not read object
-stores without extra jars. So for a store on an object store and a master that is not local,
-the job runs **through the store** (:class:`StreamTarget`): a task writes into a temporary
-directory of its own laid out like the stream's directory and uploads every file it wrote to
-the same place on the object store before it reports them (:class:`TaskOutputs`); the staged
-rows are uploaded too and read back by Python tasks (:func:`staged_frame`), not by the JVM.
-The driver never needs the files: it commits the names and sizes the tasks report, and the
-object store already holds them when the commit's publish step lists the stream.
+A task that writes files of a stream (:class:`TaskOutputs`) writes them into a temporary
+directory laid out like the stream's directory and uploads each to the same place on the object
+store before it reports them, so the driver commits names and sizes whose objects already
+exist. A task that reads Parquet objects of the store (:func:`read_objects`, as
+:func:`objects_frame` schedules it) reads them through the store's URI. Both reach the store
+through a :class:`StreamTarget`: its URI and storage options resolved on the driver, so
+executors need no environment of their own.
 
 Files are uniquely named (a retried task attempt writes the same index run name with the same
 entries), so an upload never replaces a file a reader uses; files of a failed job are
@@ -129,26 +122,27 @@ class TaskOutputs:
             self.discard()
 
 
-def read_staged(batches: Iterator[pa.RecordBatch], *, target: StreamTarget,
+def read_objects(batches: Iterator[pa.RecordBatch], *, target: StreamTarget,
                 schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Inside a Spark task: the rows of the staged files named by the rows of ``batches``
-    (column ``path``, store-relative), read from the object store in ``schema``, in the
-    files' order, one row group at a time."""
+    """Inside a Spark task: the rows of the Parquet objects named by the rows of ``batches``
+    (column ``path``, store-relative), read from the object store in ``schema`` (the objects'
+    columns of that name, cast to it), in the objects' order, in batches of up to 65,536
+    rows."""
     loc = target.location()
     for b in batches:
         for rel in b.column("path").to_pylist():
             with loc.open_file(rel) as f:
-                pf = pq.ParquetFile(f)
-                for i in range(pf.metadata.num_row_groups):
-                    yield from pf.read_row_group(i).cast(schema).to_batches()
+                for batch in pq.ParquetFile(f).iter_batches(1 << 16, columns=schema.names):
+                    yield batch.cast(schema)
 
 
-def staged_frame(spark: Any, target: StreamTarget, rels: list[str], schema: pa.Schema) -> Any:
-    """A Spark DataFrame of the staged files ``rels`` (store-relative; one task per file), read
-    by Python tasks from the object store; re-reads them whenever Spark evaluates it again."""
+def objects_frame(spark: Any, target: StreamTarget, rels: list[str], schema: pa.Schema) -> Any:
+    """A Spark DataFrame of the Parquet objects ``rels`` (store-relative; one task per object)
+    in ``schema``, read by Python tasks from the object store; re-reads them whenever Spark
+    evaluates it again."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     paths = spark.createDataFrame([(r,) for r in rels], "path string")
     paths = paths.repartition(max(1, len(rels)))
-    return paths.mapInArrow(functools.partial(read_staged, target=target, schema=schema),
+    return paths.mapInArrow(functools.partial(read_objects, target=target, schema=schema),
                             from_arrow_schema(schema))
