@@ -46,7 +46,7 @@ from replaydb.store.pageheader import (
     _varint,
     page_header,
 )
-from replaydb.store.pagelevels import page_levels
+from replaydb.store.pagelevels import page_levels, present_buffer, spread_present
 from replaydb.store.snappy import _snappy_at, snappy_decompress
 from replaydb.store.stringcodec import str_chunk
 
@@ -247,12 +247,7 @@ def _page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int, widt
         st, present, p = page_levels(src, p, e, nvals, denc, valid, at)
         if st != OK:
             return st, vals
-    if present == nvals:
-        dst = out[at:at + nvals]
-    else:
-        if vals.size < present:
-            vals = np.empty(max(present, 2 * vals.size), np.uint64)
-        dst = vals[:present]
+    dst, vals = present_buffer(out, at, nvals, present, vals)
     if enc == ENC_PLAIN:
         if p + present * width > e:
             return CORRUPT, vals
@@ -266,13 +261,7 @@ def _page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int, widt
     else:
         return UNSUPPORTED, vals
     if present != nvals:
-        j = 0
-        for i in range(nvals):
-            if valid[at + i]:
-                out[at + i] = vals[j]
-                j += 1
-            else:
-                out[at + i] = 0
+        spread_present(out, valid, at, nvals, vals)
     return OK, vals
 
 

@@ -68,3 +68,30 @@ def page_levels(src: np.ndarray, p: int, e: int, nvals: int, denc: int, valid: n
     if present < 0:
         return CORRUPT, 0, p
     return OK, present, p + ln
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def present_buffer(out: np.ndarray, at: int, nvals: int, present: int, vals: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Where a page's ``present`` values are decoded: straight into ``out[at:at + nvals]``
+    when no row is null, else into ``vals`` (grown when short, and answered for reuse):
+    ``(destination, vals)``."""
+    if present == nvals:
+        return out[at:at + nvals], vals
+    if vals.size < present:
+        vals = np.empty(max(present, 2 * vals.size), np.uint64)
+    return vals[:present], vals
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def spread_present(out: np.ndarray, valid: np.ndarray, at: int, nvals: int,
+                   vals: np.ndarray) -> None:
+    """Move a page's present values (``vals``, in order) to their rows of ``out[at:at +
+    nvals]`` as ``valid`` marks them; null rows get 0. O(nvals)."""
+    j = 0
+    for i in range(nvals):
+        if valid[at + i]:
+            out[at + i] = vals[j]
+            j += 1
+        else:
+            out[at + i] = 0

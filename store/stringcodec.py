@@ -35,7 +35,7 @@ from replaydb.store.pageheader import (
     _varint,
     page_header,
 )
-from replaydb.store.pagelevels import page_levels
+from replaydb.store.pagelevels import page_levels, present_buffer, spread_present
 from replaydb.store.snappy import snappy_decompress
 
 LEN_BITS = 24
@@ -146,12 +146,7 @@ def _str_page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int,
         st, present, p = page_levels(src, p, e, nvals, denc, valid, at)
         if st != OK:
             return st, vals, heap
-    if present == nvals:
-        dst = out[at:at + nvals]
-    else:
-        if vals.size < present:
-            vals = np.empty(max(present, 2 * vals.size), np.uint64)
-        dst = vals[:present]
+    dst, vals = present_buffer(out, at, nvals, present, vals)
     if enc == ENC_RLE_DICT or enc == ENC_PLAIN_DICT:
         if present > 0:
             if not has_dict or p >= e or src[p] > 32:
@@ -170,13 +165,7 @@ def _str_page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int,
     else:
         return UNSUPPORTED, vals, heap
     if present != nvals:
-        j = 0
-        for i in range(nvals):
-            if valid[at + i]:
-                out[at + i] = vals[j]
-                j += 1
-            else:
-                out[at + i] = 0
+        spread_present(out, valid, at, nvals, vals)
     return OK, vals, heap
 
 

@@ -73,3 +73,38 @@ def race(open_: Opener, uri: str, tmp_path: Path) -> Store:
     assert vacuum_stream(reader, "ev", min_age=0)["files"] == []
     first.append("ev", batch(2))  # a retry commits on top of the winner
     return first
+
+
+def ingest_sources(tmp_path: Path) -> tuple[Path, Path]:
+    """Two sources of an ingest into stream ``ev``: ``events.csv`` (batches 0-2; its data row
+    17 is bad, so a task quarantines it) and ``late.parquet`` (500 rows reaching back before
+    the first's end, so the second ingest rewrites the stored tail)."""
+    import pyarrow.parquet as pq
+
+    rows = pa.concat_tables([batch(p) for p in range(3)])
+    src = tmp_path / "events.csv"
+    text = rows.to_pandas().to_csv(index=False).splitlines()
+    text[17] = "oops,1,0.5"
+    src.write_text("\n".join(text) + "\n")
+    late = tmp_path / "late.parquet"
+    pq.write_table(_late_rows(), late)
+    return src, late
+
+
+def _late_rows() -> pa.Table:
+    return batch(9, 500).set_column(0, "t", pa.array(np.arange(500, dtype=np.int64) * 97 + 1))
+
+
+def ingested_twin(path: Path, index: tuple[str, ...] = ("k",)) -> Store:
+    """A local store holding by appends what ingesting :func:`ingest_sources` (with
+    ``--index k``) stores; then an index on each other column of ``index``."""
+    local = replaydb.open(path, create=True)
+    rows = pa.concat_tables([batch(p) for p in range(3)])
+    local.create_stream("ev", batch(0).schema, time_unit="ms", lateness=10_000_000)
+    local.append("ev", pa.Table.from_pylist([r for i, r in enumerate(rows.to_pylist())
+                                             if i != 16], schema=rows.schema))
+    create_index(local, "ev", index[0])
+    local.append("ev", _late_rows(), lateness=10_000_000)
+    for column in index[1:]:
+        create_index(local, "ev", column)
+    return local

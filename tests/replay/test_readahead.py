@@ -47,14 +47,11 @@ def _workers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "replaydb-read-ahead"]
 
 
-@settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 30), fail_at=st.none() | st.integers(0, 30),
-       depth=st.integers(1, 3), take=st.none() | st.integers(0, 30))
-def test_read_ahead_gives_the_source_items_and_its_exception(n, fail_at, depth, take):
-    src = Source(n, fail_at)
+def _drain(reads, take: int | None) -> tuple[list[int], bool]:  # noqa: ANN001
+    """The items of ``reads`` (at most ``take``) and whether it raised Boom; closes it."""
     got: list[int] = []
     raised = False
-    with ReadAhead(src, lambda x: x * 10, depth=depth) as reads:
+    with reads:
         try:
             for k, (seconds, item) in enumerate(reads):
                 if take is not None and k >= take:
@@ -63,6 +60,15 @@ def test_read_ahead_gives_the_source_items_and_its_exception(n, fail_at, depth, 
                 got.append(item)
         except Boom:
             raised = True
+    return got, raised
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 30), fail_at=st.none() | st.integers(0, 30),
+       depth=st.integers(1, 3), take=st.none() | st.integers(0, 30))
+def test_read_ahead_gives_the_source_items_and_its_exception(n, fail_at, depth, take):
+    src = Source(n, fail_at)
+    got, raised = _drain(ReadAhead(src, lambda x: x * 10, depth=depth), take)
     stop = n if fail_at is None or fail_at > n else fail_at
     want = [10 * i for i in range(stop)][:take]
     assert got == want
@@ -79,18 +85,7 @@ def test_read_ahead_gives_the_source_items_and_its_exception(n, fail_at, depth, 
 def test_in_order_gives_what_read_ahead_gives_on_the_callers_thread(n, fail_at, take):
     def run(kind) -> tuple[list[int], bool, Source]:  # noqa: ANN001
         src = Source(n, fail_at)
-        got: list[int] = []
-        raised = False
-        with kind(src, lambda x: x * 10) as reads:
-            try:
-                for k, (seconds, item) in enumerate(reads):
-                    if take is not None and k >= take:
-                        break
-                    assert seconds >= 0.0
-                    got.append(item)
-            except Boom:
-                raised = True
-        return got, raised, src
+        return (*_drain(kind(src, lambda x: x * 10), take), src)
 
     got, raised, src = run(InOrder)
     assert (got, raised) == run(ReadAhead)[:2]

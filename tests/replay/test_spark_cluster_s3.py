@@ -18,18 +18,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import replaydb
-from replaydb.indexes.manage import create_index
 from replaydb.replay.spark.cluster import LocalCluster
 from replaydb.store.mirror import CacheOptions
 from replaydb.store.store import Store
 from tests.conftest import EXECUTOR_GUARD
-from tests.remote_cases import QUERY, batch, same
+from tests.remote_cases import QUERY, ingest_sources, ingested_twin, same
 from tests.spark_cases import QUERIES, STREAM, make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -83,14 +80,7 @@ def _cli(c, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:  # 
 def test_cluster_ingests_into_a_store_on_s3_only(s3, tmp_path: Path) -> None:
     uri = "s3://cluster-ingest/store"
     s3.bucket("cluster-ingest")
-    rows = pa.concat_tables([batch(p) for p in range(3)])
-    src = tmp_path / "events.csv"
-    text = rows.to_pandas().to_csv(index=False).splitlines()
-    text[17] = "oops,1,0.5"  # a bad row: quarantined by a task on a worker
-    src.write_text("\n".join(text) + "\n")
-    late = batch(9, 500).set_column(0, "t", pa.array(np.arange(500, dtype=np.int64) * 97 + 1))
-    src2 = tmp_path / "late.parquet"
-    pq.write_table(late, src2)
+    src, src2 = ingest_sources(tmp_path)
     raw = s3.upload(src, "s3://cluster-ingest/raw/events.csv")
     raw2 = s3.upload(src2, "s3://cluster-ingest/raw/late.parquet")
     src.unlink()
@@ -113,13 +103,7 @@ def test_cluster_ingests_into_a_store_on_s3_only(s3, tmp_path: Path) -> None:
         out = tmp_path / "rows.parquet"
         _cli(c, ["query", uri, QUERY, "--engine", "spark", "--master", c.url, "--format",
                  "parquet", "--output", str(out), *flags], tmp_path)
-    local = replaydb.open(tmp_path / "local", create=True)
-    local.create_stream("ev", batch(0).schema, time_unit="ms", lateness=10_000_000)
-    local.append("ev", pa.Table.from_pylist([r for i, r in enumerate(rows.to_pylist())
-                                             if i != 16], schema=rows.schema))
-    create_index(local, "ev", "k")
-    local.append("ev", late, lateness=10_000_000)
-    create_index(local, "ev", "v")
+    local = ingested_twin(tmp_path / "local", ("k", "v"))
     want = replaydb.query(local, QUERY, plan="replay").table
     assert pq.read_table(out).select(want.column_names).cast(want.schema).equals(want)
     reader = Store(uri, storage_options=s3.options, cache=CacheOptions(dir=str(tmp_path / "r")))

@@ -26,7 +26,7 @@ from replaydb.indexes.manage import create_index
 from replaydb.store.mirror import CacheOptions
 from replaydb.store.store import Store
 from replaydb.store.vacuum import vacuum_stream
-from tests.remote_cases import batch, race, same, write_twins
+from tests.remote_cases import batch, ingest_sources, ingested_twin, race, same, write_twins
 
 
 def _uri() -> str:
@@ -157,14 +157,7 @@ def test_ingest_through_the_store_touches_no_driver_directory(s3, tmp_path, spar
 
     uri = _uri()
     s3.bucket(uri[5:].split("/")[0])
-    rows = pa.concat_tables([batch(p) for p in range(3)])
-    src = tmp_path / "events.csv"
-    text = rows.to_pandas().to_csv(index=False).splitlines()
-    text[17] = "oops,1,0.5"  # a bad row, quarantined by a task
-    src.write_text("\n".join(text) + "\n")
-    late = batch(9, 500).set_column(0, "t", pa.array(np.arange(500, dtype=np.int64) * 97 + 1))
-    src2 = tmp_path / "late.parquet"
-    pq.write_table(late, src2)
+    src, src2 = ingest_sources(tmp_path)
     cache = tmp_path / "cache"
     remote = _open(s3, uri, cache, create=True)
     for path in (src, src2):
@@ -175,13 +168,7 @@ def test_ingest_through_the_store_touches_no_driver_directory(s3, tmp_path, spar
             assert not list(stream.rglob("indexes/k/*.parquet"))
         assert not list(stream.rglob("quarantine/*.parquet"))
         assert not [p for p in stream.rglob("_staging/*") if p.is_file()]
-    local = replaydb.open(tmp_path / "local", create=True)
-    local.create_stream("ev", batch(0).schema, time_unit="ms", lateness=10_000_000)
-    local.append("ev", pa.Table.from_pylist([r for i, r in enumerate(rows.to_pylist())
-                                             if i != 16], schema=rows.schema))
-    create_index(local, "ev", "k")
-    local.append("ev", late, lateness=10_000_000)
-    _same(local, uri, s3, tmp_path / "r")
+    _same(ingested_twin(tmp_path / "local"), uri, s3, tmp_path / "r")
     listed = remote.location.list("streams/ev", recursive=True)
     assert not [e.rel for e in listed if "/_staging/" in e.rel and e.size >= 0]
     bad = _open(s3, uri, tmp_path / "q").stream("ev").side("quarantine").read()
