@@ -83,6 +83,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     given = parse_options(args.storage_option) if args.storage_option else None
     if not is_remote(args.store):  # the options are for the sources on an object store
+        if given and not any(is_remote(s) for s in args.sources):
+            raise UsageError("storage options apply to stores and sources on object stores "
+                             "(s3://...); neither the store nor a source is one")
         args.storage_option = None
     store = open_store(args, create=True)
     unit = args.time_unit or "ms"

@@ -102,4 +102,8 @@ def test_bad_source_uris_are_clear(s3, tmp_path, spark, capsys) -> None:
     assert cli_main(["ingest", str(tmp_path / "s"), "ev", f"s3://{bucket}/in/one.parquet",
                      "--time-unit", "ms", "--master", "local[2]", *flags]) == 0
     assert store.stream("ev").read().num_rows == 100
+    # options with neither a remote store nor a remote source are a mistake, said so
+    assert cli_main(["ingest", str(tmp_path / "s"), "ev", str(tmp_path / "one.parquet"),
+                     *flags]) == 2
+    assert "neither the store nor a source" in capsys.readouterr().err
     assert pa.types.is_int64(store.stream("ev").read().schema.field("k").type)
