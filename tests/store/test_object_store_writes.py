@@ -199,3 +199,27 @@ def test_a_spark_built_index_of_a_remote_store_equals_a_local_one(s3, tmp_path, 
     assert got["entries"] == 3 * 8000
     _same(local, uri, s3, tmp_path / "r")
     assert not list((tmp_path / "w").rglob("part-*.parquet"))  # no data file downloaded
+
+
+def test_an_index_new_at_ingest_is_back_filled_for_a_remote_stream(s3, tmp_path,
+                                                                    spark) -> None:
+    """``--index v`` at an ingest into a remote stream that already holds events: the stored
+    events are indexed in the driver's process (its mirror holds no data file to hand Spark),
+    and the index answers as a local twin's."""
+    from replaydb.ingest.job import ingest
+
+    uri = _uri()
+    s3.bucket(uri[5:].split("/")[0])
+    remote = _open(s3, uri, tmp_path / "w", create=True)
+    local = replaydb.open(tmp_path / "local", create=True)
+    for store in (remote, local):
+        store.append("ev", batch(0), time_unit="ms")
+    src = tmp_path / "more.parquet"
+    pq.write_table(batch(1), src)
+    ingest(remote, "ev", [str(src)], index=["v"], spark=spark, quiet=True)
+    local.append("ev", batch(1))
+    create_index(local, "ev", "v")
+    query = """SELECT * FROM ev MATCH_RECOGNIZE (ORDER BY t MEASURES A.t AS at
+      ONE ROW PER MATCH PATTERN (A B) DEFINE A AS v < 0.001, B AS k < 40)"""
+    same(local, _open(s3, uri, tmp_path / "r"), queries=(query,))
+    assert _open(s3, uri, tmp_path / "r2").stream("ev").indexes()["v"].num_entries == 16000
