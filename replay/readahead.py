@@ -1,5 +1,5 @@
-"""Reads one step ahead of the operator: :class:`ReadAhead` (and :class:`InOrder`, the same
-iteration on the caller's thread, for a replay of one read).
+"""Reads one step ahead of the operator: :class:`ReadAhead` (and :func:`first_then_ahead`,
+which starts it only once a second item is coming).
 
 A replay alternates between reading (decoding a store's pages, which releases the GIL) and
 pushing what it read into an operator. :class:`ReadAhead` computes the next item of a source
@@ -145,45 +145,31 @@ class ReadAhead(Generic[T]):
         self.close()
 
 
-class InOrder(Generic[T]):
-    """What :class:`ReadAhead` yields, computed on the caller's thread when asked for: for a
-    source of one item, which a worker could not overlap with anything and would only add its
-    start-up to. The same items, order, exceptions and closing of the source."""
-
-    def __init__(self, source: Iterator[Any], make: Callable[[Any], T]) -> None:
-        self._source = source
-        self._make = make
-        self._finished = False
-
-    def __iter__(self) -> InOrder[T]:
-        return self
-
-    def __next__(self) -> tuple[float, T]:
-        if self._finished:
-            raise StopIteration
+def first_then_ahead(source: Iterator[Any], make: Callable[[Any], T],
+                     last: Callable[[T], bool]) -> Iterator[tuple[float, T]]:
+    """What :class:`ReadAhead` yields, with the first item computed on the caller's thread
+    (the caller waits for it in any case): when that item is the source's last
+    (``last(item)``), no worker is started, which could overlap nothing and would only add
+    its start-up; otherwise the items after it are read ahead by a :class:`ReadAhead`, which
+    computes the second while the caller works on the first. The same items, order and
+    exceptions as the source's; items after one marked last (none, where ``last`` is right)
+    are still delivered, on the caller's thread. Closing the iterator closes the source."""
+    try:
         t0 = time.perf_counter()
-        try:
-            item = next(self._source, _DONE)
-            out = item if item is _DONE else self._make(item)
-        except BaseException:
-            self.close()
-            raise
-        if out is _DONE:
-            self.close()
-            raise StopIteration
-        return time.perf_counter() - t0, out
-
-    def close(self) -> None:
-        """Close the source (once)."""
-        if self._finished:
+        item = next(source, _DONE)
+        if item is _DONE:
             return
-        self._finished = True
-        close = getattr(self._source, "close", None)
+        out = make(item)
+        yield time.perf_counter() - t0, out
+        if last(out):
+            for item in source:
+                t0 = time.perf_counter()
+                out = make(item)
+                yield time.perf_counter() - t0, out
+            return
+        with ReadAhead(source, make) as reads:
+            yield from reads
+    finally:
+        close = getattr(source, "close", None)
         if close is not None:
             close()
-
-    def __enter__(self) -> InOrder[T]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -43,6 +43,7 @@ per chunk of about ``batch_rows`` events).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ import pyarrow as pa
 
 from replaydb.errors import UsageError
 from replaydb.operators.base import Operator
-from replaydb.replay.readahead import InOrder, ReadAhead
+from replaydb.replay.readahead import first_then_ahead
 from replaydb.store.interval_list import IntervalList
 
 DEFAULT_BATCH_ROWS = 65_536
@@ -238,17 +239,21 @@ class Replay:
         :meth:`StreamSnapshot.read_interval_groups` (the intervals' leaves, up to
         ``batch_rows`` events' worth per read; with ``kept_only``, their rows inside the
         intervals only; with ``with_last``, ``shape(table, parts, last)``, ``last`` True for
-        the last read); reading and shaping count as read time. The next read is made on a
-        worker thread while the caller works on this one (:class:`.ReadAhead`), unless the
-        intervals take one read (:class:`.InOrder`: nothing to overlap)."""
+        the last read); reading and shaping count as read time. The first read is made on the
+        caller's thread; when another follows, the next read is made on a worker thread while
+        the caller works on this one (:func:`.first_then_ahead`; the snapshot marks its last
+        read, so a replay of one read starts no worker)."""
         cols = self._stream_columns(snap)
         max_leaves = max(1, self.batch_rows // max(1, snap.schema.leaf_capacity))
         groups = snap.read_interval_groups(self.intervals, cols, max_leaves=max_leaves,
-                                           seq=self.seq, kept_only=kept_only,
-                                           with_last=with_last)
-        ahead = snap.interval_reads(self.intervals, max_leaves) > 1
-        with (ReadAhead if ahead else InOrder)(groups, lambda group: shape(*group)) as reads:
-            for seconds, out in reads:
+                                           seq=self.seq, kept_only=kept_only, with_last=True)
+
+        def make(group: tuple[Any, Any, bool]) -> tuple[Any, bool]:
+            table, parts, last = group
+            return (shape(table, parts, last) if with_last else shape(table, parts)), last
+
+        with contextlib.closing(first_then_ahead(groups, make, lambda got: got[1])) as reads:
+            for seconds, (out, _) in reads:
                 self.stats.read_seconds += seconds
                 yield out
 

@@ -298,17 +298,6 @@ class StreamSnapshot:
         first = int(self.tree.leaves.col("seq_min")[i])
         return tbl.slice(s0 - first, s1 - s0)
 
-    def interval_reads(self, intervals: Sequence[tuple[int | None, int | None]],
-                       max_leaves: int = DEFAULT_BATCH_LEAVES) -> int:
-        """How many reads :meth:`read_interval_groups` makes of ``intervals`` with
-        ``max_leaves`` (at most; a read whose intervals hold no event is not yielded).
-        O(intervals log leaves + reads); reads nothing."""
-        if len(intervals) == 0 or self.tree.leaves.n == 0:
-            return 0
-        a, b = as_rows(intervals)
-        ids = _covered_leaves(*self.tree.leaf_ranges_for_times(a, b))
-        return sum(1 for _ in self._packed_chunks(ids, max_leaves)) if len(ids) else 0
-
     def read_interval_groups(
         self,
         intervals: Sequence[tuple[int | None, int | None]],

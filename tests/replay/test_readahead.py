@@ -1,16 +1,17 @@
 """The read-ahead iterator delivers its source's items, order and exceptions, and never leaves
-a worker thread behind; its in-order twin delivers the same on the caller's thread; a replay
-takes the twin exactly when its intervals take one read."""
+a worker thread behind; started after a first item read on the caller's thread, it delivers
+the same; a replay starts a worker exactly when more than one read comes."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaydb.replay.readahead import InOrder, ReadAhead
+from replaydb.replay.readahead import ReadAhead, first_then_ahead
 
 
 class Boom(Exception):
@@ -51,9 +52,9 @@ def _drain(reads, take: int | None) -> tuple[list[int], bool]:  # noqa: ANN001
     """The items of ``reads`` (at most ``take``) and whether it raised Boom; closes it."""
     got: list[int] = []
     raised = False
-    with reads:
+    with reads as items:
         try:
-            for k, (seconds, item) in enumerate(reads):
+            for k, (seconds, item) in enumerate(items):
                 if take is not None and k >= take:
                     break
                 assert seconds >= 0.0
@@ -81,21 +82,27 @@ def test_read_ahead_gives_the_source_items_and_its_exception(n, fail_at, depth, 
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 30), fail_at=st.none() | st.integers(0, 30),
-       take=st.none() | st.integers(0, 30))
-def test_in_order_gives_what_read_ahead_gives_on_the_callers_thread(n, fail_at, take):
-    def run(kind) -> tuple[list[int], bool, Source]:  # noqa: ANN001
-        src = Source(n, fail_at)
-        return (*_drain(kind(src, lambda x: x * 10), take), src)
-
-    got, raised, src = run(InOrder)
-    assert (got, raised) == run(ReadAhead)[:2]
+       take=st.none() | st.integers(0, 30), last_at=st.none() | st.integers(0, 30))
+def test_first_then_ahead_gives_what_read_ahead_gives(n, fail_at, take, last_at):
+    """The same items and exception as ReadAhead, whichever item is marked last (even a
+    wrong mark); the first on the caller's thread, and a worker only when the first item is
+    not marked last."""
+    src = Source(n, fail_at)
+    got, raised = _drain(contextlib.closing(
+        first_then_ahead(src, lambda x: x * 10,
+                         lambda out: last_at is not None and out == 10 * last_at)), take)
+    assert (got, raised) == _drain(ReadAhead(Source(n, fail_at), lambda x: x * 10), take)
     assert src.closed
-    assert src.threads <= {threading.get_ident()}
+    assert not _workers()
+    first_is_last = last_at == 0
+    if first_is_last or (take is not None and take <= 1) or n == 0 or fail_at in (0, 1):
+        return
+    assert len(src.threads) == 2  # the first item here, the rest on the worker
 
 
-def test_a_replay_reads_ahead_only_when_its_intervals_take_several_reads(tmp_path):
-    """``interval_reads`` is the number of reads ``read_interval_groups`` makes, and a replay
-    starts a read-ahead worker exactly when it is more than one."""
+def test_a_replay_reads_ahead_only_when_more_than_one_read_comes(tmp_path):
+    """A replay starts a read-ahead worker exactly when its intervals take more than one
+    read (the snapshot marks the last one)."""
     import numpy as np
     import pyarrow as pa
 
@@ -113,14 +120,6 @@ def test_a_replay_reads_ahead_only_when_its_intervals_take_several_reads(tmp_pat
                                                          leaf_capacity=256))
         store.append("ev", tbl)
     snap = store.stream("ev")
-    cases = [[(10, 20)], [(0, 300), (9000, 9100)], [(None, None)], [(20000, 30000)],
-             [(100, 200), (14000, 14500)]]
-    for intervals in cases:
-        for max_leaves in (1, 4, 64):
-            reads = list(snap.read_interval_groups(intervals, ["t", "x"],
-                                                   max_leaves=max_leaves))
-            assert snap.interval_reads(intervals, max_leaves) >= len(reads)
-            assert snap.interval_reads(intervals, max_leaves) <= max(1, len(reads))
     started: list[bool] = []
     real = ReadAhead.__init__
 
