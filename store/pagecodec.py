@@ -38,7 +38,12 @@ from numba.extending import intrinsic
 from replaydb.store.pageheader import (
     _PAGE_DATA,
     _PAGE_INDEX,
+    CODEC_NONE,
+    CODEC_SNAPPY,
     CORRUPT,
+    ENC_DELTA,
+    ENC_PLAIN,
+    ENC_RLE,
     OK,
     UNSUPPORTED,
     _header_into,
@@ -49,14 +54,6 @@ from replaydb.store.pageheader import (
 from replaydb.store.pagelevels import page_levels, present_buffer, spread_present
 from replaydb.store.snappy import _snappy_at, snappy_decompress
 from replaydb.store.stringcodec import str_chunk
-
-CODEC_NONE = 0
-CODEC_SNAPPY = 1
-
-ENC_PLAIN = 0
-ENC_RLE = 3
-ENC_DELTA = 5
-
 
 LITTLE_ENDIAN = sys.byteorder == "little"
 """Whether a word loaded from memory holds its bytes in Parquet's (little-endian) order; the

@@ -21,6 +21,17 @@ _PAGE_INDEX = 1
 _PAGE_DICT = 2
 _PAGE_DATA_V2 = 3
 
+CODEC_NONE = 0
+CODEC_SNAPPY = 1
+"""The codecs the page decoders take (the reader's own numbering)."""
+
+ENC_PLAIN = 0
+ENC_PLAIN_DICT = 2
+ENC_RLE = 3
+ENC_DELTA = 5
+ENC_RLE_DICT = 8
+"""Parquet's ``Encoding`` values the page decoders read."""
+
 _MAX_DEPTH = 32
 
 @nb.njit(cache=True, nogil=True)

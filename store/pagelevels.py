@@ -7,9 +7,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from replaydb.store.pageheader import CORRUPT, OK, UNSUPPORTED, _varint
-
-ENC_RLE = 3
+from replaydb.store.pageheader import CORRUPT, ENC_RLE, OK, UNSUPPORTED, _varint
 
 
 @nb.njit(cache=True, nogil=True)

@@ -29,7 +29,12 @@ from replaydb.store.pageheader import (
     _PAGE_DATA,
     _PAGE_DICT,
     _PAGE_INDEX,
+    CODEC_NONE,
+    CODEC_SNAPPY,
     CORRUPT,
+    ENC_PLAIN,
+    ENC_PLAIN_DICT,
+    ENC_RLE_DICT,
     OK,
     UNSUPPORTED,
     _varint,
@@ -43,12 +48,6 @@ MAX_LEN = (1 << LEN_BITS) - 1
 MAX_HEAP = 1 << 39
 MAX_ARROW_BYTES = (1 << 31) - 1
 """Bytes of one gathered column at most (Arrow's ``string`` has 32-bit offsets)."""
-
-CODEC_NONE = 0
-CODEC_SNAPPY = 1
-ENC_PLAIN = 0
-ENC_PLAIN_DICT = 2
-ENC_RLE_DICT = 8
 
 
 @nb.njit(cache=True, nogil=True)
