@@ -84,23 +84,21 @@ class _Stager:
 
     The JVM then reads the staged good rows with Spark's native Parquet reader: the events cross
     from Python to the JVM as files, not as Arrow batches converted row by row, and nothing is
-    cached in the JVM. Through the store (``target``), the files are written in a temporary
-    directory, compressed, and uploaded when the task ends; the summary names them relative to
-    the store root (:mod:`replaydb.store.taskio`). Complexity: O(rows) writes, O(rows / SAMPLE_SIZE)
-    sample."""
+    cached in the JVM. Through the store (``outputs`` with a target), the files are written in
+    the task's temporary directory, compressed, and uploaded when the task's outputs are
+    published; the summary names them relative to the store root
+    (:mod:`replaydb.store.taskio`). Complexity: O(rows) writes, O(rows / SAMPLE_SIZE) sample."""
 
-    def __init__(self, schema: StreamSchema, stage_dir: str,
-                 target: StreamTarget | None = None) -> None:
+    def __init__(self, schema: StreamSchema, stage_dir: str, outputs: TaskOutputs) -> None:
         self.schema = schema
-        self.target = target
-        self.outputs = TaskOutputs(target)
-        self.stage_dir = self.outputs.path(stage_dir)
-        self.compression = "none" if target is None else "lz4"
+        self.target = outputs.target
+        self.stage_dir = outputs.path(stage_dir)
+        self.compression = "none" if self.target is None else "lz4"
         tag = uuid.uuid4().hex
         self.good_name = os.path.join(stage_dir, f"good-{tag}.parquet")
         self.bad_name = os.path.join(stage_dir, f"bad-{tag}.parquet")
-        self.good_path = self.outputs.path(self.good_name)
-        self.bad_path = self.outputs.path(self.bad_name)
+        self.good_path = outputs.path(self.good_name)
+        self.bad_path = outputs.path(self.bad_name)
         self._good: pq.ParquetWriter | None = None
         self._bad: pq.ParquetWriter | None = None
         self.n_good = self.n_bad = 0
@@ -151,7 +149,6 @@ class _Stager:
         for wr in (self._good, self._bad):
             if wr is not None:
                 wr.close()
-        self.outputs.publish()
         sample = np.sort(np.concatenate(self.samples)) if self.samples else np.empty(0, np.int64)
         if len(sample) > SAMPLE_SIZE:
             sample = sample[np.linspace(0, len(sample) - 1, SAMPLE_SIZE).astype(np.int64)]
@@ -170,15 +167,17 @@ def parse_tasks(batches: Iterator[pa.RecordBatch], *, schema_json: str, options:
     """Read and normalize the read tasks given as rows (one task per row) into this Spark task's
     staging files; yield the task's summary row (:data:`STAGE_SCHEMA`)."""
     schema = StreamSchema.from_json(json.loads(schema_json))
-    stager = _Stager(schema, stage_dir, target)
-    for b in batches:
-        for task in b.to_pylist():
-            t = ReadTask(**task)
-            table = read_task(t, so=sources)
-            rows = t.row_offset + np.arange(1, table.num_rows + 1, dtype=np.int64)
-            stager.add(normalize(table, schema, row_numbers=rows, source=t.path, **options),
-                       t.source)
-    yield stager.summary()
+    with TaskOutputs(target) as outputs:  # uploaded after the summary closes the files
+        stager = _Stager(schema, stage_dir, outputs)
+        for b in batches:
+            for task in b.to_pylist():
+                t = ReadTask(**task)
+                table = read_task(t, so=sources)
+                rows = t.row_offset + np.arange(1, table.num_rows + 1, dtype=np.int64)
+                stager.add(normalize(table, schema, row_numbers=rows, source=t.path,
+                                     **options), t.source)
+        summary = stager.summary()
+    yield summary
 
 
 def parse_frame(batches: Iterator[pa.RecordBatch], *, schema_json: str, options: dict,
@@ -187,13 +186,15 @@ def parse_frame(batches: Iterator[pa.RecordBatch], *, schema_json: str, options:
     """Normalize rows of a Spark DataFrame handed in from Python (``_row`` = its row id) into
     this Spark task's staging files; yield the task's summary row."""
     schema = StreamSchema.from_json(json.loads(schema_json))
-    stager = _Stager(schema, stage_dir, target)
-    for b in batches:
-        tbl = pa.Table.from_batches([b])
-        rows = tbl.column("_row").to_numpy()
-        stager.add(normalize(tbl.drop(["_row"]), schema, row_numbers=rows, source="dataframe",
-                             **options), -1)
-    yield stager.summary()
+    with TaskOutputs(target) as outputs:  # uploaded after the summary closes the files
+        stager = _Stager(schema, stage_dir, outputs)
+        for b in batches:
+            tbl = pa.Table.from_batches([b])
+            rows = tbl.column("_row").to_numpy()
+            stager.add(normalize(tbl.drop(["_row"]), schema, row_numbers=rows,
+                                 source="dataframe", **options), -1)
+        summary = stager.summary()
+    yield summary
 
 
 META_SCHEMA = pa.schema([
