@@ -99,15 +99,13 @@ def _remote_events(w: Any, column: str, spark: Any) -> Any:
 
     from replaydb.indexes.spark_build import RemoteEvents
     from replaydb.spark import is_local_master
-    from replaydb.store.mirror import mirror_of
     from replaydb.store.taskio import StreamTarget
 
-    got = mirror_of(w.dir) if w.store.location is not None else None
-    if got is None:
+    target = StreamTarget.of_dir(w.dir) if w.store.location is not None else None
+    if target is None:
         return None
-    mirror, rel = got
     snap = w.snap
     schema = pa.schema([pa.field(column, snap.schema.attr(column).arrow_type),
                         pa.field("seq", pa.int64()), pa.field("t", pa.int64())])
-    return RemoteEvents(StreamTarget.of(mirror.location, rel, w.dir), schema, snap.n_events,
+    return RemoteEvents(target, schema, snap.n_events,
                         through_store=not is_local_master(spark.sparkContext.master))

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replaydb.store.location import RemoteLocation
+from replaydb.store.mirror import mirror_of
 
 UPLOADS_IN_FLIGHT = 8
 """Concurrent uploads of one task's files."""
@@ -47,10 +48,16 @@ class StreamTarget:
     local_dir: str
 
     @classmethod
-    def of(cls, location: RemoteLocation, rel: str, local_dir: str | os.PathLike[str]
-           ) -> StreamTarget:
+    def of_dir(cls, stream_dir: str | os.PathLike[str]) -> StreamTarget | None:
+        """The target of a stream whose directory ``stream_dir`` lies in a store's mirror
+        (:func:`~replaydb.store.mirror.mirror_of`); None for a local store's."""
+        got = mirror_of(stream_dir)
+        if got is None:
+            return None
+        mirror, rel = got
+        location = mirror.location
         return cls(location.uri, tuple(sorted(location.options.items())), rel.strip("/"),
-                   str(local_dir))
+                   str(stream_dir))
 
     def location(self) -> RemoteLocation:
         """The store's location, opened once per process."""

@@ -215,19 +215,13 @@ def _stream_target(w: Any, spark: Any, through_store: bool | None) -> StreamTarg
     """How the job's tasks reach the stream ``w`` writes: None for its directory (a local
     store, or the driver's mirror of a remote one when the executors share the driver's
     disk), else through the object store (see ``through_store`` in :func:`ingest`)."""
-    from replaydb.store.mirror import mirror_of
+    from replaydb.spark import is_local_master
 
-    got = mirror_of(w.dir) if w.store.location is not None else None
-    if got is None:
+    if w.store.location is None:
         return None
     if through_store is None:
-        from replaydb.spark import is_local_master
-
         through_store = not is_local_master(spark.sparkContext.master)
-    if not through_store:
-        return None
-    mirror, rel = got
-    return StreamTarget.of(mirror.location, rel, w.dir)
+    return StreamTarget.of_dir(w.dir) if through_store else None
 
 
 def _run(store: Any, w: Any, stream: str, sources: Any, files: list[tuple[str, str]],
