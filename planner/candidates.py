@@ -13,8 +13,13 @@ replay costs the stream's events): the events inside the intervals (pushed into 
 estimated by interpolating times within leaves), plus the extra cost of reading the covered
 leaves through intervals rather than in one sweep (their events times the calibrated ratio of
 the two read weights less one, see ``replaydb calibrate``; never below zero: the leaves are a
-subset of full replay's), plus ``interval_events`` per interval (default: the calibrated one)
-and one per index entry looked up. Full replay is planned when the pruned plan costs
+subset of full replay's), plus ``interval_events`` per interval and one per index entry looked
+up. The intervals are read in one sweep over the leaves they cover
+(:meth:`~replaydb.store.snapshot.StreamSnapshot.read_interval_groups`) and pushed many per batch,
+so an interval adds a boundary between two parts of a read and a break in a batch, not a
+navigation: its default cost is one event (:data:`SWEEP_INTERVAL_EVENTS`), and intervals are
+joined only across gaps of at most one event. A plan pattern's calibrated ``interval_events``
+(``replaydb calibrate``) prices a navigation per interval, which these reads do not make. Full replay is planned when the pruned plan costs
 more than ``max_fraction`` of it (:class:`~replaydb.planner.options.CandidatePlannerOptions`).
 """
 
@@ -46,6 +51,11 @@ Scopes = Callable[..., dict[str, ConditionScope]]
 Intervals = Callable[[dict[str, ConditionScope], Geometry], tuple[np.ndarray, np.ndarray]]
 """``(scopes, geo) -> (region, intervals)``: sorted disjoint rows ``[a, b)`` (the intervals
 before short gaps are joined)."""
+
+SWEEP_INTERVAL_EVENTS = 1.0
+"""Default cost of one replay interval of these planners, in events: a part boundary in a read
+that sweeps the covered leaves once, and a break in a pushed batch (see the module
+docstring)."""
 
 
 @dataclass
@@ -144,7 +154,7 @@ def plan_around_candidates(ctx: Any, *, key: str, reason: str, op: Any,
     t0 = time.perf_counter()
     weights = load_weights(ctx.store)
     per_interval = (opts.interval_events if opts.interval_events is not None
-                    else weights.interval_events)
+                    else SWEEP_INTERVAL_EVENTS)
     join = opts.join_events if opts.join_events is not None else per_interval
     st.region, iv = intervals(st.scopes, geo)
     iv = join_gaps(iv, geo, join)

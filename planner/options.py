@@ -187,9 +187,9 @@ class CandidatePlannerOptions:
     fraction of full replay (``float("inf")``: prune whenever anything is pruned)."""
 
     interval_events: float | None = None
-    """Fixed cost of one replay interval, in events replayed (None: the store's calibrated
-    pattern weight ``interval_events``, see ``replaydb calibrate``: an interval's navigation,
-    as in a pattern plan)."""
+    """Fixed cost of one replay interval, in events replayed (None: one event; the intervals
+    are read in one sweep over their leaves and pushed many per batch, so an interval adds a
+    part boundary, not a navigation: :data:`replaydb.planner.candidates.SWEEP_INTERVAL_EVENTS`)."""
 
 
 # --------------------------------------------------------------------------- operators
