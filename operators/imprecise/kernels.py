@@ -4,9 +4,12 @@ Same semantics as :mod:`.confidence` (the reference, tested against these), for 
 skip-till-any, and skip-till-next where every spoiler is a candidate of one gap only (Eq. 3).
 Per match the DP runs over the valid intervals ``[vlb_j, vub_j]``; when the window cannot bind
 (``vub_l - vlb_1 < W``) one forward pass gives the confidence and the range end and one backward
-pass the range start; otherwise it runs once per start point. Without spoilers a transition is a
-prefix sum (``O(l * n)`` per pass); with spoilers it is ``O(n^2)`` per gap, the spoiler factor of
-each (s, t) computed from the spoilers' cumulative distributions.
+pass the range start; otherwise it runs once per start point - except skip-till-any (no
+spoilers) of up to :data:`MAX_SEPARABLE` components, whose binding-window confidence is a sum of
+separable terms over all start points at once (:mod:`.window_sums`, ``O(2^l * N)`` for an axis
+of ``N`` instants, its range decided exactly on the instants). Without spoilers a transition is
+a prefix sum (``O(l * n)`` per pass); with spoilers it is ``O(n^2)`` per gap, the spoiler factor
+of each (s, t) computed from the spoilers' cumulative distributions.
 
 pmf access: ``woff[e] < 0`` is uniform over ``[lo[e], hi[e]]``; otherwise ``wflat``/``cflat``
 hold the normalized weights and their running sums from ``woff[e]`` on.
@@ -16,6 +19,12 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from replaydb.operators.imprecise.window_sums import (
+    axis_probs,
+    exact_range,
+    separable_confidence,
+)
 
 
 @nb.njit(cache=True, inline="always")
@@ -86,6 +95,10 @@ def _gap_weights(m: int, g: int, vlb: np.ndarray, vub: np.ndarray, gap_ptr: np.n
                 row[j] *= v if v > 0.0 else 0.0
 
 
+MAX_SEPARABLE = 8
+"""Most components whose binding-window confidence uses the separable sums
+(:mod:`.window_sums`: ``2^(l-1)`` tables per match); longer patterns run one pass per start."""
+
 _SIG = (nb.types.Tuple((nb.float64[::1], nb.int64[::1], nb.int64[::1]))(
     nb.int64[:, ::1], nb.int64[:, ::1], nb.int64[:, ::1], nb.int64[::1], nb.int64[::1],
     nb.int64[::1], nb.float64[::1], nb.float64[::1], nb.int64, nb.boolean, nb.int64[::1],
@@ -122,6 +135,19 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
     fs = np.zeros(maxn)
     ft = np.zeros(maxn)
     cum = np.zeros((maxn, maxn)) if use_gaps else np.zeros((1, 1))
+    # scratch of the separable sums (skip-till-any under a binding window, window_sums)
+    axis = 1
+    if not use_gaps and l_ >= 2:
+        for m in range(m_count):
+            if vub[m, l_ - 1] - vlb[m, 0] + 1 > axis:
+                axis = vub[m, l_ - 1] - vlb[m, 0] + 1
+    terms = 1 << (l_ - 1) if not use_gaps and 2 <= l_ <= MAX_SEPARABLE else 1
+    pax = np.zeros((l_, axis))
+    su = np.zeros((terms, axis))
+    sv = np.zeros((terms, axis))
+    sw = np.zeros((terms, axis))
+    nxt = np.zeros((l_, axis + 1), np.int64)
+    prv = np.zeros((l_, axis + 1), np.int64)
     lastpos = np.zeros((maxn, maxn), np.int64) if use_gaps else np.zeros((1, 1), np.int64)
     for m in range(m_count):
         feasible = True
@@ -139,6 +165,18 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
                 _gap_weights(m, g, vlb, vub, gap_ptr, gap_ev, lo, hi, woff, cflat, gw[g], fs,
                              ft)
         binding = vub[m, l_ - 1] - vlb[m, 0] >= window
+        if binding and terms > 1:
+            n_axis = axis_probs(m, l_, vlb, vub, probs, pax)
+            a, b = exact_range(pax, n_axis, l_, window, nxt, prv)
+            if a > b:
+                continue  # no chain inside the window: confidence 0
+            c = separable_confidence(pax, n_axis, vub[m, 0] - vlb[m, 0] + 1, l_, window, su,
+                                     sv, sw)
+            if c >= 0.0:
+                conf[m] = c
+                r0[m] = vlb[m, 0] + a
+                r1[m] = vlb[m, 0] + b
+                continue
         n0 = vub[m, 0] - vlb[m, 0] + 1
         total = 0.0
         best0 = none
