@@ -64,8 +64,9 @@ def _gap_weights(m: int, g: int, vlb: np.ndarray, vub: np.ndarray, gap_ptr: np.n
     ``s = vlb[m, g-1] + a`` and ``t = vlb[m, g] + b``: the product over the spoilers, in their
     order, of ``1 - (P[T <= t - 1] - P[T <= s])`` where ``t > s`` (1 elsewhere). Each spoiler's
     distribution is read once per point (``fs``, ``ft``: scratch of at least ``ns`` / ``nt``
-    entries) and a spoiler that cannot fall between any two of the points is skipped (its
-    factors are all exactly 1). O(ns * nt) per spoiler that can."""
+    entries); only the pairs with ``s < upper`` and ``t > lower`` of the spoiler are
+    multiplied (elsewhere its factor is exactly 1), so a spoiler that cannot fall between any
+    two of the points is skipped. O(ns * nt) per spoiler that can, at most."""
     l_ = vlb.shape[1]
     s0 = vlb[m, g - 1]
     t0 = vlb[m, g]
@@ -83,10 +84,11 @@ def _gap_weights(m: int, g: int, vlb: np.ndarray, vub: np.ndarray, gap_ptr: np.n
             continue
         _cdf_run(c, s0, ns, lo, hi, woff, cflat, fs)
         _cdf_run(c, t0 - 1, nt, lo, hi, woff, cflat, ft)
-        for a in range(ns):
-            first = s0 + a - t0 + 1  # the first b with t > s
-            if first < 0:
-                first = 0
+        # the factor is 1 unless s < hi[c] and t > lo[c] (else T cannot fall between them)
+        a_end = min(ns, hi[c] - s0)
+        b_first = max(0, lo[c] - t0 + 1)
+        for a in range(a_end):
+            first = max(s0 + a - t0 + 1, b_first)  # the first b with t > s that matters
             f = fs[a]
             row = out[a, first:nt]
             src = ft[first:nt]
