@@ -155,12 +155,17 @@ def ingest(batch: pa.RecordBatch, config: ImpreciseConfig, plan: PredicatePlan) 
     comp = np.zeros((n, config.length), dtype=bool)
     needed = plan.attribute_names
     cols = {name: column_np(batch, name) for name in needed}
+    types: dict[str, np.ndarray] = {}
+    relevant = np.zeros(n, dtype=bool)
     for j, c in enumerate(config.components):
-        m = _type_mask(batch, config.type_column, c.type_name)
+        if c.type_name not in types:
+            types[c.type_name] = _type_mask(batch, config.type_column, c.type_name)
+        m = types[c.type_name].copy()
         if m.any():
             m &= plan.single_mask(j, cols, n)
         comp[:, j] = m
-    rows = np.flatnonzero(comp.any(axis=1))
+        relevant |= m
+    rows = np.flatnonzero(relevant)
     attrs = {k: v[rows] for k, v in cols.items()}
     if config.pmf_column is not None:
         lo_r, hi_r, woff, raw, rowid = _pmf_from_list(batch, config.pmf_column, lo, hi, rows)
