@@ -116,14 +116,12 @@ def gather_spoilers(index: ComponentIndex, plan: PredicatePlan, attrs: dict[str,
     order = np.argsort(keys, kind="stable")
     keys, evs = keys[order], evs[order]
     gap_ptr = np.zeros(m_count * l_ + 1, np.int64)
-    np.add.at(gap_ptr, keys + 1, 1)
-    gap_ptr = np.cumsum(gap_ptr)
+    gap_ptr[1:] = np.cumsum(np.bincount(keys, minlength=m_count * l_))
     multi = np.zeros(m_count, bool)
     if evs.size:
+        # an event listed twice for one match spoils several of its gaps
         mrow = keys // l_
-        pair = np.stack([mrow, evs], axis=1)
-        o = np.lexsort((evs, mrow))
-        ps = pair[o]
-        dup = np.all(ps[1:] == ps[:-1], axis=1)
-        multi[ps[1:][dup, 0]] = True
+        pair = np.sort(mrow * (int(evs.max()) + 1) + evs)
+        twice = pair[1:][pair[1:] == pair[:-1]]
+        multi[twice // (int(evs.max()) + 1)] = True
     return gap_ptr, evs, multi
