@@ -26,6 +26,7 @@ from replaydb.errors import CorruptionError, SchemaError
 from replaydb.store.interval_list import _covered_leaves, as_rows
 from replaydb.store.manifest import FileInfo, Manifest
 from replaydb.store.parquetcache import IOCounters, ParquetCache
+from replaydb.store.readpacking import covered_fractions, packed_reads
 from replaydb.store.rowparts import keep_parts
 from replaydb.store.schema import StreamSchema
 from replaydb.store.tree import AggSpec, Partial, TABTree
@@ -322,7 +323,8 @@ class StreamSnapshot:
         shared leaf holds are in it but in no part. Intervals without events are left out.
 
         ``kept_only``: the table holds the listed parts' rows only, one part after the other
-        (offsets 0, then each where the one before ends). Where an interval of the read
+        (offsets 0, then each where the one before ends), and reads are packed by the rows
+        they are expected to keep (:mod:`.readpacking`). Where an interval of the read
         starts or ends inside a leaf, the direct reader decodes each leaf into a scratch and
         copies out only its rows inside the intervals (:meth:`ParquetCache.read_files_kept`);
         where the intervals hold its leaves whole (full replay), or the direct reader
@@ -347,7 +349,9 @@ class StreamSnapshot:
             return
         self.counters.reads += 1
         self._plan_fetches(ids, cols)
-        for s, e, pieces in self._packed_chunks(ids, max_leaves):
+        for s, e, pieces in (packed_reads(lv.col("file_id")[ids], covered_fractions(
+                lv.col("t_min")[ids], lv.col("t_max")[ids], a, b), max_leaves) if kept_only
+                else self._packed_chunks(ids, max_leaves)):
             first, last = int(ids[s]), int(ids[e - 1])
             # intervals with a leaf in [first, last]: lo and hi never decrease with k
             k0 = int(np.searchsorted(hi, first, side="right"))
