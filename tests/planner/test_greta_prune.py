@@ -270,3 +270,24 @@ def test_an_unsatisfiable_variable_means_no_trend() -> None:
         q = "FROM s RETURN COUNT(*) PATTERN SEQ(a A, b B) WHERE A.x > 5 AND A.x < 3 WITHIN 5"
         p, got = run(store, q, "auto")
         assert p.strategy == "pruned" and len(p.intervals) == 0 and got == []
+
+
+def test_default_plan_does_not_join_gaps() -> None:
+    """An interval costs these plans one event (one sweep over the leaves, many intervals a
+    batch), so by default only gaps of at most one event are joined: more intervals and fewer
+    events pushed than when an interval is priced as a navigation, the same rows."""
+    q = ("FROM s RETURN COUNT(*) AS n, COUNT(B) AS nb PATTERN SEQ(a A, b B+) "
+         "WHERE A.x = 9 AND A.k = 1 WITHIN 4")
+    with typed_store(3000, 5) as store:
+        _, want = run(store, q, "replay")
+        opts = {"index_max_selectivity": 0.4, "max_fraction": 1.5}
+        p1, got1 = run(store, q, "auto", **opts)
+        p2, got2 = run(store, q, "auto", interval_events=128, **opts)
+        assert p1.strategy == p2.strategy == "pruned"
+        assert got1 == got2 == want and want
+        assert len(p1.intervals) > len(p2.intervals)
+        e1 = explain(store, q, analyze=True, **opts)
+        e2 = explain(store, q, analyze=True, interval_events=128, **opts)
+        assert e1["greta"]["cost_events_est"]["per_interval"] == 1.0
+        assert (e1["analyze"]["operator"]["events_in"]
+                < e2["analyze"]["operator"]["events_in"])
