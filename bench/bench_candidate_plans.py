@@ -19,8 +19,10 @@ indexes; sizes in the parameters):
   planner should choose full replay, or a plan no slower.
 
 Each query runs under ``--plan replay`` and ``--plan auto``, alternately ``repeat`` times each
-(planning included; the best CPU time of each, the rows compared). Queries are drawn from two disjoint seed sets: a tuning
-set (the seeds used while developing the planner) and a held-out set; goals and headlines come
+(planning included; the best CPU time of each, the rows compared); beside them, where the last
+auto run's wall time went (planning, reading, the operator). Queries are drawn from two
+disjoint seed sets: a tuning set (the seeds used while developing the planner) and a held-out
+set; goals and headlines come
 from the held-out set, with the median, geometric mean, 10th percentile, total/total and mean
 of the per-query speedups (:func:`~replaydb.bench.common.speedup_stats`).
 
@@ -169,6 +171,9 @@ def measure(store: Any, text: str, repeat: int) -> dict[str, Any]:
                      "pushed": int(r.stats.get("operator", {}).get("events_in", 0)),
                      "chunks": r.stats.get("operator", {}).get("chunks"),
                      "runs": r.stats.get("operator", {}).get("window_runs"),
+                     "split": (p.timings.get("parse", 0.0) + p.timings.get("plan", 0.0),
+                               float(rep.get("read_seconds", 0.0)),
+                               float(rep.get("operator_seconds", 0.0))),
                      "rows": r.table.to_pylist()}
     out["same"] = _same(out["replay"]["rows"], out["auto"]["rows"])
     return out
@@ -182,6 +187,12 @@ def _chunks(m: dict[str, Any]) -> str:
     if a["chunks"] is None or r["chunks"] is None:
         return "-"
     return f"{a['chunks']:,} / {r['chunks']:,}; runs {a['runs']:,} / {r['runs']:,}"
+
+
+def _split(split: tuple[float, float, float]) -> str:
+    """Where the last auto run's wall time went, in milliseconds: planning (parse
+    included), reading the stream, the operator (its pushes and results)."""
+    return " / ".join(f"{1000 * x:.2f}" for x in split)
 
 
 def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
@@ -212,8 +223,8 @@ def run_workload(res: Results, store: Any, facts: dict[str, Any], name: str, rep
             rows.append([label, seed, m["replay"]["cpu"], m["auto"]["cpu"],
                          m["replay"]["cpu"] / max(m["auto"]["cpu"], 1e-9),
                          m["auto"]["strategy"], m["auto"]["pushed"], m["auto"]["events"],
-                         m["replay"]["events"], _chunks(m), len(m["replay"]["rows"]),
-                         m["same"]])
+                         m["replay"]["events"], _chunks(m), _split(m["auto"]["split"]),
+                         len(m["replay"]["rows"]), m["same"]])
             print(f"  {name} {label} seed {seed}: replay {m['replay']['cpu']:.3f} s, auto "
                   f"{m['auto']['cpu']:.3f} s ({m['auto']['strategy']}), same {m['same']}",
                   flush=True)
@@ -221,7 +232,8 @@ def run_workload(res: Results, store: Any, facts: dict[str, Any], name: str, rep
     res.table(f"{name}: CPU seconds per query (planning included)",
               ["set", "seed", "replay s", "auto s", "speedup", "auto plan",
                "events pushed auto", "events read auto", "events replay",
-               "operator chunks auto / replay", "rows", "same rows"],
+               "operator chunks auto / replay", "auto ms: plan / read / operator",
+               "rows", "same rows"],
               rows)
     res.notes.append(f"{name} queries: {WORKLOADS[name].__qualname__.split('.')[0]}; example "
                      f"(held-out seed {HELD_OUT[0]}): "

@@ -88,6 +88,21 @@ def limbs_to_int(limbs: np.ndarray) -> int:
     return v
 
 
+def limb_rows_to_int64(limbs: np.ndarray) -> np.ndarray | None:
+    """:func:`limbs_to_int` of every row of ``limbs`` (n x L) as int64 when every value fits
+    in 60 bits (the limbs above the second only extend the sign), else None. O(n L)."""
+    n, L = limbs.shape
+    limbs = limbs.astype(np.int64)
+    if L == 1:
+        v = limbs[:, 0]
+        return np.where(v >= kn.HALF, v - (1 << kn.LIMB), v)
+    neg2 = limbs[:, 1] >= kn.HALF  # sign of the low 60 bits
+    if L == 2 or bool(np.where(neg2[:, None], limbs[:, 2:] == kn.MASK, limbs[:, 2:] == 0).all()):
+        return limbs[:, 0] + (limbs[:, 1] << kn.LIMB) - np.where(
+            neg2, np.int64(1) << (2 * kn.LIMB), 0)
+    return None
+
+
 def limb_rows_to_ints(limbs: np.ndarray) -> list[int]:
     """:func:`limbs_to_int` of every row of ``limbs`` (n x L), vectorized: NumPy joins the limbs
     in pairs into non-negative 60-bit words, and Python combines a row's ceil(L/2) words into one
@@ -95,17 +110,11 @@ def limb_rows_to_ints(limbs: np.ndarray) -> list[int]:
     n, L = limbs.shape
     if n == 0:
         return []
+    small = limb_rows_to_int64(limbs)
+    if small is not None:
+        return small.tolist()
     limbs = limbs.astype(np.int64)
     neg = limbs[:, -1] >= kn.HALF
-    if L == 1:
-        v = limbs[:, 0]
-        return np.where(neg, v - (1 << kn.LIMB), v).tolist()
-    neg2 = limbs[:, 1] >= kn.HALF  # sign of the low 60 bits
-    if L == 2 or bool(np.where(neg2[:, None], limbs[:, 2:] == kn.MASK, limbs[:, 2:] == 0).all()):
-        # every value fits in 60 bits (the limbs above the second only extend its sign)
-        v = limbs[:, 0] + (limbs[:, 1] << kn.LIMB) - np.where(neg2, np.int64(1) << (2 * kn.LIMB),
-                                                             0)
-        return v.tolist()
     words = [limbs[:, i] + ((limbs[:, i + 1] << kn.LIMB) if i + 1 < L else 0)
              for i in range(0, L, 2)]
     shift = 2 * kn.LIMB
@@ -470,7 +479,11 @@ class GretaOperator(Operator):
         for out in plan.outputs:
             ftype = schema.field(out.name).type
             if out.source == "big":
-                cols.append(self._exact(big(out.channel), ftype, out.name, wid))
+                c = out.channel
+                small = (limb_rows_to_int64(I_rows[:, c * L:(c + 1) * L])
+                         if self.plan.config.exact_type != "string" else None)
+                cols.append(self._exact(big(c), ftype, out.name, wid) if small is None
+                            else pa.array(small, pa.int64()).cast(ftype))
                 continue
             if out.source == "fsum":
                 vals: Any = F_rows[:, out.channel].astype(np.float64)
