@@ -137,9 +137,10 @@ def separable_confidence(pax: np.ndarray, n: int, n0: int, l_: int, window: int,
             g += u[k, big] * v[k, s]
         if g > 0.0:
             total += p0 * g
-    # every term is at most 1 in magnitude: the rounding error is below terms * n * eps
-    # per start, and the starts' probabilities sum to at most 1
-    if total < terms * (n + 1) * 2.3e-16 / REL_ERROR:
+    # every table entry is at most 1 in magnitude and carries the rounding of at most l
+    # running sums of n terms: the error is below terms * l * n * eps per start, and the
+    # starts' probabilities sum to at most 1
+    if total < terms * l_ * (n + 1) * 2.3e-16 / REL_ERROR:
         return -1.0
     return total
 
