@@ -120,8 +120,8 @@ def gather_spoilers(index: ComponentIndex, plan: PredicatePlan, attrs: dict[str,
     multi = np.zeros(m_count, bool)
     if evs.size:
         # an event listed twice for one match spoils several of its gaps
-        mrow = keys // l_
-        pair = np.sort(mrow * (int(evs.max()) + 1) + evs)
+        span = int(evs.max()) + 1
+        pair = np.sort(keys // l_ * span + evs)
         twice = pair[1:][pair[1:] == pair[:-1]]
-        multi[twice // (int(evs.max()) + 1)] = True
+        multi[twice // span] = True
     return gap_ptr, evs, multi

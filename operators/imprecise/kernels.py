@@ -23,6 +23,7 @@ import numpy as np
 from replaydb.operators.imprecise.window_sums import (
     axis_probs,
     exact_range,
+    scratch,
     separable_confidence,
 )
 
@@ -137,19 +138,13 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
     fs = np.zeros(maxn)
     ft = np.zeros(maxn)
     cum = np.zeros((maxn, maxn)) if use_gaps else np.zeros((1, 1))
-    # scratch of the separable sums (skip-till-any under a binding window, window_sums)
+    # the separable sums (skip-till-any under a binding window, window_sums): their scratch
+    separable = not use_gaps and 2 <= l_ <= MAX_SEPARABLE
     axis = 1
-    if not use_gaps and l_ >= 2:
+    if separable:
         for m in range(m_count):
-            if vub[m, l_ - 1] - vlb[m, 0] + 1 > axis:
-                axis = vub[m, l_ - 1] - vlb[m, 0] + 1
-    terms = 1 << (l_ - 1) if not use_gaps and 2 <= l_ <= MAX_SEPARABLE else 1
-    pax = np.zeros((l_, axis))
-    su = np.zeros((terms, axis))
-    sv = np.zeros((terms, axis))
-    sw = np.zeros((terms, axis))
-    nxt = np.zeros((l_, axis + 1), np.int64)
-    prv = np.zeros((l_, axis + 1), np.int64)
+            axis = max(axis, vub[m, l_ - 1] - vlb[m, 0] + 1)
+    pax, su, sv, sw, nxt, prv = scratch(l_ if separable else 1, axis)
     lastpos = np.zeros((maxn, maxn), np.int64) if use_gaps else np.zeros((1, 1), np.int64)
     for m in range(m_count):
         feasible = True
@@ -167,7 +162,7 @@ def confidence_batch(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.nd
                 _gap_weights(m, g, vlb, vub, gap_ptr, gap_ev, lo, hi, woff, cflat, gw[g], fs,
                              ft)
         binding = vub[m, l_ - 1] - vlb[m, 0] >= window
-        if binding and terms > 1:
+        if binding and separable:
             n_axis = axis_probs(m, l_, vlb, vub, probs, pax)
             a, b = exact_range(pax, n_axis, l_, window, nxt, prv)
             if a > b:

@@ -145,9 +145,12 @@ def separable_confidence(pax: np.ndarray, n: int, n0: int, l_: int, window: int,
     return total
 
 
-def scratch(l_: int, n: int) -> tuple[np.ndarray, ...]:
-    """Scratch arrays for :func:`axis_probs`, :func:`separable_confidence` and
-    :func:`exact_range` over axes of up to ``n`` instants."""
+@nb.njit(cache=True)
+def scratch(l_: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                      np.ndarray, np.ndarray]:
+    """Scratch arrays ``(pax, u, v, w, nxt, prv)`` for :func:`axis_probs`,
+    :func:`separable_confidence` and :func:`exact_range` over axes of up to ``n`` instants
+    of matches of ``l_`` components."""
     terms = 1 << max(l_ - 1, 1)
     return (np.zeros((l_, n)), np.zeros((terms, n)), np.zeros((terms, n)),
             np.zeros((terms, n)), np.zeros((l_, n + 1), np.int64),
