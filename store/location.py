@@ -16,6 +16,7 @@ EXPLAIN ANALYZE can report them. Every failure of the object store becomes a one
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -271,6 +272,14 @@ class RemoteLocation:
             raise
         except OSError as exc:
             raise remote_error(self.uri_of(rel), exc, self.has_credentials, self.kind) from None
+
+
+@functools.lru_cache(maxsize=64)
+def shared_location(uri: str, options: tuple[tuple[str, str], ...]) -> RemoteLocation:
+    """The :class:`RemoteLocation` of ``uri`` with ``options`` (sorted key/value pairs, as a
+    picklable value carries them), made once per process: the tasks of a job that reach the
+    same place share its file system client."""
+    return RemoteLocation(uri, dict(options))
 
 
 def remote_error(uri: str, exc: BaseException, credentials: bool = True,

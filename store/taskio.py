@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replaydb.store.location import RemoteLocation
+from replaydb.store.location import RemoteLocation, shared_location
 from replaydb.store.mirror import mirror_of
 
 UPLOADS_IN_FLIGHT = 8
@@ -61,17 +61,12 @@ class StreamTarget:
 
     def location(self) -> RemoteLocation:
         """The store's location, opened once per process."""
-        return _location(self.uri, self.options)
+        return shared_location(self.uri, self.options)
 
     def rel_of(self, path: str | os.PathLike[str]) -> str:
         """The store-relative name of ``path``, a path under :attr:`local_dir`."""
         inner = Path(path).relative_to(self.local_dir).as_posix()
         return self.rel if inner == "." else f"{self.rel}/{inner}"
-
-
-@functools.lru_cache(maxsize=8)
-def _location(uri: str, options: tuple[tuple[str, str], ...]) -> RemoteLocation:
-    return RemoteLocation(uri, dict(options))
 
 
 class TaskOutputs:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from replaydb.errors import UsageError
-from replaydb.store.location import RemoteLocation, is_remote, kind_of
+from replaydb.store.location import RemoteLocation, is_remote, kind_of, shared_location
 
 GLOB_CHARS = "*?["
 
@@ -70,12 +69,8 @@ class SourceOptions:
         head, sep, name = rest.rpartition("/")
         if not sep or not name:
             raise UsageError(f"source {uri}: names a bucket, not an object or a folder in it")
-        return _location(f"{scheme}://{head}", tuple(sorted(self.options_for(uri).items()))), name
-
-
-@functools.lru_cache(maxsize=64)
-def _location(uri: str, options: tuple[tuple[str, str], ...]) -> RemoteLocation:
-    return RemoteLocation(uri, dict(options))
+        return (shared_location(f"{scheme}://{head}",
+                                tuple(sorted(self.options_for(uri).items()))), name)
 
 
 @contextlib.contextmanager
