@@ -104,15 +104,21 @@ def limb_rows_to_int64(limbs: np.ndarray) -> np.ndarray | None:
 
 
 def limb_rows_to_ints(limbs: np.ndarray) -> list[int]:
-    """:func:`limbs_to_int` of every row of ``limbs`` (n x L), vectorized: NumPy joins the limbs
-    in pairs into non-negative 60-bit words, and Python combines a row's ceil(L/2) words into one
-    int (then subtracts 2**(30L) where the top limb is negative). O(n L)."""
+    """:func:`limbs_to_int` of every row of ``limbs`` (n x L), vectorized: NumPy's int64
+    values where they all fit in 60 bits (:func:`limb_rows_to_int64`), else
+    :func:`wide_rows_to_ints`. O(n L)."""
+    small = limb_rows_to_int64(limbs)
+    return small.tolist() if small is not None else wide_rows_to_ints(limbs)
+
+
+def wide_rows_to_ints(limbs: np.ndarray) -> list[int]:
+    """:func:`limbs_to_int` of every row of ``limbs`` (n x L), whatever their width: NumPy
+    joins the limbs in pairs into non-negative 60-bit words, and Python combines a row's
+    ceil(L/2) words into one int (then subtracts 2**(30L) where the top limb is negative).
+    O(n L)."""
     n, L = limbs.shape
     if n == 0:
         return []
-    small = limb_rows_to_int64(limbs)
-    if small is not None:
-        return small.tolist()
     limbs = limbs.astype(np.int64)
     neg = limbs[:, -1] >= kn.HALF
     words = [limbs[:, i] + ((limbs[:, i + 1] << kn.LIMB) if i + 1 < L else 0)
@@ -467,23 +473,31 @@ class GretaOperator(Operator):
                 vals = [None if v is None else int(v) for v in vals]
             cols.append(pa.array(vals, ty))
 
+        small_cache: dict[int, np.ndarray | None] = {}
         big_cache: dict[int, list[int]] = {}
+
+        def small(c: int) -> np.ndarray | None:
+            """Channel ``c``'s exact values as int64 when they all fit in 60 bits."""
+            if c not in small_cache:
+                small_cache[c] = limb_rows_to_int64(I_rows[:, c * L:(c + 1) * L])
+            return small_cache[c]
 
         def big(c: int) -> list[int]:
             col = big_cache.get(c)
             if col is None:
-                col = big_cache[c] = limb_rows_to_ints(I_rows[:, c * L:(c + 1) * L])
+                fits = small(c)
+                col = big_cache[c] = (fits.tolist() if fits is not None
+                                      else wide_rows_to_ints(I_rows[:, c * L:(c + 1) * L]))
             return col
 
         schema = plan.output_schema
         for out in plan.outputs:
             ftype = schema.field(out.name).type
             if out.source == "big":
-                c = out.channel
-                small = (limb_rows_to_int64(I_rows[:, c * L:(c + 1) * L])
-                         if self.plan.config.exact_type != "string" else None)
-                cols.append(self._exact(big(c), ftype, out.name, wid) if small is None
-                            else pa.array(small, pa.int64()).cast(ftype))
+                fits = small(out.channel)
+                cols.append(pa.array(fits, pa.int64()).cast(ftype)
+                            if fits is not None and self.plan.config.exact_type != "string"
+                            else self._exact(big(out.channel), ftype, out.name, wid))
                 continue
             if out.source == "fsum":
                 vals: Any = F_rows[:, out.channel].astype(np.float64)
