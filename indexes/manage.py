@@ -43,11 +43,10 @@ def create_index(store: Any, stream: str, column: str, *, engine: str = "local",
             from replaydb.spark import get_spark
 
             spark = spark or get_spark(master, app_name=f"replaydb index {stream}.{column}")
-            files = [str(snap.events_dir / f.path) for f in snap.files.values()]
             kt = key_type_of(snap.schema.attr(column).kind)
             remote = _remote_events(w, column, spark)
-            if remote is not None:
-                files = [f"{remote.target.rel}/events/{f.path}" for f in snap.files.values()]
+            files = [str(snap.events_dir / f.path) if remote is None
+                     else f"{remote.target.rel}/events/{f.path}" for f in snap.files.values()]
             if files:
                 version = build_index_spark(spark, files, column, str(path), key_type=kt,
                                             remote=remote)

@@ -15,12 +15,13 @@ leaves through intervals rather than in one sweep (their events times the calibr
 the two read weights less one, see ``replaydb calibrate``; never below zero: the leaves are a
 subset of full replay's), plus ``interval_events`` per interval and one per index entry looked
 up. The intervals are read in one sweep over the leaves they cover
-(:meth:`~replaydb.store.snapshot.StreamSnapshot.read_interval_groups`) and pushed many per batch,
-so an interval adds a boundary between two parts of a read and a break in a batch, not a
-navigation: its default cost is one event (:data:`SWEEP_INTERVAL_EVENTS`), and intervals are
-joined only across gaps of at most one event. A plan pattern's calibrated ``interval_events``
-(``replaydb calibrate``) prices a navigation per interval, which these reads do not make. Full replay is planned when the pruned plan costs
-more than ``max_fraction`` of it (:class:`~replaydb.planner.options.CandidatePlannerOptions`).
+(:meth:`~replaydb.store.snapshot.StreamSnapshot.read_interval_groups`) and pushed many per
+batch, so an interval adds a boundary between two parts of a read and a break in a batch, not
+a navigation: its default cost is one event (:data:`SWEEP_INTERVAL_EVENTS`), and intervals are
+joined only across gaps of at most one event. A pattern plan's calibrated ``interval_events``
+(``replaydb calibrate``) prices a navigation per interval, which these reads do not make. Full
+replay is planned when the pruned plan costs more than ``max_fraction`` of it
+(:class:`~replaydb.planner.options.CandidatePlannerOptions`).
 """
 
 from __future__ import annotations

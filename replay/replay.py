@@ -238,8 +238,9 @@ class Replay:
         """``shape(table, parts)`` for every read of
         :meth:`StreamSnapshot.read_interval_groups` (the intervals' leaves, up to
         ``batch_rows`` events' worth per read; with ``kept_only``, their rows inside the
-        intervals only, about ``batch_rows`` of them per read (:mod:`~replaydb.store.readpacking`); with ``with_last``, ``shape(table, parts, last)``, ``last`` True for
-        the last read); reading and shaping count as read time. The first read is made on the
+        intervals only, about ``batch_rows`` of them per read
+        (:mod:`~replaydb.store.readpacking`); with ``with_last``, ``shape(table, parts,
+        last)``, ``last`` True for the last read); reading and shaping count as read time. The first read is made on the
         caller's thread; when another follows, the next read is made on a worker thread while
         the caller works on this one (:func:`.first_then_ahead`; the snapshot marks its last
         read, so a replay of one read starts no worker)."""

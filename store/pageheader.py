@@ -226,9 +226,9 @@ def _fields(buf: np.ndarray, pos: int, end: int, fid: int, ints: np.ndarray,
     """Read the fields of a struct from ``pos`` (``fid``: the last field id read, 0 at the
     start) up to its stop byte: i32 fields ``1 <= id < len(ints)`` go to ``ints[id]``,
     other fields are skipped. A struct field with id ``nested`` or ``nested_too`` stops the
-    read there, with
-    status :data:`_AT_NESTED` and ``pos`` at its first field, so that the caller reads it and
-    then resumes this struct with the ``fid`` answered. Answers ``(status, pos, fid)``."""
+    read there, with status :data:`_AT_NESTED` and ``pos`` at its first field, so that the
+    caller reads it and then resumes this struct with the ``fid`` answered. Answers
+    ``(status, pos, fid)``."""
     while True:
         if pos >= end:
             return CORRUPT, pos, fid

@@ -149,8 +149,8 @@ def ingest(
     so a numeric time column's values stay numbers in results, ``StreamSchema.time_instants``).
     ``through_store``: whether the tasks of a store on an object store write and stage through
     the object store itself rather than the driver's mirror of it (see the module docstring);
-    default:
-    when the Spark master is not local (a cluster's executors do not see the driver's disk).
+    default: when the Spark master is not local (a cluster's executors do not see the driver's
+    disk).
     ``source_options``: storage options for sources named by object-store URIs
     (:mod:`.sourcefiles`; default: the store's own for sources on its kind of store, else the
     environment)."""
