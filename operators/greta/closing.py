@@ -8,7 +8,9 @@ A window's values live in slot ``w mod K`` of every value table (:mod:`.kernel`)
 events at or after their end are computed), so a clean slot at a window's close means the
 window holds nothing: no row, nothing to clear. Closing a dirty window copies out the rows of
 its groups with a nonzero count and resets its slot everywhere (exact limbs and float sums to
-zero, min/max to their identity, no last sequence number, no negation block).
+zero, min/max to their identity, no last sequence number, no negation block). In the index
+tables, which hold a row per key of every partition, only the rows the kernel wrote are reset
+(:func:`clear_index_slot`), so a close costs what its window wrote.
 
 :func:`closes_due` runs inside :func:`~replaydb.operators.greta.kernel.run_graph`, so the
 windows that close between the sub-chunks of one preparation cost no call from Python;
@@ -48,19 +50,73 @@ def nonzero_rows(vi, ncols):
     return out
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
+def _clear_row(vi, vf, r, big_cols, mmi_cols, mmi_fill, f_cols, f_fill):
+    """Reset the given columns of row ``r``: exact limbs and float sums to zero, min/max
+    columns to their identity."""
+    for c in big_cols:
+        vi[r, c] = 0
+    for j in range(len(mmi_cols)):
+        vi[r, mmi_cols[j]] = mmi_fill[j]
+    for j in range(len(f_cols)):
+        vf[r, f_cols[j]] = f_fill[j]
+
+
+@nb.njit(cache=True, inline="always")
 def clear_columns(vi, vf, n, big_cols, mmi_cols, mmi_fill, f_cols, f_fill):
-    """Reset the given columns of the first ``n`` rows: exact limbs and float sums to zero,
-    min/max columns to their identity. One pass over the rows (the columns of one window slot are
-    scattered across a row, so clearing them column by column would stride over the array once
-    per column)."""
+    """Reset the given columns of the first ``n`` rows (:func:`_clear_row`). One pass over the
+    rows (the columns of one window slot are scattered across a row, so clearing them column
+    by column would stride over the array once per column)."""
     for r in range(min(n, vi.shape[0], vf.shape[0])):
-        for c in big_cols:
-            vi[r, c] = 0
-        for j in range(len(mmi_cols)):
-            vi[r, mmi_cols[j]] = mmi_fill[j]
-        for j in range(len(f_cols)):
-            vf[r, f_cols[j]] = f_fill[j]
+        _clear_row(vi, vf, r, big_cols, mmi_cols, mmi_fill, f_cols, f_fill)
+
+
+@nb.njit(cache=True, inline="always")
+def mark_row(IX, r):
+    """Row ``r`` of the index tables is written: listed for :func:`clear_index_slot` (once)."""
+    if IX.dmark[r] == 0:
+        IX.dmark[r] = 1
+        n = IX.dcnt[0]
+        IX.drow[n] = r
+        IX.dcnt[0] = n + 1
+
+
+@nb.njit(cache=True, inline="always")
+def clear_index_slot(IX, G, k, bc, mc, mf, fc, ff):
+    """Reset slot ``k`` in the index tables: every row when the slot was dirty as the view was
+    made (``IX.dcnt[1 + k]``: rows written outside this view may hold its values), else only
+    the rows written since (``IX.drow[:IX.dcnt[0]]``, :func:`mark_row`). A sparse window then
+    costs its own rows, not the tables' (every partition's keys).
+
+    Sound because a row the kernel never wrote through this view holds, in a slot that was
+    clean as the view was made, the zeros that slot's last clear left (or the rows' initial
+    zeros). Once every slot is clean again, every row is zero in every slot and the list
+    starts over (:func:`forget_rows_when_clean`). O(rows listed), or O(rows) for a first
+    close."""
+    if IX.dcnt[1 + k] != 0:
+        clear_columns(IX.ptI, IX.ptF, IX.ptI.shape[0], bc, mc, mf, fc, ff)
+        if not G.fw_in_pt:
+            clear_columns(IX.fwI, IX.fwF, IX.fwI.shape[0], bc, mc, mf, fc, ff)
+        IX.dcnt[1 + k] = 0
+    else:
+        separate = not G.fw_in_pt and IX.fwI.shape[0] > 0  # Fenwick rows of their own
+        for q in range(IX.dcnt[0]):
+            r = IX.drow[q]
+            _clear_row(IX.ptI, IX.ptF, r, bc, mc, mf, fc, ff)
+            if separate:
+                _clear_row(IX.fwI, IX.fwF, r, bc, mc, mf, fc, ff)
+
+
+@nb.njit(cache=True, inline="always")
+def forget_rows_when_clean(IX, slot_w):
+    """Empty the list of written rows once every slot is clean (:func:`clear_index_slot`):
+    then every row is zero in every slot. O(K + rows listed)."""
+    for s in range(slot_w.shape[0]):
+        if slot_w[s] != CLEAN or IX.dcnt[1 + s] != 0:
+            return
+    for q in range(IX.dcnt[0]):
+        IX.dmark[IX.drow[q]] = 0
+    IX.dcnt[0] = 0
 
 
 @nb.njit(cache=True, inline="always")
@@ -70,7 +126,7 @@ def mark_windows(slot_w, wa, wb, K):
         slot_w[w % K] = w
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _emit_rows(WC, OUT, k, w, L, CNT):
     """Copy the rows of window ``w`` (slot ``k``) whose count is nonzero into the buffer."""
     ic = WC.icols[k]
@@ -95,15 +151,13 @@ def _emit_rows(WC, OUT, k, w, L, CNT):
         WC.o_seq[r] = OUT.fin_seq[g, k]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _clear_slot(WC, G, IX, RC, OUT, NG, k, CNT):
     """Reset slot ``k`` in every value table (the rows in use) and mark it clean (the Fenwick
     rows once: they are the point rows when ``G.fw_in_pt``)."""
     bc, mc, fc = WC.bigc[k], WC.mmic[k], WC.fcols[k]
     mf, ff = WC.mmi_fill, WC.f_fill
-    clear_columns(IX.ptI, IX.ptF, IX.ptI.shape[0], bc, mc, mf, fc, ff)
-    if not G.fw_in_pt:
-        clear_columns(IX.fwI, IX.fwF, IX.fwI.shape[0], bc, mc, mf, fc, ff)
+    clear_index_slot(IX, G, k, bc, mc, mf, fc, ff)
     clear_columns(RC.I, RC.F, CNT[0], bc, mc, mf, fc, ff)
     clear_columns(OUT.qI, OUT.qF, CNT[1], bc, mc, mf, fc, ff)
     clear_columns(OUT.qtotI, OUT.qtotF, WC.nparts, bc, mc, mf, fc, ff)
@@ -114,9 +168,10 @@ def _clear_slot(WC, G, IX, RC, OUT, NG, k, CNT):
         for b in range(NG.blk.shape[1]):
             NG.blk[c, b, k] = 0
     WC.slot_w[k] = CLEAN
+    forget_rows_when_clean(IX, WC.slot_w)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def close_through(WC, G, IX, RC, OUT, NG, CNT, wid):
     """Close the dirty windows with id ``<= wid``, oldest first: their rows into the buffer,
     their slots cleared. False (and that window untouched) when the buffer has no room for
@@ -139,7 +194,7 @@ def close_through(WC, G, IX, RC, OUT, NG, CNT, wid):
         _clear_slot(WC, G, IX, RC, OUT, NG, k, CNT)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def closes_due(WC, G, IX, RC, OUT, NG, CNT, t):
     """Carry out the markers due before time ``t`` (``ct <= t``), in order; False when the
     buffer filled (the marker stays due)."""

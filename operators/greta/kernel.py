@@ -36,7 +36,8 @@ the windows that a negative trend has already hit.
 The row helpers (:mod:`.limbs`: ``acc_row``, ``magnitude_bits``, ...) are inlined into the
 kernels at Numba's IR level (``inline="always"``): they take the plan tuple ``G`` (dozens of
 arrays), and a call out of line once per Fenwick node and window slot passes all of them each
-time; the price is a longer compilation, once per machine (the compiled code is cached).
+time; the price is a longer compilation, once per machine (the compiled code is cached). For the
+same reason the window closes (:mod:`.closing`) are inlined too.
 
 Negative graphs have one slot (no windows) and one channel, the latest start time of the trends
 ending at a vertex (a max), and emit completions ``(time, latest start, partition)``.
@@ -49,7 +50,7 @@ import math
 import numba as nb
 import numpy as np
 
-from replaydb.operators.greta.closing import closes_due, mark_windows
+from replaydb.operators.greta.closing import closes_due, mark_row, mark_windows
 from replaydb.operators.greta.edgecode import STACK_SLOTS, eval_edge
 from replaydb.operators.greta.limbs import (
     HALF,
@@ -67,9 +68,19 @@ from replaydb.operators.greta.limbs import (
     sub_row,
     to_float,
 )
+from replaydb.operators.uncounted import uncounted
 
 K_NONE, K_FENWICK, K_POINT, K_SCAN = 0, 1, 2, 3
 CH_COUNT, CH_COUNTE, CH_SUMI = 0, 1, 2
+
+
+def scratch(G) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The scratch of one :func:`run_graph` call for the plan tuple ``G``: rows of the events
+    of one timestamp (``G.max_group``) for the exact and float values, their alive flags, and
+    an edge predicate's stack. Zeroed."""
+    return (np.zeros((G.max_group, max(G.Wi, 1)), np.int64),
+            np.zeros((G.max_group, max(G.Wf, 1)), np.float64),
+            np.zeros(G.max_group, np.bool_), np.zeros(STACK_SLOTS, np.float64))
 
 
 @nb.njit(cache=True)
@@ -197,6 +208,7 @@ def _rebuild_range(IX, RC, ii, p, G):
     sz = IX.sz[ii, p]
     for i in range(sz):
         reset_row(IX.ptI, IX.ptF, off + i, G)
+        mark_row(IX, off + i)
     rec = RC.head[ii, p]
     while rec >= 0:
         r = RC.rank[rec]
@@ -226,10 +238,12 @@ def _apply_removal(IX, RC, NG, ii, p, c, G):
             else:
                 if kind != K_FENWICK or not G.fw_in_pt:
                     sub_row(IX.ptI, IX.ptF, off + r, RC.I, RC.F, rec, G)
+                    mark_row(IX, off + r)
                 if kind == K_FENWICK:
                     i2 = r + 1
                     while i2 <= sz:
                         sub_row(IX.fwI, IX.fwF, off + i2 - 1, RC.I, RC.F, rec, G)
+                        mark_row(IX, off + i2 - 1)
                         i2 += i2 & (-i2)
         RC.alive[rec] = False
         rec = RC.nxt[rec]
@@ -267,19 +281,19 @@ def _apply_completion(NG, q, G):
 
 # ---------------------------------------------------------------------------- the kernel
 @nb.njit(cache=True, error_model="numpy")
-def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z, WC):
+def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z, WC, SC):
     """Process occurrences OC[CNT[4]:] of one graph, closing windows as the markers of ``WC``
-    come due (:mod:`.closing`). Returns the position reached: ``len(OC.t)`` when done, or the
+    come due (:mod:`.closing`); ``SC`` is :func:`scratch` of ``G``. Every bundle is read
+    through :func:`~replaydb.operators.uncounted.uncounted` views (the loops read dozens of
+    their arrays per occurrence; nothing keeps a view past the call). Returns the position reached: ``len(OC.t)`` when done, or the
     start of the first group that needs wider integers (then widen, resume); ``CNT[7]`` set
     means it stopped because the close buffer is full instead (drain it, resume)."""
+    G, OC, IX, RC, NG = uncounted(G), uncounted(OC), uncounted(IX), uncounted(RC), uncounted(NG)
+    OUT, CNT, Z, WC = uncounted(OUT), uncounted(CNT), uncounted(Z), uncounted(WC)
+    scI, scF, alive, stack = uncounted(SC)
     n = OC.t.shape[0]
     K, L, Cb = G.K, G.L, G.Cb
     nb_ = Cb * K * L
-    maxg = G.max_group
-    scI = np.zeros((maxg, max(G.Wi, 1)), np.int64)
-    scF = np.zeros((maxg, max(G.Wf, 1)), np.float64)
-    alive = np.zeros(maxg, np.bool_)
-    stack = np.zeros(STACK_SLOTS, np.float64)
     cap_bits = LIMB * L - 1
     ncc = NG.cc_t.shape[0]
     i = CNT[4]
@@ -413,10 +427,12 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z, WC):
                     sz = IX.sz[ii, p]
                     if kind != K_FENWICK or not G.fw_in_pt:
                         acc_row(IX.ptI, IX.ptF, off + r, scI, scF, sr, G, wa, wb, True)
+                        mark_row(IX, off + r)
                     if kind == K_FENWICK:
                         i2 = r + 1
                         while i2 <= sz:
                             acc_row(IX.fwI, IX.fwF, off + i2 - 1, scI, scF, sr, G, wa, wb, True)
+                            mark_row(IX, off + i2 - 1)
                             i2 += i2 & (-i2)
                 if G.ix_rec[ii]:
                     rec = CNT[0]

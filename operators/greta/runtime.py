@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from replaydb.errors import DataError
+from replaydb.operators.greta import closing as cl
 from replaydb.operators.greta import kernel as kn
 from replaydb.operators.greta.events import EventChunk, as_bool, encode_keys, null_mask
 from replaydb.operators.greta.plan import SCAN, CompiledPlan
@@ -63,7 +64,8 @@ GC = namedtuple("GC", [
     "tr_neg", "tr_bc_start", "tr_bc_len", "ix_kind", "ix_rec", "bc_code", "bc_arg", "case2",
     "case3", "child_case", "slack", "max_group", "fw_in_pt"])
 OCC = namedtuple("OCC", ["t", "seq", "x", "pid", "wa", "wb", "ai", "af", "rank", "bound", "g"])
-IXT = namedtuple("IXT", ["off", "sz", "ptI", "ptF", "fwI", "fwF", "appM"])
+IXT = namedtuple("IXT", ["off", "sz", "ptI", "ptF", "fwI", "fwF", "appM", "drow", "dmark",
+                         "dcnt"])
 RCT = namedtuple("RCT", ["I", "F", "t", "rank", "alive", "nxt", "pid", "ix", "occ", "g", "head",
                          "tail"])
 NGT = namedtuple("NGT", ["bM", "bL", "blk", "p_bucket", "cc_t", "cc_ls", "cc_slot", "cc_bucket"])
@@ -136,9 +138,15 @@ class GraphState(IndexUniverses):
         return base._replace(slack=slack, max_group=max_group)
 
     def _ixt(self) -> IXT:
+        """The kernel's view of the index tables, with an empty list of the rows the kernel
+        writes (:func:`~replaydb.operators.greta.closing.clear_index_slot`): a slot that is
+        dirty now may hold values in any row, so its first close clears every row. O(rows)."""
         fwI, fwF = (self.ptI, self.ptF) if self.fw_in_pt else (self.fwI, self.fwF)
+        n = self.ptI.shape[0]
+        dcnt = np.concatenate([[0], (self.slot_w != cl.CLEAN).astype(np.int64)])
         return IXT(off=self.off, sz=self.sz, ptI=self.ptI, ptF=self.ptF, fwI=fwI, fwF=fwF,
-                   appM=self.appM)
+                   appM=self.appM, drow=np.empty(n, np.int64), dmark=np.zeros(n, np.uint8),
+                   dcnt=dcnt)
 
     def _rct(self) -> RCT:
         """The kernel's view of the run table: its current arrays (rebuild it after
@@ -458,7 +466,7 @@ class GraphState(IndexUniverses):
             if wc is None:
                 wc = self.closes(*markers)
             ixt, rct, outt = views
-            pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr, wc)
+            pos = kn.run_graph(gc, occ, ixt, rct, ngt, outt, CNT, Zarr, wc, kn.scratch(gc))
             if CNT[5]:
                 assert emit is not None
                 m = int(CNT[5])
