@@ -163,6 +163,7 @@ class GretaOperator(Operator):
         self.in_schema = schema
         self._plan: CompiledPlan | None = compile_plan(config, schema) if schema is not None \
             else None
+        self._last_input = False  # the batch being pushed is the last: the flush processes it
         self._reset_state()
 
     # ------------------------------------------------------------------ declared
@@ -191,11 +192,17 @@ class GretaOperator(Operator):
     def push_intervals(self, batch: pa.RecordBatch, breaks: np.ndarray, *,
                        final: bool = False) -> None:
         """Many intervals in one batch: the breaks are checked and counted, the rows pushed
-        at once (a gap keeps the state, see :meth:`end_interval`)."""
+        at once (a gap keeps the state, see :meth:`end_interval`). With ``final`` the rows
+        are only buffered, and the flush processes them in one pass: one preparation instead
+        of one for all but the last timestamp's events and another for those."""
         breaks = self._checked_breaks(breaks, batch.num_rows)
         self.counters.intervals += int(breaks.size)
-        if batch.num_rows:
-            self.push(batch)
+        self._last_input = final
+        try:
+            if batch.num_rows:
+                self.push(batch)
+        finally:
+            self._last_input = False
         if final:
             self.flush()
 
@@ -308,7 +315,8 @@ class GretaOperator(Operator):
         if self._w_next is None:
             self._w_next = (int(t[0]) - plan.within) // plan.slide + 1
         closable = self._w_next * plan.slide + plan.within <= self._t_last
-        if closable or self._buf_rows >= max(MIN_PROCESS_ROWS, self._entries):
+        if not self._last_input and (closable or self._buf_rows >= max(MIN_PROCESS_ROWS,
+                                                                        self._entries)):
             self._process(final=False)
         self._update_state_size(measure=False)
 

@@ -506,3 +506,74 @@ def test_only_intervals_that_cut_a_leaf_take_the_kept_rows_read(nullable_store) 
             snap.read(inside[0][0], inside[0][1], ["x"]).num_rows
     finally:
         ParquetCache.read_files_kept = real  # type: ignore[method-assign]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), pieces=st.integers(1, 30),
+       stops=st.lists(st.integers(0, 9000), min_size=1, max_size=4))
+def test_snappy_prefix_writes_the_blocks_first_bytes_and_resumes(seed, pieces, stops):
+    """Decompressing a block in stages (each stop a byte count to reach) writes at least that
+    many of its bytes, exactly its bytes, and ends where one full decompression does."""
+    rng = np.random.default_rng(seed)
+    data = bytearray()
+    for _ in range(pieces):
+        n = int(rng.integers(1, 300))
+        data += rng.bytes(n) if rng.random() < 0.5 or not data else bytes(data[-n:]) * 2
+    data = bytes(data)
+    comp = np.frombuffer(pa.Codec("snappy").compress(data, asbytes=True), np.uint8)
+    out = np.zeros(len(data), np.uint8)
+    _, total, pos = snappy._varint(comp, 0, comp.size)
+    assert total == len(data)
+    got = 0
+    for upto in sorted(stops) + [len(data)]:
+        pos, got = snappy.snappy_prefix(comp, pos, comp.size, out, got, upto)
+        assert pos >= 0 and got >= min(upto, len(data))
+        assert out[:got].tobytes() == data[:got]
+    assert got == len(data) and pos == comp.size
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 700),
+       nulls=st.sampled_from([0.0, 0.1, 0.9]))
+def test_chunk_prefix_equals_the_first_rows_of_the_whole_chunk(tmp_path_factory, seed, n, nulls):
+    """The first rows of every fixed-width column chunk, decoded alone (store/pageprefix.py),
+    equal those rows of the whole chunk's decoding, for every layout the whole decoder takes
+    (several pages per chunk, nulls, snappy or not, PLAIN or delta-packed); a chunk the whole
+    decoder declines is declined too."""
+    from replaydb.store.pagecodec import OK, _any_chunk
+    from replaydb.store.pageprefix import chunk_prefix
+
+    rng = random.Random(seed)
+    tbl = _table(np.random.default_rng(seed), n, nulls)
+    path = tmp_path_factory.mktemp("p") / "f.parquet"
+    _write(path, tbl, rng)
+    pf = pq.ParquetFile(path)
+    d = DirectFile(str(path), pf)
+    buf = d.buffer
+    heap, hstate = np.empty(0, np.uint8), np.zeros(1, np.int64)
+    for col in DECODED:
+        got = d.chunks(np.arange(pf.metadata.num_row_groups), col)
+        if got is None:
+            continue
+        offs, sizes, codecs, width, optional = got
+        for g in range(pf.metadata.num_row_groups):
+            if offs[g] < 0:
+                continue
+            rows = pf.metadata.row_group(g).num_rows
+            scratch = np.empty(max(1, int(pf.metadata.row_group(g).column(
+                pf.schema_arrow.get_field_index(col)).total_uncompressed_size)), np.uint8)
+            full, fvalid = np.zeros(rows, np.uint64), np.ones(rows, np.uint8)
+            st_full, _, _ = _any_chunk(buf, offs[g], offs[g] + sizes[g], rows, codecs[g], width,
+                                       optional, full, fvalid, 0, scratch, np.empty(0, np.uint64),
+                                       heap, hstate)
+            need = rng.randint(0, rows)
+            part, pvalid = np.zeros(rows, np.uint64), np.ones(rows, np.uint8)
+            st_part, _ = chunk_prefix(buf, offs[g], offs[g] + sizes[g], rows, need, codecs[g],
+                                      width, optional, part, pvalid, scratch,
+                                      np.empty(0, np.uint64))
+            if st_full != OK:
+                assert st_part != OK or need == 0
+                continue
+            assert st_part == OK, (col, g, need)
+            np.testing.assert_array_equal(part[:need], full[:need])
+            np.testing.assert_array_equal(pvalid[:need], fvalid[:need])
