@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from replaydb.store.deltapack import _delta, _delta_value_at
+from replaydb.store.deltapack import _delta_value_at
 from replaydb.store.pageheader import (
     _PAGE_DATA,
     _PAGE_INDEX,
@@ -47,8 +47,7 @@ from replaydb.store.pageheader import (
     _varint,
     page_header,
 )
-from replaydb.store.pagelevels import page_levels, present_buffer, spread_present
-from replaydb.store.pageprefix import chunk_prefix
+from replaydb.store.pageprefix import chunk_prefix, plain_page
 from replaydb.store.snappy import _snappy_at, snappy_decompress
 from replaydb.store.stringcodec import str_chunk
 
@@ -60,27 +59,8 @@ def _page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int, widt
     """Decode one data page's levels and values (``src[p:e]``, decompressed) into
     ``out[at:at + nvals]`` / ``valid``; ``vals`` is a reusable buffer for the present values
     of a page with nulls. Answers ``(status, vals)``."""
-    present = nvals
-    if optional:
-        st, present, p = page_levels(src, p, e, nvals, denc, valid, at)
-        if st != OK:
-            return st, vals
-    dst, vals = present_buffer(out, at, nvals, present, vals)
-    if enc == ENC_PLAIN:
-        if p + present * width > e:
-            return CORRUPT, vals
-        if width == 8:
-            dst[:] = src[p:p + 8 * present].view(np.uint64)
-        else:
-            dst[:] = src[p:p + 4 * present].view(np.uint32)
-    elif enc == ENC_DELTA:
-        if _delta(src, p, e, present, dst, 0) != OK:
-            return CORRUPT, vals
-    else:
-        return UNSUPPORTED, vals
-    if present != nvals:
-        spread_present(out, valid, at, nvals, vals)
-    return OK, vals
+    return plain_page(src, p, e, nvals, nvals, enc, denc, width, optional, out, valid, at,
+                      vals)
 
 
 @nb.njit(cache=True, nogil=True)

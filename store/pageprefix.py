@@ -71,16 +71,18 @@ def _present(valid: np.ndarray, at: int, m: int) -> int:
 
 
 @nb.njit(cache=True, nogil=True)
-def _plain_page(src: np.ndarray, p: int, e: int, m: int, nvals: int, enc: int, denc: int,
-                width: int, optional: bool, out: np.ndarray, valid: np.ndarray, at: int,
-                vals: np.ndarray) -> tuple[int, np.ndarray]:
-    """The first ``m`` of the ``nvals`` rows of an uncompressed page ``src[p:e]``."""
+def plain_page(src: np.ndarray, p: int, e: int, m: int, nvals: int, enc: int, denc: int,
+               width: int, optional: bool, out: np.ndarray, valid: np.ndarray, at: int,
+               vals: np.ndarray) -> tuple[int, np.ndarray]:
+    """The first ``m`` of the ``nvals`` rows of the page ``src[p:e]`` (uncompressed, or
+    decompressed by the caller) into ``out[at:at + m]`` / ``valid``; ``vals`` is a reusable
+    buffer for the present values of a page with nulls. Answers ``(status, vals)``."""
     present = m
     if optional:
-        st, _, p = page_levels(src, p, e, nvals, denc, valid, at)
+        st, whole, p = page_levels(src, p, e, nvals, denc, valid, at)
         if st != OK:
             return st, vals
-        present = _present(valid, at, m)
+        present = whole if m == nvals else _present(valid, at, m)
     return _values(src, p, e, m, present, enc, width, out, valid, at, vals)
 
 
@@ -154,8 +156,8 @@ def chunk_prefix(buf: np.ndarray, pos: int, end: int, rows: int, need: int, code
         elif codec == CODEC_NONE:
             if usize != csize:
                 return CORRUPT, vals
-            st, vals = _plain_page(buf, hend, bend, m, nvals, enc, denc, width, optional, out,
-                                   valid, at, vals)
+            st, vals = plain_page(buf, hend, bend, m, nvals, enc, denc, width, optional, out,
+                                  valid, at, vals)
         else:
             return UNSUPPORTED, vals
         if st != OK:
