@@ -35,6 +35,7 @@ from replaydb.store.pageheader import (
 )
 from replaydb.store.pagelevels import page_levels, present_buffer, spread_present
 from replaydb.store.snappy import snappy_prefix
+from replaydb.store.stringcodec import _le32
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -109,8 +110,7 @@ def _snappy_page(buf: np.ndarray, body: int, bend: int, usize: int, scratch: np.
         q, got = snappy_prefix(buf, q, bend, page, got, 4)
         if q < 0 or got < 4:
             return CORRUPT, vals
-        ln = (np.int64(page[0]) | (np.int64(page[1]) << 8) | (np.int64(page[2]) << 16)
-              | (np.int64(page[3]) << 24))
+        ln = _le32(page, 0)
         q, got = snappy_prefix(buf, q, bend, page, got, 4 + ln)
         if q < 0 or got < 4 + ln:
             return CORRUPT, vals

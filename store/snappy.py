@@ -51,51 +51,20 @@ def _snappy_element(src: np.ndarray, pos: int, end: int) -> tuple[int, int, int]
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _step(src: np.ndarray, pos: int, end: int, dst: np.ndarray, out: int) -> tuple[int, int]:
-    """Decode the element at ``src[pos]`` and copy its bytes to ``dst[out:]`` by single-byte
-    loops (the elements of numeric pages are a few bytes long, so a call or a word view per
-    element would cost more than the bytes it moves; an overlapping back-reference repeats the
-    last ``offset`` bytes, as a forward byte loop does by itself): ``(position of the next
-    element, bytes written)``, position -1 when the element is corrupt."""
-    n = dst.size
-    tag = np.int64(src[pos])
-    pos += 1
-    kind = tag & 3
-    if kind == 0:  # literal: its bytes follow
-        ln = (tag >> 2) + 1
-        if ln > 60:
-            extra = ln - 60
-            if pos + extra > end:
-                return -1, out
-            ln = 0
-            for k in range(extra):
-                ln |= np.int64(src[pos + k]) << (8 * k)
-            ln += 1
-            pos += extra
-        if pos + ln > end or out + ln > n:
-            return -1, out
+    """Decode the element at ``src[pos]`` (:func:`_snappy_element`) and copy its bytes to
+    ``dst[out:]`` by single-byte loops (the elements of numeric pages are a few bytes long, so
+    a call or a word view per element would cost more than the bytes it moves; an overlapping
+    back-reference repeats the last ``offset`` bytes, as a forward byte loop does by itself):
+    ``(position of the next element, bytes written)``, position -1 when the element is
+    corrupt."""
+    ln, off, pos = _snappy_element(src, pos, end)
+    if ln < 0 or out + ln > dst.size:
+        return -1, out
+    if off < 0:  # a literal: its bytes follow
         for k in range(ln):
             dst[out + k] = src[pos + k]
         return pos + ln, out + ln
-    if kind == 1:
-        if pos >= end:
-            return -1, out
-        ln = 4 + ((tag >> 2) & 7)
-        off = ((tag >> 5) << 8) | np.int64(src[pos])
-        pos += 1
-    elif kind == 2:
-        if pos + 2 > end:
-            return -1, out
-        ln = (tag >> 2) + 1
-        off = np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
-        pos += 2
-    else:
-        if pos + 4 > end:
-            return -1, out
-        ln = (tag >> 2) + 1
-        off = (np.int64(src[pos]) | (np.int64(src[pos + 1]) << 8)
-               | (np.int64(src[pos + 2]) << 16) | (np.int64(src[pos + 3]) << 24))
-        pos += 4
-    if off == 0 or off > out or out + ln > n:
+    if off == 0 or off > out:
         return -1, out
     back = out - off
     for k in range(ln):
@@ -106,17 +75,13 @@ def _step(src: np.ndarray, pos: int, end: int, dst: np.ndarray, out: int) -> tup
 @nb.njit(cache=True, nogil=True)
 def snappy_decompress(src: np.ndarray, pos: int, end: int, dst: np.ndarray) -> int:
     """Decompress the raw snappy block ``src[pos:end]`` into ``dst``; answers the number of
-    bytes written, or -1 when the block is corrupt or its length is not ``len(dst)``. One pass
-    over the elements (:func:`_step`). O(bytes of the block)."""
+    bytes written, or -1 when the block is corrupt or its length is not ``len(dst)``
+    (:func:`snappy_prefix` to the end). O(bytes of the block)."""
     st, n, pos = _varint(src, pos, end)
     if st != OK or n != dst.size:
         return -1
-    out = 0
-    while pos < end:
-        pos, out = _step(src, pos, end, dst, out)
-        if pos < 0:
-            return -1
-    return out if out == n else -1
+    pos, out = snappy_prefix(src, pos, end, dst, 0, n)
+    return out if pos == end and out == n else -1
 
 
 @nb.njit(cache=True, nogil=True)
@@ -126,7 +91,8 @@ def snappy_prefix(src: np.ndarray, pos: int, end: int, dst: np.ndarray, out: int
     from the element at ``src[pos]`` with ``out`` bytes written, until at least ``upto`` bytes
     are written or the block ends: ``(position of the next element, bytes written)``,
     position -1 when the block is corrupt. Start at the position after the block's length
-    varint with ``out`` 0; stop early to read a prefix of a page. O(bytes written)."""
+    varint with ``out`` 0; stop early to read a prefix of a page. One pass over the elements
+    (:func:`_step`): O(bytes written)."""
     while out < upto and pos < end:
         pos, out = _step(src, pos, end, dst, out)
         if pos < 0:

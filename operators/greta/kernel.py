@@ -285,9 +285,10 @@ def run_graph(G, OC, IX, RC, NG, OUT, CNT, Z, WC, SC):
     """Process occurrences OC[CNT[4]:] of one graph, closing windows as the markers of ``WC``
     come due (:mod:`.closing`); ``SC`` is :func:`scratch` of ``G``. Every bundle is read
     through :func:`~replaydb.operators.uncounted.uncounted` views (the loops read dozens of
-    their arrays per occurrence; nothing keeps a view past the call). Returns the position reached: ``len(OC.t)`` when done, or the
-    start of the first group that needs wider integers (then widen, resume); ``CNT[7]`` set
-    means it stopped because the close buffer is full instead (drain it, resume)."""
+    their arrays per occurrence; nothing keeps a view past the call). Returns the position
+    reached: ``len(OC.t)`` when done, or the start of the first group that needs wider
+    integers (then widen, resume); ``CNT[7]`` set means it stopped because the close buffer is
+    full instead (drain it, resume)."""
     G, OC, IX, RC, NG = uncounted(G), uncounted(OC), uncounted(IX), uncounted(RC), uncounted(NG)
     OUT, CNT, Z, WC = uncounted(OUT), uncounted(CNT), uncounted(Z), uncounted(WC)
     scI, scF, alive, stack = uncounted(SC)
