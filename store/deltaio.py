@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
@@ -140,7 +141,8 @@ def new_file_name(seq_min: int) -> str:
     return f"part-{seq_min:015d}-{uuid.uuid4().hex[:12]}.parquet"
 
 
-def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION
+def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION,
+                  table: pa.Table | None = None, group_rows: int = 0
                   ) -> tuple[dict[str, str], dict[str, str]]:
     """``(encodings, codecs)``: the Parquet encoding and codec of each column of a data file.
 
@@ -149,12 +151,16 @@ def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION
     a leaf's ``seq`` is a constant step, its ``t`` small gaps, and an attribute's consecutive
     values differ by what its values spread over, which delta packing stores in that many
     bits per value and decodes without a decompressor. Every other column is PLAIN (strings
-    dictionary-encoded) under ``compression``, which costs little on incompressible floats
-    and saves bytes on repetitive values.
+    dictionary-encoded) under ``compression``, except a floating-point column of ``table``
+    (the file's rows, when given, in row groups of ``group_rows``) that the codec does not
+    at least halve (:func:`_halved_by`): that one is stored uncompressed, so a read copies its values where
+    they lie instead of decompressing each page up to them.
 
     Decision: with every column snappy-compressed PLAIN, decompressing the integer columns
     (which snappy only halves or thirds) dominates a replay's read; delta-packed they are
-    smaller and read without a decompressor. A single value is still read where it lies
+    smaller and read without a decompressor. Floats are not delta-packable; where snappy
+    saves less than half their bytes, decompressing them costs a read more than the bytes
+    it saves. A single value is still read where it lies
     (:func:`.pagecodec.value_in_chunk` sums the deltas before it). Files written with another
     layout keep it: readers take any standard encoding, so stores need no rewrite.
     """
@@ -164,9 +170,29 @@ def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION
         if _delta_packable(f.type):
             encodings[f.name] = "DELTA_BINARY_PACKED"
             codecs[f.name] = "none"
+        elif (table is not None and pa.types.is_floating(f.type)
+              and not _halved_by(compression, table.column(f.name), group_rows)):
+            codecs[f.name] = "none"
         else:
             codecs[f.name] = compression
     return encodings, codecs
+
+
+def _halved_by(compression: str, column: pa.ChunkedArray, group_rows: int) -> bool:
+    """Whether ``compression`` stores the PLAIN bytes of ``column``'s values in at most half
+    their size, each row group of ``group_rows`` rows (0: one group) compressed on its own as
+    Parquet compresses each page, nulls left out as Parquet leaves them out; a column without
+    values keeps the codec. O(bytes of the column)."""
+    if compression.lower() in ("none", "uncompressed"):
+        return False
+    codec = pa.Codec(compression)
+    step = group_rows if group_rows > 0 else max(1, len(column))
+    raw = packed = 0
+    for a in range(0, len(column), step):
+        values = pc.drop_null(column.slice(a, step)).to_numpy().tobytes()
+        raw += len(values)
+        packed += len(codec.compress(values, asbytes=True)) if values else 0
+    return raw == 0 or 2 * packed <= raw
 
 
 def _delta_packable(t: pa.DataType) -> bool:
@@ -179,9 +205,10 @@ def write_parquet(path: Path, table: pa.Table, row_group_rows: int,
                   compression: str = DEFAULT_COMPRESSION) -> int:
     """Write ``table`` with row groups of exactly ``row_group_rows`` rows (the last may be
     shorter); returns the file size. Columns are laid out by :func:`column_layout`: integer
-    columns delta-packed, strings dictionary-encoded, other columns PLAIN."""
+    columns delta-packed, strings dictionary-encoded, other columns PLAIN (floats that
+    compress poorly uncompressed)."""
     dict_cols = [f.name for f in table.schema if pa.types.is_string(f.type)]
-    encodings, codecs = column_layout(table.schema, compression)
+    encodings, codecs = column_layout(table.schema, compression, table, row_group_rows)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(
         table,

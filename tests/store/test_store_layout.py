@@ -1,7 +1,7 @@
 """The column layout of the store's data files: integer columns (``t``, ``seq``, integer and
 time attributes) delta-packed and uncompressed, every other column PLAIN (strings
-dictionary-encoded) under the store's codec; files read back exactly, through Arrow and through
-Spark."""
+dictionary-encoded) under the store's codec, floats uncompressed unless the codec at least
+halves them; files read back exactly, through Arrow and through Spark."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def _events(n: int, seed: int = 0) -> pa.Table:
         "t": t,
         "x": pa.array([None if i % 7 == 0 else float(v) for i, v in enumerate(x)]),
         "k": pa.array(rng.integers(-50, 50, n), pa.int64()),
+        "zeros": pa.array(np.where(rng.random(n) < 0.95, 0.0, rng.normal(size=n))),
         "city": pa.array(rng.choice(["bonn", "köln", "aachen"], n)),
         "flag": pa.array([None if i % 11 == 0 else bool(i % 2) for i in range(n)]),
     })
@@ -47,6 +48,31 @@ def test_layout_of_each_column():
                                   {"t": DEFAULT_COMPRESSION, "seq": "none"})
 
 
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_floats_stay_compressed_only_where_the_codec_halves_them(codec):
+    rng = np.random.default_rng(1)
+    n = 5000
+    table = pa.table({
+        "t": np.arange(n, dtype=np.int64),
+        "noise": rng.normal(size=n),
+        "zeros": np.where(rng.random(n) < 0.95, 0.0, rng.normal(size=n)),
+        "nothing": pa.array([None] * n, pa.float64()),
+        "city": pa.array(rng.choice(["bonn", "köln"], n)),
+    })
+    _, codecs = column_layout(table.schema, codec, table, 512)
+    assert codecs == {"t": "none", "noise": "none", "zeros": codec, "nothing": codec,
+                      "city": codec}
+    # judged per row group, as Parquet compresses each page: values repeating only across
+    # groups do not count
+    tile = np.tile(rng.normal(size=512), n // 512 + 1)[:n]
+    tiled = pa.table({"t": table.column("t"), "tile": tile})
+    assert column_layout(tiled.schema, codec, tiled, 512)[1]["tile"] == "none"
+    assert column_layout(tiled.schema, codec, tiled, 0)[1]["tile"] == codec
+    # without the rows (schema only) or without a codec nothing is judged
+    assert column_layout(table.schema, codec)[1]["noise"] == codec
+    assert column_layout(table.schema, "none", table, 512)[1]["zeros"] == "none"
+
+
 def test_written_file_has_the_layout_and_reads_back(tmp_path):
     table = _events(3000).append_column("seq", pa.array(np.arange(3000, dtype=np.int64)))
     path = tmp_path / "f.parquet"
@@ -59,6 +85,9 @@ def test_written_file_has_the_layout_and_reads_back(tmp_path):
             col = md.row_group(rg).column(i)
             if name in ("t", "seq", "k"):
                 assert "DELTA_BINARY_PACKED" in col.encodings and col.compression == "UNCOMPRESSED"
+            elif name == "x":  # random floats: snappy saves little
+                assert "PLAIN" in col.encodings
+                assert col.compression == "UNCOMPRESSED"
             else:
                 assert "DELTA_BINARY_PACKED" not in col.encodings
                 assert col.compression == DEFAULT_COMPRESSION.upper()
