@@ -64,6 +64,43 @@ def _in_group_order(batch: pa.RecordBatch, n_keys: int) -> pa.RecordBatch:
     return batch.take(pc.sort_indices(batch, sort_keys=keys))
 
 
+def _widened(closed: _Closed, L: int, Cb: int) -> _Closed:
+    """``closed`` with the limbs of each of its ``Cb`` exact channels sign-extended to ``L``
+    limbs (two's complement: the same values), the other integer columns after them. O(rows
+    x columns)."""
+    if closed.L == L:
+        return closed
+    vi, l0 = closed.vi, closed.L
+    out = np.empty((vi.shape[0], Cb * L + vi.shape[1] - Cb * l0), vi.dtype)
+    for c in range(Cb):
+        limbs = vi[:, c * l0:(c + 1) * l0]
+        out[:, c * L:c * L + l0] = limbs
+        out[:, c * L + l0:(c + 1) * L] = np.where(limbs[:, -1:] >= kn.HALF, kn.MASK, 0)
+    out[:, Cb * L:] = vi[:, Cb * l0:]
+    return closed._replace(vi=out, L=L)
+
+
+def _key_column(vals: list[Any], ty: pa.DataType) -> pa.Array:
+    """The GROUP-BY column of type ``ty`` from its values (None: null). O(rows)."""
+    if pa.types.is_integer(ty):
+        if pa.types.is_signed_integer(ty) and None not in vals:
+            return pa.array(np.array(vals, np.int64)).cast(ty)
+        vals = [None if v is None else int(v) for v in vals]
+    return pa.array(vals, ty)
+
+
+def _exact_of_int64(vals: np.ndarray, ty: pa.DataType) -> pa.Array:
+    """An exact aggregate column of type ``ty`` from int64 values: a decimal128 of scale 0
+    built from its 16-byte two's complement words (no cast kernel), other types cast.
+    O(rows)."""
+    if pa.types.is_decimal128(ty) and ty.scale == 0:
+        words = np.empty((len(vals), 2), np.int64)
+        words[:, 0] = vals
+        words[:, 1] = vals >> 63
+        return pa.Array.from_buffers(ty, len(vals), [None, pa.py_buffer(words)])
+    return pa.array(vals, pa.int64()).cast(ty)
+
+
 def _span_groups(ends: np.ndarray, limit: int) -> list[tuple[int, int]]:
     """Consecutive sub-chunks (``ends``: where each ends) grouped into ``[e0, e1)`` runs of at
     least one sub-chunk, each closed by the sub-chunk that brings it to ``limit`` events or
@@ -366,9 +403,10 @@ class GretaOperator(Operator):
                 hi = int(tp[b - 1]) // s
                 self._w_hi = hi if self._w_hi is None else max(self._w_hi, hi)
                 self._update_state_size()
-        if not final and self._t_last is not None:
-            self._close_through((self._t_last - d) // s)
-        self._emit_closed()
+        if not final:  # the flush closes the remaining windows and emits them all at once
+            if self._t_last is not None:
+                self._close_through((self._t_last - d) // s)
+            self._emit_closed()
 
     def _closed_rows(self, w: np.ndarray, g: np.ndarray, vi: np.ndarray, vf: np.ndarray,
                      seq: np.ndarray, L: int) -> None:
@@ -451,20 +489,18 @@ class GretaOperator(Operator):
         return np.concatenate([I_big, I_mm], 1), np.concatenate([F_s, F_m], 1), seq
 
     def _emit_closed(self) -> None:
-        """Emit the rows of the windows closed since the last call, in window order, one batch
-        per run of windows with the same limb count. O(rows)."""
+        """Emit the rows of the windows closed since the last call, in window order, as one
+        batch (exact values widened to the largest limb count among them). O(rows)."""
         closed, self._closed = self._closed, []
-        i = 0
-        while i < len(closed):
-            j = i + 1
-            while j < len(closed) and closed[j].L == closed[i].L:
-                j += 1
-            self._emit(self._rows(closed[i:j]))
-            i = j
+        if closed:
+            L = max(c.L for c in closed)
+            Cb = self._rt.graphs[0].Cb
+            self._emit(self._rows([_widened(c, L, Cb) for c in closed]))
 
     def _rows(self, closed: list[_Closed]) -> pa.RecordBatch:
-        """The output rows of closed windows sharing one limb count: window bounds, group
-        values, aggregates and the last sequence number. O(rows x outputs)."""
+        """The output rows of closed windows sharing one limb count (:func:`_widened`):
+        window bounds, group values, aggregates and the last sequence number. O(rows x
+        outputs)."""
         plan = self.plan
         gs = self._rt.graphs[0]
         L, Cb, Cf = closed[0].L, gs.Cb, gs.Cf
@@ -476,10 +512,7 @@ class GretaOperator(Operator):
         cols: list[pa.Array] = [pa.array(wid * plan.slide, pa.int64()),
                                 pa.array(wid * plan.slide + plan.within, pa.int64())]
         for j, ty in enumerate(plan.group_types):
-            vals = [k[j] for k in keys]
-            if pa.types.is_integer(ty):
-                vals = [None if v is None else int(v) for v in vals]
-            cols.append(pa.array(vals, ty))
+            cols.append(_key_column([k[j] for k in keys], ty))
 
         small_cache: dict[int, np.ndarray | None] = {}
         big_cache: dict[int, list[int]] = {}
@@ -503,7 +536,7 @@ class GretaOperator(Operator):
             ftype = schema.field(out.name).type
             if out.source == "big":
                 fits = small(out.channel)
-                cols.append(pa.array(fits, pa.int64()).cast(ftype)
+                cols.append(_exact_of_int64(fits, ftype)
                             if fits is not None and self.plan.config.exact_type != "string"
                             else self._exact(big(out.channel), ftype, out.name, wid))
                 continue

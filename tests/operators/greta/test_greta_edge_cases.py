@@ -162,6 +162,32 @@ def test_vectorized_limb_conversion_equals_the_scalar_one(L: int) -> None:
     assert limb_rows_to_ints(rows[small]) == [vals[i] for i in small]
 
 
+@pytest.mark.parametrize(("l0", "L", "channels"), [(1, 2, 1), (1, 4, 2), (2, 3, 3), (3, 3, 2)])
+def test_widened_rows_keep_their_values(l0: int, L: int, channels: int) -> None:
+    """Closed windows of fewer limbs, sign-extended to L limbs so that windows of several limb
+    counts convert as one batch: every exact channel keeps its value, and the min/max columns
+    after the channels are kept as they are."""
+    import numpy as np
+
+    from replaydb.operators.greta import kernel as kn
+    from replaydb.operators.greta.operator import _Closed, _widened, limbs_to_int
+
+    rng = random.Random(l0 * 10 + L)
+    half = 1 << (kn.LIMB * l0 - 1)
+    vals = [[rng.randrange(-half, half) for _ in range(channels)] for _ in range(40)]
+    vals += [[-1] * channels, [half - 1] * channels, [-half] * channels]
+    vi = np.array([[(v >> (kn.LIMB * i)) & kn.MASK for v in row for i in range(l0)]
+                   + [int(row[0]) % 97, -int(row[0]) % 89] for row in vals], np.int64)
+    closed = _Closed(np.arange(len(vals)), [()] * len(vals), vi, np.zeros((len(vals), 0)),
+                     np.arange(len(vals)), l0)
+    got = _widened(closed, L, channels)
+    assert got.L == L and got.vi.shape == (len(vals), channels * L + 2)
+    for row, wide in zip(vals, got.vi):
+        assert [limbs_to_int(wide[c * L:(c + 1) * L]) for c in range(channels)] == row
+    assert (got.vi[:, channels * L:] == vi[:, channels * l0:]).all()
+    assert (_widened(closed, l0, channels).vi == vi).all()
+
+
 def _rows(text: str, table: pa.Table, batch: int) -> list[dict]:
     op = bind(parse(text), table.schema, None)
     got: list[dict] = []
