@@ -45,22 +45,10 @@ from replaydb.store.pageheader import (
     UNSUPPORTED,
     _header_into,
     _varint,
-    page_header,
 )
-from replaydb.store.pageprefix import chunk_prefix, plain_page
-from replaydb.store.snappy import _snappy_at, snappy_decompress
+from replaydb.store.pageprefix import chunk_prefix
+from replaydb.store.snappy import _snappy_at
 from replaydb.store.stringcodec import str_chunk
-
-
-@nb.njit(cache=True, nogil=True)
-def _page(src: np.ndarray, p: int, e: int, nvals: int, enc: int, denc: int, width: int,
-          optional: bool, out: np.ndarray, valid: np.ndarray, at: int,
-          vals: np.ndarray) -> tuple[int, np.ndarray]:
-    """Decode one data page's levels and values (``src[p:e]``, decompressed) into
-    ``out[at:at + nvals]`` / ``valid``; ``vals`` is a reusable buffer for the present values
-    of a page with nulls. Answers ``(status, vals)``."""
-    return plain_page(src, p, e, nvals, nvals, enc, denc, width, optional, out, valid, at,
-                      vals)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -68,46 +56,13 @@ def _chunk(buf: np.ndarray, pos: int, end: int, rows: int, codec: int, width: in
            optional: bool, out: np.ndarray, valid: np.ndarray, at: int,
            scratch: np.ndarray, vals: np.ndarray) -> tuple[int, np.ndarray]:
     """Decode one column chunk (``buf[pos:end]``, ``rows`` values) into ``out[at:]`` and
-    ``valid[at:]``; ``scratch`` holds a decompressed page. Answers ``(status, vals)``."""
-    if pos < 0 or end < pos or end > buf.size:
+    ``valid[at:]``: :func:`.pageprefix.chunk_prefix` with every row wanted (which reads to
+    the chunk's end and wants exactly ``rows`` values); ``scratch`` holds a decompressed
+    page. Answers ``(status, vals)``."""
+    if at < 0 or at > out.size or at > valid.size:
         return CORRUPT, vals
-    left = rows
-    st = OK
-    while pos < end:
-        st, hend, ptype, usize, csize, nvals, enc, denc = page_header(buf, pos, end)
-        if st != OK:
-            return st, vals
-        body = hend
-        bend = hend + csize
-        if bend > end:
-            return CORRUPT, vals
-        pos = bend
-        if ptype == _PAGE_INDEX:
-            continue
-        if ptype != _PAGE_DATA:
-            return UNSUPPORTED, vals
-        if nvals <= 0 or nvals > left or at + nvals > out.size:
-            return CORRUPT, vals
-        if codec == CODEC_SNAPPY:
-            if usize > scratch.size:
-                return UNSUPPORTED, vals
-            page = scratch[:usize]
-            if snappy_decompress(buf, body, bend, page) != usize:
-                return CORRUPT, vals
-            st, vals = _page(page, 0, usize, nvals, enc, denc, width, optional, out, valid, at,
-                             vals)
-        elif codec == CODEC_NONE:
-            if usize != csize:
-                return CORRUPT, vals
-            st, vals = _page(buf, body, bend, nvals, enc, denc, width, optional, out, valid, at,
-                             vals)
-        else:
-            return UNSUPPORTED, vals
-        if st != OK:
-            return st, vals
-        at += nvals
-        left -= nvals
-    return (OK if left == 0 else CORRUPT), vals
+    return chunk_prefix(buf, pos, end, rows, rows, codec, width, optional, out[at:],
+                        valid[at:], scratch, vals)
 
 
 NEED = 3

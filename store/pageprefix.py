@@ -8,9 +8,13 @@ one holding that row are decoded whole; that page only as far as needed: its def
 that far (:func:`.snappy.snappy_prefix`), which is most of what a PLAIN float page costs. Rows
 past the last one needed are left unwritten.
 
-Takes what :func:`.pagecodec._chunk` takes (version-1 data pages, uncompressed or snappy,
-PLAIN or DELTA_BINARY_PACKED, levels none or RLE of max level 1) and checks every offset the
-same way: anything else answers UNSUPPORTED or CORRUPT. O(bytes of the pages up to the row).
+With every row wanted it is the whole chunk's decoder (:func:`.pagecodec._chunk`), and as
+strict: every page is read to the chunk's end, the pages must hold exactly the chunk's rows, and
+a snappy page must decompress to its stated length, ending where its bytes end.
+
+Takes version-1 data pages, uncompressed or snappy, PLAIN or DELTA_BINARY_PACKED, levels none
+or RLE of max level 1, and checks every offset: anything else answers UNSUPPORTED or CORRUPT.
+O(bytes of the pages up to the row).
 """
 
 from __future__ import annotations
@@ -94,7 +98,8 @@ def _snappy_page(buf: np.ndarray, body: int, bend: int, usize: int, scratch: np.
                  ) -> tuple[int, np.ndarray]:
     """The first ``m`` of the ``nvals`` rows of the snappy page ``buf[body:bend]``
     (``usize`` bytes decompressed), decompressing only the levels and the values up to row
-    ``m`` for a PLAIN page (a delta-packed one whole)."""
+    ``m`` for a PLAIN page of more rows (a delta-packed one, or one whose rows are all
+    wanted, whole: its block must then end at ``bend`` with ``usize`` bytes)."""
     if usize > scratch.size:
         return UNSUPPORTED, vals
     st, n, q = _varint(buf, body, bend)
@@ -118,9 +123,10 @@ def _snappy_page(buf: np.ndarray, body: int, bend: int, usize: int, scratch: np.
         if st != OK:
             return st, vals
         present = _present(valid, at, m)
-    upto = p + present * width if enc == ENC_PLAIN else usize
-    q, got = snappy_prefix(buf, q, bend, page, got, min(upto, usize))
-    if q < 0 or got < min(upto, usize):
+    whole = m == nvals or enc != ENC_PLAIN
+    upto = usize if whole else min(p + present * width, usize)
+    q, got = snappy_prefix(buf, q, bend, page, got, upto)
+    if q < 0 or got < upto or (whole and (q != bend or got != usize)):
         return CORRUPT, vals
     return _values(page, p, got, m, present, enc, width, out, valid, at, vals)
 
@@ -130,12 +136,14 @@ def chunk_prefix(buf: np.ndarray, pos: int, end: int, rows: int, need: int, code
                  width: int, optional: bool, out: np.ndarray, valid: np.ndarray,
                  scratch: np.ndarray, vals: np.ndarray) -> tuple[int, np.ndarray]:
     """Decode rows ``0..need`` of one column chunk of fixed-width values (``buf[pos:end]``,
-    ``rows`` values) into ``out[:need]`` and ``valid`` (module docstring); ``scratch`` holds
-    a decompressed page. Answers ``(status, vals)``."""
+    ``rows`` values) into ``out[:need]`` and ``valid`` (module docstring; ``need == rows``:
+    the whole chunk, strictly); ``scratch`` holds a decompressed page. Answers ``(status,
+    vals)``."""
     if pos < 0 or end < pos or end > buf.size or need > rows or need > out.size:
         return CORRUPT, vals
+    whole = need == rows
     at = 0
-    while pos < end and at < need:
+    while pos < end and (at < need or whole):
         st, hend, ptype, usize, csize, nvals, enc, denc = page_header(buf, pos, end)
         if st != OK:
             return st, vals
@@ -163,4 +171,4 @@ def chunk_prefix(buf: np.ndarray, pos: int, end: int, rows: int, need: int, code
         if st != OK:
             return st, vals
         at += nvals
-    return (OK if at >= need else CORRUPT), vals
+    return (OK if at == rows or (at >= need and not whole) else CORRUPT), vals

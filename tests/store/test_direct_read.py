@@ -532,16 +532,45 @@ def test_snappy_prefix_writes_the_blocks_first_bytes_and_resumes(seed, pieces, s
     assert got == len(data) and pos == comp.size
 
 
+def _arrow_slots(arr: pa.ChunkedArray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(slots, valid)`` of a fixed-width Arrow column as the direct reader writes them:
+    each value's ``width`` bytes as a uint64 (its bits, zero-extended), read from Arrow's
+    own value buffer; a null's slot is left 0."""
+    a = arr.combine_chunks()
+    raw = np.frombuffer(a.buffers()[1], np.uint64 if width == 8 else np.uint32,
+                        len(a) + a.offset)[a.offset:].astype(np.uint64)
+    valid = np.asarray(a.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    return np.where(valid == 1, raw, 0).astype(np.uint64), valid
+
+
+def _prefix(chunk: tuple[np.ndarray, int, int, int], need: int, codec: int, width: int,
+            optional: bool, scratch: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(status, slots, valid)`` of the first ``need`` rows of ``chunk`` = ``(file bytes,
+    start, end, rows)`` decoded by :func:`.pageprefix.chunk_prefix`: each slot's low
+    ``width`` bytes (a delta-packed INT32 leaves its sign in the high ones, which the table
+    builder drops), nulls' slots 0."""
+    from replaydb.store.pageprefix import chunk_prefix
+
+    buf, start, end, rows = chunk
+    out, valid = np.zeros(rows, np.uint64), np.ones(rows, np.uint8)
+    st_, _ = chunk_prefix(buf, start, end, rows, need, codec, width, optional, out, valid,
+                          scratch, np.empty(0, np.uint64))
+    wanted = np.arange(rows) < need
+    low = np.uint64(0xFFFFFFFF if width == 4 else 0xFFFFFFFFFFFFFFFF)  # the bytes readers use
+    return (st_, np.where(wanted & (valid == 1), out & low, 0).astype(np.uint64),
+            np.where(wanted, valid, 1))
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 700),
        nulls=st.sampled_from([0.0, 0.1, 0.9]))
-def test_chunk_prefix_equals_the_first_rows_of_the_whole_chunk(tmp_path_factory, seed, n, nulls):
+def test_chunk_prefix_equals_arrows_first_rows(tmp_path_factory, seed, n, nulls):
     """The first rows of every fixed-width column chunk, decoded alone (store/pageprefix.py),
-    equal those rows of the whole chunk's decoding, for every layout the whole decoder takes
-    (several pages per chunk, nulls, snappy or not, PLAIN or delta-packed); a chunk the whole
-    decoder declines is declined too."""
-    from replaydb.store.pagecodec import OK, _any_chunk
-    from replaydb.store.pageprefix import chunk_prefix
+    equal Arrow's values of those rows, and so does the whole chunk (every row wanted, the
+    whole-chunk decoder), for every layout (several pages per chunk, nulls, snappy or not,
+    PLAIN or delta-packed, pages v1 or v2, dictionaries); a chunk it declines is one whose
+    whole decoding it declines too."""
+    from replaydb.store.pagecodec import OK
 
     rng = random.Random(seed)
     tbl = _table(np.random.default_rng(seed), n, nulls)
@@ -550,7 +579,6 @@ def test_chunk_prefix_equals_the_first_rows_of_the_whole_chunk(tmp_path_factory,
     pf = pq.ParquetFile(path)
     d = DirectFile(str(path), pf)
     buf = d.buffer
-    heap, hstate = np.empty(0, np.uint8), np.zeros(1, np.int64)
     for col in DECODED:
         got = d.chunks(np.arange(pf.metadata.num_row_groups), col)
         if got is None:
@@ -560,20 +588,19 @@ def test_chunk_prefix_equals_the_first_rows_of_the_whole_chunk(tmp_path_factory,
             if offs[g] < 0:
                 continue
             rows = pf.metadata.row_group(g).num_rows
+            want, wvalid = _arrow_slots(pf.read_row_group(g, columns=[col]).column(0), width)
             scratch = np.empty(max(1, int(pf.metadata.row_group(g).column(
                 pf.schema_arrow.get_field_index(col)).total_uncompressed_size)), np.uint8)
-            full, fvalid = np.zeros(rows, np.uint64), np.ones(rows, np.uint8)
-            st_full, _, _ = _any_chunk(buf, offs[g], offs[g] + sizes[g], rows, codecs[g], width,
-                                       optional, full, fvalid, 0, scratch, np.empty(0, np.uint64),
-                                       heap, hstate)
+
+            chunk = (buf, int(offs[g]), int(offs[g] + sizes[g]), rows)
+            st_full, full, fvalid = _prefix(chunk, rows, codecs[g], width, optional, scratch)
             need = rng.randint(0, rows)
-            part, pvalid = np.zeros(rows, np.uint64), np.ones(rows, np.uint8)
-            st_part, _ = chunk_prefix(buf, offs[g], offs[g] + sizes[g], rows, need, codecs[g],
-                                      width, optional, part, pvalid, scratch,
-                                      np.empty(0, np.uint64))
+            st_part, part, pvalid = _prefix(chunk, need, codecs[g], width, optional, scratch)
             if st_full != OK:
                 assert st_part != OK or need == 0
                 continue
+            np.testing.assert_array_equal(full, want)
+            np.testing.assert_array_equal(fvalid, wvalid)
             assert st_part == OK, (col, g, need)
-            np.testing.assert_array_equal(part[:need], full[:need])
-            np.testing.assert_array_equal(pvalid[:need], fvalid[:need])
+            np.testing.assert_array_equal(part[:need], want[:need])
+            np.testing.assert_array_equal(pvalid[:need], wvalid[:need])
