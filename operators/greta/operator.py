@@ -211,9 +211,19 @@ class GretaOperator(Operator):
         from replaydb.operators.traits import Traits
 
         cfg = self.config
+        cols = self.input_columns
         return Traits("greta", partition_keys=tuple(cfg.group_by),
                       sort_columns=("window_start", "window_end", *cfg.group_by, "last_seq"),
-                      interval_safe=False, skips_gaps=True)
+                      interval_safe=False, skips_gaps=True,
+                      input_columns=tuple(cols) if cols is not None else None)
+
+    @property
+    def input_columns(self) -> list[str] | None:
+        """The input columns the query reads (replay reads nothing else; batches may carry
+        more, which are ignored): time, type, ``seq``, and every column a pattern graph
+        partitions by, aggregates or evaluates. None until the plan is compiled (from the
+        constructor's schema or the first batch): then every column is read."""
+        return None if self._plan is None else list(self._plan.columns_needed)
 
     def end_interval(self) -> None:
         """A gap in the input means only that the events in it were left out: the state is
