@@ -91,9 +91,9 @@ def _key_column(vals: list[Any], ty: pa.DataType) -> pa.Array:
 
 def _exact_of_int64(vals: np.ndarray, ty: pa.DataType) -> pa.Array:
     """An exact aggregate column of type ``ty`` from int64 values: a decimal128 of scale 0
-    built from its 16-byte two's complement words (no cast kernel), other types cast.
-    O(rows)."""
-    if pa.types.is_decimal128(ty) and ty.scale == 0:
+    with room for every int64 (19 digits) built from its 16-byte two's complement words (no
+    cast kernel), other types cast (which checks their range). O(rows)."""
+    if pa.types.is_decimal128(ty) and ty.scale == 0 and ty.precision >= 19:
         words = np.empty((len(vals), 2), np.int64)
         words[:, 0] = vals
         words[:, 1] = vals >> 63

@@ -188,6 +188,23 @@ def test_widened_rows_keep_their_values(l0: int, L: int, channels: int) -> None:
     assert (_widened(closed, l0, channels).vi == vi).all()
 
 
+@pytest.mark.parametrize("ty", [pa.decimal128(38, 0), pa.decimal128(19, 0), pa.int64()])
+def test_exact_columns_from_int64_equal_arrows_cast(ty: pa.DataType) -> None:
+    """Exact aggregates that fit in int64 become their output column as Arrow's cast makes
+    it (decimals of scale 0 with room for 19 digits are built from their words)."""
+    import numpy as np
+
+    from replaydb.operators.greta.operator import _exact_of_int64
+
+    vals = np.array([0, 1, -1, 7, -(1 << 63), (1 << 63) - 1, 10**18, -(10**18)], np.int64)
+    got = _exact_of_int64(vals, ty)
+    got.validate(full=True)
+    assert got.equals(pa.array(vals).cast(ty))
+    # a decimal too narrow for int64 is cast, which checks the range
+    with pytest.raises(pa.ArrowInvalid):
+        _exact_of_int64(vals, pa.decimal128(10, 0))
+
+
 def _rows(text: str, table: pa.Table, batch: int) -> list[dict]:
     op = bind(parse(text), table.schema, None)
     got: list[dict] = []
