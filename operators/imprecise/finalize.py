@@ -3,7 +3,8 @@
 For each candidate (a row of buffer positions in pattern order): valid intervals (three passes),
 the NELT test of skip-till-next (when the matcher has not applied it already), the spoilers of
 each gap, then the confidence and tightest time range - compiled float kernels for the common
-case, the exact reference (:mod:`.confidence`) in exact mode; when one event spoils several gaps of a
+case, once per match shape (:mod:`.memo`), the exact reference (:mod:`.confidence`) in exact
+mode; when one event spoils several gaps of a
 skip-till-next match, the point matches inside the valid intervals are enumerated (compiled) and
 weighted by Eq. 2, as the paper proposes for event-based skip-till-next.
 Candidates of confidence 0 (no world returns them) are dropped.
@@ -29,7 +30,8 @@ from replaydb.operators.imprecise.confidence import (
 from replaydb.operators.imprecise.config import ImpreciseConfig
 from replaydb.operators.imprecise.events import EventBuffer
 from replaydb.operators.imprecise.intervals import valid_intervals
-from replaydb.operators.imprecise.kernels import confidence_enumerate_many, confidence_many
+from replaydb.operators.imprecise.kernels import confidence_enumerate_many
+from replaydb.operators.imprecise.memo import confidence_shared
 from replaydb.operators.imprecise.predicates import PredicatePlan
 
 
@@ -97,9 +99,9 @@ def finalize(buf: EventBuffer, index: ComponentIndex, plan: PredicatePlan,
         else:
             sub_ptr, sub_ev = _sub_csr(gap_ptr, gap_ev, single, l_) if multi.any() else (
                 gap_ptr, gap_ev)
-            c1, a1, b1 = confidence_many(match[single], vlb[single], vub[single], buf.lo, buf.hi,
-                                         buf.woff, buf.wflat, buf.cflat, config.window, nxt,
-                                         sub_ptr, sub_ev)
+            c1, a1, b1 = confidence_shared(match[single], vlb[single], vub[single], buf.lo,
+                                           buf.hi, buf.woff, buf.wflat, buf.cflat,
+                                           config.window, nxt, sub_ptr, sub_ev)
             conf, r0, r1 = (np.zeros(m_count), np.zeros(m_count, np.int64),
                             np.zeros(m_count, np.int64))
             conf[single], r0[single], r1[single] = c1, a1, b1
