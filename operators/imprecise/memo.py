@@ -13,12 +13,15 @@ same order).
 
 Shapes are told apart exactly: a 64-bit hash of each match's shape groups the matches, and every
 match is compared with its group's first one; a match that differs (a hash collision) is
-computed alone. O(M x (l + spoilers)) vectorized, plus the kernel on one match per shape.
+computed alone (compiled: :func:`shape_hashes`, :func:`representatives`). O(M x (l + spoilers)) vectorized, plus the kernel on one match per shape.
 """
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
+from numba import types
+from numba.typed import Dict
 
 from replaydb.operators.imprecise.kernels import confidence_many
 
@@ -26,11 +29,59 @@ _NONE = np.iinfo(np.int64).min
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _mixed(x: np.ndarray, salt: np.ndarray) -> np.ndarray:
-    """A 64-bit mix of int64 values ``x`` with the int64 values ``salt`` (arrays of one shape
-    or broadcastable; wrapping arithmetic)."""
-    h = (x.astype(np.uint64) + np.asarray(salt).astype(np.uint64) * _MIX) * _MIX
+@nb.njit(cache=True)
+def _mix(h: np.uint64, x: np.int64) -> np.uint64:
+    """``h`` with the int64 ``x`` mixed in (wrapping 64-bit arithmetic)."""
+    h = (h ^ np.uint64(x)) * _MIX
     return h ^ (h >> np.uint64(29))
+
+
+@nb.njit(cache=True)
+def shape_hashes(fixed: np.ndarray, first: np.ndarray, end: np.ndarray,
+                 rel: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each match's shape: its ``fixed`` row, then its spoiler entries
+    ``rel[first[m]:end[m]]`` in order. O(M x columns + entries)."""
+    m_count, width = fixed.shape
+    out = np.empty(m_count, np.uint64)
+    for m in range(m_count):
+        h = np.uint64(width)
+        for c in range(width):
+            h = _mix(h, fixed[m, c])
+        for k in range(first[m], end[m]):
+            h = _mix(_mix(h, rel[k, 0]), rel[k, 1])
+        out[m] = h
+    return out
+
+
+@nb.njit(cache=True)
+def representatives(hashes: np.ndarray, fixed: np.ndarray, first: np.ndarray,
+                    end: np.ndarray, rel: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """``rep[m]``: the first uniform match with ``m``'s hash when ``m`` is uniform and equal to
+    it in shape (its ``fixed`` row and its spoiler entries ``rel[first[m]:end[m]]``), else
+    ``m`` itself (a hash collision is computed alone). O(M x columns + entries) expected."""
+    m_count, width = fixed.shape
+    seen = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    rep = np.arange(m_count)
+    for m in range(m_count):
+        if not uniform[m]:
+            continue
+        if hashes[m] not in seen:
+            seen[hashes[m]] = m
+            continue
+        j = seen[hashes[m]]
+        same = end[m] - first[m] == end[j] - first[j]
+        for c in range(width):
+            if not same:
+                break
+            same = fixed[m, c] == fixed[j, c]
+        for k in range(end[m] - first[m]):
+            if not same:
+                break
+            a, b = first[m] + k, first[j] + k
+            same = rel[a, 0] == rel[b, 0] and rel[a, 1] == rel[b, 1]
+        if same:
+            rep[m] = j
+    return rep
 
 
 def _fixed_shape(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.ndarray,
@@ -41,19 +92,8 @@ def _fixed_shape(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.ndarra
     b = base[:, None]
     cols = [vlb - b, vub - b, lo[ev] - b, hi[ev] - b]
     if gap_ptr.size > 1:
-        counts = np.diff(gap_ptr)[: m_count * l_].reshape(m_count, l_)
-        cols.append(counts)
-    return np.concatenate(cols, axis=1)
-
-
-def _spoiler_shape(gap_ptr: np.ndarray, gap_ev: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                   base: np.ndarray, l_: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(match of each spoiler entry, its (lo, hi) relative to its match's base)``, entries
-    in the CSR's order (gap by gap, spoilers in order). O(entries)."""
-    seg = np.repeat(np.arange(gap_ptr.size - 1), np.diff(gap_ptr))
-    owner = seg // l_
-    rel = np.stack([lo[gap_ev] - base[owner], hi[gap_ev] - base[owner]], axis=1)
-    return owner, rel
+        cols.append(np.diff(gap_ptr)[: m_count * l_].reshape(m_count, l_))
+    return np.ascontiguousarray(np.concatenate(cols, axis=1), np.int64)
 
 
 def confidence_shared(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.ndarray,
@@ -70,20 +110,19 @@ def confidence_shared(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.n
     base = np.asarray(vlb[:, 0], np.int64)
     ptr = gap_ptr if use_gaps else np.zeros(1, np.int64)
     fixed = _fixed_shape(ev, vlb, vub, lo, hi, ptr, base)
-    h = np.zeros(m_count, np.uint64)
-    for j in range(fixed.shape[1]):
-        h = _mixed(fixed[:, j], np.full(m_count, j + 1)) ^ (h * _MIX)
     uniform = (woff[ev] < 0).all(axis=1)
-    owner = rel = None
     if use_gaps and gap_ev.size:
-        owner, rel = _spoiler_shape(ptr, gap_ev, lo, hi, base, l_)
-        first = ptr[np.arange(m_count) * l_]
-        at = np.arange(gap_ev.size) - first[owner]  # the entry's place in its match's list
-        eh = _mixed(rel[:, 0], 2 * at + 1) ^ _mixed(rel[:, 1], 2 * at + 2)
-        has = np.bincount(owner, minlength=m_count) > 0  # owner ascends: one run per match
-        h[has] += np.add.reduceat(eh, first[has])
+        first, end = ptr[np.arange(m_count) * l_], ptr[np.arange(1, m_count + 1) * l_]
+        owner = np.repeat(np.arange(m_count), end - first)
+        rel = np.empty((gap_ev.size, 2), np.int64)
+        rel[:, 0] = lo[gap_ev] - base[owner]
+        rel[:, 1] = hi[gap_ev] - base[owner]
         uniform &= np.bincount(owner[woff[gap_ev] >= 0], minlength=m_count) == 0
-    rep = representatives(h, fixed, uniform, owner, rel, ptr, l_)
+    else:
+        first = end = np.zeros(m_count, np.int64)
+        rel = np.zeros((0, 2), np.int64)
+    rep = representatives(shape_hashes(fixed, first, end, rel), fixed, first, end, rel,
+                          uniform)
     todo = np.flatnonzero(rep == np.arange(m_count))
     if todo.size == m_count:
         return confidence_many(ev, vlb, vub, lo, hi, woff, wflat, cflat, window, use_gaps,
@@ -98,25 +137,6 @@ def confidence_shared(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.n
     r0 = np.where(a[k] == _NONE, _NONE, a[k] + shift)
     r1 = np.where(b[k] == _NONE, _NONE, b[k] + shift)
     return c[k], r0, r1
-
-
-def representatives(h: np.ndarray, fixed: np.ndarray, uniform: np.ndarray,
-                    owner: np.ndarray | None, rel: np.ndarray | None, ptr: np.ndarray,
-                    l_: int) -> np.ndarray:
-    """``rep[m]``: the first match with ``m``'s hash ``h[m]`` when both are uniform and equal in
-    shape (``fixed`` rows, and their spoiler entries ``rel`` owned by ``owner``, CSR ``ptr``
-    over ``m * l_ + g``), else ``m`` itself. O(M log M + entries)."""
-    m_count = h.size
-    _, rep_of, inv = np.unique(h, return_index=True, return_inverse=True)
-    rep = rep_of[inv]
-    same = uniform & uniform[rep] & (fixed == fixed[rep]).all(axis=1)
-    if owner is not None and rel is not None and owner.size:
-        first = ptr[np.arange(m_count) * l_]
-        at = np.arange(owner.size) - first[owner]
-        other = np.minimum(first[rep[owner]] + at, owner.size - 1)  # the rep's same entry
-        differs = ~(rel == rel[other]).all(axis=1)
-        same &= np.bincount(owner[differs], minlength=m_count) == 0
-    return np.where(same, rep, np.arange(m_count))
 
 
 def _rows_csr(gap_ptr: np.ndarray, gap_ev: np.ndarray, rows: np.ndarray, l_: int

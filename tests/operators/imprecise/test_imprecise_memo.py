@@ -91,14 +91,19 @@ def test_shared_confidences_equal_each_matchs_own(seed, l_, window, delta, weigh
 def test_colliding_hashes_are_told_apart():
     """Matches with one hash share a representative only when their shapes are equal, both
     fixed parts and spoiler entries, and every event is uniform."""
-    h = np.zeros(5, np.uint64)
-    fixed = np.array([[0, 1, 1], [0, 1, 1], [0, 2, 1], [0, 1, 1], [0, 1, 1]], np.int64)
-    uniform = np.array([True, True, True, True, False])
-    # one gap (l = 2) with one spoiler each; match 3's spoiler differs from match 0's
-    ptr = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5], np.int64)
-    owner = np.arange(5)
-    rel = np.array([[1, 3], [1, 3], [1, 3], [2, 3], [1, 3]], np.int64)
-    rep = memo.representatives(h, fixed, uniform, owner, rel, ptr, 2)
-    assert rep.tolist() == [0, 0, 2, 3, 4]
-    assert memo.representatives(h, fixed, uniform, None, None, ptr, 2).tolist() == \
-        [0, 0, 2, 0, 4]
+    h = np.zeros(6, np.uint64)
+    fixed = np.array([[0, 1, 1], [0, 1, 1], [0, 2, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1]],
+                     np.int64)
+    uniform = np.array([True, True, True, True, False, True])
+    # one spoiler entry each, but match 3's differs from match 0's and match 5 has two
+    first = np.array([0, 1, 2, 3, 4, 5], np.int64)
+    end = np.array([1, 2, 3, 4, 5, 7], np.int64)
+    rel = np.array([[1, 3], [1, 3], [1, 3], [2, 3], [1, 3], [1, 3], [1, 3]], np.int64)
+    rep = memo.representatives(h, fixed, first, end, rel, uniform)
+    assert rep.tolist() == [0, 0, 2, 3, 4, 5]
+    none = np.zeros(6, np.int64)
+    assert memo.representatives(h, fixed, none, none, rel[:0], uniform).tolist() == \
+        [0, 0, 2, 0, 4, 0]
+    # equal shapes hash alike, different ones (almost surely) not
+    hs = memo.shape_hashes(fixed, first, end, rel)
+    assert hs[0] == hs[1] == hs[4] and len({int(x) for x in hs[[0, 2, 3, 5]]}) == 4
