@@ -13,7 +13,8 @@ same order).
 
 Shapes are told apart exactly: a 64-bit hash of each match's shape groups the matches, and every
 match is compared with its group's first one; a match that differs (a hash collision) is
-computed alone (compiled: :func:`shape_hashes`, :func:`representatives`). O(M x (l + spoilers)) vectorized, plus the kernel on one match per shape.
+computed alone (compiled: :func:`shape_hashes`, :func:`representatives`). O(M x (l +
+spoilers)) expected, plus the kernel on one match per shape.
 """
 
 from __future__ import annotations
