@@ -153,15 +153,15 @@ def column_layout(schema: pa.Schema, compression: str = DEFAULT_COMPRESSION,
     bits per value and decodes without a decompressor. Every other column is PLAIN (strings
     dictionary-encoded) under ``compression``, except a floating-point column of ``table``
     (the file's rows, when given, in row groups of ``group_rows``) that the codec does not
-    at least halve (:func:`_halved_by`): that one is stored uncompressed, so a read copies its values where
-    they lie instead of decompressing each page up to them.
+    at least halve (:func:`_halved_by`): that one is stored uncompressed, so a read copies
+    its values where they lie instead of decompressing each page up to them.
 
     Decision: with every column snappy-compressed PLAIN, decompressing the integer columns
     (which snappy only halves or thirds) dominates a replay's read; delta-packed they are
     smaller and read without a decompressor. Floats are not delta-packable; where snappy
     saves less than half their bytes, decompressing them costs a read more than the bytes
-    it saves. A single value is still read where it lies
-    (:func:`.pagecodec.value_in_chunk` sums the deltas before it). Files written with another
+    save. A single value is still read where it lies (:func:`.pagecodec.value_in_chunk`
+    sums the deltas before it). Files written with another
     layout keep it: readers take any standard encoding, so stores need no rewrite.
     """
     encodings: dict[str, str] = {}
