@@ -72,8 +72,8 @@ def check_graph(gs: Any) -> None:
         tot = np.zeros((P, gs.K * gs.L), np.int64)
         live = np.flatnonzero(gs.q_alive[: gs.q_n])
         np.add.at(tot, gs.q_pid[live], gs.qI[live, : gs.K * gs.L])
-        from replaydb.operators.greta.operator import _normalize_limbs
-        assert np.array_equal(_normalize_limbs(tot, gs.L),
+        from replaydb.operators.greta.limbrows import normalize_limbs
+        assert np.array_equal(normalize_limbs(tot, gs.L),
                               gs.qtotI[:P, : gs.K * gs.L]), "queue totals"
     if gs.is_main and gs.Cb:
         for k in range(gs.K):

@@ -145,7 +145,7 @@ def test_vectorized_limb_conversion_equals_the_scalar_one(L: int) -> None:
     import numpy as np
 
     from replaydb.operators.greta import kernel as kn
-    from replaydb.operators.greta.operator import limb_rows_to_ints, limbs_to_int
+    from replaydb.operators.greta.limbrows import limb_rows_to_ints, limbs_to_int
 
     rng = np.random.default_rng(L)
     vals = [0, 1, -1, 5, -5, (1 << 59) - 1, -(1 << 59), 1 << 59, -(1 << 59) - 1,
@@ -170,7 +170,8 @@ def test_widened_rows_keep_their_values(l0: int, L: int, channels: int) -> None:
     import numpy as np
 
     from replaydb.operators.greta import kernel as kn
-    from replaydb.operators.greta.operator import _Closed, _widened, limbs_to_int
+    from replaydb.operators.greta.limbrows import limbs_to_int
+    from replaydb.operators.greta.operator import _Closed, _widened
 
     rng = random.Random(l0 * 10 + L)
     half = 1 << (kn.LIMB * l0 - 1)
@@ -194,15 +195,15 @@ def test_exact_columns_from_int64_equal_arrows_cast(ty: pa.DataType) -> None:
     it (decimals of scale 0 with room for 19 digits are built from their words)."""
     import numpy as np
 
-    from replaydb.operators.greta.operator import _exact_of_int64
+    from replaydb.operators.greta.limbrows import exact_of_int64
 
     vals = np.array([0, 1, -1, 7, -(1 << 63), (1 << 63) - 1, 10**18, -(10**18)], np.int64)
-    got = _exact_of_int64(vals, ty)
+    got = exact_of_int64(vals, ty)
     got.validate(full=True)
     assert got.equals(pa.array(vals).cast(ty))
     # a decimal too narrow for int64 is cast, which checks the range
     with pytest.raises(pa.ArrowInvalid):
-        _exact_of_int64(vals, pa.decimal128(10, 0))
+        exact_of_int64(vals, pa.decimal128(10, 0))
 
 
 def _rows(text: str, table: pa.Table, batch: int) -> list[dict]:
