@@ -125,3 +125,17 @@ def gather_spoilers(index: ComponentIndex, plan: PredicatePlan, attrs: dict[str,
         twice = pair[1:][pair[1:] == pair[:-1]]
         multi[twice // span] = True
     return gap_ptr, evs, multi
+
+
+def spoilers_of(gap_ptr: np.ndarray, gap_ev: np.ndarray, sel: np.ndarray, l_: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The per-(match, gap) CSR of :func:`gather_spoilers` restricted to matches ``sel`` (row
+    indices, in that order). O(matches kept x l + entries kept)."""
+    starts = gap_ptr[sel * l_]
+    ends = gap_ptr[sel * l_ + l_]
+    lens = ends - starts
+    idx = np.repeat(starts, lens) + (np.arange(int(lens.sum()))
+                                     - np.repeat(np.cumsum(lens) - lens, lens))
+    counts = np.diff(gap_ptr)[(sel[:, None] * l_ + np.arange(l_)[None, :]).ravel()]
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return ptr, gap_ev[idx]

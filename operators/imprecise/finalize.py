@@ -20,7 +20,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from replaydb.operators.imprecise.candidates import ComponentIndex, gather_spoilers, nelt
+from replaydb.operators.imprecise.candidates import (
+    ComponentIndex,
+    gather_spoilers,
+    nelt,
+    spoilers_of,
+)
 from replaydb.operators.imprecise.confidence import (
     chain_confidence,
     fraction_text,
@@ -97,8 +102,8 @@ def finalize(buf: EventBuffer, index: ComponentIndex, plan: PredicatePlan,
             conf, r0, r1 = (np.zeros(m_count), np.zeros(m_count, np.int64),
                             np.zeros(m_count, np.int64))
         else:
-            sub_ptr, sub_ev = _sub_csr(gap_ptr, gap_ev, single, l_) if multi.any() else (
-                gap_ptr, gap_ev)
+            sub_ptr, sub_ev = (spoilers_of(gap_ptr, gap_ev, np.flatnonzero(single), l_)
+                               if multi.any() else (gap_ptr, gap_ev))
             c1, a1, b1 = confidence_shared(match[single], vlb[single], vub[single], buf.lo,
                                            buf.hi, buf.woff, buf.wflat, buf.cflat,
                                            config.window, nxt, sub_ptr, sub_ev)
@@ -107,7 +112,7 @@ def finalize(buf: EventBuffer, index: ComponentIndex, plan: PredicatePlan,
             conf[single], r0[single], r1[single] = c1, a1, b1
         if multi.any():
             # one event spoils several gaps: enumerate the point matches (compiled)
-            sub_ptr, sub_ev = _sub_csr(gap_ptr, gap_ev, multi, l_)
+            sub_ptr, sub_ev = spoilers_of(gap_ptr, gap_ev, np.flatnonzero(multi), l_)
             c2, a2, b2 = confidence_enumerate_many(match[multi], vlb[multi], vub[multi], buf.lo,
                                                    buf.hi, buf.woff, buf.wflat, buf.cflat,
                                                    config.window, sub_ptr, sub_ev)
@@ -116,20 +121,6 @@ def finalize(buf: EventBuffer, index: ComponentIndex, plan: PredicatePlan,
     if exact_txt is not None:
         exact_txt = [s for s, k in zip(exact_txt, keep) if k]
     return Finalized(match[keep], conf[keep], exact_txt, r0[keep], r1[keep])
-
-
-def _sub_csr(gap_ptr: np.ndarray, gap_ev: np.ndarray, rows: np.ndarray, l_: int
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """The per-(match, gap) CSR restricted to the matches selected by ``rows``."""
-    sel = np.flatnonzero(rows)
-    starts = gap_ptr[sel * l_]
-    ends = gap_ptr[sel * l_ + l_]
-    lens = ends - starts
-    idx = np.repeat(starts, lens) + (np.arange(int(lens.sum()))
-                                     - np.repeat(np.cumsum(lens) - lens, lens))
-    counts = np.diff(gap_ptr)[(sel[:, None] * l_ + np.arange(l_)[None, :]).ravel()]
-    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return ptr, gap_ev[idx]
 
 
 def _exact(buf: EventBuffer, config: ImpreciseConfig, row: np.ndarray, vlb: np.ndarray,

@@ -24,6 +24,7 @@ import numpy as np
 from numba import types
 from numba.typed import Dict
 
+from replaydb.operators.imprecise.candidates import spoilers_of
 from replaydb.operators.imprecise.kernels import confidence_many
 
 _NONE = np.iinfo(np.int64).min
@@ -128,7 +129,7 @@ def confidence_shared(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.n
     if todo.size == m_count:
         return confidence_many(ev, vlb, vub, lo, hi, woff, wflat, cflat, window, use_gaps,
                                gap_ptr, gap_ev)
-    sub_ptr, sub_ev = _rows_csr(ptr, gap_ev, todo, l_) if use_gaps else (gap_ptr, gap_ev)
+    sub_ptr, sub_ev = spoilers_of(ptr, gap_ev, todo, l_) if use_gaps else (gap_ptr, gap_ev)
     c, a, b = confidence_many(ev[todo], vlb[todo], vub[todo], lo, hi, woff, wflat, cflat,
                               window, use_gaps, sub_ptr, sub_ev)
     slot = np.empty(m_count, np.int64)
@@ -138,16 +139,3 @@ def confidence_shared(ev: np.ndarray, vlb: np.ndarray, vub: np.ndarray, lo: np.n
     r0 = np.where(a[k] == _NONE, _NONE, a[k] + shift)
     r1 = np.where(b[k] == _NONE, _NONE, b[k] + shift)
     return c[k], r0, r1
-
-
-def _rows_csr(gap_ptr: np.ndarray, gap_ev: np.ndarray, rows: np.ndarray, l_: int
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """The per-(match, gap) CSR restricted to matches ``rows`` (in that order). O(entries
-    kept)."""
-    seg = (rows[:, None] * l_ + np.arange(l_)[None, :]).ravel()
-    starts, ends = gap_ptr[seg], gap_ptr[seg + 1]
-    lens = ends - starts
-    ptr = np.zeros(seg.size + 1, np.int64)
-    np.cumsum(lens, out=ptr[1:])
-    idx = np.repeat(starts - ptr[:-1], lens) + np.arange(int(ptr[-1]))
-    return ptr, gap_ev[idx]
